@@ -1,0 +1,168 @@
+"""GPU architecture facts, loaded from rocmkit/data/archs.toml (one table per arch)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+from packaging.version import InvalidVersion, Version
+
+from .errors import UsageError
+from .tomlread import load_toml_text
+
+
+@dataclass(frozen=True)
+class Product:
+    name: str
+    arch: str
+    pci_ids: tuple[str, ...]
+    torch_name: str
+    vf_of: str | None = None
+    min_rocm: str | None = None
+    memory_gib: float | None = None
+    peak_bf16_tflops: float | None = None
+    peak_fp8_tflops: float | None = None
+    hbm_tbps: float | None = None
+
+    @property
+    def is_vf(self) -> bool:
+        return self.vf_of is not None
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str
+    vendor: str  # "amd" | "nvidia"
+    family: str
+    fp8: str  # "fnuz" | "e4m3" | "none"
+    status: str  # "supported" | "legacy" | "probe-only"
+    products: tuple[Product, ...]
+    gfx_target_version: int | None = None
+    compute_capability: str | None = None
+    min_rocm: str | None = None
+
+    @property
+    def buildable(self) -> bool:
+        """Whether images can target this arch (AMD archs only)."""
+        return self.vendor == "amd"
+
+    def product(self, name: str) -> Product | None:
+        return next((p for p in self.products if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class BuildVariable:
+    name: str
+    format: str  # "list" | "offload-flags"
+    read_by: str
+
+    def value(self, targets: list[str]) -> str:
+        if self.format == "offload-flags":
+            return " ".join(f"--offload-arch={t}" for t in targets)
+        return ";".join(targets)
+
+
+_PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory_gib",
+                   "peak_bf16_tflops", "peak_fp8_tflops", "hbm_tbps"}
+
+
+@functools.cache
+def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
+    raw = load_toml_text(resources.files("rocmkit.data").joinpath("archs.toml").read_text(), "archs.toml")
+    archs: dict[str, Arch] = {}
+    for name, spec in raw["arch"].items():
+        products = []
+        for p in spec.get("product", []):
+            unknown = set(p) - _PRODUCT_FIELDS
+            if unknown:  # a typo in the packaged table is a bug in rocmkit, not user input
+                raise ValueError(f"archs.toml: {name}: unknown product fields {sorted(unknown)}")
+            products.append(Product(arch=name, **{**p, "pci_ids": tuple(i.lower() for i in p["pci_ids"])}))
+        archs[name] = Arch(
+            name=name, vendor=spec["vendor"], family=spec["family"], fp8=spec["fp8"], status=spec["status"],
+            products=tuple(products), gfx_target_version=spec.get("gfx_target_version"),
+            compute_capability=spec.get("compute_capability"), min_rocm=spec.get("min_rocm"),
+        )
+    variables = {n: BuildVariable(name=n, **v) for n, v in raw["build_variable"].items()}
+    return archs, variables
+
+
+def all_archs() -> dict[str, Arch]:
+    return dict(_table()[0])
+
+
+def build_variables() -> list[BuildVariable]:
+    return list(_table()[1].values())
+
+
+def known_build_archs() -> list[str]:
+    return sorted(a.name for a in _table()[0].values() if a.buildable)
+
+
+def get_arch(name: str) -> Arch:
+    """The arch called `name`; a UsageError listing the known ones otherwise."""
+    arch = _table()[0].get(name.strip().lower())
+    if arch is None:
+        raise UsageError(f"unknown arch {name!r}", hint=f"known archs: {', '.join(sorted(_table()[0]))}")
+    return arch
+
+
+def get_build_arch(name: str) -> Arch:
+    """An arch images can be built for (AMD only)."""
+    arch = get_arch(name)
+    if not arch.buildable:
+        raise UsageError(f"arch {arch.name!r} is not a build target ({arch.vendor} {arch.family})",
+                         hint=f"build targets: {', '.join(known_build_archs())}")
+    return arch
+
+
+def parse_targets(spec: str) -> list[str]:
+    """'gfx942', 'gfx942,gfx950' or 'gfx942;gfx950' -> validated, de-duplicated, in the given order."""
+    names = [s for s in spec.replace(";", ",").split(",") if s.strip()]
+    if not names:
+        raise UsageError("no arch given", hint=f"build targets: {', '.join(known_build_archs())}")
+    out: list[str] = []
+    for n in names:
+        a = get_build_arch(n).name
+        if a not in out:
+            out.append(a)
+    return out
+
+
+def gfx_name(target_version: int) -> str:
+    """KFD gfx_target_version (major*10000 + minor*100 + stepping) -> 'gfx<major><minor hex><stepping hex>'."""
+    major, minor, step = target_version // 10000, (target_version // 100) % 100, target_version % 100
+    return f"gfx{major}{minor:x}{step:x}"
+
+
+def arch_for_target_version(target_version: int) -> Arch | None:
+    return _table()[0].get(gfx_name(target_version))
+
+
+def product_for_pci_id(device_id: str | int) -> Product | None:
+    """Product for a PCI device id given as 0x74a1, 74A1 or an int (KFD's decimal device_id)."""
+    key = f"0x{device_id:04x}" if isinstance(device_id, int) else "0x" + device_id.lower().removeprefix("0x")
+    for arch in _table()[0].values():
+        for p in arch.products:
+            if key in p.pci_ids:
+                return p
+    return None
+
+
+def vf_products() -> list[Product]:
+    return [p for a in _table()[0].values() for p in a.products if p.is_vf]
+
+
+def min_rocm_for(arch: Arch, product: Product | None = None) -> str | None:
+    return (product.min_rocm if product and product.min_rocm else None) or arch.min_rocm
+
+
+def rocm_supports(rocm: str, arch: Arch, product: Product | None = None) -> bool:
+    """Whether ROCm version `rocm` is at least the minimum for this arch (and product)."""
+    need = min_rocm_for(arch, product)
+    if need is None:
+        return True
+    try:
+        return Version(rocm) >= Version(need)
+    except InvalidVersion:
+        return False

@@ -1,0 +1,70 @@
+"""The `rocmkit` command: a group whose subcommands live in rocmkit/commands/, imported on first use
+(so `rocmkit doctor` does not pay for importing Docker or Jinja), and one place that turns
+RocmkitError into `error:`/`hint:` lines and an exit code."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from . import __version__
+from .errors import RocmkitError
+
+# name -> "module:attribute"; the order here is the order `rocmkit --help` lists them.
+COMMANDS = {
+    "stacks": "rocmkit.commands.stacks:stacks",
+    "render": "rocmkit.commands.render:render",
+    "build": "rocmkit.commands.build:build",
+}
+
+
+class RocmkitGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except RocmkitError as exc:
+            if (ctx.obj or {}).get("debug"):
+                raise
+            click.echo(f"error: {exc.message}", err=True)
+            if exc.hint:
+                click.echo(f"hint: {exc.hint}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=RocmkitGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="rocmkit")
+@click.option("--debug", is_flag=True, envvar="ROCMKIT_DEBUG", help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Provision AMD ROCm environments for RL post-training (verl, Miles) on Instinct GPUs.
+
+    Declared stacks become pinned, multi-stage images (render, build, bake); hosts and containers
+    are checked (doctor); a smoke GRPO run certifies that a stack trains (certify).
+
+    Exit codes: 0 ok, 1 a build/check/certification failed, 2 bad usage or input,
+    3 a required environment is missing (no Docker engine, no GPU).
+    """
+    ctx.obj = {"debug": debug}
+
+
+def main() -> None:
+    # Python's default SIGPIPE handling turns `rocmkit ... | head` into a traceback; exit quietly instead.
+    try:
+        cli.main(prog_name="rocmkit")
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)

@@ -1,0 +1,68 @@
+"""How a ROCm container is started: device nodes, groups, IPC, ulimits. One place, used by
+`rocmkit run`, `doctor --image`, `certify --image` and the Slurm scripts.
+
+Least privilege: /dev/kfd plus only the render nodes asked for, the numeric groups that own those
+nodes on this host (the image may lack a group named `render`), host IPC for RCCL's shared memory,
+unlimited memlock for RDMA, and SYS_NICE so NUMA binding (set_mempolicy/mbind, which Docker's default
+seccomp profile allows only with that capability) works. `--privileged` only when asked.
+Reference: ROCm docs "Running ROCm Docker containers"; vLLM/ROCm published run line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_SHM = "16g"
+
+
+def device_gids(paths: list[str]) -> list[str]:
+    """The numeric groups owning the device nodes, so the container user can open them."""
+    gids: list[str] = []
+    for p in paths:
+        try:
+            gid = str(os.stat(p).st_gid)
+        except OSError:
+            continue
+        if gid != "0" and gid not in gids:
+            gids.append(gid)
+    return gids or ["video"]
+
+
+def rocm_device_args(render_nodes: list[str] | None = None, *, privileged: bool = False,
+                     ipc_host: bool = True, shm_size: str = DEFAULT_SHM) -> list[str]:
+    """`docker run` flags giving a container the GPUs. render_nodes None means all of /dev/dri."""
+    if privileged:
+        return ["--privileged", "--ipc=host" if ipc_host else f"--shm-size={shm_size}"]
+    nodes = ["/dev/dri"] if render_nodes is None else list(render_nodes)
+    args = ["--device=/dev/kfd"] + [f"--device={n}" for n in nodes]
+    probe = ["/dev/kfd"] + (sorted(str(p) for p in Path("/dev/dri").glob("renderD*")) if render_nodes is None else nodes)
+    for gid in device_gids(probe):
+        args.append(f"--group-add={gid}")
+    args += ["--ipc=host" if ipc_host else f"--shm-size={shm_size}",
+             "--ulimit=memlock=-1:-1", "--ulimit=stack=67108864:67108864",
+             "--cap-add=SYS_NICE"]
+    return args
+
+
+def docker_run_argv(image: str, command: list[str], *, render_nodes: list[str] | None = None,
+                    privileged: bool = False, env: dict[str, str] | None = None,
+                    mounts: list[tuple[str, str, str]] = (), name: str | None = None, remove: bool = True,
+                    workdir: str | None = None, docker: str = "docker", extra: list[str] = ()) -> list[str]:
+    """The full `docker run` argv. mounts are (host_path, container_path, "ro"|"rw")."""
+    argv = [docker, "run"]
+    if remove:
+        argv.append("--rm")
+    if name:
+        argv.append(f"--name={name}")
+    argv += rocm_device_args(render_nodes, privileged=privileged)
+    for key, value in (env or {}).items():
+        argv += ["-e", f"{key}={value}"]
+    for host, inside, mode in mounts:
+        argv += ["-v", f"{host}:{inside}:{mode}"]
+    if workdir:
+        argv.append(f"--workdir={workdir}")
+    argv += list(extra)
+    argv.append(image)
+    argv += list(command)
+    return argv

@@ -1,0 +1,30 @@
+"""What a check produces. Shared by level-1 checks, level-2 GPU probes and the certify report."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str  # stable, dotted: "gpu.kfd.access", "env.ray.noset", "probe.gemm.bf16"
+    area: str  # grouping in the table: "gpu", "driver", "kernel", "container", "env", "software", "probe"
+    status: Status
+    title: str  # one line: what was checked and what was found
+    evidence: dict[str, Any] = field(default_factory=dict)  # what was read or measured
+    fix: str | None = None  # the exact command or setting that fixes it
+    reference: str | None = None  # where the rule comes from (doc URL, issue)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d

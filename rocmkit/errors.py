@@ -1,0 +1,43 @@
+"""The one error hierarchy. The CLI turns these into `error:`/`hint:` lines and an exit code."""
+
+from __future__ import annotations
+
+
+class RocmkitError(Exception):
+    """A failure the user can act on. Never shown with a traceback unless --debug."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(RocmkitError):
+    """Bad usage or bad input: unknown arch, malformed stack file, conflicting options (exit 2)."""
+
+    exit_code = 2
+
+
+class InputFileError(UsageError):
+    """A field of an input file is missing or wrong. Names the file, the field and what is allowed."""
+
+    def __init__(self, path: str, field: str, problem: str, allowed: str | None = None):
+        where = f"{path}: {field}" if field else str(path)
+        message = f"{where}: {problem}"
+        super().__init__(message, hint=f"allowed: {allowed}" if allowed else None)
+        self.path = str(path)
+        self.field = field
+
+
+class EnvironmentMissing(RocmkitError):
+    """Something the command needs is absent: a Docker engine, a GPU, a tool (exit 3)."""
+
+    exit_code = 3
+
+
+class Failed(RocmkitError):
+    """The work ran and its result is a failure: a build, a check, a certification (exit 1)."""
+
+    exit_code = 1

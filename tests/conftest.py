@@ -1,0 +1,61 @@
+"""Shared test setup: markers skip with a reason where the real component is absent."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+
+
+def _docker_ready() -> str | None:
+    if not shutil.which("docker"):
+        return "no docker client on PATH"
+    try:
+        import docker
+
+        docker.from_env(timeout=5).ping()
+    except Exception as exc:  # any failure to reach the engine means: skip
+        return f"no Docker engine reachable ({type(exc).__name__})"
+    return None
+
+
+def _slurm_ready() -> str | None:
+    for tool in ("sbatch", "squeue", "scontrol"):
+        if not shutil.which(tool):
+            return f"no {tool} on PATH (Slurm not installed)"
+    try:
+        subprocess.run(["scontrol", "ping"], check=True, capture_output=True, timeout=10)
+    except Exception as exc:
+        return f"Slurm controller not answering ({type(exc).__name__})"
+    return None
+
+
+def _gpu_ready() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch not installed"
+    return None if torch.cuda.is_available() else "no GPU visible to torch.cuda"
+
+
+_CHECKS = {"docker": _docker_ready, "slurm": _slurm_ready, "gpu": _gpu_ready}
+
+
+def pytest_collection_modifyitems(config, items):
+    cache: dict[str, str | None] = {}
+    for item in items:
+        for marker, check in _CHECKS.items():
+            if marker in item.keywords:
+                if marker not in cache:
+                    cache[marker] = check()
+                if cache[marker]:
+                    if os.environ.get(f"ROCMKIT_REQUIRE_{marker.upper()}") == "1":
+                        # CI provisions the real component: its absence there is a failure, not a skip.
+                        raise pytest.UsageError(f"ROCMKIT_REQUIRE_{marker.upper()}=1 but {cache[marker]}")
+                    item.add_marker(pytest.mark.skip(reason=cache[marker]))
