@@ -59,3 +59,18 @@ def pytest_collection_modifyitems(config, items):
                         # CI provisions the real component: its absence there is a failure, not a skip.
                         raise pytest.UsageError(f"ROCMKIT_REQUIRE_{marker.upper()}=1 but {cache[marker]}")
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
+
+
+@pytest.fixture
+def find_tool():
+    """Path of a command-line tool installed with the test extras (hadolint, shellcheck, ...): on PATH,
+    or beside the Python running the tests (a venv's bin/ that is not on PATH)."""
+    import sys
+
+    def find(name: str) -> str:
+        found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+        if not found:
+            pytest.fail(f"{name} not found: install the test extras (pip install -e '.[test]')")
+        return found
+
+    return find

@@ -1,0 +1,80 @@
+"""`rocmkit render`: a stack × arch as a multi-stage Dockerfile."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .. import archs, stacks
+from ..errors import Failed, UsageError
+from ..fileio import write_atomic
+from ..plan import make_plan
+from ..render import RENDERED_MARK, render_all, render_dockerfile
+from .common import stack_options, warn
+
+
+@click.command()
+@stack_options
+@click.option("--arch", "arch_spec", default=None, metavar="ARCH",
+              help="Target arch: gfx942, gfx950, or a list (gfx942,gfx950) for a multi-arch image.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the Dockerfile here instead of stdout (refuses to overwrite without --force).")
+@click.option("--all", "render_every", is_flag=True,
+              help="Render every built-in stack × each of its archs into --out-dir as <stack>-<arch>.Dockerfile.")
+@click.option("--out-dir", type=click.Path(file_okay=False), default="dockerfiles", show_default=True,
+              help="Folder for --all.")
+@click.option("--check", is_flag=True, help="With --all: write nothing, exit 1 if any file in --out-dir is stale.")
+@click.option("--force", is_flag=True, help="Overwrite an existing --output file.")
+def render(stack_name, stack_file, arch_spec, output, render_every, out_dir, check, force) -> None:
+    """Render a stack for an arch into a Dockerfile.
+
+    One build stage per compiled component (each producing a wheel, built in parallel and cached on
+    its own by BuildKit), a final stage installing the wheels through bind mounts, every GPU arch
+    variable set to the target, MAX_JOBS passed to every compile step, the runtime environment with
+    the reason for each variable, OCI labels, and a manifest of every pin at
+    /opt/rocmkit/manifest.json. `rocmkit render --all` regenerates dockerfiles/.
+    """
+    if render_every:
+        if stack_name or stack_file or arch_spec or output:
+            raise UsageError("--all renders every built-in stack; it takes no --stack, --stack-file, --arch or -o")
+        _render_all(Path(out_dir), check)
+        return
+    if check:
+        raise UsageError("--check goes with --all")
+    if not arch_spec:
+        raise UsageError("--arch is required", hint=f"build targets: {', '.join(archs.known_build_archs())}")
+    stack = stacks.load(stack_name, stack_file)
+    plan = make_plan(stack, archs.parse_targets(arch_spec))
+    for w in plan.warnings:
+        warn(w)
+    text = render_dockerfile(plan)
+    if output:
+        write_atomic(output, text, force=force)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        sys.stdout.write(text)
+
+
+def _render_all(out_dir: Path, check: bool) -> None:
+    wanted = render_all(out_dir)
+    # Files rocmkit rendered earlier for stacks or archs that no longer exist are removed (or reported).
+    leftovers = [p for p in sorted(out_dir.glob("*.Dockerfile"))
+                 if p not in wanted and p.read_text(errors="replace").startswith(RENDERED_MARK)]
+    stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
+    if check:
+        for p in stale:
+            click.echo(f"stale: {p}", err=True)
+        for p in leftovers:
+            click.echo(f"no longer rendered: {p}", err=True)
+        if stale or leftovers:
+            raise Failed(f"{len(stale) + len(leftovers)} file(s) in {out_dir} differ from what rocmkit renders now",
+                         hint="run `rocmkit render --all` and commit the result")
+        click.echo(f"{len(wanted)} Dockerfiles in {out_dir} are up to date")
+        return
+    for p in stale:
+        write_atomic(p, wanted[p])
+    for p in leftovers:
+        p.unlink()
+    click.echo(f"rendered {len(wanted)} Dockerfiles into {out_dir} ({len(stale)} changed, {len(leftovers)} removed)")

@@ -1,0 +1,103 @@
+"""BuildPlan → Dockerfile text through Jinja2 (StrictUndefined). Pure."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shlex
+from importlib import resources
+from pathlib import Path
+
+from .plan import CONSTRAINED_PACKAGES, CONSTRAINTS_PATH, MANIFEST_PATH, BuildPlan
+
+# The first line of every rendered file; `render --all` only ever replaces or removes files that start so.
+RENDERED_MARK = "# Rendered by rocmkit"
+
+# Post-install steps a stack can ask for, as the exact RUN lines the final stage gets.
+POST_STEP_LINES = {
+    # Issue 5: VF-named copies of SGLang's tuned configs, by rocmkit's own code; --strict fails the build
+    # when the config folders it expects are missing.
+    "vf-configs": "RUN rocmkit vf-configs --strict",
+}
+
+
+def _dq(value: str) -> str:
+    """A Dockerfile ENV/LABEL value in double quotes. Stack values are validated to hold no quote,
+    backslash or `$`; this guards against a rocmkit bug producing one."""
+    text = str(value)
+    if any(ch in text for ch in '"\\$\n`'):
+        raise ValueError(f"unsafe value for a Dockerfile instruction: {text!r}")
+    return f'"{text}"'
+
+
+@functools.cache
+def _environment():
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(resources.files("rocmkit.templates"))),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["sq"] = lambda v: shlex.quote(str(v))
+    env.filters["dq"] = _dq
+    env.filters["assignments"] = lambda pairs: [f"{k}={_dq(v)}" for k, v in pairs]
+    env.filters["cont"] = lambda items: " \\\n    ".join(items)  # one item per continued line
+    env.filters["wheel_mounts"] = lambda names, root: [
+        f"--mount=type=bind,from=build-{n},source=/wheels,target={root}/{n}" for n in names]
+    env.filters["zip"] = lambda a, b: list(zip(a, b))
+    return env
+
+
+def _apt_packages(plan: BuildPlan) -> list[str]:
+    """The stack's packages plus what the rendered steps themselves run: git to clone, ccache if on."""
+    packages = set(plan.stack.base.apt)
+    if plan.stack.base.ccache:
+        packages.add("ccache")
+    if any(not s.local for s in plan.stages):
+        packages.add("git")
+    return sorted(packages)
+
+
+def render_dockerfile(plan: BuildPlan) -> str:
+    stack = plan.stack
+    pip = plan.pip_components
+    text = _environment().get_template("Dockerfile.j2").render(
+        plan=plan,
+        stack=stack,
+        base=stack.base,
+        apt=_apt_packages(plan),
+        py=stack.python,
+        rocm=stack.rocm != "none",
+        targets=list(plan.targets),
+        constrained=CONSTRAINED_PACKAGES,
+        constraints_path=CONSTRAINTS_PATH,
+        manifest_path=MANIFEST_PATH,
+        manifest_json=json.dumps(plan.manifest, separators=(",", ":")),
+        local_stages=[s for s in plan.stages if s.local],
+        install_pip=[r for c in pip if not c.no_deps for r in c.pip],
+        install_indexes=sorted({c.extra_index_url for c in pip if not c.no_deps and c.extra_index_url}),
+        no_deps_pip=[c for c in pip if c.no_deps],
+        post_steps=[POST_STEP_LINES[s] for s in stack.post],
+    )
+    return text
+
+
+def dockerfile_name(stack_name: str, targets: list[str] | tuple[str, ...]) -> str:
+    return f"{stack_name}-{'-'.join(targets)}.Dockerfile"
+
+
+def render_all(out_dir: str | Path) -> dict[Path, str]:
+    """Every built-in stack × each of its archs → {path: text}, for `rocmkit render --all`."""
+    from . import stacks
+    from .plan import make_plan
+
+    out = Path(out_dir)
+    result: dict[Path, str] = {}
+    for stack in stacks.all_builtin():
+        for arch in stack.archs:
+            result[out / dockerfile_name(stack.name, [arch])] = render_dockerfile(make_plan(stack, [arch]))
+    return result

@@ -1,0 +1,52 @@
+"""Local component sources (`--source NAME=DIR`): validated and identified by content."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .errors import UsageError
+from .plan import LocalSource
+from .stacks import NAME_RE
+
+# Never part of a component's source: VCS data and build leftovers.
+IGNORED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".tox", ".venv", "build", "dist"}
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over every file's relative path, executable bit and content, in sorted order; symlinks
+    count by their target text. Identical trees give identical digests wherever they live."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                h.update(f"L {rel}\0{os.readlink(path)}\0".encode())
+                continue
+            h.update(f"F {rel}\0{'x' if os.access(path, os.X_OK) else '-'}\0".encode())
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def parse_source_options(values: tuple[str, ...] | list[str]) -> dict[str, LocalSource]:
+    """`NAME=DIR` options → {name: LocalSource}; each DIR must be an existing folder."""
+    out: dict[str, LocalSource] = {}
+    for v in values:
+        name, sep, directory = v.partition("=")
+        if not sep or not name or not directory:
+            raise UsageError(f"--source {v!r}: expected COMPONENT=DIR", hint="e.g. --source vllm=./vllm")
+        if not NAME_RE.match(name):
+            raise UsageError(f"--source {v!r}: {name!r} is not a component name")
+        if name in out:
+            raise UsageError(f"--source {name}=... given twice")
+        path = Path(directory).expanduser()
+        if not path.is_dir():
+            raise UsageError(f"--source {name}={directory}: no such folder")
+        out[name] = LocalSource(name=name, path=str(path.resolve()), digest=tree_digest(path))
+    return out
