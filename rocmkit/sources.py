@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 from .errors import UsageError
@@ -14,24 +15,46 @@ from .stacks import NAME_RE
 IGNORED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".tox", ".venv", "build", "dist"}
 
 
+def tree_files(root: Path) -> list[Path]:
+    """Every file and symlink of a component's source tree, sorted, leaving out IGNORED_DIRS and
+    *.egg-info. The digest and the copy into the build context both use this list, so what is
+    hashed is exactly what is built."""
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(filenames):
+            out.append((Path(dirpath) / name).relative_to(root))
+    return out
+
+
 def tree_digest(root: Path) -> str:
     """sha256 over every file's relative path, executable bit and content, in sorted order; symlinks
     count by their target text. Identical trees give identical digests wherever they live."""
     h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS and not d.endswith(".egg-info"))
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                h.update(f"L {rel}\0{os.readlink(path)}\0".encode())
-                continue
-            h.update(f"F {rel}\0{'x' if os.access(path, os.X_OK) else '-'}\0".encode())
-            with open(path, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            h.update(b"\0")
+    for relpath in tree_files(root):
+        path = root / relpath
+        rel = relpath.as_posix()
+        if path.is_symlink():
+            h.update(f"L {rel}\0{os.readlink(path)}\0".encode())
+            continue
+        h.update(f"F {rel}\0{'x' if os.access(path, os.X_OK) else '-'}\0".encode())
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        h.update(b"\0")
     return h.hexdigest()
+
+
+def copy_tree(root: Path, dest: Path) -> None:
+    """Copy the files tree_files() lists (and so tree_digest() hashed) from root into dest; symlinks
+    are copied as links, file modes are kept."""
+    for relpath in tree_files(root):
+        src, dst = root / relpath, dest / relpath
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dst)
+        else:
+            shutil.copy2(src, dst)
 
 
 def parse_source_options(values: tuple[str, ...] | list[str]) -> dict[str, LocalSource]:

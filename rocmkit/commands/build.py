@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import re
+import sys
+from pathlib import Path
+
 import click
 
 from .. import archs, stacks
-from ..errors import UsageError
+from ..builder import DEFAULT_TIMEOUT_S
+from ..engine import check_ref
+from ..errors import Failed, UsageError
 from ..output import document
-from ..plan import DEFAULT_MAX_JOBS, make_plan, plan_document
+from ..plan import DEFAULT_MAX_JOBS, LABEL_PREFIX, MANIFEST_PATH, make_plan, plan_document
 from ..sources import parse_source_options
 from .common import echo_json, json_option, stack_options, warn
 
@@ -24,23 +31,63 @@ def _max_jobs(value: str) -> int | str:
     return n
 
 
+NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
 @click.command()
 @click.option("--arch", "arch_spec", required=True, metavar="ARCH",
               help="Target arch: gfx942 (MI300X/MI325X), gfx950 (MI350X/MI355X), or a list for a multi-arch image.")
 @stack_options
 @click.option("--dry-run", is_flag=True, help="Print the plan (stages, what builds in parallel, build args, tag, labels); build nothing.")
+@click.option("--tag", "-t", "tag_opts", multiple=True, metavar="REF",
+              help="Tag the image REF ([registry/]repo[:tag]); repeatable. Default: the plan's tag, "
+                   "rocmkit/<stack>:[rocm<ver>-]<arch>-<inputs hash>, identical for identical inputs. "
+                   "Tags are set only after the build succeeded.")
+@click.option("--push", is_flag=True, help="After a successful build, push every --tag (needs --tag; log in with `docker login` first).")
 @click.option("--max-jobs", default=str(DEFAULT_MAX_JOBS), show_default=True, metavar="N|auto",
-              help="Parallel compile jobs in every build stage; 'auto' sizes it from the builder's memory and cores.")
+              help="Parallel compile jobs in every build stage (build arg MAX_JOBS). 'auto' sizes it from the "
+                   "engine's memory and cores, allowing for the stages that compile at the same time.")
 @click.option("--base-image", default=None, metavar="IMAGE", help="Replace the stack's base image (e.g. a mirror); recorded in the manifest and labels.")
 @click.option("--source", "source_opts", multiple=True, metavar="COMPONENT=DIR",
               help="Build COMPONENT from a local folder instead of its git pin; recorded by content digest. Repeatable.")
+@click.option("--cache-from", "cache_from", multiple=True, metavar="REF",
+              help="Import build cache: an image reference (or type=registry,ref=REF); with a buildx plugin any "
+                   "--cache-from value buildx takes (type=gha, type=local,src=DIR, ...). Repeatable.")
+@click.option("--cache-to", "cache_to", multiple=True, metavar="SPEC",
+              help="Export build cache. type=inline embeds it in the image (any client); registry, gha and local "
+                   "caches need a buildx plugin with a docker-container builder. Repeatable.")
+@click.option("--network", default=None, metavar="MODE",
+              help="Network for RUN steps, passed to docker build: e.g. none for an offline build (everything "
+                   "must be in the base image and the --source folders), host, default.")
+@click.option("--progress", type=click.Choice(["auto", "plain"]), default="auto", show_default=True,
+              help="auto: finished steps and a live status line on a terminal, plain lines otherwise or when CI is "
+                   "set; plain: every BuildKit line. The full log always goes to --log-file.")
+@click.option("--log-file", type=click.Path(dir_okay=False), default=None,
+              help="Write the full build log here. Default: $ROCMKIT_LOG_DIR, else "
+                   "$XDG_STATE_HOME/rocmkit/logs (~/.local/state/rocmkit/logs), one file per build.")
+@click.option("--docker", "docker_cli", default=None, metavar="PATH", envvar="ROCMKIT_DOCKER", show_envvar=True,
+              help="The docker client to build with. Default: the first docker on PATH (then /usr/bin/docker, "
+                   "/usr/local/bin/docker) that has a buildx plugin or a built-in BuildKit that works.")
+@click.option("--timeout", "timeout_s", type=click.IntRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True,
+              metavar="SECONDS", help="Stop the build after this long.")
 @json_option
-def build(arch_spec, stack_name, stack_file, dry_run, max_jobs, base_image, source_opts, as_json) -> None:
-    """Build a stack's image for an arch (default stack: verl-vllm).
+def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, base_image, source_opts,
+          cache_from, cache_to, network, progress, log_file, docker_cli, timeout_s, as_json) -> None:
+    """Build a stack's image for an arch with BuildKit (default stack: verl-vllm).
 
-    With --dry-run, print the build plan: the stages, which of them BuildKit builds in parallel,
+    The Docker engine is reached through the docker SDK (DOCKER_HOST is honoured); the build runs
+    through a docker client that can do BuildKit. Each compiled component builds in its own stage,
+    independent ones at the same time, each cached on its own. On failure the failing stage and
+    component are named, the tail of its output is printed, the exit code is 1 and nothing is tagged.
+    After success the image is tagged (and pushed with --push), inspected, and its tag, id, size and
+    manifest summary are printed (--json: a rocmkit.build/v1 document).
+
+    With --dry-run, print the build plan instead: the stages, which of them BuildKit builds in parallel,
     build args, the default tag (stack, ROCm version, arch and a hash of every input, so identical
     inputs give the identical tag) and the labels.
+
+    Exit codes: 0 built, 1 the build failed, 2 bad usage or input, 3 no Docker engine or no docker
+    client that can do BuildKit.
     """
     stack = stacks.load(stack_name, stack_file)
     targets = archs.parse_targets(arch_spec)
@@ -48,17 +95,153 @@ def build(arch_spec, stack_name, stack_file, dry_run, max_jobs, base_image, sour
     sources = parse_source_options(source_opts)
     plan = make_plan(stack, targets, base_image=base_image, sources=sources,
                      max_jobs=DEFAULT_MAX_JOBS if jobs == "auto" else jobs)
+    tags = [check_ref(t) for t in tag_opts]
+    if push and not tags:
+        raise UsageError("--push needs --tag naming where to push", hint="e.g. --tag ghcr.io/ORG/verl-vllm:gfx942 --push")
+    if network is not None and not NETWORK_RE.match(network):
+        raise UsageError(f"--network {network!r} is not a network name", hint="e.g. none, host, default")
     for w in plan.warnings:
         warn(w)
-    if not dry_run:
-        raise UsageError("building is not available yet in this version; use --dry-run to see the plan")
-    doc = plan_document(plan)
-    if jobs == "auto":
-        doc["build_args"]["MAX_JOBS"] = "auto (sized from the builder when the build starts)"
-    if as_json:
-        echo_json(document("plan", doc))
+    if dry_run:
+        doc = plan_document(plan)
+        if jobs == "auto":
+            doc["build_args"]["MAX_JOBS"] = "auto (sized from the builder when the build starts)"
+        if as_json:
+            echo_json(document("plan", doc))
+            return
+        _print_plan(plan, doc)
         return
-    _print_plan(plan, doc)
+    _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, network,
+           progress, log_file, docker_cli, timeout_s, as_json)
+
+
+def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, network, progress,
+           log_file, docker_cli, timeout_s, as_json) -> None:
+    from ..builder import BuildOptions, build_image, default_log_path, failure
+    from ..engine import Engine, find_cli
+    from ..jobs import auto_max_jobs, gib_per_job
+    from ..render import render_dockerfile
+
+    engine = Engine.connect()
+    info = engine.info()
+    cli = find_cli(docker_cli)
+    if jobs == "auto":
+        width = max((len(level) for level in plan.levels()), default=1)
+        choice = auto_max_jobs(info.mem_total, info.ncpu, width, gib_per_job(stack.rocm))
+        jobs, jobs_reason = choice.jobs, choice.reason
+        plan = make_plan(stack, targets, base_image=base_image, sources=sources, max_jobs=jobs)
+    else:
+        jobs_reason = "given" if jobs != DEFAULT_MAX_JOBS else "default"
+    dockerfile = render_dockerfile(plan)
+    tty = progress == "auto" and sys.stderr.isatty() and not os.environ.get("CI")
+    opts = BuildOptions(max_jobs=jobs, network=network, cache_from=tuple(cache_from), cache_to=tuple(cache_to),
+                        progress="tty" if tty else "plain", timeout_s=timeout_s)
+    log_path = Path(log_file).resolve() if log_file else default_log_path(plan)
+    click.echo(f"building {plan.stack.name} for {';'.join(plan.targets)} with {cli.describe()}, engine "
+               f"{info.version} at {info.address}", err=True)
+    click.echo(f"max jobs {jobs} ({jobs_reason}); log {log_path}", err=True)
+
+    outcome = build_image(plan, dockerfile, cli, opts, log_path, lambda line: click.echo(line, err=True))
+    if not outcome.ok:
+        err = failure(plan, outcome.log, log_path, outcome.returncode)
+        click.echo(f"---- last lines of {err.stage or 'the build'} ----", err=True)
+        for line in err.tail:
+            click.echo(f"  {line}", err=True)
+        click.echo("----", err=True)
+        raise err
+
+    # The image must be what the plan says before it gets a name: its labels and manifest carry the inputs hash.
+    image = engine.image(outcome.image_id)
+    manifest = engine.read_json(outcome.image_id, MANIFEST_PATH) if image else None
+    problems = []
+    if image is None:
+        problems.append(f"the engine has no image {outcome.image_id}")
+    else:
+        if image.labels.get(f"{LABEL_PREFIX}.inputs-hash") != plan.inputs_hash:
+            problems.append("label io.rocmkit.inputs-hash differs from the plan")
+        if not manifest or manifest.get("inputs_hash") != plan.inputs_hash:
+            problems.append(f"{MANIFEST_PATH} is missing or differs from the plan")
+    if problems:
+        raise Failed("the built image is not what was planned: " + "; ".join(problems), hint=f"full log: {log_path}")
+
+    final_tags = tags or [plan.tag]
+    for ref in final_tags:
+        engine.tag(outcome.image_id, ref)
+    pushed = []
+    if push:
+        for ref in final_tags:
+            click.echo(f"pushing {ref}", err=True)
+            pushed.append({"tag": ref, "digest": engine.push(ref, on_line=lambda s: click.echo(f"  {s}", err=True)
+                                                              if not tty else None)})
+    image = engine.image(outcome.image_id)
+    doc = _result_document(plan, image, manifest, outcome, final_tags, pushed, jobs, jobs_reason, cli, info)
+    if as_json:
+        echo_json(document("build", doc))
+    else:
+        _print_result(doc)
+
+
+def _result_document(plan, image, manifest, outcome, tags, pushed, jobs, jobs_reason, cli, info) -> dict:
+    stages = outcome.log.stages()
+    steps = sum(e["steps"] for e in stages.values())
+    cached = sum(e["cached"] for e in stages.values())
+    return {
+        "image": {"id": image.id, "tags": list(tags), "size_bytes": image.size, "labels": image.labels},
+        "stack": plan.stack.name,
+        "targets": list(plan.targets),
+        "inputs_hash": plan.inputs_hash,
+        "manifest": manifest,
+        "pushed": pushed,
+        "build": {
+            "seconds": round(outcome.seconds, 1),
+            "log": str(outcome.log_path),
+            "max_jobs": jobs,
+            "max_jobs_reason": jobs_reason,
+            "steps": steps,
+            "steps_cached": cached,
+            "rebuilt_stages": outcome.log.rebuilt_stages(),
+            "stages": stages,
+            "docker": {"path": cli.path, "version": cli.version, "mode": cli.mode},
+            "engine": {"version": info.version, "address": info.address},
+        },
+        "warnings": list(plan.warnings),
+    }
+
+
+def _human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"
+
+
+def _print_result(doc: dict) -> None:
+    b, m = doc["build"], doc["manifest"]
+    click.echo(f"built     {doc['image']['tags'][0]}")
+    for extra in doc["image"]["tags"][1:]:
+        click.echo(f"          {extra}")
+    click.echo(f"id        {doc['image']['id']}")
+    click.echo(f"size      {_human_size(doc['image']['size_bytes'])}")
+    click.echo(f"stack     {doc['stack']} for {';'.join(doc['targets'])} (ROCm {m['rocm']}, Python {m['python']}), "
+               f"base {m['base_image']}")
+    click.echo(f"inputs    sha256:{doc['inputs_hash']}")
+    rebuilt = ", ".join(b["rebuilt_stages"]) or "nothing (fully cached)"
+    click.echo(f"steps     {b['steps']} ({b['steps_cached']} cached) in {b['seconds']:.1f}s; rebuilt: {rebuilt}")
+    click.echo("manifest  " + MANIFEST_PATH)
+    width = max((len(c["name"]) for c in m["components"]), default=0)
+    for c in m["components"]:
+        if c["kind"] == "pip":
+            pin = " ".join(c["requirements"])
+        elif c.get("local_source"):
+            pin = f"local sha256:{c['local_source']['digest'][:12]} ({c['local_source']['path']})"
+        else:
+            pin = (c["commit"] or f"{c['mutable_ref']} (MUTABLE)") + (f" ({c['tag']})" if c.get("tag") else "")
+        click.echo(f"  {c['name']:<{width}}  {pin}")
+    for p in doc["pushed"]:
+        click.echo(f"pushed    {p['tag']} {p['digest'] or ''}".rstrip())
+    click.echo(f"log       {b['log']}")
 
 
 def _print_plan(plan, doc) -> None:
