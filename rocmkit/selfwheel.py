@@ -11,7 +11,6 @@ import base64
 import hashlib
 import importlib.metadata
 import zipfile
-from email.parser import Parser
 from importlib import resources
 from pathlib import Path
 
@@ -43,14 +42,18 @@ def _package_files() -> dict[str, Path]:
 
 
 def _metadata(dist: importlib.metadata.Distribution) -> str:
-    """The installed METADATA without its long description (the README): the image does not need it,
-    and a README edit should not rebuild the image's final stage."""
-    msg = Parser().parsestr(dist.read_text("METADATA") or "")
-    msg.set_payload("")
-    for header in ("Description", "Description-Content-Type"):
-        if header in msg:
-            del msg[header]
-    return "".join(f"{k}: {v}\n" for k, v in msg.items())
+    """METADATA from the installed distribution's fields that pip needs, in a fixed order. The long
+    description (the README) is left out: the image does not need it, and a README edit should not
+    rebuild the image's final stage. Reading parsed fields also makes the result the same whether
+    Python found a .dist-info or a checkout's .egg-info."""
+    meta = dist.metadata
+    lines = ["Metadata-Version: 2.1", f"Name: {meta['Name']}", f"Version: {meta['Version']}"]
+    for key in ("Summary", "License", "Requires-Python"):
+        if meta.get(key):
+            lines.append(f"{key}: {meta[key]}")
+    lines += [f"Requires-Dist: {r}" for r in (meta.get_all("Requires-Dist") or [])]
+    lines += [f"Provides-Extra: {e}" for e in (meta.get_all("Provides-Extra") or [])]
+    return "\n".join(lines) + "\n"
 
 
 def _record_line(name: str, data: bytes) -> str:
