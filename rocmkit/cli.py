@@ -18,6 +18,7 @@ COMMANDS = {
     "stacks": "rocmkit.commands.stacks:stacks",
     "render": "rocmkit.commands.render:render",
     "build": "rocmkit.commands.build:build",
+    "bake": "rocmkit.commands.bake:bake",
 }
 
 

@@ -1,0 +1,83 @@
+"""`rocmkit bake`: a docker buildx bake file for every stack × arch, and the context it builds from."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from .. import stacks
+from ..errors import UsageError
+from ..fileio import write_atomic
+from ..plan import DEFAULT_MAX_JOBS, make_plan
+from .common import warn
+
+
+REGISTRY_RE = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+
+
+@click.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the bake file here. Default: stdout, or DIR/docker-bake.hcl (.json) with --context-dir.")
+@click.option("--format", "fmt", type=click.Choice(["hcl", "json"]), default="hcl", show_default=True,
+              help="HCL (docker-bake.hcl) or JSON (docker-bake.json); buildx reads both.")
+@click.option("--stack", "stack_names", multiple=True, metavar="NAME",
+              help="Only this built-in stack (repeatable). Default: every built-in stack.")
+@click.option("--stack-file", "stack_files", multiple=True, type=click.Path(dir_okay=False),
+              help="A stack file of your own, instead of or besides built-in stacks (repeatable).")
+@click.option("--context-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Prepare DIR as the build context: rocmkit-dist/ (rocmkit's own wheel, installed by every "
+                   "image's final stage) and dockerfiles/ (the rendered Dockerfiles); the bake file goes there too.")
+@click.option("--registry", default="rocmkit", show_default=True, metavar="PREFIX",
+              help="Default of the REGISTRY variable: tags are REGISTRY/<stack>:<version> (override at bake time "
+                   "with REGISTRY=... docker buildx bake).")
+@click.option("--max-jobs", type=click.IntRange(min=1), default=DEFAULT_MAX_JOBS, show_default=True, metavar="N",
+              help="Default of the MAX_JOBS variable, passed to every compile step.")
+@click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
+def bake(output, fmt, stack_names, stack_files, context_dir, registry, max_jobs, force) -> None:
+    """Write a docker buildx bake file: one target per stack × arch (<stack>-<arch>), one group per
+    stack, group "default" with every stack; each target has its Dockerfile, MAX_JOBS, the tag
+    `rocmkit build` would give (stack, ROCm, arch and inputs hash; registry part from the REGISTRY
+    variable) and the OCI and io.rocmkit labels.
+
+    For CI: `rocmkit bake --context-dir ctx`, then `cd ctx && docker buildx bake --push verl-vllm`
+    (with REGISTRY=ghcr.io/ORG). Without --context-dir the file expects to be run from a folder
+    holding rocmkit-dist/ and dockerfiles/.
+    """
+    from ..bake import definition, header, prepare_context, to_hcl, to_json
+
+    if not REGISTRY_RE.match(registry):
+        raise UsageError(f"--registry {registry!r} is not a repository prefix", hint="e.g. ghcr.io/my-org")
+    loaded = [stacks.load_builtin(n) for n in stack_names] + [stacks.load_file(p) for p in stack_files]
+    if not loaded:
+        loaded = stacks.all_builtin()
+    if not loaded:
+        raise UsageError("no stacks to bake", hint="name one with --stack or --stack-file")
+    names = [s.name for s in loaded]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UsageError(f"stack {dupes[0]} given twice")
+    plans = []
+    for stack in loaded:
+        for arch in stack.archs:
+            plan = make_plan(stack, [arch], max_jobs=max_jobs)
+            for w in plan.warnings:
+                warn(w)
+            plans.append(plan)
+    defn = definition(plans, max_jobs=max_jobs, registry=registry)
+    text = to_hcl(defn, header(context_dir)) if fmt == "hcl" else to_json(defn)
+    if output and not force and Path(output).exists():
+        raise UsageError(f"{output} already exists", hint="pass --force to overwrite it, or choose another path")
+    if context_dir:
+        ctx = Path(context_dir)
+        prepare_context(plans, ctx)
+        if not output:
+            # Part of the prepared folder, like its dockerfiles/: regenerated every time.
+            output, force = str(ctx / f"docker-bake.{fmt}"), True
+    if output:
+        write_atomic(output, text, force=force)
+        click.echo(f"wrote {output} ({len(plans)} targets in {len(loaded)} groups)", err=True)
+    else:
+        sys.stdout.write(text)
