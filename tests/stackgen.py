@@ -180,6 +180,33 @@ def source_options(root: Path, specs: list[ComponentSpec]) -> list[str]:
     return out
 
 
+# A stand-in for SGLang's installed layout: the config folders `rocmkit vf-configs` looks in, with files
+# keyed by device name (shapes from sgl-project/sglang: quantization/configs, fused_moe_triton/configs/
+# triton_x_y_z, and the newer moe_runner/triton_utils/configs).
+SGLANG_CONFIGS = {
+    "srt/layers/quantization/configs/N=1536,K=7168,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128, 128].json":
+        '{"1": {"BLOCK_SIZE_M": 16}}\n',
+    "srt/layers/quantization/configs/N=1536,K=7168,device_name=AMD_Instinct_MI325X,dtype=fp8_w8a8,block_shape=[128, 128].json":
+        '{"1": {"BLOCK_SIZE_M": 32}}\n',
+    "srt/layers/moe/fused_moe_triton/configs/triton_3_1_0/E=256,N=256,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128, 128].json":
+        '{"1": {"BLOCK_SIZE_M": 64}}\n',
+    "srt/layers/moe/moe_runner/triton_utils/configs/triton_3_1_0/E=8,N=4096,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8.json":
+        '{"1": {"BLOCK_SIZE_M": 128}}\n',
+}
+
+
+def sglang_spec() -> ComponentSpec:
+    """A pure-Python package named sglang carrying SGLANG_CONFIGS as package data."""
+    files = dict(SGLANG_CONFIGS)
+    for rel in SGLANG_CONFIGS:
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            if "configs" in parts[:i]:
+                break
+            files.setdefault("/".join(parts[:i] + ["__init__.py"]), "")
+    return ComponentSpec("sglang", extra_files=files)
+
+
 # The stack the build tests and the benchmark use: two compiled components that take seconds each,
 # a pure-Python one, and one that needs a compiled one.
 def default_specs(functions: int = 400, units: int = 2) -> list[ComponentSpec]:

@@ -255,3 +255,36 @@ def test_cache_to_a_registry_needs_buildx(project):
     r = rocmkit(*build_args(project, "--cache-to", "type=registry,ref=localhost:5000/cache"))
     assert r.returncode == 3, r.stderr
     assert "--cache-to type=registry,ref=localhost:5000/cache" in r.stderr and "buildx" in r.stderr
+
+
+def test_vf_configs_post_step_puts_vf_copies_in_the_image(tmp_path):
+    """A stack with post = ["vf-configs"] runs `rocmkit vf-configs --strict` in the final stage over an
+    installed package shaped like SGLang: every MI300X config gets its MI300X_VF copy beside it."""
+    from rocmkit.cli import COMMANDS
+
+    if "vf-configs" not in COMMANDS:
+        pytest.skip("`rocmkit vf-configs` (issue 5) is not in this tree yet")
+    base = _base_image()
+    spec = stackgen.sglang_spec()
+    stackgen.write_component(tmp_path / "src", spec)
+    stack = stackgen.write_stack(tmp_path / "stack.toml", "vftest", base, [spec], post=("vf-configs",))
+    tag = f"rocmkit-test/build:vf-{uuid.uuid4().hex[:8]}"
+    r = rocmkit("build", "--arch", "gfx942", "--stack-file", str(stack), "--network", "none", "--progress", "plain",
+                "--tag", tag, *stackgen.source_options(tmp_path / "src", [spec]))
+    assert r.returncode == 0, r.stderr[-4000:]
+    try:
+        listing = run_in_image(tag, (
+            "import os, sglang\n"
+            "root = os.path.dirname(sglang.__file__)\n"
+            "for d, _, fs in os.walk(root):\n"
+            "    for f in fs:\n"
+            "        if f.endswith('.json') and f != 'buildinfo.json':\n"
+            "            print(os.path.relpath(os.path.join(d, f), root))\n")).splitlines()
+        expected = set()
+        for rel in stackgen.SGLANG_CONFIGS:
+            expected.add(rel)
+            if "device_name=AMD_Instinct_MI300X," in rel:
+                expected.add(rel.replace("device_name=AMD_Instinct_MI300X,", "device_name=AMD_Instinct_MI300X_VF,"))
+        assert set(listing) == expected
+    finally:
+        docker_client().images.remove(tag)
