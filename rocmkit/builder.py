@@ -131,12 +131,13 @@ class PlainDisplay:
 
 
 class TerminalDisplay:
-    """A terminal: one line per finished step of a Dockerfile stage, and a status line, redrawn every
-    second, naming the steps running now and for how long."""
+    """A terminal: one line per step of a Dockerfile stage that ran or failed (cached ones are only
+    counted), and a status line, redrawn every second, naming the steps running now and for how long."""
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stderr
         self.running: dict[int, tuple[Step, float]] = {}
+        self.cached = 0
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.width = shutil.get_terminal_size((100, 20)).columns
@@ -149,7 +150,8 @@ class TerminalDisplay:
     def _status(self) -> str:
         now = time.monotonic()
         parts = [f"[{s.stage} {s.index}/{s.total}] {now - t0:.0f}s" for s, t0 in self.running.values()]
-        return self._fit("  running: " + ", ".join(parts)) if parts else ""
+        cached = f" ({self.cached} steps cached so far)" if self.cached else ""
+        return self._fit("  running: " + ", ".join(parts) + cached) if parts else ""
 
     def _draw(self, lines: list[str]) -> None:
         self.stream.write("\r\x1b[K")
@@ -173,7 +175,10 @@ class TerminalDisplay:
                 self.running[s.id] = (s, time.monotonic())
             elif ev.kind == "finish":
                 self.running.pop(s.id, None)
-                mark = {"cached": "  cached", "done": f"{s.seconds or 0:7.1f}s", "error": "  FAILED",
+                if s.status == "cached" or s.is_from:
+                    self.cached += s.status == "cached"
+                    continue  # the summary after the build counts them; one line each would bury the work
+                mark = {"done": f"{s.seconds or 0:7.1f}s", "error": "  FAILED",
                         "canceled": "canceled"}[s.status]
                 out.append(f"  {mark}  [{s.stage} {s.index}/{s.total}] {s.instruction}")
         if out:

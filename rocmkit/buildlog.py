@@ -80,6 +80,8 @@ class BuildLog:
             return [Event("start", step)]
         if rest == step.name:
             return []
+        if step.finished and (rest in ("CACHED", "CANCELED") or _DONE.match(rest)):
+            return []  # BuildKit repeats a vertex's final status when several stages share it
         if rest == "CACHED":
             step.status = "cached"
             return [Event("finish", step)]

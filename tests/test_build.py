@@ -312,3 +312,9 @@ def test_help_documents_every_option():
     for opt in ("--tag", "--push", "--base-image", "--source", "--max-jobs", "--cache-from", "--cache-to",
                 "--network", "--progress", "--log-file", "--docker", "ROCMKIT_DOCKER", "--dry-run", "--json", "--timeout"):
         assert opt in r.stdout, opt
+
+
+def test_repeated_final_status_is_one_event():
+    log = buildlog.BuildLog()
+    events = [log.feed(line) for line in ("#4 [base 2/3] RUN x", "#4 CACHED", "#4 CACHED")]
+    assert [len(e) for e in events] == [1, 1, 0]

@@ -288,3 +288,54 @@ def test_vf_configs_post_step_puts_vf_copies_in_the_image(tmp_path):
         assert set(listing) == expected
     finally:
         docker_client().images.remove(tag)
+
+
+def _registry() -> str:
+    reg = os.environ.get("ROCMKIT_TEST_REGISTRY")
+    if not reg:
+        message = "ROCMKIT_TEST_REGISTRY is not set: .ci/provision/20-docker.sh starts a local registry"
+        if os.environ.get("ROCMKIT_REQUIRE_DOCKER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return reg
+
+
+def _registry_tags(reg: str, repo: str) -> list[str]:
+    import urllib.error
+    import urllib.request
+
+    host = reg.replace("localhost", "127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"http://{host}/v2/{repo}/tags/list", timeout=10) as resp:
+            return json.loads(resp.read()).get("tags") or []
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:  # the repository does not exist
+            return []
+        raise
+
+
+def test_push_after_success_with_inline_cache(cold, project):
+    reg = _registry()
+    name = f"{reg}/rocmkit-test/buildtest"
+    tag = f"{name}:{uuid.uuid4().hex[:8]}"
+    r = rocmkit(*build_args(project, "--max-jobs", "2", "--tag", tag, "--push", "--cache-to", "type=inline", "--json"))
+    assert r.returncode == 0, r.stderr[-4000:]
+    project["made"].append(tag)
+    doc = json.loads(r.stdout)
+    assert doc["pushed"][0]["tag"] == tag and doc["pushed"][0]["digest"].startswith("sha256:")
+    assert tag.rsplit(":", 1)[1] in _registry_tags(reg, "rocmkit-test/buildtest")
+
+
+def test_failed_build_pushes_nothing(tmp_path):
+    reg = _registry()
+    base = _base_image()
+    specs = [stackgen.ComponentSpec("broken", units=1, functions=5, fail=True)]
+    stackgen.write_component(tmp_path / "src", specs[0])
+    stack = stackgen.write_stack(tmp_path / "stack.toml", "failpush", base, specs)
+    label = uuid.uuid4().hex[:8]
+    r = rocmkit("build", "--arch", "gfx942", "--stack-file", str(stack), "--network", "none", "--progress", "plain",
+                "--tag", f"{reg}/rocmkit-test/failpush:{label}", "--push",
+                *stackgen.source_options(tmp_path / "src", specs))
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "pushing" not in r.stderr
+    assert label not in _registry_tags(reg, "rocmkit-test/failpush")

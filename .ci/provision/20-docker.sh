@@ -16,9 +16,11 @@ python3-click,python3-jinja2,python3-packaging,python3-psutil,python3-docker"
 # The image name carries a hash of the package list, so changing the list builds a new image.
 base_image="rocmkit-test/bookworm-python:$(printf '%s' "$base_packages" | sha256sum | cut -c1-12)"
 
-if ! [ -x /usr/bin/docker ] || ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+if ! [ -x /usr/bin/docker ] || ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
+   || ! command -v docker-registry >/dev/null; then
   apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker.io debootstrap ca-certificates
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker.io debootstrap ca-certificates \
+    docker-registry
 fi
 
 engine_up() { /usr/bin/docker version >/dev/null 2>&1; }
@@ -47,7 +49,24 @@ if ! /usr/bin/docker image inspect "$base_image" >/dev/null 2>&1; then
   rm -rf "$root"
 fi
 
+# A local registry (Debian's docker-registry, distribution 2.8) for the --push tests: no registry outside
+# is reachable. The engine treats 127.0.0.0/8 as an insecure (plain HTTP) registry by default.
+registry_addr=127.0.0.1:5555
+registry_up() { python3 -c "import urllib.request; urllib.request.urlopen('http://$registry_addr/v2/', timeout=2)" 2>/dev/null; }
+if ! registry_up; then
+  mkdir -p "$work/registry"
+  printf 'version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n' \
+    "$work/registry" "$registry_addr" > "$work/registry.yml"
+  setsid nohup docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 < /dev/null &
+  for _ in $(seq 1 30); do
+    registry_up && break
+    sleep 1
+  done
+  registry_up || { echo "docker-registry did not come up; its log ends:" >&2; tail -n 20 "$work/registry.log" >&2; exit 1; }
+fi
+
 {
+  echo "export ROCMKIT_TEST_REGISTRY=localhost:5555"
   echo "export ROCMKIT_TEST_BASE_IMAGE=$base_image"
   # The engine is provisioned: the docker tests must run, not skip.
   echo "export ROCMKIT_REQUIRE_DOCKER=1"
