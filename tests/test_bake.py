@@ -85,7 +85,7 @@ def test_builtin_stacks_by_default():
     assert doc["group"]["default"]["targets"] == sorted(names)
     expected = {f"{s.name}-{a}" for s in stacks.all_builtin() for a in s.archs}
     assert set(doc["target"]) == expected
-    for name, t in doc["target"].items():
+    for t in doc["target"].values():
         # Every target's Dockerfile is the committed one in dockerfiles/ (kept fresh by `rocmkit render --all`).
         assert (REPO / t["dockerfile"]).is_file(), t["dockerfile"]
 

@@ -25,14 +25,20 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 FUNCTIONS = 500
 
 
-def _base_image() -> str:
-    image = os.environ.get("ROCMKIT_TEST_BASE_IMAGE")
-    if not image:
-        message = "ROCMKIT_TEST_BASE_IMAGE is not set: run .ci/provision/20-docker.sh (it builds the base image)"
+def _provisioned(var: str, what: str) -> str:
+    """The value .ci/provision/20-docker.sh exported for `var`; its absence fails where CI provisioned
+    the engine (ROCMKIT_REQUIRE_DOCKER=1) and skips elsewhere."""
+    value = os.environ.get(var)
+    if not value:
+        message = f"{var} is not set: .ci/provision/20-docker.sh provides {what}"
         if os.environ.get("ROCMKIT_REQUIRE_DOCKER") == "1":
             pytest.fail(message)
         pytest.skip(message)
-    return image
+    return value
+
+
+def _base_image() -> str:
+    return _provisioned("ROCMKIT_TEST_BASE_IMAGE", "the base image")
 
 
 def rocmkit(*args, timeout=900):
@@ -291,13 +297,7 @@ def test_vf_configs_post_step_puts_vf_copies_in_the_image(tmp_path):
 
 
 def _registry() -> str:
-    reg = os.environ.get("ROCMKIT_TEST_REGISTRY")
-    if not reg:
-        message = "ROCMKIT_TEST_REGISTRY is not set: .ci/provision/20-docker.sh starts a local registry"
-        if os.environ.get("ROCMKIT_REQUIRE_DOCKER") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return reg
+    return _provisioned("ROCMKIT_TEST_REGISTRY", "a local registry")
 
 
 def _registry_tags(reg: str, repo: str) -> list[str]:
