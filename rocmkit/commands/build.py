@@ -60,7 +60,7 @@ NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
               help="Network for RUN steps, passed to docker build: e.g. none for an offline build (everything "
                    "must be in the base image and the --source folders), host, default.")
 @click.option("--progress", type=click.Choice(["auto", "plain"]), default="auto", show_default=True,
-              help="auto: finished steps and a live status line on a terminal, plain lines otherwise or when CI is "
+              help="auto: on a terminal, the steps that ran and a live status line; plain lines otherwise or when CI is "
                    "set; plain: every BuildKit line. The full log always goes to --log-file.")
 @click.option("--log-file", type=click.Path(dir_okay=False), default=None,
               help="Write the full build log here. Default: $ROCMKIT_LOG_DIR, else "
