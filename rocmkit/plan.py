@@ -178,7 +178,8 @@ def _component_entry(c: Component, local: LocalSource | None) -> dict:
     entry = {"name": c.name, "kind": "git", "git": c.git, "commit": c.commit, "tag": c.tag,
              "mutable_ref": c.mutable_ref, "mutable_reason": c.mutable_reason, "needs": list(c.needs)}
     if local:
-        entry["local_source"] = {"digest": local.digest, "path": local.path}
+        # By content only: the folder it was built from differs between machines, the image must not.
+        entry["local_source"] = {"digest": local.digest}
     return entry
 
 
@@ -201,11 +202,8 @@ def _manifest(stack: Stack, targets: list[str], image: str, overridden: bool, so
 
 
 def _inputs_hash(manifest: dict) -> str:
-    """sha256 of everything that decides the image; a local source counts by content, not by path."""
-    hashed = json.loads(json.dumps(manifest))
-    for c in hashed["components"]:
-        c.get("local_source", {}).pop("path", None)
-    return hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    """sha256 of everything that decides the image (a local source counts by content)."""
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _default_tag(stack: Stack, targets: list[str], inputs_hash: str) -> str:
