@@ -196,6 +196,7 @@ def _manifest(stack: Stack, targets: list[str], image: str, overridden: bool, so
         "base_image": image,
         "base_image_overridden": overridden,
         "base_pip": list(stack.base.pip),
+        "base_pip_sources": [u for u in (stack.base.pip_extra_index_url, stack.base.pip_find_links) if u],
         "components": [_component_entry(c, sources.get(c.name)) for c in stack.components],
         "runtime_env": {e.name: e.value for e in runtime_env},
     }

@@ -58,6 +58,9 @@ def render(stack_name, stack_file, arch_spec, output, render_every, out_dir, che
 
 
 def _render_all(out_dir: Path, check: bool) -> None:
+    for stack in stacks.all_builtin():
+        for c in stack.mutable_components:
+            warn(f"{stack.name}: component {c.name} is MUTABLE ({c.mutable_ref}): {c.mutable_reason}")
     wanted = render_all(out_dir)
     # Files rocmkit rendered earlier for stacks or archs that no longer exist are removed (or reported).
     leftovers = [p for p in sorted(out_dir.glob("*.Dockerfile"))

@@ -21,7 +21,7 @@ from ..tomlread import load_toml_file, load_toml_text
 SCHEMA = "rocmkit.stack/v1"
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-TEXT_RE = re.compile(r"^[^\x00-\x1f\"'`$\\]*$")  # one line, no quotes, backslash, `$` or backtick
+TEXT_RE = re.compile(r"^[^\x00-\x1f\"`$\\]*$")  # one line, no double quote, backslash, `$` or backtick
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
@@ -56,6 +56,7 @@ class Base:
     apt: tuple[str, ...]
     pip: tuple[str, ...]
     pip_extra_index_url: str | None
+    pip_find_links: str | None
     ccache: bool
 
     def image_for(self, targets: list[str]) -> str:
@@ -73,7 +74,7 @@ class Component:
     git: str | None = None
     commit: str | None = None
     tag: str | None = None
-    mutable_ref: str | None = None  # a branch, accepted only with mutable_reason
+    mutable_ref: str | None = None  # a branch, tag or short hash, accepted only with mutable_reason
     mutable_reason: str | None = None
     submodules: bool = False
     subdir: str = "."
@@ -244,7 +245,7 @@ def _env_list(path: str, where: str, raw: Any) -> tuple[EnvVar, ...]:
         out.append(EnvVar(
             name=f.text("name", ENV_KEY_RE, "UPPER_CASE letters, digits and _"),
             value=f.text("value", ENV_VALUE_RE, "letters, digits, space and _ . , ; : = / + @ % -"),
-            why=f.text("why", TEXT_RE, "one line of text without quotes, backslash, $ or backtick"),
+            why=f.text("why", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick"),
         ))
     names = [e.name for e in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -266,7 +267,7 @@ def _component(path: str, index: int, raw: Any) -> Component:
             pip=_pinned_requirements(f, "pip"),
             no_deps=f.get("no_deps", bool, False),
             extra_index_url=f.text("extra_index_url", URL_RE, "an https:// URL", None),
-            source_note=f.text("source_note", TEXT_RE, "one line of text", ""),
+            source_note=f.text("source_note", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick", ""),
         )
     f = _Fields(path, where, raw, (
         "name", "git", "commit", "tag", "mutable", "submodules", "subdir", "build", "setup_script", "pyproject",
@@ -284,7 +285,7 @@ def _component(path: str, index: int, raw: Any) -> Component:
         if commit is not None:
             raise f.error("mutable", "a component with a commit is not mutable; remove one of the two")
         m = _Fields(path, f"{where}.mutable", mutable, ("ref", "reason"))
-        mutable_ref = m.text("ref", REF_RE, "a branch or tag name")
+        mutable_ref = m.text("ref", REF_RE, "a branch, tag or abbreviated commit")
         mutable_reason = m.text("reason", TEXT_RE, "one line saying why no commit could be established")
     elif commit is None:
         raise f.error("commit", "missing required field", "40 lower-case hex digits")
@@ -310,7 +311,7 @@ def _component(path: str, index: int, raw: Any) -> Component:
         env=_env_list(path, f"{where}.env", f.get("env", list, [])),
         needs=f.text_list("needs", NAME_RE, "names of other git components"),
         single_arch=f.get("single_arch", bool, False),
-        source_note=f.text("source_note", TEXT_RE, "one line of text", ""),
+        source_note=f.text("source_note", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick", ""),
     )
 
 
@@ -333,7 +334,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
         raise f.error("rocm", f"invalid value {rocm!r}", "a ROCm version such as 7.0.2, or \"none\"")
 
     b = _Fields(path, "base", f.get("base", dict), ("image", "image_per_arch", "python_from", "apt", "pip",
-                                                    "pip_extra_index_url", "ccache"))
+                                                    "pip_extra_index_url", "pip_find_links", "ccache"))
     per_arch_raw = b.get("image_per_arch", dict, {})
     per_arch = {}
     for a, img in per_arch_raw.items():
@@ -352,6 +353,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
         apt=b.text_list("apt", APT_RE, "Debian package names, optionally name=version"),
         pip=_pinned_requirements(b, "pip"),
         pip_extra_index_url=b.text("pip_extra_index_url", URL_RE, "an https:// URL", None),
+        pip_find_links=b.text("pip_find_links", URL_RE, "an https:// URL of a page listing wheels", None),
         ccache=b.get("ccache", bool, False),
     )
 
@@ -376,7 +378,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
 
     return Stack(
         name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
-        description=f.text("description", TEXT_RE, "one line of text without quotes, backslash, $ or backtick"),
+        description=f.text("description", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick"),
         archs=stack_archs,
         rocm=rocm,
         python=f.text("python", PYTHON_RE, "a Python version such as 3.12"),

@@ -1,0 +1,246 @@
+# Rendered by rocmkit from stack verl-rocm6 for gfx942. Do not edit: change the
+# stack file, then run `rocmkit render --all`.
+# Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5
+#
+# Build with `rocmkit build --stack verl-rocm6 --arch gfx942` (it prepares the build
+# context: rocmkit-dist/ with rocmkit's own wheel).
+# Needs BuildKit. Layout: one stage per compiled component, each producing a wheel, so BuildKit builds
+# independent components in parallel and caches each one on its own; `final` installs the wheels through
+# bind mounts (no copies left in layers) and records every pin in /opt/rocmkit/manifest.json.
+# WARNING: component transformer-engine is MUTABLE: built from '236178e5', not a commit (the seed recipe publishes only this 8-digit prefix; no stored copy of ROCm/TransformerEngine newer than 2024-10 was reachable to resolve it); two builds of this stack may differ
+# WARNING: component sgl-kernel is MUTABLE: built from 'v0.4.6.post5', not a commit (a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established); two builds of this stack may differ
+# WARNING: component sglang is MUTABLE: built from 'v0.4.6.post5', not a commit (a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established); two builds of this stack may differ
+# WARNING: component triton is MUTABLE: built from 'improve_fa_decode_3.0.0', not a commit (a branch absent from the stored ROCm/triton copy (ends 2024-12-20), so its commit was not established); two builds of this stack may differ
+# WARNING: component torch-memory-saver is MUTABLE: built from 'numa', not a commit (a branch of a fork with no stored copy here, so its commit was not established); two builds of this stack may differ
+
+# Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
+# --max-jobs auto` sizes this from the builder's memory and cores.
+ARG MAX_JOBS=8
+
+FROM rocm/dev-ubuntu-22.04:6.3.4-complete AS base
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends software-properties-common gpg-agent \
+ && add-apt-repository -y ppa:deadsnakes/ppa \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends python3.12 python3.12-dev python3.12-venv \
+ && apt-get install -y --no-install-recommends build-essential ca-certificates git liblzma-dev libnuma-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+# A venv that still sees the image's own packages, so a base image's ROCm PyTorch stays in use.
+RUN python3.12 -m venv --system-site-packages /opt/venv \
+ && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.12", "stack wants Python 3.12, image has " + v'
+ENV PATH=/opt/venv/bin:$PATH \
+    VIRTUAL_ENV=/opt/venv
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install --extra-index-url https://download.pytorch.org/whl/rocm6.2.4 torch==2.6.0+rocm6.2.4 setuptools==75.8.0 wheel==0.45.1 packaging==24.2 ninja==1.11.1.3 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.1.0
+# Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
+# PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+RUN mkdir -p /opt/rocmkit \
+ && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio)==' || true; } > /opt/rocmkit/constraints.txt
+ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
+# vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
+# hipDeviceGetName reports "AMD Radeon Graphics" and tuned configs are not found (sgl-project/sglang PR #30984).
+RUN ln -sf /opt/rocm/lib/libamdhip64.so /usr/lib/libamdhip64.so \
+ && if [ -f /opt/amdgpu/share/libdrm/amdgpu.ids ] && [ ! -f /usr/share/libdrm/amdgpu.ids ]; then \
+      mkdir -p /usr/share/libdrm && ln -s /opt/amdgpu/share/libdrm/amdgpu.ids /usr/share/libdrm/amdgpu.ids; fi
+# GPU targets, one value for every build system that reads one, so none falls back to its own default
+# or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
+ENV PYTORCH_ROCM_ARCH="gfx942" \
+    GPU_ARCHS="gfx942" \
+    NVTE_ROCM_ARCH="gfx942" \
+    AMDGPU_TARGET="gfx942" \
+    AMDGPU_TARGETS="gfx942" \
+    GPU_TARGETS="gfx942" \
+    GPU_ARCH_LIST="gfx942" \
+    AITER_ROCM_ARCH="gfx942" \
+    HIPCC_COMPILE_FLAGS_APPEND="--offload-arch=gfx942"
+
+# ---- transformer-engine: https://github.com/ROCm/TransformerEngine.git @ 236178e5
+# WARNING: MUTABLE ref 236178e5: the seed recipe publishes only this 8-digit prefix; no stored copy of ROCm/TransformerEngine newer than 2024-10 was reachable to resolve it
+FROM base AS build-transformer-engine
+ARG MAX_JOBS
+WORKDIR /src/transformer-engine
+RUN git clone https://github.com/ROCm/TransformerEngine.git . \
+ && git checkout --detach "$(git rev-parse --verify -q 'origin/236178e5^{commit}' || git rev-parse --verify '236178e5^{commit}')" \
+ && git submodule update --init --recursive \
+ && echo "transformer-engine https://github.com/ROCm/TransformerEngine.git $(git rev-parse HEAD)" > /src/transformer-engine.source
+ENV NVTE_FRAMEWORK="pytorch" \
+    NVTE_USE_ROCM="1" \
+    NVTE_USE_HIPBLASLT="1" \
+    CMAKE_PREFIX_PATH="/opt/rocm:/opt/rocm/hip:/usr/local:/usr"
+RUN --mount=type=cache,target=/root/.cache/pip \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && python setup.py bdist_wheel --dist-dir /wheels \
+ && cp /src/transformer-engine.source /wheels/transformer-engine.source
+
+# ---- vllm-rocm-fork: https://github.com/ROCm/vllm.git @ 113274a0e740ac779ac713de643e12856b10ce05
+FROM base AS build-vllm-rocm-fork
+ARG MAX_JOBS
+WORKDIR /src/vllm-rocm-fork
+RUN git clone https://github.com/ROCm/vllm.git . \
+ && git checkout --detach 113274a0e740ac779ac713de643e12856b10ce05 \
+ && echo "vllm-rocm-fork https://github.com/ROCm/vllm.git $(git rev-parse HEAD)" > /src/vllm-rocm-fork.source
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install boto3==1.35.99
+ENV VLLM_TARGET_DEVICE="rocm"
+RUN --mount=type=cache,target=/root/.cache/pip \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && python setup.py bdist_wheel --dist-dir /wheels \
+ && cp /src/vllm-rocm-fork.source /wheels/vllm-rocm-fork.source
+
+# ---- sgl-kernel: https://github.com/sgl-project/sglang.git @ v0.4.6.post5
+# WARNING: MUTABLE ref v0.4.6.post5: a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established
+FROM base AS build-sgl-kernel
+ARG MAX_JOBS
+WORKDIR /src/sgl-kernel
+RUN git clone https://github.com/sgl-project/sglang.git . \
+ && git checkout --detach "$(git rev-parse --verify -q 'origin/v0.4.6.post5^{commit}' || git rev-parse --verify 'v0.4.6.post5^{commit}')" \
+ && echo "sgl-kernel https://github.com/sgl-project/sglang.git $(git rev-parse HEAD)" > /src/sgl-kernel.source
+WORKDIR /src/sgl-kernel/sgl-kernel
+RUN cp pyproject_rocm.toml pyproject.toml
+RUN --mount=type=cache,target=/root/.cache/pip \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && python setup_rocm.py bdist_wheel --dist-dir /wheels \
+ && cp /src/sgl-kernel.source /wheels/sgl-kernel.source
+
+# ---- sglang: https://github.com/sgl-project/sglang.git @ v0.4.6.post5
+# WARNING: MUTABLE ref v0.4.6.post5: a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established
+FROM base AS build-sglang
+ARG MAX_JOBS
+WORKDIR /src/sglang
+RUN git clone https://github.com/sgl-project/sglang.git . \
+ && git checkout --detach "$(git rev-parse --verify -q 'origin/v0.4.6.post5^{commit}' || git rev-parse --verify 'v0.4.6.post5^{commit}')" \
+ && echo "sglang https://github.com/sgl-project/sglang.git $(git rev-parse HEAD)" > /src/sglang.source
+RUN --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/deps/sgl-kernel \
+    pip install --no-cache-dir --no-deps /deps/sgl-kernel/*.whl
+WORKDIR /src/sglang/python
+RUN --mount=type=cache,target=/root/.cache/pip \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && cp /src/sglang.source /wheels/sglang.source
+
+# ---- triton: https://github.com/ROCm/triton.git @ improve_fa_decode_3.0.0
+# WARNING: MUTABLE ref improve_fa_decode_3.0.0: a branch absent from the stored ROCm/triton copy (ends 2024-12-20), so its commit was not established
+FROM base AS build-triton
+ARG MAX_JOBS
+WORKDIR /src/triton
+RUN git clone https://github.com/ROCm/triton.git . \
+ && git checkout --detach "$(git rev-parse --verify -q 'origin/improve_fa_decode_3.0.0^{commit}' || git rev-parse --verify 'improve_fa_decode_3.0.0^{commit}')" \
+ && echo "triton https://github.com/ROCm/triton.git $(git rev-parse HEAD)" > /src/triton.source
+WORKDIR /src/triton/python
+RUN --mount=type=cache,target=/root/.cache/pip \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && cp /src/triton.source /wheels/triton.source
+
+# ---- aiter: https://github.com/ROCm/aiter.git @ a02a93ddde3176815df0ef09122ae20d0aa198d5 (v0.1.2)
+FROM base AS build-aiter
+ARG MAX_JOBS
+WORKDIR /src/aiter
+RUN git clone https://github.com/ROCm/aiter.git . \
+ && git checkout --detach a02a93ddde3176815df0ef09122ae20d0aa198d5 \
+ && { test "$(git rev-parse 'refs/tags/v0.1.2^{commit}')" = "a02a93ddde3176815df0ef09122ae20d0aa198d5" \
+      || { echo "tag v0.1.2 no longer points at a02a93ddde3176815df0ef09122ae20d0aa198d5: the stack pin needs review" >&2; exit 1; }; } \
+ && git submodule update --init --recursive \
+ && echo "aiter https://github.com/ROCm/aiter.git $(git rev-parse HEAD)" > /src/aiter.source
+ENV PREBUILD_KERNELS="1"
+RUN --mount=type=cache,target=/root/.cache/pip \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && python setup.py bdist_wheel --dist-dir /wheels \
+ && cp /src/aiter.source /wheels/aiter.source
+
+# ---- vllm: https://github.com/RLFoundation/vllm-patch.git @ 247322c1081df540e7c65a5bd3c9511c475fa985
+FROM base AS build-vllm
+ARG MAX_JOBS
+WORKDIR /src/vllm
+RUN git clone https://github.com/RLFoundation/vllm-patch.git . \
+ && git checkout --detach 247322c1081df540e7c65a5bd3c9511c475fa985 \
+ && echo "vllm https://github.com/RLFoundation/vllm-patch.git $(git rev-parse HEAD)" > /src/vllm.source
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install -r requirements/rocm.txt
+ENV VLLM_TARGET_DEVICE="rocm" \
+    ROCM_PATH="/opt/rocm" \
+    SETUPTOOLS_SCM_PRETEND_VERSION="0.8.5.dev"
+RUN --mount=type=cache,target=/root/.cache/pip \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && python setup.py bdist_wheel --dist-dir /wheels \
+ && cp /src/vllm.source /wheels/vllm.source
+
+# ---- torch-memory-saver: https://github.com/YangWang92/torch_memory_saver_numa.git @ numa
+# WARNING: MUTABLE ref numa: a branch of a fork with no stored copy here, so its commit was not established
+FROM base AS build-torch-memory-saver
+ARG MAX_JOBS
+WORKDIR /src/torch-memory-saver
+RUN git clone https://github.com/YangWang92/torch_memory_saver_numa.git . \
+ && git checkout --detach "$(git rev-parse --verify -q 'origin/numa^{commit}' || git rev-parse --verify 'numa^{commit}')" \
+ && echo "torch-memory-saver https://github.com/YangWang92/torch_memory_saver_numa.git $(git rev-parse HEAD)" > /src/torch-memory-saver.source
+ENV CFLAGS="-D__HIP_PLATFORM_AMD__" \
+    CXXFLAGS="-D__HIP_PLATFORM_AMD__"
+RUN --mount=type=cache,target=/root/.cache/pip \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && cp /src/torch-memory-saver.source /wheels/torch-memory-saver.source
+
+# ---- verl: https://github.com/volcengine/verl.git @ e95bd9edf206ee6028b3e0a62221c6fa67931898
+FROM base AS build-verl
+ARG MAX_JOBS
+WORKDIR /src/verl
+RUN git clone https://github.com/volcengine/verl.git . \
+ && git checkout --detach e95bd9edf206ee6028b3e0a62221c6fa67931898 \
+ && echo "verl https://github.com/volcengine/verl.git $(git rev-parse HEAD)" > /src/verl.source
+RUN --mount=type=cache,target=/root/.cache/pip \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && cp /src/verl.source /wheels/verl.source
+
+# ---- final: the runtime image
+FROM base AS final
+RUN --mount=type=bind,from=build-transformer-engine,source=/wheels,target=/tmp/wheels/transformer-engine \
+    --mount=type=bind,from=build-vllm-rocm-fork,source=/wheels,target=/tmp/wheels/vllm-rocm-fork \
+    --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/tmp/wheels/sgl-kernel \
+    --mount=type=bind,from=build-sglang,source=/wheels,target=/tmp/wheels/sglang \
+    --mount=type=bind,from=build-triton,source=/wheels,target=/tmp/wheels/triton \
+    --mount=type=bind,from=build-aiter,source=/wheels,target=/tmp/wheels/aiter \
+    --mount=type=bind,from=build-vllm,source=/wheels,target=/tmp/wheels/vllm \
+    --mount=type=bind,from=build-torch-memory-saver,source=/wheels,target=/tmp/wheels/torch-memory-saver \
+    --mount=type=bind,from=build-verl,source=/wheels,target=/tmp/wheels/verl \
+    --mount=type=cache,target=/root/.cache/pip \
+    pip install /tmp/wheels/transformer-engine/*.whl /tmp/wheels/vllm-rocm-fork/*.whl /tmp/wheels/sgl-kernel/*.whl /tmp/wheels/sglang/*.whl /tmp/wheels/triton/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl /tmp/wheels/verl/*.whl 'ray[data,train,tune,serve]==2.47.1' \
+ && cat /tmp/wheels/*/*.source > /opt/rocmkit/sources.txt
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install --no-deps tensordict==0.6.2
+# rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
+RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
+    pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm6","description":"Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5","targets":["gfx942"],"rocm":"6.3.4","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:6.3.4-complete","base_image_overridden":false,"base_pip":["torch==2.6.0+rocm6.2.4","setuptools==75.8.0","wheel==0.45.1","packaging==24.2","ninja==1.11.1.3","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.1.0"],"base_pip_sources":["https://download.pytorch.org/whl/rocm6.2.4"],"components":[{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"236178e5","mutable_reason":"the seed recipe publishes only this 8-digit prefix; no stored copy of ROCm/TransformerEngine newer than 2024-10 was reachable to resolve it","needs":[]},{"name":"vllm-rocm-fork","kind":"git","git":"https://github.com/ROCm/vllm.git","commit":"113274a0e740ac779ac713de643e12856b10ce05","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"v0.4.6.post5","mutable_reason":"a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established","needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"v0.4.6.post5","mutable_reason":"a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established","needs":["sgl-kernel"]},{"name":"triton","kind":"git","git":"https://github.com/ROCm/triton.git","commit":null,"tag":null,"mutable_ref":"improve_fa_decode_3.0.0","mutable_reason":"a branch absent from the stored ROCm/triton copy (ends 2024-12-20), so its commit was not established","needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"a02a93ddde3176815df0ef09122ae20d0aa198d5","tag":"v0.1.2","mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/RLFoundation/vllm-patch.git","commit":"247322c1081df540e7c65a5bd3c9511c475fa985","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/YangWang92/torch_memory_saver_numa.git","commit":null,"tag":null,"mutable_ref":"numa","mutable_reason":"a branch of a fork with no stored copy here, so its commit was not established","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/volcengine/verl.git","commit":"e95bd9edf206ee6028b3e0a62221c6fa67931898","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[data,train,tune,serve]==2.47.1"],"no_deps":false},{"name":"tensordict","kind":"pip","requirements":["tensordict==0.6.2"],"no_deps":true}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_SET_CPU_AFFINITY":"1","VLLM_FP8_PADDING":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"14ae11d1d11beacb9508398885a2588465365f00891c6fb97b349271b6158df0"}' > /opt/rocmkit/manifest.json \
+ && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt
+# kernel arguments in device memory: lower launch latency (seed Dockerfile ENV block)
+ENV HIP_FORCE_DEV_KERNARG="1"
+# seed Dockerfile ENV block; RCCL reclaim issue on older MEC firmware
+ENV HSA_NO_SCRATCH_RECLAIM="1"
+# RCCL channel count for MI300X XGMI bandwidth (seed Dockerfile ENV block)
+ENV NCCL_MIN_NCHANNELS="112"
+# seed Dockerfile ENV block
+ENV SGLANG_SET_CPU_AFFINITY="1"
+# seed Dockerfile ENV block
+ENV VLLM_FP8_PADDING="1"
+# tokenizer threads deadlock after fork in Ray workers
+ENV TOKENIZERS_PARALLELISM="false"
+# Ray 2.47.1 would narrow each actor's AMD visible devices; verl assigns GPUs itself (ray-project/ray#51104, Ray >= 2.45)
+ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
+LABEL org.opencontainers.image.title="rocmkit/verl-rocm6" \
+    org.opencontainers.image.description="Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5" \
+    org.opencontainers.image.version="rocm6.3.4-gfx942-14ae11d1d11b" \
+    org.opencontainers.image.base.name="rocm/dev-ubuntu-22.04:6.3.4-complete" \
+    io.rocmkit.stack="verl-rocm6" \
+    io.rocmkit.targets="gfx942" \
+    io.rocmkit.rocm="6.3.4" \
+    io.rocmkit.python="3.12" \
+    io.rocmkit.inputs-hash="14ae11d1d11beacb9508398885a2588465365f00891c6fb97b349271b6158df0" \
+    io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
+    io.rocmkit.base-image-overridden="false" \
+    io.rocmkit.ray-version="2.47.1" \
+    io.rocmkit.mutable-components="transformer-engine,sgl-kernel,sglang,triton,torch-memory-saver"

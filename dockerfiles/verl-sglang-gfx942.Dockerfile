@@ -1,0 +1,161 @@
+# Rendered by rocmkit from stack verl-sglang for gfx942. Do not edit: change the
+# stack file, then run `rocmkit render --all`.
+# verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source
+#
+# Build with `rocmkit build --stack verl-sglang --arch gfx942` (it prepares the build
+# context: rocmkit-dist/ with rocmkit's own wheel).
+# Needs BuildKit. Layout: one stage per compiled component, each producing a wheel, so BuildKit builds
+# independent components in parallel and caches each one on its own; `final` installs the wheels through
+# bind mounts (no copies left in layers) and records every pin in /opt/rocmkit/manifest.json.
+
+# Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
+# --max-jobs auto` sizes this from the builder's memory and cores.
+ARG MAX_JOBS=8
+
+FROM rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1 AS base
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends build-essential ca-certificates ccache git libnuma-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+# A venv that still sees the image's own packages, so a base image's ROCm PyTorch stays in use.
+RUN python3.10 -m venv --system-site-packages /opt/venv \
+ && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.10", "stack wants Python 3.10, image has " + v'
+ENV PATH=/opt/venv/bin:$PATH \
+    VIRTUAL_ENV=/opt/venv
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1
+# Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
+# PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+RUN mkdir -p /opt/rocmkit \
+ && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio)==' || true; } > /opt/rocmkit/constraints.txt
+ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
+# vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
+# hipDeviceGetName reports "AMD Radeon Graphics" and tuned configs are not found (sgl-project/sglang PR #30984).
+RUN ln -sf /opt/rocm/lib/libamdhip64.so /usr/lib/libamdhip64.so \
+ && if [ -f /opt/amdgpu/share/libdrm/amdgpu.ids ] && [ ! -f /usr/share/libdrm/amdgpu.ids ]; then \
+      mkdir -p /usr/share/libdrm && ln -s /opt/amdgpu/share/libdrm/amdgpu.ids /usr/share/libdrm/amdgpu.ids; fi
+# GPU targets, one value for every build system that reads one, so none falls back to its own default
+# or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
+ENV PYTORCH_ROCM_ARCH="gfx942" \
+    GPU_ARCHS="gfx942" \
+    NVTE_ROCM_ARCH="gfx942" \
+    AMDGPU_TARGET="gfx942" \
+    AMDGPU_TARGETS="gfx942" \
+    GPU_TARGETS="gfx942" \
+    GPU_ARCH_LIST="gfx942" \
+    AITER_ROCM_ARCH="gfx942" \
+    HIPCC_COMPILE_FLAGS_APPEND="--offload-arch=gfx942"
+ENV CCACHE_DIR=/root/.cache/ccache \
+    CMAKE_C_COMPILER_LAUNCHER=ccache \
+    CMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    CMAKE_HIP_COMPILER_LAUNCHER=ccache
+
+# ---- aiter: https://github.com/ROCm/aiter.git @ b5e03ed191fca11ee423226537ef8d9435e432a6
+FROM base AS build-aiter
+ARG MAX_JOBS
+WORKDIR /src/aiter
+RUN git clone https://github.com/ROCm/aiter.git . \
+ && git checkout --detach b5e03ed191fca11ee423226537ef8d9435e432a6 \
+ && git submodule update --init --recursive \
+ && echo "aiter https://github.com/ROCm/aiter.git $(git rev-parse HEAD)" > /src/aiter.source
+ENV PREBUILD_KERNELS="1"
+RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=cache,target=/root/.cache/ccache \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && python setup.py bdist_wheel --dist-dir /wheels \
+ && cp /src/aiter.source /wheels/aiter.source
+
+# ---- sgl-kernel: https://github.com/sgl-project/sglang.git @ 0801cc05ed202544e2e5c67d6b0a1d454de54fca
+FROM base AS build-sgl-kernel
+ARG MAX_JOBS
+WORKDIR /src/sgl-kernel
+RUN git clone https://github.com/sgl-project/sglang.git . \
+ && git checkout --detach 0801cc05ed202544e2e5c67d6b0a1d454de54fca \
+ && echo "sgl-kernel https://github.com/sgl-project/sglang.git $(git rev-parse HEAD)" > /src/sgl-kernel.source
+WORKDIR /src/sgl-kernel/sgl-kernel
+RUN cp pyproject_rocm.toml pyproject.toml
+RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=cache,target=/root/.cache/ccache \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && python setup_rocm.py bdist_wheel --dist-dir /wheels \
+ && cp /src/sgl-kernel.source /wheels/sgl-kernel.source
+
+# ---- sglang: https://github.com/sgl-project/sglang.git @ 0801cc05ed202544e2e5c67d6b0a1d454de54fca
+FROM base AS build-sglang
+ARG MAX_JOBS
+WORKDIR /src/sglang
+RUN git clone https://github.com/sgl-project/sglang.git . \
+ && git checkout --detach 0801cc05ed202544e2e5c67d6b0a1d454de54fca \
+ && echo "sglang https://github.com/sgl-project/sglang.git $(git rev-parse HEAD)" > /src/sglang.source
+RUN --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/deps/sgl-kernel \
+    pip install --no-cache-dir --no-deps /deps/sgl-kernel/*.whl
+WORKDIR /src/sglang/python
+RUN cp pyproject_other.toml pyproject.toml
+RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=cache,target=/root/.cache/ccache \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && cp /src/sglang.source /wheels/sglang.source
+
+# ---- torch-memory-saver: https://github.com/fzyzcjy/torch_memory_saver.git @ f05a8754daf68238d54e4cf31cb3ba866684bbaf
+FROM base AS build-torch-memory-saver
+ARG MAX_JOBS
+WORKDIR /src/torch-memory-saver
+RUN git clone https://github.com/fzyzcjy/torch_memory_saver.git . \
+ && git checkout --detach f05a8754daf68238d54e4cf31cb3ba866684bbaf \
+ && echo "torch-memory-saver https://github.com/fzyzcjy/torch_memory_saver.git $(git rev-parse HEAD)" > /src/torch-memory-saver.source
+ENV TMS_PLATFORM="hip"
+RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=cache,target=/root/.cache/ccache \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && cp /src/torch-memory-saver.source /wheels/torch-memory-saver.source
+
+# ---- final: the runtime image
+FROM base AS final
+RUN --mount=type=bind,from=build-aiter,source=/wheels,target=/tmp/wheels/aiter \
+    --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/tmp/wheels/sgl-kernel \
+    --mount=type=bind,from=build-sglang,source=/wheels,target=/tmp/wheels/sglang \
+    --mount=type=bind,from=build-torch-memory-saver,source=/wheels,target=/tmp/wheels/torch-memory-saver \
+    --mount=type=cache,target=/root/.cache/pip \
+    pip install /tmp/wheels/aiter/*.whl /tmp/wheels/sgl-kernel/*.whl /tmp/wheels/sglang/*.whl /tmp/wheels/torch-memory-saver/*.whl 'ray[default]==2.55.1' verl==0.9.1 \
+ && cat /tmp/wheels/*/*.source > /opt/rocmkit/sources.txt
+# rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
+RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
+    pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
+RUN rocmkit vf-configs --strict
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx942"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"f6d8e7298297314610a0f1b428b953600f67ac2971f976d72bc8a294aeff590e"}' > /opt/rocmkit/manifest.json \
+ && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt
+# kernel arguments in device memory: lower launch latency (AMD MI300X workload tuning guide; SGLang image)
+ENV HIP_FORCE_DEV_KERNARG="1"
+# RCCL on ROCm 7.1+ fails ncclCommInitRank without it (vllm-project/vllm#32497); set in SGLang images
+ENV HSA_NO_SCRATCH_RECLAIM="1"
+# ROCm 7.2 switched IPC to dma-buf, which leaks exported VRAM when rollout and training share GPUs (radixark/miles; SGLang rocm724)
+ENV HSA_ENABLE_IPC_MODE_LEGACY="1"
+# RCCL channel count that fills MI300X/MI355X XGMI bandwidth (AMD tuning guide; SGLang image)
+ENV NCCL_MIN_NCHANNELS="112"
+# use the aiter kernels built into this image (SGLang ROCm image)
+ENV SGLANG_USE_AITER="1"
+# bind SGLang workers to the GPU's NUMA node (SGLang ROCm image)
+ENV SGLANG_SET_CPU_AFFINITY="1"
+# as the SGLang ROCm image: allow context lengths above the model config
+ENV SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN="1"
+# tokenizer threads deadlock after fork in Ray workers (verl images)
+ENV TOKENIZERS_PARALLELISM="false"
+# Ray 2.55.1 would narrow each actor's AMD visible devices; verl assigns GPUs itself (ray-project/ray#51104, Ray >= 2.45)
+ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
+LABEL org.opencontainers.image.title="rocmkit/verl-sglang" \
+    org.opencontainers.image.description="verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source" \
+    org.opencontainers.image.version="rocm7.2.0-gfx942-f6d8e7298297" \
+    org.opencontainers.image.base.name="rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1" \
+    io.rocmkit.stack="verl-sglang" \
+    io.rocmkit.targets="gfx942" \
+    io.rocmkit.rocm="7.2.0" \
+    io.rocmkit.python="3.10" \
+    io.rocmkit.inputs-hash="f6d8e7298297314610a0f1b428b953600f67ac2971f976d72bc8a294aeff590e" \
+    io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
+    io.rocmkit.base-image-overridden="false" \
+    io.rocmkit.ray-version="2.55.1"
