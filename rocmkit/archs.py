@@ -24,6 +24,7 @@ class Product:
     peak_bf16_tflops: float | None = None
     peak_fp8_tflops: float | None = None
     hbm_tbps: float | None = None
+    config_copies: tuple[str, ...] = ()
 
     @property
     def is_vf(self) -> bool:
@@ -64,7 +65,7 @@ class BuildVariable:
 
 
 _PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory_gib",
-                   "peak_bf16_tflops", "peak_fp8_tflops", "hbm_tbps"}
+                   "peak_bf16_tflops", "peak_fp8_tflops", "hbm_tbps", "config_copies"}
 
 
 @functools.cache
@@ -77,7 +78,8 @@ def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
             unknown = set(p) - _PRODUCT_FIELDS
             if unknown:  # a typo in the packaged table is a bug in rocmkit, not user input
                 raise ValueError(f"archs.toml: {name}: unknown product fields {sorted(unknown)}")
-            products.append(Product(arch=name, **{**p, "pci_ids": tuple(i.lower() for i in p["pci_ids"])}))
+            products.append(Product(arch=name, **{**p, "pci_ids": tuple(i.lower() for i in p["pci_ids"]),
+                                                  "config_copies": tuple(p.get("config_copies", ()))}))
         archs[name] = Arch(
             name=name, vendor=spec["vendor"], family=spec["family"], fp8=spec["fp8"], status=spec["status"],
             products=tuple(products), gfx_target_version=spec.get("gfx_target_version"),
@@ -151,6 +153,14 @@ def product_for_pci_id(device_id: str | int) -> Product | None:
 
 def vf_products() -> list[Product]:
     return [p for a in _table()[0].values() for p in a.products if p.is_vf]
+
+
+def product_named(name: str) -> Product | None:
+    for arch in _table()[0].values():
+        for p in arch.products:
+            if p.name.lower() == name.strip().lower():
+                return p
+    return None
 
 
 def min_rocm_for(arch: Arch, product: Product | None = None) -> str | None:

@@ -286,11 +286,16 @@ def test_vf_configs_post_step_puts_vf_copies_in_the_image(tmp_path):
             "    for f in fs:\n"
             "        if f.endswith('.json') and f != 'buildinfo.json':\n"
             "            print(os.path.relpath(os.path.join(d, f), root))\n")).splitlines()
+        from rocmkit import vfconfigs
+
         expected = set()
         for rel in stackgen.SGLANG_CONFIGS:
             expected.add(rel)
-            if "device_name=AMD_Instinct_MI300X," in rel:
-                expected.add(rel.replace("device_name=AMD_Instinct_MI300X,", "device_name=AMD_Instinct_MI300X_VF,"))
+            folder, _, name = rel.rpartition("/")
+            for pair in vfconfigs.pairs_for("sglang"):  # every product with a VF (MI300X, MI325X, ...)
+                vf = vfconfigs.vf_name(name, pair)
+                if vf:
+                    expected.add(f"{folder}/{vf}")
         assert set(listing) == expected
     finally:
         docker_client().images.remove(tag)

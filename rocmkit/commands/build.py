@@ -204,6 +204,7 @@ def _result_document(plan, image, manifest, outcome, tags, pushed, jobs, jobs_re
             "docker": {"path": cli.path, "version": cli.version, "mode": cli.mode},
             "engine": {"version": info.version, "address": info.address},
         },
+        "local_sources": {st.component.name: st.local.path for st in plan.stages if st.local},
         "warnings": list(plan.warnings),
     }
 
@@ -235,7 +236,7 @@ def _print_result(doc: dict) -> None:
         if c["kind"] == "pip":
             pin = " ".join(c["requirements"])
         elif c.get("local_source"):
-            pin = f"local sha256:{c['local_source']['digest'][:12]} ({c['local_source']['path']})"
+            pin = f"local sha256:{c['local_source']['digest'][:12]} ({doc['local_sources'][c['name']]})"
         else:
             pin = (c["commit"] or f"{c['mutable_ref']} (MUTABLE)") + (f" ({c['tag']})" if c.get("tag") else "")
         click.echo(f"  {c['name']:<{width}}  {pin}")
