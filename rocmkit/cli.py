@@ -19,6 +19,7 @@ COMMANDS = {
     "render": "rocmkit.commands.render:render",
     "build": "rocmkit.commands.build:build",
     "bake": "rocmkit.commands.bake:bake",
+    "doctor": "rocmkit.commands.doctor:doctor",
     "vf-configs": "rocmkit.commands.vf_configs:vf_configs",
 }
 

@@ -30,32 +30,37 @@ def device_gids(paths: list[str]) -> list[str]:
 
 
 def rocm_device_args(render_nodes: list[str] | None = None, *, privileged: bool = False,
-                     ipc_host: bool = True, shm_size: str = DEFAULT_SHM) -> list[str]:
-    """`docker run` flags giving a container the GPUs. render_nodes None means all of /dev/dri."""
+                     ipc_host: bool = True, shm_size: str = DEFAULT_SHM, skip_missing: bool = False,
+                     ulimits: bool = True) -> list[str]:
+    """`docker run` flags giving a container the GPUs. render_nodes None means all of /dev/dri.
+    skip_missing drops device nodes this host lacks (for diagnosing a host without GPUs)."""
     if privileged:
         return ["--privileged", "--ipc=host" if ipc_host else f"--shm-size={shm_size}"]
     nodes = ["/dev/dri"] if render_nodes is None else list(render_nodes)
-    args = ["--device=/dev/kfd"] + [f"--device={n}" for n in nodes]
+    devices = [d for d in ["/dev/kfd", *nodes] if not skip_missing or os.path.exists(d)]
+    args = [f"--device={d}" for d in devices]
     probe = ["/dev/kfd"] + (sorted(str(p) for p in Path("/dev/dri").glob("renderD*")) if render_nodes is None else nodes)
     for gid in device_gids(probe):
         args.append(f"--group-add={gid}")
-    args += ["--ipc=host" if ipc_host else f"--shm-size={shm_size}",
-             "--ulimit=memlock=-1:-1", "--ulimit=stack=67108864:67108864",
-             "--cap-add=SYS_NICE"]
+    args.append("--ipc=host" if ipc_host else f"--shm-size={shm_size}")
+    if ulimits:  # rootless engines may not raise them (runc: "error setting rlimit ... not permitted")
+        args += ["--ulimit=memlock=-1:-1", "--ulimit=stack=67108864:67108864"]
+    args.append("--cap-add=SYS_NICE")
     return args
 
 
 def docker_run_argv(image: str, command: list[str], *, render_nodes: list[str] | None = None,
                     privileged: bool = False, env: dict[str, str] | None = None,
                     mounts: list[tuple[str, str, str]] = (), name: str | None = None, remove: bool = True,
-                    workdir: str | None = None, docker: str = "docker", extra: list[str] = ()) -> list[str]:
+                    workdir: str | None = None, docker: str = "docker", extra: list[str] = (),
+                    skip_missing: bool = False, ulimits: bool = True) -> list[str]:
     """The full `docker run` argv. mounts are (host_path, container_path, "ro"|"rw")."""
     argv = [docker, "run"]
     if remove:
         argv.append("--rm")
     if name:
         argv.append(f"--name={name}")
-    argv += rocm_device_args(render_nodes, privileged=privileged)
+    argv += rocm_device_args(render_nodes, privileged=privileged, skip_missing=skip_missing, ulimits=ulimits)
     for key, value in (env or {}).items():
         argv += ["-e", f"{key}={value}"]
     for host, inside, mode in mounts:

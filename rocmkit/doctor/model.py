@@ -24,6 +24,11 @@ class Finding:
     fix: str | None = None  # the exact command or setting that fixes it
     reference: str | None = None  # where the rule comes from (doc URL, issue)
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Finding":
+        return cls(id=d["id"], area=d["area"], status=Status(d["status"]), title=d["title"],
+                   evidence=d.get("evidence") or {}, fix=d.get("fix"), reference=d.get("reference"))
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["status"] = self.status.value

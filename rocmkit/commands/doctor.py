@@ -1,0 +1,139 @@
+"""`rocmkit doctor`: leveled validation of a ROCm host, container or image."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import click
+
+from ..errors import EnvironmentMissing, Failed, UsageError
+from ..output import dumps
+from .common import json_option
+
+
+@click.command()
+@click.option("--level", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="1: static checks, reads only (well under a second). 2: adds GPU measurements.")
+@json_option
+@click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
+@click.option("--root", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Check a captured tree (from --capture) instead of this host.")
+@click.option("--arch", default=None, metavar="ARCH",
+              help="The arch the GPUs must be (e.g. the arch your image was built for). Inside a rocmkit image "
+                   "the image's manifest says it.")
+@click.option("--only", default=None, metavar="ID,...", help="Only findings with these ids (or id prefixes).")
+@click.option("--capture", "capture_dir", type=click.Path(file_okay=True), default=None,
+              help="Copy the files the doctor reads into this new folder (for bug reports and --root).")
+@click.option("--image", default=None, metavar="IMAGE",
+              help="Run the doctor inside IMAGE (a rocmkit-built image) through the Docker engine, with the "
+                   "ROCm device flags, and report its result.")
+@click.pass_context
+def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image) -> None:
+    """Check a ROCm host or container and say what to fix.
+
+    Level 1 reads sysfs, procfs, /dev and the environment: amdgpu driver, /dev/kfd and render-node
+    access, GPU count and partitions (SPX/DPX/QPX/CPX), arch and product (incl. SR-IOV VFs), ROCm
+    support, NUMA balancing, IOMMU pass-through, GPU-to-NUMA affinity, /dev/shm, memlock,
+    visible-devices variables, Ray's no-set variable, arch variables, tuning variables, PyTorch built
+    for HIP, framework versions, Docker, and VF tuned configs. In a container, GPUs present on the host
+    but not granted are reported as not granted, not as broken.
+
+    Exit 0 when nothing fails, 1 when something fails (--strict: or warns), 2 on bad usage,
+    3 when --image has no Docker engine or --level 2 finds no GPU.
+    """
+    if image:
+        if root or capture_dir:
+            raise UsageError("--image runs the doctor inside the image; it takes no --root or --capture")
+        _in_image(image, level, as_json, strict, arch, only)
+        return
+    from ..doctor import facts as facts_mod
+    from ..doctor.checks import Context, run_checks
+    from ..doctor.report import doctor_document, exit_code, heading, table
+
+    if capture_dir and root:
+        raise UsageError("--capture records this host; it takes no --root")
+    facts = facts_mod.collect(root or "/")
+    if capture_dir:
+        from ..doctor.capture import capture
+
+        out = capture(facts, capture_dir)
+        click.echo(f"captured {len(set(facts.files_read))} files into {out}; check it with "
+                   f"`rocmkit doctor --root {out}`", err=True)
+    targets = arch or ";".join((facts.manifest or {}).get("targets", [])) or None
+    if targets:
+        from .. import archs
+
+        archs.parse_targets(targets)  # an unknown --arch is a usage error, not a finding
+    only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
+    findings = run_checks(facts, Context(arch=targets), only_ids)
+    extra = {}
+    if level >= 2:
+        probe_findings, figures = _level2(facts)
+        findings += [f for f in probe_findings if only_ids is None or any(f.id.startswith(o) for o in only_ids)]
+        extra["probes"] = figures
+    code = exit_code(findings, strict)
+    if as_json:
+        click.echo(dumps(doctor_document(findings, facts, level=level, strict=strict, extra=extra)), nl=False)
+    else:
+        click.echo(table(findings, heading(facts), color=sys.stdout.isatty()), nl=False)
+    ctx.exit(code)
+
+
+def _level2(facts):
+    try:
+        from ..doctor import probes
+    except ImportError:
+        raise EnvironmentMissing("GPU probes (level 2) are not available in this rocmkit") from None
+    return probes.run_level2(facts)
+
+
+def _run(argv: list[str], image: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise Failed(f"the doctor in {image} did not finish within 600 s") from None
+
+
+def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None) -> None:
+    from ..container import docker_run_argv
+    from ..doctor.model import Finding
+    from ..doctor.report import table
+    from ..engine import CLI_ENV_VAR, Engine, candidate_clis
+
+    engine = Engine.connect()
+    if engine.image(image) is None:
+        raise UsageError(f"image {image!r} is not in the Docker engine", hint="build it (rocmkit build) or pull it")
+    clis = [os.environ[CLI_ENV_VAR]] if os.environ.get(CLI_ENV_VAR) else candidate_clis()
+    if not clis:
+        raise EnvironmentMissing("no docker client found", hint="install one, or name it with ROCMKIT_DOCKER")
+    inner = ["rocmkit", "doctor", "--json", "--level", str(level)]
+    inner += ["--arch", arch] if arch else []
+    inner += ["--only", only] if only else []
+    notes = []
+    proc = _run(docker_run_argv(image, inner, docker=clis[0], skip_missing=True), image)
+    if proc.returncode == 125 and "rlimit" in proc.stderr:
+        # The engine may not raise memlock/stack limits (rootless, or no CAP_SYS_RESOURCE): run without them,
+        # and the doctor inside reports the limit it got.
+        notes.append("the engine refused the memlock/stack ulimits; ran without them")
+        proc = _run(docker_run_argv(image, inner, docker=clis[0], skip_missing=True, ulimits=False), image)
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-10:]
+        raise Failed(f"the doctor could not run in {image} (exit {proc.returncode})",
+                     hint="is rocmkit installed in the image? rocmkit-built images have it. Output:\n  "
+                          + "\n  ".join(tail)) from None
+    doc["image"] = image
+    doc["notes"] = notes
+    findings = [Finding.from_json(f) for f in doc["findings"]]
+    if strict:
+        doc["exit_code"] = 1 if any(f.status.value in ("fail", "warn") for f in findings) else 0
+    if as_json:
+        click.echo(dumps(doc), nl=False)
+    else:
+        title = f"rocmkit doctor — inside image {image}" + "".join(f"\n  note: {n}" for n in notes)
+        click.echo(table(findings, title, color=sys.stdout.isatty()), nl=False)
+    click.get_current_context().exit(doc["exit_code"])

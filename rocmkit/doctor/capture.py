@@ -1,0 +1,57 @@
+"""`rocmkit doctor --capture DIR`: the files the doctor read, so `--root DIR` reproduces its result
+(for bug reports). Written into a temporary folder beside DIR and renamed at the end: no half capture."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..errors import UsageError
+from .facts import PROCESS_FILE, READ_ERRORS_FILE, Facts
+
+
+def capture(facts: Facts, dest: str) -> Path:
+    target = Path(dest)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise UsageError(f"{target} exists and is not an empty folder", hint="capture into a new folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        root = Path(facts.root)
+        for rel in sorted(set(facts.files_read)):
+            src = root / rel
+            try:
+                data = src.read_bytes()
+            except OSError:
+                continue  # vanished since it was read: the capture keeps what is still there
+            out = tmp / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+        # Device nodes and marker files are recorded by existence (their content is not the fact).
+        nodes = [facts.dev_kfd, *facts.render.values()]
+        markers = [n.path for n in nodes if n and n.exists]
+        markers += [m for m in ("/.dockerenv", "/run/.containerenv") if (root / m.lstrip("/")).exists()]
+        for m in markers:
+            p = tmp / m.lstrip("/")
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.touch()
+        for n in range(facts.numa_nodes or 0):
+            (tmp / f"sys/devices/system/node/node{n}").mkdir(parents=True, exist_ok=True)
+        errors = {rel.lstrip("/"): why for rel, why in facts.read_errors}
+        if errors:
+            (tmp / READ_ERRORS_FILE).write_text(json.dumps(errors, indent=1))
+            for rel in errors:  # keep the entry (a KFD node not granted) so the tree lists it
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / rel).touch()
+        if facts.process is not None:
+            (tmp / PROCESS_FILE).write_text(json.dumps(facts.process, indent=1, default=str))
+        if target.exists():
+            target.rmdir()
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target

@@ -1,0 +1,48 @@
+"""Pure checks: Facts (+ context) → Findings. One module per area; each lists its checks in CHECKS.
+
+A check never raises for odd facts: if one does (a bug), run_checks turns it into a failing finding naming
+the check, so one broken rule cannot hide the rest of the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from ..facts import Facts
+from ..model import Finding, Status
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the user or the image says the environment should be."""
+
+    arch: str | None = None  # --arch, or the targets of the image's manifest
+
+
+Check = Callable[[Facts, Context], Iterable[Finding]]
+
+
+def all_checks() -> list[Check]:
+    from . import env, gpu, software, system
+
+    return [*gpu.CHECKS, *system.CHECKS, *env.CHECKS, *software.CHECKS]
+
+
+def run_checks(facts: Facts, ctx: Context, only: set[str] | None = None) -> list[Finding]:
+    findings: list[Finding] = []
+    for check in all_checks():
+        try:
+            produced = list(check(facts, ctx))
+        except Exception as exc:  # noqa: BLE001 - a bug in one rule must not hide the others
+            produced = [Finding(id=f"doctor.internal.{check.__name__}", area="doctor", status=Status.FAIL,
+                                title=f"check {check.__name__} crashed: {type(exc).__name__}: {exc}",
+                                fix="report this as a rocmkit bug with `rocmkit doctor --capture DIR`")]
+        findings.extend(f for f in produced if only is None or any(f.id == o or f.id.startswith(o + ".")
+                                                                     for o in only))
+    return findings
+
+
+def finding(id: str, area: str, status: Status, title: str, *, fix: str | None = None, ref: str | None = None,
+            **evidence) -> Finding:
+    return Finding(id=id, area=area, status=status, title=title, evidence=evidence, fix=fix, reference=ref)

@@ -1,0 +1,197 @@
+"""GPU devices, access, driver, topology, partitions, arch, VF, firmware and ROCm support."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ... import archs
+from ..facts import Facts
+from ..model import Status
+from . import Context, finding
+
+DOCKER_DOC = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html"
+PREREQ_DOC = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/install/prerequisites.html"
+KFD_DOC = "research/doctor.md §1 (kernel kfd_topology.c, ROCm k8s-device-plugin captures)"
+
+
+def not_granted_nodes(facts: Facts) -> int:
+    """GPU nodes present on the host that this container may not read (EPERM from the device cgroup;
+    only GPU nodes are guarded, so these are GPU partitions)."""
+    return sum(1 for n in facts.nodes if n.not_granted)
+
+
+def check_driver(f: Facts, ctx: Context):
+    state = f.amdgpu_initstate
+    if state == "live":
+        yield finding("gpu.driver", "gpu", Status.PASS, "amdgpu kernel driver is loaded", initstate=state)
+        return
+    blacklisted = "modprobe.blacklist=amdgpu" in (f.cmdline or "")
+    if state is None and f.topology_found and f.nodes:
+        # Containers often lack /sys/module; a populated KFD topology shows the driver is up on the host.
+        yield finding("gpu.driver", "gpu", Status.PASS, "amdgpu driver is up (KFD topology present; "
+                      "/sys/module/amdgpu not visible here)", kfd_nodes=len(f.nodes))
+        return
+    yield finding("gpu.driver", "gpu", Status.FAIL, f"amdgpu kernel driver is not loaded (initstate: {state})",
+                  fix=("amdgpu is blacklisted on the kernel command line: load it after boot with "
+                       "`sudo modprobe amdgpu`") if blacklisted else
+                  "install the amdgpu-dkms driver on the host and `sudo modprobe amdgpu`",
+                  ref=PREREQ_DOC, initstate=state, cmdline_blacklists_amdgpu=blacklisted)
+
+
+def check_kfd(f: Facts, ctx: Context):
+    kfd = f.dev_kfd
+    if kfd is None or not kfd.exists:
+        fix = ("start the container with `--device=/dev/kfd` (rocmkit run does)" if f.container
+               else "load the amdgpu driver (`sudo modprobe amdgpu`)")
+        yield finding("gpu.kfd", "gpu", Status.FAIL, "/dev/kfd is missing: no ROCm compute is possible",
+                      fix=fix, ref=DOCKER_DOC, container=f.container)
+    elif not kfd.accessible:
+        yield finding("gpu.kfd", "gpu", Status.FAIL, f"/dev/kfd exists but cannot be opened ({kfd.error})",
+                      fix="add the user to the group owning it: `sudo usermod -aG render,video $USER`, then log in "
+                          "again (in Docker: `--group-add` that gid)",
+                      ref=PREREQ_DOC, gid=kfd.gid, process_groups=(f.process or {}).get("groups"))
+    else:
+        yield finding("gpu.kfd", "gpu", Status.PASS, "/dev/kfd is present and accessible" +
+                      ("" if f.live else " (access not judged on a captured tree)"), gid=kfd.gid)
+
+
+def check_topology(f: Facts, ctx: Context):
+    if not f.topology_found:
+        yield finding("gpu.topology", "gpu", Status.FAIL, "no KFD topology (/sys/class/kfd/kfd/topology/nodes)",
+                      fix="load the amdgpu driver; in a container, sysfs must be the host's (default in Docker)",
+                      ref=KFD_DOC)
+        return
+    corrupt = [n.index for n in f.nodes if n.error and not n.not_granted]
+    if corrupt:
+        yield finding("gpu.topology.read", "gpu", Status.WARN,
+                      f"{len(corrupt)} KFD node(s) could not be read: {corrupt[:8]}", nodes=corrupt,
+                      errors=[e for e in f.read_errors if "kfd" in e[0]][:8])
+    devs = f.devices
+    not_granted = not_granted_nodes(f)
+    if not devs:
+        yield finding("gpu.count", "gpu", Status.FAIL,
+                      "no AMD GPU in the KFD topology" + (f" ({not_granted} node(s) not granted to this container)"
+                                                          if not_granted else ""),
+                      fix="grant GPUs to the container (`--device=/dev/dri/renderD<N>` per GPU, or all of /dev/dri)"
+                      if not_granted else "check that the GPUs are seated and the driver bound (`dmesg | grep amdgpu`)",
+                      ref=KFD_DOC, kfd_nodes=len(f.nodes))
+        return
+    partitions = sum(d.partitions for d in devs)
+    modes = Counter(d.partition_mode for d in devs)
+    title = f"{len(devs)} physical GPU(s), {partitions} KFD partition node(s) ({', '.join(f'{m}×{c}' for m, c in modes.items())})"
+    if not_granted:
+        title += f"; {not_granted} more GPU node(s) on the host are not granted to this container (not broken)"
+    yield finding("gpu.count", "gpu", Status.PASS, title, physical=len(devs), partitions=partitions,
+                  modes=dict(modes), not_granted_nodes=not_granted,
+                  devices=[{"pci": d.pci_address, "device_id": d.device_id, "gfx": d.gfx,
+                            "partitions": d.partitions, "mode": d.partition_mode} for d in devs])
+    if len(modes) > 1:
+        yield finding("gpu.partitions", "gpu", Status.WARN, f"GPUs run in different partition modes: {dict(modes)}",
+                      fix="set one compute partition mode on every GPU (`amd-smi set --compute-partition SPX`)",
+                      ref="https://instinct.docs.amd.com/projects/amdgpu-docs/en/latest/system-optimization/mi300x.html",
+                      modes=dict(modes))
+
+
+def check_render(f: Facts, ctx: Context):
+    if not f.devices:
+        return
+    missing, denied, ok = [], [], 0
+    not_granted = not_granted_nodes(f)
+    for d in f.devices:
+        for minor in d.render_minors:
+            node = f.render.get(minor)
+            if node is None or not node.exists:
+                missing.append(f"/dev/dri/renderD{minor}")
+            elif not node.accessible:
+                denied.append(f"/dev/dri/renderD{minor}")
+            else:
+                ok += 1
+    evidence = {"accessible": ok, "missing": missing, "denied": denied, "not_granted_nodes": not_granted}
+    if denied:
+        yield finding("gpu.render", "gpu", Status.FAIL, f"{len(denied)} render node(s) cannot be opened: {denied[:4]}",
+                      fix="add the user to the `render` group (`sudo usermod -aG render $USER`); in Docker pass "
+                          "`--group-add <gid of the node>`", ref=PREREQ_DOC, **evidence)
+    elif missing:
+        yield finding("gpu.render", "gpu", Status.FAIL if f.live else Status.WARN,
+                      f"{len(missing)} render node(s) of readable GPUs are missing: {missing[:4]}",
+                      fix="pass the render nodes into the container (`--device=/dev/dri`)", ref=DOCKER_DOC, **evidence)
+    else:
+        yield finding("gpu.render", "gpu", Status.PASS, f"{ok} render node(s) accessible" +
+                      (f"; {not_granted} GPU node(s) of the host are not granted to this container (not broken)"
+                       if not_granted else ""), **evidence)
+
+
+def check_arch(f: Facts, ctx: Context):
+    devs = f.devices
+    if not devs:
+        return
+    gfx = Counter(d.gfx for d in devs)
+    unknown = [g for g in gfx if g is None or archs.all_archs().get(g) is None]
+    if len(gfx) > 1:
+        yield finding("gpu.arch.mixed", "gpu", Status.WARN, f"mixed GPU archs in one host: {dict(gfx)}",
+                      fix="give each job GPUs of one arch (HIP_VISIBLE_DEVICES), and images built for all of them",
+                      archs=dict(gfx))
+    wanted = [a for a in (ctx.arch or "").replace(",", ";").split(";") if a]
+    host = sorted(g for g in gfx if g)
+    if wanted:
+        missing = [g for g in host if g not in wanted]
+        if missing:
+            yield finding("gpu.arch", "gpu", Status.FAIL,
+                          f"host GPUs are {', '.join(missing)} but the image/--arch targets {';'.join(wanted)}: "
+                          "kernels will fail with 'invalid device function'",
+                          fix=f"use an image built for the host: `rocmkit build --arch {','.join(host)}`",
+                          ref="vllm-project/vllm#17170; ROCm/TransformerEngine#74", host=host, targets=wanted)
+            return
+    status = Status.WARN if unknown else Status.PASS
+    yield finding("gpu.arch", "gpu", status, f"GPU arch {', '.join(str(g) for g in gfx)}" +
+                  (f" matches the targets {';'.join(wanted)}" if wanted else "") +
+                  (f"; not in rocmkit's arch table: {unknown}" if unknown else ""), archs=dict(gfx), targets=wanted)
+    products = Counter(d.product.name if d.product else f"unknown {d.device_id}" for d in devs)
+    unknown_ids = [p for p in products if p.startswith("unknown")]
+    yield finding("gpu.product", "gpu", Status.WARN if unknown_ids else Status.PASS,
+                  f"products: {', '.join(f'{p}×{c}' for p, c in products.items())}",
+                  fix="update rocmkit (its arch table lacks this PCI id)" if unknown_ids else None,
+                  products=dict(products))
+    vfs = sorted({d.product.name for d in devs if d.product and d.product.is_vf})
+    if vfs:
+        yield finding("gpu.vf", "gpu", Status.PASS, f"SR-IOV virtual function(s): {', '.join(vfs)} — torch reports "
+                      "the VF name, so frameworks keyed by device name need VF configs (see software.vf_configs)",
+                      products=vfs)
+
+
+def check_consistency(f: Facts, ctx: Context):
+    devs = f.devices
+    if len(devs) < 2:
+        return
+    fw = Counter((d.props.get("fw_version"), d.props.get("sdma_fw_version")) for d in devs)
+    if len(fw) > 1:
+        yield finding("gpu.firmware", "gpu", Status.WARN, f"GPUs run different firmware (MEC, SDMA): {dict(fw)}",
+                      fix="flash one firmware bundle (PLDM) on every GPU", versions={str(k): v for k, v in fw.items()})
+    hives = Counter(d.props.get("hive_id") for d in devs)
+    if len(devs) >= 4 and (len(hives) > 1 or 0 in hives):
+        yield finding("gpu.xgmi", "gpu", Status.WARN, f"XGMI hive ids differ or are zero across GPUs: {len(hives)} hive(s)",
+                      fix="check the XGMI links (`amd-smi topology`); a GPU outside the hive makes all-reduce slow",
+                      ref=KFD_DOC, hives=[str(h) for h in hives])
+
+
+def check_rocm(f: Facts, ctx: Context):
+    if f.rocm_version is None:
+        yield finding("rocm.version", "software", Status.SKIP,
+                      "no ROCm userspace at /opt/rocm (fine when PyTorch wheels bring their own ROCm)")
+        return
+    version = f.rocm_version.split("-")[0]
+    too_old = []
+    for d in f.devices:
+        arch = archs.all_archs().get(d.gfx or "")
+        if arch and not archs.rocm_supports(version, arch, d.product):
+            too_old.append(f"{d.product.name if d.product else d.gfx} needs ROCm >= "
+                           f"{archs.min_rocm_for(arch, d.product)}")
+    if too_old:
+        yield finding("rocm.version", "software", Status.FAIL, f"ROCm {version} is too old: {'; '.join(sorted(set(too_old)))}",
+                      fix="use an image or host ROCm new enough for these GPUs",
+                      ref="https://rocm.docs.amd.com/en/latest/compatibility/compatibility-matrix.html", rocm=version)
+    else:
+        yield finding("rocm.version", "software", Status.PASS, f"ROCm {version} supports the GPUs present", rocm=version)
+
+
+CHECKS = [check_driver, check_kfd, check_topology, check_render, check_arch, check_consistency, check_rocm]

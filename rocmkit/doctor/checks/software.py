@@ -1,0 +1,92 @@
+"""Python stack (PyTorch built for HIP, framework versions), GPU libraries, Docker, VF configs."""
+
+from __future__ import annotations
+
+from ..facts import Facts
+from ..model import Status
+from . import Context, finding
+
+FRAMEWORKS = ("vllm", "sglang", "ray", "verl", "transformers", "triton")
+
+
+def check_torch(f: Facts, ctx: Context):
+    if f.process is None:
+        yield finding("software.torch", "software", Status.SKIP, "Python packages not in the captured tree")
+        return
+    version = f.package("torch")
+    hip = f.process.get("torch_hip")
+    if version is None:
+        yield finding("software.torch", "software", Status.WARN, "PyTorch is not installed in this environment",
+                      fix="use a rocmkit-built image (rocmkit build), or install a ROCm build of PyTorch")
+    elif hip:
+        yield finding("software.torch", "software", Status.PASS, f"PyTorch {version} built for HIP {hip}",
+                      torch=version, hip=hip)
+    elif f.devices:
+        yield finding("software.torch", "software", Status.FAIL,
+                      f"PyTorch {version} is not a ROCm build (torch.version.hip is empty) on an AMD GPU host",
+                      fix="install PyTorch from a ROCm index (e.g. https://download.pytorch.org/whl/rocm6.4); a later "
+                          "`pip install` without a constraint may have replaced it (rocmkit images set PIP_CONSTRAINT)",
+                      torch=version)
+    else:
+        yield finding("software.torch", "software", Status.PASS, f"PyTorch {version} (no AMD GPU here)", torch=version)
+
+
+def check_versions(f: Facts, ctx: Context):
+    if f.process is None:
+        return
+    versions = {name: f.package(name) for name in FRAMEWORKS}
+    present = {k: v for k, v in versions.items() if v}
+    summary = ", ".join(f"{k} {v}" for k, v in present.items()) or "none of vLLM, SGLang, Ray, verl installed"
+    yield finding("software.versions", "software", Status.PASS, summary, **versions)
+
+
+def check_gpu_libraries(f: Facts, ctx: Context):
+    if f.process is None:
+        return
+    for name, info in (f.process.get("gpu_libraries") or {}).items():
+        status = info.get("status")
+        if status == "error":
+            yield finding(f"software.{name}", "software", Status.WARN if f.devices else Status.SKIP,
+                          f"{name} is installed but fails: {info.get('error')} (sysfs is used instead)",
+                          fix="install the amdsmi matching the host's ROCm (/opt/rocm/share/amd_smi)"
+                          if name == "amdsmi" else "needs /dev/dri and the amdgpu driver", library=info)
+        elif status == "ok":
+            yield finding(f"software.{name}", "software", Status.PASS, f"{name} works", library=info)
+
+
+def check_docker(f: Facts, ctx: Context):
+    if f.process is None:
+        return
+    d = f.process.get("docker") or {}
+    status = d.get("status")
+    if status == "ok":
+        yield finding("software.docker", "software", Status.PASS, f"Docker engine reachable at {d.get('host')}", engine=d)
+    elif status == "denied":
+        yield finding("software.docker", "software", Status.WARN,
+                      f"Docker engine at {d.get('host')} refuses this user",
+                      fix="sudo usermod -aG docker $USER (then log in again), or use rootless Docker", engine=d)
+    elif status in ("absent", "down"):
+        yield finding("software.docker", "software", Status.SKIP if f.container else Status.WARN,
+                      f"no Docker engine at {d.get('host')} ({status}); needed for rocmkit build/run",
+                      fix=None if f.container else "start dockerd (`sudo systemctl start docker`) or set DOCKER_HOST",
+                      engine=d)
+
+
+def check_vf_configs(f: Facts, ctx: Context):
+    """Issue 5: on a VF host with SGLang, the VF-named tuned configs must exist."""
+    vf = sorted({d.product.name for d in f.devices if d.product and d.product.is_vf})
+    if not vf or f.process is None or not f.process.get("sglang_dir"):
+        return
+    missing = f.process.get("sglang_vf_missing") or []
+    if missing:
+        yield finding("software.vf_configs", "software", Status.WARN,
+                      f"{', '.join(vf)} host: SGLang lacks {len(missing)} VF-named tuned config(s), so it runs "
+                      "untuned kernels (slow, or Triton 'OutOfResources: shared memory')",
+                      fix="rocmkit vf-configs", ref="sgl-project/sglang#3219", missing=missing[:20],
+                      sglang=f.process["sglang_dir"])
+    else:
+        yield finding("software.vf_configs", "software", Status.PASS,
+                      f"{', '.join(vf)} host: SGLang has its VF-named tuned configs", sglang=f.process["sglang_dir"])
+
+
+CHECKS = [check_torch, check_versions, check_gpu_libraries, check_docker, check_vf_configs]

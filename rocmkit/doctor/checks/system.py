@@ -1,0 +1,114 @@
+"""Kernel settings, NUMA, and what a container was given (shared memory, memlock)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..facts import Facts
+from ..model import Status
+from . import Context, finding
+
+MI300X_OPT = "https://instinct.docs.amd.com/projects/amdgpu-docs/en/latest/system-optimization/mi300x.html"
+KERNEL_PARAMS = "https://instinct.docs.amd.com/projects/system-acceptance/en/latest/common/kernel-parameters.html"
+GIB = 1 << 30
+
+
+def check_numa_balancing(f: Facts, ctx: Context):
+    v = f.numa_balancing
+    if v is None:
+        yield finding("kernel.numa_balancing", "kernel", Status.SKIP, "/proc/sys/kernel/numa_balancing not readable")
+    elif v == "0":
+        yield finding("kernel.numa_balancing", "kernel", Status.PASS, "NUMA auto-balancing is off", value=v)
+    else:
+        yield finding("kernel.numa_balancing", "kernel", Status.WARN,
+                      "NUMA auto-balancing is on: page migrations stall GPU transfers",
+                      fix="sudo sysctl -w kernel.numa_balancing=0 (persist: kernel.numa_balancing=0 in "
+                          "/etc/sysctl.d/, or numa_balancing=disable on the kernel command line)",
+                      ref=MI300X_OPT, value=v)
+
+
+def check_cmdline(f: Facts, ctx: Context):
+    if f.cmdline is None:
+        yield finding("kernel.iommu", "kernel", Status.SKIP, "/proc/cmdline not readable")
+        return
+    if not f.devices:
+        return  # these settings matter on GPU hosts only
+    args = f.cmdline.split()
+    intel = f.cpu_vendor == "GenuineIntel"
+    want = ["intel_iommu=on", "iommu=pt"] if intel else ["iommu=pt"]
+    missing = [a for a in want if a not in args]
+    if missing:
+        yield finding("kernel.iommu", "kernel", Status.WARN,
+                      "IOMMU is not in pass-through mode: DMA to the GPUs is translated (slower, and >255 CPUs "
+                      "need the IOMMU on)", fix=f"add {' '.join(want)} to GRUB_CMDLINE_LINUX, update-grub, reboot",
+                      ref=MI300X_OPT, cmdline=f.cmdline, cpu_vendor=f.cpu_vendor)
+    else:
+        yield finding("kernel.iommu", "kernel", Status.PASS, "IOMMU in pass-through mode (iommu=pt)")
+    if "pci=realloc=off" not in args and "pci=realloc=off," not in f.cmdline:
+        yield finding("kernel.pci_realloc", "kernel", Status.WARN,
+                      "pci=realloc=off is not set: Linux may not detect every GPU of an MI300X-class system",
+                      fix="add pci=realloc=off to GRUB_CMDLINE_LINUX (required unless SR-IOV is on)",
+                      ref=KERNEL_PARAMS, cmdline=f.cmdline)
+
+
+def check_numa_affinity(f: Facts, ctx: Context):
+    if not f.devices or not f.numa_nodes or f.numa_nodes < 2:
+        return
+    nodes = {pci: n for pci, n in f.gpu_numa.items()}
+    if not nodes:
+        return
+    unknown = [pci for pci, n in nodes.items() if n < 0]
+    spread = Counter(n for n in nodes.values() if n >= 0)
+    if unknown:
+        yield finding("numa.affinity", "kernel", Status.WARN,
+                      f"{len(unknown)} GPU(s) report no NUMA node on a {f.numa_nodes}-node host: process binding "
+                      "cannot follow the GPU", fix="enable ACPI SRAT/NUMA reporting in the BIOS (NPS1)", ref=MI300X_OPT,
+                      gpus_without_node=unknown, numa_nodes=f.numa_nodes)
+    else:
+        yield finding("numa.affinity", "kernel", Status.PASS,
+                      f"GPUs spread over NUMA nodes {dict(sorted(spread.items()))}; bind each rank to its GPU's node",
+                      gpu_numa=nodes, numa_nodes=f.numa_nodes)
+
+
+def check_container(f: Facts, ctx: Context):
+    if f.container:
+        yield finding("container.detect", "container", Status.PASS, f"running in a container ({f.container})",
+                      evidence_of=f.container)
+
+
+def check_shm(f: Facts, ctx: Context):
+    p = f.process
+    if not p or p.get("shm_bytes") is None:
+        yield finding("container.shm", "container", Status.SKIP, "/dev/shm size unknown"
+                      + ("" if p else " (not in the captured tree)"))
+        return
+    size = p["shm_bytes"]
+    fix = "run the container with --ipc=host (or --shm-size=16g); on a host, enlarge the /dev/shm tmpfs"
+    ref = "vLLM docs: use --ipc=host or --shm-size for tensor-parallel inference; Docker's default is 64 MiB"
+    if size < GIB:
+        yield finding("container.shm", "container", Status.FAIL, f"/dev/shm is {size / GIB:.2f} GiB: RCCL and "
+                      "DataLoader workers run out of shared memory", fix=fix, ref=ref, bytes=size)
+    elif size < 8 * GIB:
+        yield finding("container.shm", "container", Status.WARN, f"/dev/shm is {size / GIB:.1f} GiB (under 8 GiB)",
+                      fix=fix, ref=ref, bytes=size)
+    else:
+        yield finding("container.shm", "container", Status.PASS, f"/dev/shm is {size / GIB:.0f} GiB", bytes=size)
+
+
+def check_memlock(f: Facts, ctx: Context):
+    p = f.process
+    if not p or "memlock" not in p:
+        yield finding("container.memlock", "container", Status.SKIP, "memlock limit unknown (not in the captured tree)")
+        return
+    soft = p["memlock"].get("soft")
+    if soft is None:
+        yield finding("container.memlock", "container", Status.PASS, "memlock limit is unlimited")
+    else:
+        yield finding("container.memlock", "container", Status.WARN,
+                      f"memlock limit is {soft} bytes: RDMA (multi-node RCCL) needs it unlimited",
+                      fix="Docker: --ulimit memlock=-1:-1; host: `* soft memlock unlimited` and `* hard memlock "
+                          "unlimited` in /etc/security/limits.conf",
+                      ref="ROCm system-acceptance docs, network validation: set ulimit to infinite", soft=soft)
+
+
+CHECKS = [check_numa_balancing, check_cmdline, check_numa_affinity, check_container, check_shm, check_memlock]

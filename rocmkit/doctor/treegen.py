@@ -1,0 +1,155 @@
+"""Generate host trees (sysfs, procfs, /dev, /opt/rocm, process facts) for the doctor's tests and
+benchmarks: any product of the arch table, any partition mode, containers with GPUs not granted, and the
+misconfigurations the checks look for. The layout and property formats follow the kernel (kfd_topology.c)
+and real captures (research/doctor.md §1)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import archs
+from .facts import KFD_TOPOLOGY, PROCESS_FILE, READ_ERRORS_FILE
+
+# XCCs (XCDs) per physical GPU and SIMDs per XCC; MI300X: 8 × 38 CUs × 4 SIMDs.
+XCC = {"MI308X": 4, "MI308X HF": 4, "MI300A": 6}
+SIMD_PER_XCC = {"gfx950": 128, "gfx90a": 208}
+PARTITIONS = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": None}  # CPX: one partition per XCC
+
+
+def healthy_process(**overrides) -> dict:
+    """Process facts of a well-set-up RL container."""
+    p = {
+        "env": {"HIP_FORCE_DEV_KERNARG": "1", "HSA_NO_SCRATCH_RECLAIM": "1", "NCCL_MIN_NCHANNELS": "112",
+                "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1"},
+        "shm_bytes": 64 << 30,
+        "memlock": {"soft": None, "hard": None},
+        "uid": 0,
+        "groups": [0],
+        "packages": {"torch": "2.9.1+rocm7.0.2", "vllm": "0.20.2", "sglang": None, "ray": "2.55.1", "verl": "0.9.1",
+                     "transformers": "5.14.1", "triton": "3.5.1", "rocmkit": "0.1.0"},
+        "torch_hip": "7.0.51831",
+        "ray_noset_vars": ["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"],
+        "sglang_dir": None,
+        "sglang_vf_missing": None,
+        "gpu_libraries": {"amdsmi": {"status": "absent"}, "pyamdgpuinfo": {"status": "absent"}},
+        "docker": {"host": "unix:///var/run/docker.sock", "status": "absent"},
+    }
+    for k, v in overrides.items():
+        if k == "env":
+            p["env"] = dict(v)
+        elif isinstance(v, dict) and isinstance(p.get(k), dict):
+            p[k] = {**p[k], **v}
+        else:
+            p[k] = v
+    return p
+
+
+@dataclass
+class HostSpec:
+    product: str = "MI300X"
+    gpus: int = 8
+    mode: str = "SPX"
+    cpu_nodes: int = 2
+    not_granted: tuple[int, ...] = ()  # physical GPU indices a container was not given
+    missing_render: tuple[int, ...] = ()  # physical GPUs whose render nodes are absent from /dev/dri
+    container: bool = False
+    kfd: bool = True
+    amdgpu: str | None = "live"
+    numa_balancing: str = "0"
+    cmdline: str = "BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 ro iommu=pt pci=realloc=off pci=bfsort"
+    cpu_vendor: str = "AuthenticAMD"
+    rocm: str | None = "7.0.2"
+    fw_versions: tuple[int, ...] = ()  # MEC firmware per GPU; default 177 everywhere
+    hive_ids: tuple[int, ...] = ()
+    gpu_numa: tuple[int, ...] = ()  # NUMA node per GPU; default: first half node 0, rest node 1
+    manifest: dict | None = None
+    process: dict | None = field(default_factory=healthy_process)
+
+
+def _product(name: str) -> archs.Product:
+    p = archs.product_named(name)
+    if p is None:
+        raise ValueError(f"unknown product {name!r}")
+    return p
+
+
+def write_tree(root: Path, spec: HostSpec) -> Path:
+    root = Path(root)
+    product = _product(spec.product)
+    arch = archs.get_arch(product.arch)
+    xcc = XCC.get(product.name.replace(" VF", ""), 8)
+    parts = PARTITIONS[spec.mode] or xcc
+    simd = SIMD_PER_XCC.get(arch.name, 152) * xcc
+    nodes_dir = root / KFD_TOPOLOGY / "nodes"
+    read_errors: dict[str, str] = {}
+    index = 0
+    for cpu in range(spec.cpu_nodes):
+        _write_props(nodes_dir / str(index), {
+            "cpu_cores_count": 96, "simd_count": 0, "mem_banks_count": 1, "caches_count": 0, "io_links_count": 4,
+            "gfx_target_version": 0, "vendor_id": 0, "device_id": 0, "location_id": 0, "domain": 0,
+            "drm_render_minor": 0, "hive_id": 0, "max_engine_clk_ccompute": 2400})
+        (root / f"sys/devices/system/node/node{cpu}").mkdir(parents=True, exist_ok=True)
+        index += 1
+    for g in range(spec.gpus):
+        bus = 0x05 + 0x10 * g
+        numa = spec.gpu_numa[g] if g < len(spec.gpu_numa) else (0 if g < spec.gpus / 2 else 1) % max(spec.cpu_nodes, 1)
+        bdf = f"0000:{bus:02x}:00.0"
+        numa_file = root / f"sys/bus/pci/devices/{bdf}/numa_node"
+        numa_file.parent.mkdir(parents=True, exist_ok=True)
+        numa_file.write_text(f"{numa}\n")
+        for part in range(parts):
+            minor = 128 + g * 8 + part
+            props = {
+                "cpu_cores_count": 0, "simd_count": simd // parts, "mem_banks_count": 1, "caches_count": 626 // parts,
+                "io_links_count": 7, "p2p_links_count": 1, "max_waves_per_simd": 8, "lds_size_in_kb": 64,
+                "wave_front_size": 64, "array_count": 4 * xcc // parts, "simd_per_cu": 4,
+                "gfx_target_version": arch.gfx_target_version, "vendor_id": 4098,
+                "device_id": int(product.pci_ids[0], 16), "location_id": (bus << 8) | part, "domain": 0,
+                "drm_render_minor": minor,
+                "hive_id": spec.hive_ids[g] if g < len(spec.hive_ids) else 10631624818852212319,
+                "num_sdma_engines": 2, "num_sdma_xgmi_engines": 14 // parts, "max_engine_clk_fcompute": 2100,
+                "local_mem_size": 0, "fw_version": spec.fw_versions[g] if g < len(spec.fw_versions) else 177,
+                "sdma_fw_version": 22, "unique_id": 4376936076086227261 + g, "num_xcc": xcc // parts,
+                "max_engine_clk_ccompute": 2400,
+            }
+            rel = f"{KFD_TOPOLOGY}/nodes/{index}/properties"
+            _write_props(nodes_dir / str(index), props)
+            if g in spec.not_granted:
+                read_errors[rel] = "permission denied"
+            elif g not in spec.missing_render:
+                _touch(root / f"dev/dri/renderD{minor}")
+            index += 1
+    if spec.kfd:
+        _touch(root / "dev/kfd")
+    if spec.amdgpu is not None:
+        _write(root / "sys/module/amdgpu/initstate", spec.amdgpu + "\n")
+    _write(root / "proc/cmdline", spec.cmdline + "\n")
+    _write(root / "proc/sys/kernel/numa_balancing", spec.numa_balancing + "\n")
+    _write(root / "proc/cpuinfo", f"processor\t: 0\nvendor_id\t: {spec.cpu_vendor}\n")
+    if spec.rocm:
+        _write(root / "opt/rocm/.info/version", spec.rocm + "-1\n")
+    if spec.container:
+        _touch(root / ".dockerenv")
+    if spec.manifest is not None:
+        _write(root / "opt/rocmkit/manifest.json", json.dumps(spec.manifest))
+    if read_errors:
+        _write(root / READ_ERRORS_FILE, json.dumps(read_errors, indent=1))
+    if spec.process is not None:
+        _write(root / PROCESS_FILE, json.dumps(spec.process, indent=1))
+    return root
+
+
+def _write_props(node_dir: Path, props: dict[str, int]) -> None:
+    _write(node_dir / "properties", "".join(f"{k} {v}\n" for k, v in props.items()))
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _touch(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
