@@ -41,7 +41,7 @@ def make_sglang_tree(root: Path, layout: str) -> dict[str, Path]:
             name = f"N=1536,K={7168 + i},device_name={dev},dtype=fp8_w8a8,{BLOCK}.json"
             (d / name).write_text(json.dumps({"dev": dev, "folder": folder}))
             files[f"{folder}:{dev}"] = d / name
-        (d / f"E=8,N=4096,device_name=AMD_Instinct_MI300X.json").write_text('{"last": true}')
+        (d / "E=8,N=4096,device_name=AMD_Instinct_MI300X.json").write_text('{"last": true}')
     odd = pkg / "srt/layers/quantization/configs/MI300X_tuned"
     odd.mkdir()
     (odd / f"N=1,K=1,device_name=AMD_Instinct_MI300X,{BLOCK}.json").write_text("{}")
@@ -121,7 +121,7 @@ def test_vf_name_token_rules():
 
 
 def test_installed_package_is_found_without_importing_it(tmp_path, monkeypatch):
-    tree = make_sglang_tree(tmp_path, "v0.5")
+    make_sglang_tree(tmp_path, "v0.5")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "sglang", raising=False)
     result = vfconfigs.run([], "MI300X", strict=True)
