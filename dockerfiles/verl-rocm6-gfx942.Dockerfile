@@ -7,11 +7,9 @@
 # Needs BuildKit. Layout: one stage per compiled component, each producing a wheel, so BuildKit builds
 # independent components in parallel and caches each one on its own; `final` installs the wheels through
 # bind mounts (no copies left in layers) and records every pin in /opt/rocmkit/manifest.json.
-# WARNING: component transformer-engine is MUTABLE: built from '236178e5', not a commit (the seed recipe publishes only this 8-digit prefix; no stored copy of ROCm/TransformerEngine newer than 2024-10 was reachable to resolve it); two builds of this stack may differ
-# WARNING: component sgl-kernel is MUTABLE: built from 'v0.4.6.post5', not a commit (a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established); two builds of this stack may differ
-# WARNING: component sglang is MUTABLE: built from 'v0.4.6.post5', not a commit (a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established); two builds of this stack may differ
-# WARNING: component triton is MUTABLE: built from 'improve_fa_decode_3.0.0', not a commit (a branch absent from the stored ROCm/triton copy (ends 2024-12-20), so its commit was not established); two builds of this stack may differ
-# WARNING: component torch-memory-saver is MUTABLE: built from 'numa', not a commit (a branch of a fork with no stored copy here, so its commit was not established); two builds of this stack may differ
+# WARNING: component transformer-engine is MUTABLE: built from '236178e5', not a commit (the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit); two builds of this stack may differ
+# WARNING: component triton is MUTABLE: built from 'improve_fa_decode_3.0.0', not a commit (a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit); two builds of this stack may differ
+# WARNING: component torch-memory-saver is MUTABLE: built from 'numa', not a commit (a branch of a fork of which no copy is stored here and no stored file names its commit); two builds of this stack may differ
 
 # Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
 # --max-jobs auto` sizes this from the builder's memory and cores.
@@ -35,7 +33,7 @@ RUN python3.12 -m venv --system-site-packages /opt/venv \
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install --extra-index-url https://download.pytorch.org/whl/rocm6.2.4 torch==2.6.0+rocm6.2.4 setuptools==75.8.0 wheel==0.45.1 packaging==24.2 ninja==1.11.1.3 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.1.0
+    pip install --extra-index-url https://download.pytorch.org/whl/rocm6.2.4 torch==2.6.0+rocm6.2.4 torchvision==0.21.0+rocm6.2.4 torchaudio==2.6.0+rocm6.2.4 setuptools==75.8.0 wheel==0.45.1 packaging==24.2 ninja==1.11.1.3 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.1.0 psutil==7.0.0
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
 RUN mkdir -p /opt/rocmkit \
@@ -59,7 +57,7 @@ ENV PYTORCH_ROCM_ARCH="gfx942" \
     HIPCC_COMPILE_FLAGS_APPEND="--offload-arch=gfx942"
 
 # ---- transformer-engine: https://github.com/ROCm/TransformerEngine.git @ 236178e5
-# WARNING: MUTABLE ref 236178e5: the seed recipe publishes only this 8-digit prefix; no stored copy of ROCm/TransformerEngine newer than 2024-10 was reachable to resolve it
+# WARNING: MUTABLE ref 236178e5: the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit
 FROM base AS build-transformer-engine
 ARG MAX_JOBS
 WORKDIR /src/transformer-engine
@@ -91,13 +89,12 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && python setup.py bdist_wheel --dist-dir /wheels \
  && cp /src/vllm-rocm-fork.source /wheels/vllm-rocm-fork.source
 
-# ---- sgl-kernel: https://github.com/sgl-project/sglang.git @ v0.4.6.post5
-# WARNING: MUTABLE ref v0.4.6.post5: a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established
+# ---- sgl-kernel: https://github.com/sgl-project/sglang.git @ 7e257cd666c0d639626487987ea8e590da1e9395
 FROM base AS build-sgl-kernel
 ARG MAX_JOBS
 WORKDIR /src/sgl-kernel
 RUN git clone https://github.com/sgl-project/sglang.git . \
- && git checkout --detach "$(git rev-parse --verify -q 'origin/v0.4.6.post5^{commit}' || git rev-parse --verify 'v0.4.6.post5^{commit}')" \
+ && git checkout --detach 7e257cd666c0d639626487987ea8e590da1e9395 \
  && echo "sgl-kernel https://github.com/sgl-project/sglang.git $(git rev-parse HEAD)" > /src/sgl-kernel.source
 WORKDIR /src/sgl-kernel/sgl-kernel
 RUN cp pyproject_rocm.toml pyproject.toml
@@ -106,13 +103,12 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && python setup_rocm.py bdist_wheel --dist-dir /wheels \
  && cp /src/sgl-kernel.source /wheels/sgl-kernel.source
 
-# ---- sglang: https://github.com/sgl-project/sglang.git @ v0.4.6.post5
-# WARNING: MUTABLE ref v0.4.6.post5: a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established
+# ---- sglang: https://github.com/sgl-project/sglang.git @ 7e257cd666c0d639626487987ea8e590da1e9395
 FROM base AS build-sglang
 ARG MAX_JOBS
 WORKDIR /src/sglang
 RUN git clone https://github.com/sgl-project/sglang.git . \
- && git checkout --detach "$(git rev-parse --verify -q 'origin/v0.4.6.post5^{commit}' || git rev-parse --verify 'v0.4.6.post5^{commit}')" \
+ && git checkout --detach 7e257cd666c0d639626487987ea8e590da1e9395 \
  && echo "sglang https://github.com/sgl-project/sglang.git $(git rev-parse HEAD)" > /src/sglang.source
 RUN --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/deps/sgl-kernel \
     pip install --no-cache-dir --no-deps /deps/sgl-kernel/*.whl
@@ -123,7 +119,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && cp /src/sglang.source /wheels/sglang.source
 
 # ---- triton: https://github.com/ROCm/triton.git @ improve_fa_decode_3.0.0
-# WARNING: MUTABLE ref improve_fa_decode_3.0.0: a branch absent from the stored ROCm/triton copy (ends 2024-12-20), so its commit was not established
+# WARNING: MUTABLE ref improve_fa_decode_3.0.0: a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit
 FROM base AS build-triton
 ARG MAX_JOBS
 WORKDIR /src/triton
@@ -133,7 +129,7 @@ RUN git clone https://github.com/ROCm/triton.git . \
 WORKDIR /src/triton/python
 RUN --mount=type=cache,target=/root/.cache/pip \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
- && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && python setup.py bdist_wheel --dist-dir /wheels \
  && cp /src/triton.source /wheels/triton.source
 
 # ---- aiter: https://github.com/ROCm/aiter.git @ a02a93ddde3176815df0ef09122ae20d0aa198d5 (v0.1.2)
@@ -146,6 +142,8 @@ RUN git clone https://github.com/ROCm/aiter.git . \
       || { echo "tag v0.1.2 no longer points at a02a93ddde3176815df0ef09122ae20d0aa198d5: the stack pin needs review" >&2; exit 1; }; } \
  && git submodule update --init --recursive \
  && echo "aiter https://github.com/ROCm/aiter.git $(git rev-parse HEAD)" > /src/aiter.source
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install -r requirements.txt
 ENV PREBUILD_KERNELS="1"
 RUN --mount=type=cache,target=/root/.cache/pip \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
@@ -170,7 +168,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && cp /src/vllm.source /wheels/vllm.source
 
 # ---- torch-memory-saver: https://github.com/YangWang92/torch_memory_saver_numa.git @ numa
-# WARNING: MUTABLE ref numa: a branch of a fork with no stored copy here, so its commit was not established
+# WARNING: MUTABLE ref numa: a branch of a fork of which no copy is stored here and no stored file names its commit
 FROM base AS build-torch-memory-saver
 ARG MAX_JOBS
 WORKDIR /src/torch-memory-saver
@@ -208,39 +206,50 @@ RUN --mount=type=bind,from=build-transformer-engine,source=/wheels,target=/tmp/w
     --mount=type=bind,from=build-torch-memory-saver,source=/wheels,target=/tmp/wheels/torch-memory-saver \
     --mount=type=bind,from=build-verl,source=/wheels,target=/tmp/wheels/verl \
     --mount=type=cache,target=/root/.cache/pip \
-    pip install /tmp/wheels/transformer-engine/*.whl /tmp/wheels/vllm-rocm-fork/*.whl /tmp/wheels/sgl-kernel/*.whl /tmp/wheels/sglang/*.whl /tmp/wheels/triton/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl /tmp/wheels/verl/*.whl 'ray[data,train,tune,serve]==2.47.1' \
+    pip install /tmp/wheels/transformer-engine/*.whl /tmp/wheels/vllm-rocm-fork/*.whl /tmp/wheels/sgl-kernel/*.whl /tmp/wheels/sglang/*.whl /tmp/wheels/triton/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl /tmp/wheels/verl/*.whl 'ray[data,train,tune,serve]==2.47.1' tensordict==0.9.1 transformers==4.51.1 amdsmi==6.3.3 \
  && cat /tmp/wheels/*/*.source > /opt/rocmkit/sources.txt
-RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install --no-deps tensordict==0.6.2
 # rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm6","description":"Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5","targets":["gfx942"],"rocm":"6.3.4","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:6.3.4-complete","base_image_overridden":false,"base_pip":["torch==2.6.0+rocm6.2.4","setuptools==75.8.0","wheel==0.45.1","packaging==24.2","ninja==1.11.1.3","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.1.0"],"base_pip_sources":["https://download.pytorch.org/whl/rocm6.2.4"],"components":[{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"236178e5","mutable_reason":"the seed recipe publishes only this 8-digit prefix; no stored copy of ROCm/TransformerEngine newer than 2024-10 was reachable to resolve it","needs":[]},{"name":"vllm-rocm-fork","kind":"git","git":"https://github.com/ROCm/vllm.git","commit":"113274a0e740ac779ac713de643e12856b10ce05","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"v0.4.6.post5","mutable_reason":"a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established","needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"v0.4.6.post5","mutable_reason":"a tag; the stored sgl-project/sglang repository is larger than can be fetched here, so its commit was not established","needs":["sgl-kernel"]},{"name":"triton","kind":"git","git":"https://github.com/ROCm/triton.git","commit":null,"tag":null,"mutable_ref":"improve_fa_decode_3.0.0","mutable_reason":"a branch absent from the stored ROCm/triton copy (ends 2024-12-20), so its commit was not established","needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"a02a93ddde3176815df0ef09122ae20d0aa198d5","tag":"v0.1.2","mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/RLFoundation/vllm-patch.git","commit":"247322c1081df540e7c65a5bd3c9511c475fa985","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/YangWang92/torch_memory_saver_numa.git","commit":null,"tag":null,"mutable_ref":"numa","mutable_reason":"a branch of a fork with no stored copy here, so its commit was not established","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/volcengine/verl.git","commit":"e95bd9edf206ee6028b3e0a62221c6fa67931898","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[data,train,tune,serve]==2.47.1"],"no_deps":false},{"name":"tensordict","kind":"pip","requirements":["tensordict==0.6.2"],"no_deps":true}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_SET_CPU_AFFINITY":"1","VLLM_FP8_PADDING":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"14ae11d1d11beacb9508398885a2588465365f00891c6fb97b349271b6158df0"}' > /opt/rocmkit/manifest.json \
+RUN rocmkit vf-configs --strict
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm6","description":"Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5","targets":["gfx942"],"rocm":"6.3.4","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:6.3.4-complete","base_image_overridden":false,"base_pip":["torch==2.6.0+rocm6.2.4","torchvision==0.21.0+rocm6.2.4","torchaudio==2.6.0+rocm6.2.4","setuptools==75.8.0","wheel==0.45.1","packaging==24.2","ninja==1.11.1.3","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.1.0","psutil==7.0.0"],"base_pip_sources":["https://download.pytorch.org/whl/rocm6.2.4"],"components":[{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"236178e5","mutable_reason":"the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit","needs":[]},{"name":"vllm-rocm-fork","kind":"git","git":"https://github.com/ROCm/vllm.git","commit":"113274a0e740ac779ac713de643e12856b10ce05","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"triton","kind":"git","git":"https://github.com/ROCm/triton.git","commit":null,"tag":null,"mutable_ref":"improve_fa_decode_3.0.0","mutable_reason":"a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit","needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"a02a93ddde3176815df0ef09122ae20d0aa198d5","tag":"v0.1.2","mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/RLFoundation/vllm-patch.git","commit":"247322c1081df540e7c65a5bd3c9511c475fa985","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/YangWang92/torch_memory_saver_numa.git","commit":null,"tag":null,"mutable_ref":"numa","mutable_reason":"a branch of a fork of which no copy is stored here and no stored file names its commit","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/volcengine/verl.git","commit":"e95bd9edf206ee6028b3e0a62221c6fa67931898","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[data,train,tune,serve]==2.47.1"],"no_deps":false},{"name":"tensordict","kind":"pip","requirements":["tensordict==0.9.1"],"no_deps":false},{"name":"transformers","kind":"pip","requirements":["transformers==4.51.1"],"no_deps":false},{"name":"amdsmi","kind":"pip","requirements":["amdsmi==6.3.3"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","NCCL_MIN_NCHANNELS":"112","MOE_PADDING":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"03e3d22e8d4bb94b41e531e78b6fca383ee3ad38ca47d226d63018e6074f8303"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt
-# kernel arguments in device memory: lower launch latency (seed Dockerfile ENV block)
+# seed Dockerfile.rocm ENV block: kernel arguments in device memory
 ENV HIP_FORCE_DEV_KERNARG="1"
-# seed Dockerfile ENV block; RCCL reclaim issue on older MEC firmware
+# seed Dockerfile.rocm ENV block
 ENV HSA_NO_SCRATCH_RECLAIM="1"
-# RCCL channel count for MI300X XGMI bandwidth (seed Dockerfile ENV block)
-ENV NCCL_MIN_NCHANNELS="112"
-# seed Dockerfile ENV block
+# seed Dockerfile.rocm ENV block
 ENV SGLANG_SET_CPU_AFFINITY="1"
-# seed Dockerfile ENV block
+# seed Dockerfile.rocm ENV block
+ENV SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN="1"
+# seed Dockerfile.rocm ENV block: RCCL channel count for MI300X XGMI
+ENV NCCL_MIN_NCHANNELS="112"
+# seed Dockerfile.rocm ENV block
+ENV MOE_PADDING="1"
+# seed Dockerfile.rocm ENV block
 ENV VLLM_FP8_PADDING="1"
-# tokenizer threads deadlock after fork in Ray workers
-ENV TOKENIZERS_PARALLELISM="false"
+# seed Dockerfile.rocm ENV block
+ENV VLLM_FP8_ACT_PADDING="1"
+# seed Dockerfile.rocm ENV block
+ENV VLLM_FP8_WEIGHT_PADDING="1"
+# seed Dockerfile.rocm ENV block
+ENV VLLM_FP8_REDUCE_CONV="1"
+# seed Dockerfile.rocm ENV block
+ENV TORCHINDUCTOR_MAX_AUTOTUNE="1"
+# seed Dockerfile.rocm ENV block
+ENV TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 # Ray 2.47.1 would narrow each actor's AMD visible devices; verl assigns GPUs itself (ray-project/ray#51104, Ray >= 2.45)
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-rocm6" \
     org.opencontainers.image.description="Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5" \
-    org.opencontainers.image.version="rocm6.3.4-gfx942-14ae11d1d11b" \
+    org.opencontainers.image.version="rocm6.3.4-gfx942-03e3d22e8d4b" \
     org.opencontainers.image.base.name="rocm/dev-ubuntu-22.04:6.3.4-complete" \
     io.rocmkit.stack="verl-rocm6" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="6.3.4" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="14ae11d1d11beacb9508398885a2588465365f00891c6fb97b349271b6158df0" \
+    io.rocmkit.inputs-hash="03e3d22e8d4bb94b41e531e78b6fca383ee3ad38ca47d226d63018e6074f8303" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.47.1" \
-    io.rocmkit.mutable-components="transformer-engine,sgl-kernel,sglang,triton,torch-memory-saver"
+    io.rocmkit.mutable-components="transformer-engine,triton,torch-memory-saver"

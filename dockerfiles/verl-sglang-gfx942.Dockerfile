@@ -26,7 +26,7 @@ RUN python3.10 -m venv --system-site-packages /opt/venv \
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1
+    pip install setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1 psutil==7.0.0
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
 RUN mkdir -p /opt/rocmkit \
@@ -61,6 +61,8 @@ RUN git clone https://github.com/ROCm/aiter.git . \
  && git checkout --detach b5e03ed191fca11ee423226537ef8d9435e432a6 \
  && git submodule update --init --recursive \
  && echo "aiter https://github.com/ROCm/aiter.git $(git rev-parse HEAD)" > /src/aiter.source
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install -r requirements.txt
 ENV PREBUILD_KERNELS="1"
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=cache,target=/root/.cache/ccache \
@@ -107,7 +109,6 @@ WORKDIR /src/torch-memory-saver
 RUN git clone https://github.com/fzyzcjy/torch_memory_saver.git . \
  && git checkout --detach f05a8754daf68238d54e4cf31cb3ba866684bbaf \
  && echo "torch-memory-saver https://github.com/fzyzcjy/torch_memory_saver.git $(git rev-parse HEAD)" > /src/torch-memory-saver.source
-ENV TMS_PLATFORM="hip"
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
@@ -127,35 +128,35 @@ RUN --mount=type=bind,from=build-aiter,source=/wheels,target=/tmp/wheels/aiter \
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 RUN rocmkit vf-configs --strict
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx942"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"f6d8e7298297314610a0f1b428b953600f67ac2971f976d72bc8a294aeff590e"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx942"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","psutil==7.0.0"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"4518f37f2cf216c7bf99f34f2ce85f6a5d53d843f79dedaf131f49b03b42a9ac"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt
-# kernel arguments in device memory: lower launch latency (AMD MI300X workload tuning guide; SGLang image)
+# kernel arguments in device memory: lower launch latency (SGLang rocm.Dockerfile runtime ENV)
 ENV HIP_FORCE_DEV_KERNARG="1"
-# RCCL on ROCm 7.1+ fails ncclCommInitRank without it (vllm-project/vllm#32497); set in SGLang images
+# scratch memory kept, not reclaimed: vLLM Dockerfile.rocm_base says Required for RCCL in ROCm7.1; SGLang rocm.Dockerfile sets it
 ENV HSA_NO_SCRATCH_RECLAIM="1"
-# ROCm 7.2 switched IPC to dma-buf, which leaks exported VRAM when rollout and training share GPUs (radixark/miles; SGLang rocm724)
+# ROCm 7.2 switched IPC to dma-buf, which leaks exported VRAM when rollout and training share GPUs (radixark/miles Dockerfile.rocm; verl Dockerfile.rocm)
 ENV HSA_ENABLE_IPC_MODE_LEGACY="1"
-# RCCL channel count that fills MI300X/MI355X XGMI bandwidth (AMD tuning guide; SGLang image)
+# RCCL channel count for MI300X/MI355X XGMI (SGLang rocm.Dockerfile runtime ENV; radixark/miles)
 ENV NCCL_MIN_NCHANNELS="112"
-# use the aiter kernels built into this image (SGLang ROCm image)
+# route SGLang kernels through the aiter built here (SGLang rocm.Dockerfile; verl platform_rocm.py defaults rollouts to 1)
 ENV SGLANG_USE_AITER="1"
-# bind SGLang workers to the GPU's NUMA node (SGLang ROCm image)
+# bind SGLang workers to the GPU NUMA node (SGLang rocm.Dockerfile runtime ENV)
 ENV SGLANG_SET_CPU_AFFINITY="1"
-# as the SGLang ROCm image: allow context lengths above the model config
+# allow context lengths above the model config (SGLang rocm.Dockerfile runtime ENV)
 ENV SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN="1"
-# tokenizer threads deadlock after fork in Ray workers (verl images)
+# tokenizer threads and fork() in Ray workers do not mix (vLLM and verl ROCm images)
 ENV TOKENIZERS_PARALLELISM="false"
 # Ray 2.55.1 would narrow each actor's AMD visible devices; verl assigns GPUs itself (ray-project/ray#51104, Ray >= 2.45)
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-sglang" \
     org.opencontainers.image.description="verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source" \
-    org.opencontainers.image.version="rocm7.2.0-gfx942-f6d8e7298297" \
+    org.opencontainers.image.version="rocm7.2.0-gfx942-4518f37f2cf2" \
     org.opencontainers.image.base.name="rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1" \
     io.rocmkit.stack="verl-sglang" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.2.0" \
     io.rocmkit.python="3.10" \
-    io.rocmkit.inputs-hash="f6d8e7298297314610a0f1b428b953600f67ac2971f976d72bc8a294aeff590e" \
+    io.rocmkit.inputs-hash="4518f37f2cf216c7bf99f34f2ce85f6a5d53d843f79dedaf131f49b03b42a9ac" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.55.1"

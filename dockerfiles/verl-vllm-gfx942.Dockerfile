@@ -7,7 +7,6 @@
 # Needs BuildKit. Layout: one stage per compiled component, each producing a wheel, so BuildKit builds
 # independent components in parallel and caches each one on its own; `final` installs the wheels through
 # bind mounts (no copies left in layers) and records every pin in /opt/rocmkit/manifest.json.
-# WARNING: component transformer-engine is MUTABLE: built from '386bd316', not a commit (only this 8-digit prefix is published (verl-project/verl Dockerfile.rocm @78269ccfa TE_TAG); no stored copy of ROCm/TransformerEngine newer than 2024-10 was reachable to resolve it); two builds of this stack may differ
 
 # Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
 # --max-jobs auto` sizes this from the builder's memory and cores.
@@ -31,7 +30,7 @@ RUN python3.12 -m venv --system-site-packages /opt/venv \
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install --find-links https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/ torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442 torchvision==0.24.0+rocm7.0.2.gitb919bd0c torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b triton==3.5.1+rocm7.0.2.gita272dfa8 setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1
+    pip install --find-links https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/ torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442 torchvision==0.24.0+rocm7.0.2.gitb919bd0c torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b triton==3.5.1+rocm7.0.2.gita272dfa8 setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1 numpy==2.2.6 einops==0.8.1 psutil==7.0.0
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
 RUN mkdir -p /opt/rocmkit \
@@ -66,28 +65,26 @@ RUN git clone https://github.com/ROCm/flash-attention.git . \
  && git checkout --detach 83f9e450cd10e20701fb109db9c7703d376f282b \
  && git submodule update --init --recursive \
  && echo "flash-attention https://github.com/ROCm/flash-attention.git $(git rev-parse HEAD)" > /src/flash-attention.source
-ENV BUILD_TARGET="rocm"
+ENV BUILD_TARGET="rocm" \
+    FLASH_ATTENTION_FORCE_BUILD="TRUE"
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && python setup.py bdist_wheel --dist-dir /wheels \
  && cp /src/flash-attention.source /wheels/flash-attention.source
 
-# ---- transformer-engine: https://github.com/ROCm/TransformerEngine.git @ 386bd316
-# WARNING: MUTABLE ref 386bd316: only this 8-digit prefix is published (verl-project/verl Dockerfile.rocm @78269ccfa TE_TAG); no stored copy of ROCm/TransformerEngine newer than 2024-10 was reachable to resolve it
+# ---- transformer-engine: https://github.com/ROCm/TransformerEngine.git @ 90c04bcdc3c109505b318f40a39680263af55edf
 FROM base AS build-transformer-engine
 ARG MAX_JOBS
 WORKDIR /src/transformer-engine
 RUN git clone https://github.com/ROCm/TransformerEngine.git . \
- && git checkout --detach "$(git rev-parse --verify -q 'origin/386bd316^{commit}' || git rev-parse --verify '386bd316^{commit}')" \
+ && git checkout --detach 90c04bcdc3c109505b318f40a39680263af55edf \
  && git submodule update --init --recursive \
  && echo "transformer-engine https://github.com/ROCm/TransformerEngine.git $(git rev-parse HEAD)" > /src/transformer-engine.source
 ENV NVTE_FRAMEWORK="pytorch" \
     NVTE_USE_ROCM="1" \
     NVTE_USE_HIPBLASLT="1" \
-    NVTE_USE_CAST_TRANSPOSE_TRITON="0" \
-    NVTE_CK_USES_BWD_V3="1" \
-    NVTE_CK_V3_BF16_CVT="2"
+    CMAKE_PREFIX_PATH="/opt/rocm:/opt/rocm/hip:/usr/local:/usr"
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
@@ -102,6 +99,8 @@ RUN git clone https://github.com/ROCm/aiter.git . \
  && git checkout --detach 45c428e54ac15b9b49d66018c8a1108b20c8336a \
  && git submodule update --init --recursive \
  && echo "aiter https://github.com/ROCm/aiter.git $(git rev-parse HEAD)" > /src/aiter.source
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install -r requirements.txt
 ENV PREBUILD_KERNELS="1"
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=cache,target=/root/.cache/ccache \
@@ -133,7 +132,6 @@ WORKDIR /src/torch-memory-saver
 RUN git clone https://github.com/fzyzcjy/torch_memory_saver.git . \
  && git checkout --detach f05a8754daf68238d54e4cf31cb3ba866684bbaf \
  && echo "torch-memory-saver https://github.com/fzyzcjy/torch_memory_saver.git $(git rev-parse HEAD)" > /src/torch-memory-saver.source
-ENV TMS_PLATFORM="hip"
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
@@ -148,39 +146,42 @@ RUN --mount=type=bind,from=build-flash-attention,source=/wheels,target=/tmp/whee
     --mount=type=bind,from=build-vllm,source=/wheels,target=/tmp/wheels/vllm \
     --mount=type=bind,from=build-torch-memory-saver,source=/wheels,target=/tmp/wheels/torch-memory-saver \
     --mount=type=cache,target=/root/.cache/pip \
-    pip install /tmp/wheels/flash-attention/*.whl /tmp/wheels/transformer-engine/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl 'ray[default]==2.55.1' verl==0.9.1 \
+    pip install /tmp/wheels/flash-attention/*.whl /tmp/wheels/transformer-engine/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl amdsmi==7.0.2 'ray[default]==2.55.1' verl==0.9.1 \
  && cat /tmp/wheels/*/*.source > /opt/rocmkit/sources.txt
 # rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source","targets":["gfx942"],"rocm":"7.0.2","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:7.0.2-complete","base_image_overridden":false,"base_pip":["torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442","torchvision==0.24.0+rocm7.0.2.gitb919bd0c","torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b","triton==3.5.1+rocm7.0.2.gita272dfa8","setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1"],"base_pip_sources":["https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/"],"components":[{"name":"flash-attention","kind":"git","git":"https://github.com/ROCm/flash-attention.git","commit":"83f9e450cd10e20701fb109db9c7703d376f282b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"386bd316","mutable_reason":"only this 8-digit prefix is published (verl-project/verl Dockerfile.rocm @78269ccfa TE_TAG); no stored copy of ROCm/TransformerEngine newer than 2024-10 was reachable to resolve it","needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"45c428e54ac15b9b49d66018c8a1108b20c8336a","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"1ff9d335355c6f60afc3b8a5b4c15f36ab1ccfa6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","TOKENIZERS_PARALLELISM":"false","SAFETENSORS_FAST_GPU":"1","VLLM_ROCM_USE_AITER":"1","MIOPEN_DEBUG_CONV_DIRECT":"0","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"a9528c4a4e0130de0324ec3d0a6f7aa67d0a143e1a3ee1118fe5f8b91c57b641"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source","targets":["gfx942"],"rocm":"7.0.2","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:7.0.2-complete","base_image_overridden":false,"base_pip":["torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442","torchvision==0.24.0+rocm7.0.2.gitb919bd0c","torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b","triton==3.5.1+rocm7.0.2.gita272dfa8","setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","numpy==2.2.6","einops==0.8.1","psutil==7.0.0"],"base_pip_sources":["https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/"],"components":[{"name":"flash-attention","kind":"git","git":"https://github.com/ROCm/flash-attention.git","commit":"83f9e450cd10e20701fb109db9c7703d376f282b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":"90c04bcdc3c109505b318f40a39680263af55edf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"45c428e54ac15b9b49d66018c8a1108b20c8336a","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"1ff9d335355c6f60afc3b8a5b4c15f36ab1ccfa6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"amdsmi","kind":"pip","requirements":["amdsmi==7.0.2"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","TOKENIZERS_PARALLELISM":"false","SAFETENSORS_FAST_GPU":"1","MIOPEN_DEBUG_CONV_DIRECT":"0","NVTE_CK_USES_BWD_V3":"1","NVTE_CK_V3_BF16_CVT":"2","NVTE_USE_CAST_TRANSPOSE_TRITON":"0","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"dd6eed32f5665822fbabd7069bc5bb4e827032a662c1da607684b8ad12aa805d"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt
-# kernel arguments in device memory: lower launch latency (AMD MI300X workload tuning guide; verl and vLLM images)
+# kernel arguments in device memory: lower launch latency (vLLM docker/Dockerfile.rocm and verl Dockerfile.rocm7 final ENV)
 ENV HIP_FORCE_DEV_KERNARG="1"
-# RCCL on ROCm 7.1+ fails ncclCommInitRank without it (vllm-project/vllm#32497); set in verl and vLLM images
+# scratch memory kept, not reclaimed: vLLM Dockerfile.rocm_base says Required for RCCL in ROCm7.1; every SGLang ROCm image sets it, rocm700 included
 ENV HSA_NO_SCRATCH_RECLAIM="1"
-# RCCL channel count that fills MI300X/MI355X XGMI bandwidth (AMD tuning guide; verl and SGLang images)
+# RCCL channel count for MI300X/MI355X XGMI (seed verl Dockerfile.rocm ENV block; SGLang and radixark/miles ROCm images)
 ENV NCCL_MIN_NCHANNELS="112"
-# tokenizer threads deadlock after fork in Ray workers (vLLM and verl images)
+# tokenizer threads and fork() in Ray workers do not mix (vLLM docker/Dockerfile.rocm and verl Dockerfile.rocm7 final ENV)
 ENV TOKENIZERS_PARALLELISM="false"
-# load safetensors straight to the GPU (vLLM ROCm image)
+# load safetensors straight to the GPU (vLLM docker/Dockerfile.rocm and verl Dockerfile.rocm7 final ENV)
 ENV SAFETENSORS_FAST_GPU="1"
-# use the aiter kernels built into this image for vLLM on ROCm (verl-project/verl Dockerfile.rocm.deepseek-v4)
-ENV VLLM_ROCM_USE_AITER="1"
-# as verl's ROCm image: skip MIOpen direct convolution search
+# as verl docker/rocm/Dockerfile.rocm@78269ccfa: skip MIOpen direct convolution kernels
 ENV MIOPEN_DEBUG_CONV_DIRECT="0"
+# TransformerEngine runtime knob: CK fused-attention v3 backward kernels (verl Dockerfile.rocm@78269ccfa)
+ENV NVTE_CK_USES_BWD_V3="1"
+# TransformerEngine runtime knob: bf16 rounding mode of the CK v3 kernels (verl Dockerfile.rocm@78269ccfa)
+ENV NVTE_CK_V3_BF16_CVT="2"
+# TransformerEngine runtime knob: HIP cast-transpose kernels, not Triton (verl Dockerfile.rocm@78269ccfa)
+ENV NVTE_USE_CAST_TRANSPOSE_TRITON="0"
 # Ray 2.55.1 would narrow each actor's AMD visible devices; verl assigns GPUs itself (ray-project/ray#51104, Ray >= 2.45)
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-vllm" \
     org.opencontainers.image.description="verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source" \
-    org.opencontainers.image.version="rocm7.0.2-gfx942-a9528c4a4e01" \
+    org.opencontainers.image.version="rocm7.0.2-gfx942-dd6eed32f566" \
     org.opencontainers.image.base.name="rocm/dev-ubuntu-22.04:7.0.2-complete" \
     io.rocmkit.stack="verl-vllm" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.0.2" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="a9528c4a4e0130de0324ec3d0a6f7aa67d0a143e1a3ee1118fe5f8b91c57b641" \
+    io.rocmkit.inputs-hash="dd6eed32f5665822fbabd7069bc5bb4e827032a662c1da607684b8ad12aa805d" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
-    io.rocmkit.ray-version="2.55.1" \
-    io.rocmkit.mutable-components="transformer-engine"
+    io.rocmkit.ray-version="2.55.1"
