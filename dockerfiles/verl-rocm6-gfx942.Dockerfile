@@ -27,6 +27,13 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3.12 python3.12-dev python3.12-venv \
  && apt-get install -y --no-install-recommends build-essential ca-certificates git liblzma-dev libnuma-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
+# ROCm's compilers and tools (hipcc, amdclang) on PATH: build scripts look for hipcc there to pick HIP over CUDA.
+ENV PATH=/opt/rocm/bin:/opt/rocm/llvm/bin:$PATH
+# vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
+# hipDeviceGetName reports "AMD Radeon Graphics" and tuned configs are not found (sgl-project/sglang PR #30984).
+RUN ln -sf /opt/rocm/lib/libamdhip64.so /usr/lib/libamdhip64.so \
+ && if [ -f /opt/amdgpu/share/libdrm/amdgpu.ids ] && [ ! -f /usr/share/libdrm/amdgpu.ids ]; then \
+      mkdir -p /usr/share/libdrm && ln -s /opt/amdgpu/share/libdrm/amdgpu.ids /usr/share/libdrm/amdgpu.ids; fi
 # A venv that still sees the image's own packages, so a base image's ROCm PyTorch stays in use.
 RUN python3.12 -m venv --system-site-packages /opt/venv \
  && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.12", "stack wants Python 3.12, image has " + v'
@@ -34,16 +41,14 @@ ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip \
     pip install --extra-index-url https://download.pytorch.org/whl/rocm6.2.4 torch==2.6.0+rocm6.2.4 torchvision==0.21.0+rocm6.2.4 torchaudio==2.6.0+rocm6.2.4 setuptools==75.8.0 wheel==0.45.1 packaging==24.2 ninja==1.11.1.3 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.1.0 psutil==7.0.0
+# amdsmi from the image's own ROCm (what vLLM uses to detect AMD GPUs), matching it exactly.
+RUN --mount=type=cache,target=/root/.cache/pip \
+    cp -r /opt/rocm/share/amd_smi /tmp/amd_smi && pip install /tmp/amd_smi && rm -rf /tmp/amd_smi
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
 RUN mkdir -p /opt/rocmkit \
  && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio)==' || true; } > /opt/rocmkit/constraints.txt
 ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
-# vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
-# hipDeviceGetName reports "AMD Radeon Graphics" and tuned configs are not found (sgl-project/sglang PR #30984).
-RUN ln -sf /opt/rocm/lib/libamdhip64.so /usr/lib/libamdhip64.so \
- && if [ -f /opt/amdgpu/share/libdrm/amdgpu.ids ] && [ ! -f /usr/share/libdrm/amdgpu.ids ]; then \
-      mkdir -p /usr/share/libdrm && ln -s /opt/amdgpu/share/libdrm/amdgpu.ids /usr/share/libdrm/amdgpu.ids; fi
 # GPU targets, one value for every build system that reads one, so none falls back to its own default
 # or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
 ENV PYTORCH_ROCM_ARCH="gfx942" \
@@ -111,7 +116,8 @@ RUN git clone https://github.com/sgl-project/sglang.git . \
  && git checkout --detach 7e257cd666c0d639626487987ea8e590da1e9395 \
  && echo "sglang https://github.com/sgl-project/sglang.git $(git rev-parse HEAD)" > /src/sglang.source
 RUN --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/deps/sgl-kernel \
-    pip install --no-cache-dir --no-deps /deps/sgl-kernel/*.whl
+    --mount=type=bind,from=build-vllm-rocm-fork,source=/wheels,target=/deps/vllm-rocm-fork \
+    pip install --no-cache-dir --no-deps /deps/sgl-kernel/*.whl /deps/vllm-rocm-fork/*.whl
 WORKDIR /src/sglang/python
 RUN --mount=type=cache,target=/root/.cache/pip \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
@@ -206,13 +212,13 @@ RUN --mount=type=bind,from=build-transformer-engine,source=/wheels,target=/tmp/w
     --mount=type=bind,from=build-torch-memory-saver,source=/wheels,target=/tmp/wheels/torch-memory-saver \
     --mount=type=bind,from=build-verl,source=/wheels,target=/tmp/wheels/verl \
     --mount=type=cache,target=/root/.cache/pip \
-    pip install /tmp/wheels/transformer-engine/*.whl /tmp/wheels/vllm-rocm-fork/*.whl /tmp/wheels/sgl-kernel/*.whl /tmp/wheels/sglang/*.whl /tmp/wheels/triton/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl /tmp/wheels/verl/*.whl 'ray[data,train,tune,serve]==2.47.1' tensordict==0.9.1 transformers==4.51.1 amdsmi==6.3.3 \
+    pip install /tmp/wheels/transformer-engine/*.whl /tmp/wheels/sgl-kernel/*.whl /tmp/wheels/sglang/*.whl /tmp/wheels/triton/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl /tmp/wheels/verl/*.whl 'ray[data,train,tune,serve]==2.47.1' tensordict==0.9.1 transformers==4.51.1 \
  && cat /tmp/wheels/*/*.source > /opt/rocmkit/sources.txt
 # rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 RUN rocmkit vf-configs --strict
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm6","description":"Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5","targets":["gfx942"],"rocm":"6.3.4","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:6.3.4-complete","base_image_overridden":false,"base_pip":["torch==2.6.0+rocm6.2.4","torchvision==0.21.0+rocm6.2.4","torchaudio==2.6.0+rocm6.2.4","setuptools==75.8.0","wheel==0.45.1","packaging==24.2","ninja==1.11.1.3","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.1.0","psutil==7.0.0"],"base_pip_sources":["https://download.pytorch.org/whl/rocm6.2.4"],"components":[{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"236178e5","mutable_reason":"the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit","needs":[]},{"name":"vllm-rocm-fork","kind":"git","git":"https://github.com/ROCm/vllm.git","commit":"113274a0e740ac779ac713de643e12856b10ce05","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"triton","kind":"git","git":"https://github.com/ROCm/triton.git","commit":null,"tag":null,"mutable_ref":"improve_fa_decode_3.0.0","mutable_reason":"a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit","needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"a02a93ddde3176815df0ef09122ae20d0aa198d5","tag":"v0.1.2","mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/RLFoundation/vllm-patch.git","commit":"247322c1081df540e7c65a5bd3c9511c475fa985","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/YangWang92/torch_memory_saver_numa.git","commit":null,"tag":null,"mutable_ref":"numa","mutable_reason":"a branch of a fork of which no copy is stored here and no stored file names its commit","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/volcengine/verl.git","commit":"e95bd9edf206ee6028b3e0a62221c6fa67931898","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[data,train,tune,serve]==2.47.1"],"no_deps":false},{"name":"tensordict","kind":"pip","requirements":["tensordict==0.9.1"],"no_deps":false},{"name":"transformers","kind":"pip","requirements":["transformers==4.51.1"],"no_deps":false},{"name":"amdsmi","kind":"pip","requirements":["amdsmi==6.3.3"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","NCCL_MIN_NCHANNELS":"112","MOE_PADDING":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"03e3d22e8d4bb94b41e531e78b6fca383ee3ad38ca47d226d63018e6074f8303"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm6","description":"Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5","targets":["gfx942"],"rocm":"6.3.4","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:6.3.4-complete","base_image_overridden":false,"base_pip":["torch==2.6.0+rocm6.2.4","torchvision==0.21.0+rocm6.2.4","torchaudio==2.6.0+rocm6.2.4","setuptools==75.8.0","wheel==0.45.1","packaging==24.2","ninja==1.11.1.3","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.1.0","psutil==7.0.0"],"base_pip_sources":["https://download.pytorch.org/whl/rocm6.2.4"],"components":[{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"236178e5","mutable_reason":"the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit","needs":[]},{"name":"vllm-rocm-fork","kind":"git","git":"https://github.com/ROCm/vllm.git","commit":"113274a0e740ac779ac713de643e12856b10ce05","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel","vllm-rocm-fork"]},{"name":"triton","kind":"git","git":"https://github.com/ROCm/triton.git","commit":null,"tag":null,"mutable_ref":"improve_fa_decode_3.0.0","mutable_reason":"a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit","needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"a02a93ddde3176815df0ef09122ae20d0aa198d5","tag":"v0.1.2","mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/RLFoundation/vllm-patch.git","commit":"247322c1081df540e7c65a5bd3c9511c475fa985","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/YangWang92/torch_memory_saver_numa.git","commit":null,"tag":null,"mutable_ref":"numa","mutable_reason":"a branch of a fork of which no copy is stored here and no stored file names its commit","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/volcengine/verl.git","commit":"e95bd9edf206ee6028b3e0a62221c6fa67931898","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[data,train,tune,serve]==2.47.1"],"no_deps":false},{"name":"tensordict","kind":"pip","requirements":["tensordict==0.9.1"],"no_deps":false},{"name":"transformers","kind":"pip","requirements":["transformers==4.51.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","NCCL_MIN_NCHANNELS":"112","MOE_PADDING":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"a4ecdfe0302aba635372babc53c99a43399becea422614075c335fd591eff013"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt
 # seed Dockerfile.rocm ENV block: kernel arguments in device memory
 ENV HIP_FORCE_DEV_KERNARG="1"
@@ -242,13 +248,13 @@ ENV TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-rocm6" \
     org.opencontainers.image.description="Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5" \
-    org.opencontainers.image.version="rocm6.3.4-gfx942-03e3d22e8d4b" \
+    org.opencontainers.image.version="rocm6.3.4-gfx942-a4ecdfe0302a" \
     org.opencontainers.image.base.name="rocm/dev-ubuntu-22.04:6.3.4-complete" \
     io.rocmkit.stack="verl-rocm6" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="6.3.4" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="03e3d22e8d4bb94b41e531e78b6fca383ee3ad38ca47d226d63018e6074f8303" \
+    io.rocmkit.inputs-hash="a4ecdfe0302aba635372babc53c99a43399becea422614075c335fd591eff013" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.47.1" \

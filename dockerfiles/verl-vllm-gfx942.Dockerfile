@@ -24,6 +24,13 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3.12 python3.12-dev python3.12-venv \
  && apt-get install -y --no-install-recommends build-essential ca-certificates ccache git libnuma-dev libsqlite3-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
+# ROCm's compilers and tools (hipcc, amdclang) on PATH: build scripts look for hipcc there to pick HIP over CUDA.
+ENV PATH=/opt/rocm/bin:/opt/rocm/llvm/bin:$PATH
+# vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
+# hipDeviceGetName reports "AMD Radeon Graphics" and tuned configs are not found (sgl-project/sglang PR #30984).
+RUN ln -sf /opt/rocm/lib/libamdhip64.so /usr/lib/libamdhip64.so \
+ && if [ -f /opt/amdgpu/share/libdrm/amdgpu.ids ] && [ ! -f /usr/share/libdrm/amdgpu.ids ]; then \
+      mkdir -p /usr/share/libdrm && ln -s /opt/amdgpu/share/libdrm/amdgpu.ids /usr/share/libdrm/amdgpu.ids; fi
 # A venv that still sees the image's own packages, so a base image's ROCm PyTorch stays in use.
 RUN python3.12 -m venv --system-site-packages /opt/venv \
  && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.12", "stack wants Python 3.12, image has " + v'
@@ -31,16 +38,14 @@ ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip \
     pip install --find-links https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/ torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442 torchvision==0.24.0+rocm7.0.2.gitb919bd0c torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b triton==3.5.1+rocm7.0.2.gita272dfa8 setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1 numpy==2.2.6 einops==0.8.1 psutil==7.0.0
+# amdsmi from the image's own ROCm (what vLLM uses to detect AMD GPUs), matching it exactly.
+RUN --mount=type=cache,target=/root/.cache/pip \
+    cp -r /opt/rocm/share/amd_smi /tmp/amd_smi && pip install /tmp/amd_smi && rm -rf /tmp/amd_smi
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
 RUN mkdir -p /opt/rocmkit \
- && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio)==' || true; } > /opt/rocmkit/constraints.txt
+ && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio|triton)==' || true; } > /opt/rocmkit/constraints.txt
 ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
-# vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
-# hipDeviceGetName reports "AMD Radeon Graphics" and tuned configs are not found (sgl-project/sglang PR #30984).
-RUN ln -sf /opt/rocm/lib/libamdhip64.so /usr/lib/libamdhip64.so \
- && if [ -f /opt/amdgpu/share/libdrm/amdgpu.ids ] && [ ! -f /usr/share/libdrm/amdgpu.ids ]; then \
-      mkdir -p /usr/share/libdrm && ln -s /opt/amdgpu/share/libdrm/amdgpu.ids /usr/share/libdrm/amdgpu.ids; fi
 # GPU targets, one value for every build system that reads one, so none falls back to its own default
 # or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
 ENV PYTORCH_ROCM_ARCH="gfx942" \
@@ -146,12 +151,12 @@ RUN --mount=type=bind,from=build-flash-attention,source=/wheels,target=/tmp/whee
     --mount=type=bind,from=build-vllm,source=/wheels,target=/tmp/wheels/vllm \
     --mount=type=bind,from=build-torch-memory-saver,source=/wheels,target=/tmp/wheels/torch-memory-saver \
     --mount=type=cache,target=/root/.cache/pip \
-    pip install /tmp/wheels/flash-attention/*.whl /tmp/wheels/transformer-engine/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl amdsmi==7.0.2 'ray[default]==2.55.1' verl==0.9.1 \
+    pip install /tmp/wheels/flash-attention/*.whl /tmp/wheels/transformer-engine/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl 'ray[default]==2.55.1' verl==0.9.1 \
  && cat /tmp/wheels/*/*.source > /opt/rocmkit/sources.txt
 # rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source","targets":["gfx942"],"rocm":"7.0.2","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:7.0.2-complete","base_image_overridden":false,"base_pip":["torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442","torchvision==0.24.0+rocm7.0.2.gitb919bd0c","torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b","triton==3.5.1+rocm7.0.2.gita272dfa8","setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","numpy==2.2.6","einops==0.8.1","psutil==7.0.0"],"base_pip_sources":["https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/"],"components":[{"name":"flash-attention","kind":"git","git":"https://github.com/ROCm/flash-attention.git","commit":"83f9e450cd10e20701fb109db9c7703d376f282b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":"90c04bcdc3c109505b318f40a39680263af55edf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"45c428e54ac15b9b49d66018c8a1108b20c8336a","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"1ff9d335355c6f60afc3b8a5b4c15f36ab1ccfa6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"amdsmi","kind":"pip","requirements":["amdsmi==7.0.2"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","TOKENIZERS_PARALLELISM":"false","SAFETENSORS_FAST_GPU":"1","MIOPEN_DEBUG_CONV_DIRECT":"0","NVTE_CK_USES_BWD_V3":"1","NVTE_CK_V3_BF16_CVT":"2","NVTE_USE_CAST_TRANSPOSE_TRITON":"0","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"dd6eed32f5665822fbabd7069bc5bb4e827032a662c1da607684b8ad12aa805d"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source","targets":["gfx942"],"rocm":"7.0.2","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:7.0.2-complete","base_image_overridden":false,"base_pip":["torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442","torchvision==0.24.0+rocm7.0.2.gitb919bd0c","torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b","triton==3.5.1+rocm7.0.2.gita272dfa8","setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","numpy==2.2.6","einops==0.8.1","psutil==7.0.0"],"base_pip_sources":["https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/"],"components":[{"name":"flash-attention","kind":"git","git":"https://github.com/ROCm/flash-attention.git","commit":"83f9e450cd10e20701fb109db9c7703d376f282b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":"90c04bcdc3c109505b318f40a39680263af55edf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"45c428e54ac15b9b49d66018c8a1108b20c8336a","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"1ff9d335355c6f60afc3b8a5b4c15f36ab1ccfa6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","TOKENIZERS_PARALLELISM":"false","SAFETENSORS_FAST_GPU":"1","MIOPEN_DEBUG_CONV_DIRECT":"0","NVTE_CK_USES_BWD_V3":"1","NVTE_CK_V3_BF16_CVT":"2","NVTE_USE_CAST_TRANSPOSE_TRITON":"0","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"863ae9d1bd666ce7794d0e91b042e7204d0defd21075411e4c5eda3c0a5f0df1"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt
 # kernel arguments in device memory: lower launch latency (vLLM docker/Dockerfile.rocm and verl Dockerfile.rocm7 final ENV)
 ENV HIP_FORCE_DEV_KERNARG="1"
@@ -175,13 +180,13 @@ ENV NVTE_USE_CAST_TRANSPOSE_TRITON="0"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-vllm" \
     org.opencontainers.image.description="verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source" \
-    org.opencontainers.image.version="rocm7.0.2-gfx942-dd6eed32f566" \
+    org.opencontainers.image.version="rocm7.0.2-gfx942-863ae9d1bd66" \
     org.opencontainers.image.base.name="rocm/dev-ubuntu-22.04:7.0.2-complete" \
     io.rocmkit.stack="verl-vllm" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.0.2" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="dd6eed32f5665822fbabd7069bc5bb4e827032a662c1da607684b8ad12aa805d" \
+    io.rocmkit.inputs-hash="863ae9d1bd666ce7794d0e91b042e7204d0defd21075411e4c5eda3c0a5f0df1" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.55.1"

@@ -52,6 +52,14 @@ def _environment():
     return env
 
 
+def _constrained(plan: BuildPlan) -> list[str]:
+    """The packages the constraint holds: the PyTorch family, and a ROCm Triton when the base pins one."""
+    from packaging.requirements import Requirement
+
+    pinned = {Requirement(r).name.lower() for r in plan.stack.base.pip}
+    return list(CONSTRAINED_PACKAGES) + sorted(pinned & {"triton", "pytorch-triton-rocm"})
+
+
 def _apt_packages(plan: BuildPlan) -> list[str]:
     """The stack's packages plus what the rendered steps themselves run: git to clone, ccache if on."""
     packages = set(plan.stack.base.apt)
@@ -73,7 +81,8 @@ def render_dockerfile(plan: BuildPlan) -> str:
         py=stack.python,
         rocm=stack.rocm != "none",
         targets=list(plan.targets),
-        constrained=CONSTRAINED_PACKAGES,
+        constrained=_constrained(plan),
+        installed_stages=[st for st in plan.stages if st.component.install],
         constraints_path=CONSTRAINTS_PATH,
         manifest_path=MANIFEST_PATH,
         manifest_json=json.dumps(plan.manifest, separators=(",", ":")),

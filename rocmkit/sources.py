@@ -23,7 +23,11 @@ def tree_files(root: Path) -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS and not d.endswith(".egg-info"))
         for name in sorted(filenames):
-            out.append((Path(dirpath) / name).relative_to(root))
+            path = Path(dirpath) / name
+            if not path.is_symlink() and not path.is_file():  # sockets, FIFOs, device nodes
+                raise UsageError(f"--source {root}: {path} is not a regular file (a socket, FIFO or device)",
+                                 hint="point --source at a source checkout")
+            out.append(path.relative_to(root))
     return out
 
 
@@ -38,9 +42,12 @@ def tree_digest(root: Path) -> str:
             h.update(f"L {rel}\0{os.readlink(path)}\0".encode())
             continue
         h.update(f"F {rel}\0{'x' if os.access(path, os.X_OK) else '-'}\0".encode())
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
+        try:
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        except OSError as exc:
+            raise UsageError(f"--source {root}: cannot read {path}: {exc.strerror or exc}") from None
         h.update(b"\0")
     return h.hexdigest()
 
@@ -57,8 +64,9 @@ def copy_tree(root: Path, dest: Path) -> None:
             shutil.copy2(src, dst)
 
 
-def parse_source_options(values: tuple[str, ...] | list[str]) -> dict[str, LocalSource]:
-    """`NAME=DIR` options → {name: LocalSource}; each DIR must be an existing folder."""
+def parse_source_options(values: tuple[str, ...] | list[str], components: list[str]) -> dict[str, LocalSource]:
+    """`NAME=DIR` options → {name: LocalSource}; NAME must be one of the stack's git `components`
+    (checked before anything is read) and DIR an existing folder."""
     out: dict[str, LocalSource] = {}
     for v in values:
         name, sep, directory = v.partition("=")
@@ -68,6 +76,9 @@ def parse_source_options(values: tuple[str, ...] | list[str]) -> dict[str, Local
             raise UsageError(f"--source {v!r}: {name!r} is not a component name")
         if name in out:
             raise UsageError(f"--source {name}=... given twice")
+        if name not in components:
+            raise UsageError(f"--source {name}=...: the stack has no git component {name!r}",
+                             hint=f"components built from source: {', '.join(components) or '(none)'}")
         path = Path(directory).expanduser()
         if not path.is_dir():
             raise UsageError(f"--source {name}={directory}: no such folder")

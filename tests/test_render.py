@@ -157,3 +157,17 @@ def test_render_all_writes_checks_and_prunes(tmp_path):
     assert not (out / "gone-stack-gfx942.Dockerfile").exists() and (out / "mine.Dockerfile").exists()
     r = runner.invoke(cli, ["render", "--all", "--out-dir", str(out), "--check"])
     assert r.exit_code == 0 and "up to date" in r.output
+
+
+def test_build_only_components_and_extras_render(tmp_path):
+    import dataclasses
+
+    s = stacks.load_file(EXAMPLE)
+    comps = tuple(dataclasses.replace(c, install=False) if c.name == "beta" else
+                  dataclasses.replace(c, extras=("srt_hip",)) if c.name == "gamma" else c for c in s.components)
+    text = render_dockerfile(make_plan(dataclasses.replace(s, components=comps), ["gfx942"]))
+    final = text[text.index("FROM base AS final"):]
+    assert "/tmp/wheels/beta/*.whl" not in final  # build-only: mounted for its record, never installed
+    assert '"$(echo /tmp/wheels/gamma/*.whl)[srt_hip]"' in final
+    assert "/deps/beta/*.whl" in text  # still offered to the stage that needs it
+    assert "ENV PATH=/opt/rocm/bin:/opt/rocm/llvm/bin:$PATH" in text

@@ -123,3 +123,26 @@ def test_stacks_command_lists_and_shows(tmp_path):
     result = runner.invoke(cli, ["stacks", "nope"])
     assert result.exit_code == 2
     assert "error: unknown stack 'nope'" in result.output
+
+
+def test_build_only_and_extras_fields(tmp_path):
+    s = stacks.load_file(write_variant(tmp_path, 'name = "beta"', 'name = "beta"\ninstall = false\nextras = ["srt_hip"]'))
+    beta = s.component("beta")
+    assert beta.install is False and beta.extras == ("srt_hip",)  # gamma needs beta, so build-only is allowed
+    path = write_variant(tmp_path, 'name = "alpha"', 'name = "alpha"\ninstall = false')
+    text = path.read_text().replace('needs = ["alpha", "beta"]', 'needs = ["beta"]')
+    path.write_text(text)
+    with pytest.raises(InputFileError, match="install = false, but no component needs it"):
+        stacks.load_file(path)
+    with pytest.raises(InputFileError, match="amdsmi_from_rocm"):
+        stacks.load_file(_with(tmp_path, ('rocm = "7.0.2"', 'rocm = "none"'),
+                               ("ccache = true", "ccache = true\namdsmi_from_rocm = true")))
+
+
+def _with(tmp_path, *pairs):
+    text = EXAMPLE.read_text()
+    for old, new in pairs:
+        text = text.replace(old, new, 1)
+    p = tmp_path / "s2.toml"
+    p.write_text(text)
+    return p

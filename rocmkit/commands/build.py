@@ -92,7 +92,7 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
     stack = stacks.load(stack_name, stack_file)
     targets = archs.parse_targets(arch_spec)
     jobs = _max_jobs(max_jobs)
-    sources = parse_source_options(source_opts)
+    sources = parse_source_options(source_opts, [c.name for c in stack.git_components])
     plan = make_plan(stack, targets, base_image=base_image, sources=sources,
                      max_jobs=DEFAULT_MAX_JOBS if jobs == "auto" else jobs)
     tags = [check_ref(t) for t in tag_opts]

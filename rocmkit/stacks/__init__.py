@@ -58,6 +58,7 @@ class Base:
     pip_extra_index_url: str | None
     pip_find_links: str | None
     ccache: bool
+    amdsmi_from_rocm: bool = False
 
     def image_for(self, targets: list[str]) -> str:
         """Per-arch base image when the stack names one for a single target, else the default."""
@@ -86,6 +87,8 @@ class Component:
     env: tuple[EnvVar, ...] = ()
     needs: tuple[str, ...] = ()
     single_arch: bool = False
+    install: bool = True  # False: a build-only dependency, offered to the stages that need it, not installed
+    extras: tuple[str, ...] = ()  # extras of the built wheel installed with it, e.g. SGLang's srt_hip
     source_note: str = ""
     # pip components
     pip: tuple[str, ...] = ()
@@ -271,7 +274,7 @@ def _component(path: str, index: int, raw: Any) -> Component:
         )
     f = _Fields(path, where, raw, (
         "name", "git", "commit", "tag", "mutable", "submodules", "subdir", "build", "setup_script", "pyproject",
-        "build_requires", "requirements", "env", "needs", "single_arch", "source_note"))
+        "build_requires", "requirements", "env", "needs", "single_arch", "install", "extras", "source_note"))
     if "git" not in f.table:
         raise f.error("git", "missing: a component has either git (built from source) or pip (installed from PyPI)")
     commit = f.get("commit", str, None)
@@ -311,6 +314,8 @@ def _component(path: str, index: int, raw: Any) -> Component:
         env=_env_list(path, f"{where}.env", f.get("env", list, [])),
         needs=f.text_list("needs", NAME_RE, "names of other git components"),
         single_arch=f.get("single_arch", bool, False),
+        install=f.get("install", bool, True),
+        extras=f.text_list("extras", re.compile(r"^[a-z0-9][a-z0-9_-]*$"), "extra names such as srt_hip"),
         source_note=f.text("source_note", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick", ""),
     )
 
@@ -334,7 +339,8 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
         raise f.error("rocm", f"invalid value {rocm!r}", "a ROCm version such as 7.0.2, or \"none\"")
 
     b = _Fields(path, "base", f.get("base", dict), ("image", "image_per_arch", "python_from", "apt", "pip",
-                                                    "pip_extra_index_url", "pip_find_links", "ccache"))
+                                                    "pip_extra_index_url", "pip_find_links", "ccache",
+                                                    "amdsmi_from_rocm"))
     per_arch_raw = b.get("image_per_arch", dict, {})
     per_arch = {}
     for a, img in per_arch_raw.items():
@@ -355,6 +361,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
         pip_extra_index_url=b.text("pip_extra_index_url", URL_RE, "an https:// URL", None),
         pip_find_links=b.text("pip_find_links", URL_RE, "an https:// URL of a page listing wheels", None),
         ccache=b.get("ccache", bool, False),
+        amdsmi_from_rocm=b.get("amdsmi_from_rocm", bool, False),
     )
 
     raw_components = f.get("component", list)
@@ -370,7 +377,14 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
                 raise InputFileError(path, f"component ({c.name}).needs", f"{n!r} is not a git component of this stack",
                                      ", ".join(sorted(git_names - {c.name})) or "(none)")
     _check_acyclic(path, components)
+    needed = {n for c in components for n in c.needs}
+    for c in components:
+        if not c.install and c.name not in needed:
+            raise InputFileError(path, f"component ({c.name}).install", "install = false, but no component needs it",
+                                 "a build-only component must be listed in another component's needs")
 
+    if base.amdsmi_from_rocm and rocm == "none":
+        raise InputFileError(path, "base.amdsmi_from_rocm", "needs a ROCm stack (rocm is \"none\")")
     post = f.text_list("post", re.compile(r"^[a-z-]+$"), ", ".join(POST_STEPS))
     for i, step in enumerate(post):
         if step not in POST_STEPS:
