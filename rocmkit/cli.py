@@ -21,6 +21,9 @@ COMMANDS = {
     "bake": "rocmkit.commands.bake:bake",
     "doctor": "rocmkit.commands.doctor:doctor",
     "vf-configs": "rocmkit.commands.vf_configs:vf_configs",
+    "run": "rocmkit.commands.run:run",
+    "slurm": "rocmkit.commands.slurm:slurm",
+    "matrix": "rocmkit.commands.matrix:matrix",
 }
 
 

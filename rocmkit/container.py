@@ -53,14 +53,16 @@ def docker_run_argv(image: str, command: list[str], *, render_nodes: list[str] |
                     privileged: bool = False, env: dict[str, str] | None = None,
                     mounts: list[tuple[str, str, str]] = (), name: str | None = None, remove: bool = True,
                     workdir: str | None = None, docker: str = "docker", extra: list[str] = (),
-                    skip_missing: bool = False, ulimits: bool = True) -> list[str]:
-    """The full `docker run` argv. mounts are (host_path, container_path, "ro"|"rw")."""
+                    skip_missing: bool = False, ulimits: bool = True, shm_size: str | None = None) -> list[str]:
+    """The full `docker run` argv. mounts are (host_path, container_path, "ro"|"rw"); shm_size gives the
+    container a private /dev/shm of that size instead of the host's IPC namespace."""
     argv = [docker, "run"]
     if remove:
         argv.append("--rm")
     if name:
         argv.append(f"--name={name}")
-    argv += rocm_device_args(render_nodes, privileged=privileged, skip_missing=skip_missing, ulimits=ulimits)
+    argv += rocm_device_args(render_nodes, privileged=privileged, skip_missing=skip_missing, ulimits=ulimits,
+                             ipc_host=shm_size is None, shm_size=shm_size or DEFAULT_SHM)
     for key, value in (env or {}).items():
         argv += ["-e", f"{key}={value}"]
     for host, inside, mode in mounts:

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Slurm for the `slurm` tests: Debian's slurm-wlm + munge as a two-node cluster (n1, n2) on this one host
+# (several slurmd with -N; Debian's build has MULTIPLE_SLURMD), plus Ray from PyPI in the CI venv.
+# Everything lives under $ROCMKIT_CI_WORK/slurm; daemons run as root in the background. Idempotent.
+set -euo pipefail
+work="${ROCMKIT_CI_WORK:?set by .ci/run}"
+base="$work/slurm"
+mkdir -p "$base"/{etc,spool,state,log,run} "$base/munge"/{run,log,lib}
+
+if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurm-wlm munge
+fi
+"$work/venv/bin/python" -m pip install -q -e '.[slurm]'
+
+sock="$base/munge/run/munge.socket"
+if ! munge -S "$sock" -n >/dev/null 2>&1; then
+  [ -f "$base/munge/munge.key" ] || mungekey --create --keyfile="$base/munge/munge.key"
+  chmod 600 "$base/munge/munge.key"
+  chmod 755 "$work" "$base" "$base/munge" "$base/munge/run"  # munged wants its socket path reachable by all
+  munged --key-file="$base/munge/munge.key" --socket="$sock" --pid-file="$base/munge/run/munged.pid" \
+    --log-file="$base/munge/log/munged.log" --seed-file="$base/munge/lib/munged.seed" --force
+fi
+
+conf="$base/etc/slurm.conf"
+cat > "$conf" <<CONF
+ClusterName=rocmkit
+SlurmctldHost=localhost
+SlurmctldPort=16817
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$sock
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$base/state
+SlurmdSpoolDir=$base/spool/%n
+SlurmctldPidFile=$base/run/slurmctld.pid
+SlurmdPidFile=$base/run/slurmd-%n.pid
+SlurmctldLogFile=$base/log/slurmctld.log
+SlurmdLogFile=$base/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+NodeName=n[1-2] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[17001-17002] CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+export SLURM_CONF="$conf"
+
+if ! scontrol ping >/dev/null 2>&1 || ! scontrol ping | grep -q UP; then
+  setsid nohup slurmctld -D -f "$conf" >"$base/log/slurmctld.out" 2>&1 < /dev/null &
+  for node in n1 n2; do
+    setsid nohup slurmd -D -f "$conf" -N "$node" >"$base/log/slurmd-$node.out" 2>&1 < /dev/null &
+  done
+fi
+for _ in $(seq 1 60); do
+  [ "$(sinfo -h -o '%t' 2>/dev/null | sort -u | tr -d '\n')" = "idle" ] && break
+  sleep 1
+done
+sinfo -N -o '%N %t %c' || { tail -n 20 "$base/log/slurmctld.log" >&2; exit 1; }
+[ "$(sinfo -h -o '%t' | sort -u | tr -d '\n')" = "idle" ] || { echo "slurm nodes are not idle" >&2; exit 1; }
+{
+  echo "export SLURM_CONF=$conf"
+  # Slurm is provisioned: the slurm tests must run, not skip.
+  echo "export ROCMKIT_REQUIRE_SLURM=1"
+} >> "$work/env"

@@ -1,0 +1,114 @@
+"""`rocmkit slurm`: an sbatch script that brings up a Ray cluster on N nodes and runs verl on it."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from .. import slurm as slurm_mod
+from ..errors import UsageError
+from ..fileio import write_atomic
+
+
+def _ray_version(explicit: str | None, stack_name: str | None, image: str | None, runtime: str) -> tuple[str, str]:
+    """(version, where it came from): --ray-version, the stack's pin, the image's label, or (runtime none)
+    the Ray installed here."""
+    if explicit:
+        return explicit, "--ray-version"
+    if stack_name:
+        from .. import stacks
+
+        v = stacks.load_builtin(stack_name).pinned_version("ray")
+        if v:
+            return v, f"stack {stack_name}"
+        raise UsageError(f"stack {stack_name} pins no Ray version", hint="give --ray-version")
+    if image and runtime == "docker":
+        try:
+            from ..engine import Engine
+
+            info = Engine.connect(timeout=10).image(image)
+        except Exception:  # noqa: BLE001 - no engine here is normal on a login node
+            info = None
+        if info and info.labels.get("io.rocmkit.ray-version"):
+            return info.labels["io.rocmkit.ray-version"], f"label io.rocmkit.ray-version of {image}"
+    if runtime == "none":
+        from importlib import metadata
+
+        try:
+            return metadata.version("ray"), "the Ray installed here"
+        except metadata.PackageNotFoundError:
+            pass
+    raise UsageError("the image's Ray version is unknown, and it decides the RAY_EXPERIMENTAL_NOSET_* variable",
+                     hint="give --ray-version X, or --stack NAME (the stack the image was built from); images "
+                          "rocmkit builds carry it in the label io.rocmkit.ray-version when present locally")
+
+
+@click.command()
+@click.option("--nodes", type=int, required=False, help="Number of nodes (one Ray node each).")
+@click.option("--gpus-per-node", type=int, default=8, show_default=True)
+@click.option("--image", default=None, help="Docker image, or a .sif file for --runtime apptainer.")
+@click.option("--runtime", type=click.Choice(slurm_mod.RUNTIMES), default="docker", show_default=True,
+              help="docker: one container per node, removed when the job ends; apptainer: `apptainer exec --rocm`; "
+                   "none: software installed on the nodes.")
+@click.option("--partition", default=None)
+@click.option("--time", "time_limit", default=None, help="Slurm time limit, e.g. 04:00:00.")
+@click.option("--ib-hcas", default=None, metavar="LIST", help="Comma-separated InfiniBand/RoCE HCAs for RCCL (NCCL_IB_HCA).")
+@click.option("--cpus-per-task", type=int, default=None)
+@click.option("--job-name", default="rocmkit-verl", show_default=True)
+@click.option("--ray-version", default=None, help="Ray version in the image (else from --stack or the image's label).")
+@click.option("--stack", "stack_name", default=None, help="The built-in stack the image was built from (for its Ray pin).")
+@click.option("--ray-port", type=int, default=6379, show_default=True, help="Ray head port; outside 10002-19999.")
+@click.option("--join-timeout", type=int, default=300, show_default=True,
+              help="Seconds to wait for the head and for every node to join before failing the job.")
+@click.option("--entrypoint", default=None, metavar="COMMAND",
+              help="Run COMMAND on the head node instead of `python3 -m verl.trainer.main_ppo` (trainer.nnodes and "
+                   "trainer.n_gpus_per_node are then not added).")
+@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Extra environment for every node. Repeatable.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the script here (else stdout).")
+@click.option("--force", is_flag=True, help="Overwrite --output.")
+@click.option("--examples", "examples_dir", type=click.Path(file_okay=False), default=None,
+              help="Regenerate the example scripts (one per runtime) into this folder, e.g. slurm/.")
+@click.argument("overrides", nargs=-1)
+def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, cpus_per_task, job_name, ray_version,
+          stack_name, ray_port, join_timeout, entrypoint, env_pairs, output, force, examples_dir, overrides) -> None:
+    """Render an sbatch script: a Ray cluster on N nodes, then verl with OVERRIDES.
+
+    The script starts one container per node (removed however the job ends), the Ray head on the first
+    node and the workers with deadlines, waits until every node has joined (naming the missing ones if
+    not), sets the RCCL environment and the RAY_EXPERIMENTAL_NOSET_* variable of the image's Ray, runs
+    `python -m verl.trainer.main_ppo trainer.nnodes=N trainer.n_gpus_per_node=G OVERRIDES...` on the head
+    node, and exits with its code. Give OVERRIDES after `--`.
+    """
+    if examples_dir:
+        for name, spec in slurm_mod.example_specs().items():
+            write_atomic(Path(examples_dir) / name, slurm_mod.render(spec), mode=0o755)
+        click.echo(f"wrote {len(slurm_mod.example_specs())} example scripts into {examples_dir}", err=True)
+        return
+    if nodes is None:
+        raise UsageError("--nodes is required")
+    version, source = _ray_version(ray_version, stack_name, image, runtime)
+    env = {}
+    for pair in env_pairs:
+        k, sep, v = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--env {pair!r}: expected NAME=VALUE")
+        env[k] = v
+    try:
+        entry = tuple(shlex.split(entrypoint)) if entrypoint is not None else slurm_mod.DEFAULT_ENTRYPOINT
+    except ValueError as exc:
+        raise UsageError(f"--entrypoint: {exc}") from None
+    spec = slurm_mod.SlurmSpec(
+        nodes=nodes, gpus_per_node=gpus_per_node, image=image, runtime=runtime, ray_version=version,
+        partition=partition, time=time_limit, ib_hcas=tuple(h for h in (ib_hcas or "").split(",") if h),
+        job_name=job_name, cpus_per_task=cpus_per_task, ray_port=ray_port, join_timeout=join_timeout,
+        entrypoint=entry, overrides=tuple(overrides), extra_env=env)
+    text = slurm_mod.render(spec)
+    click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)
+    if output:
+        write_atomic(output, text, force=force, mode=0o755)
+        click.echo(f"wrote {output}; submit with: sbatch {output}", err=True)
+    else:
+        sys.stdout.write(text)

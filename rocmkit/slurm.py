@@ -1,0 +1,164 @@
+"""Slurm batch scripts that start a Ray cluster (in containers, or on the nodes' own software) and run verl.
+
+What the copied upstream scripts get wrong, and this one does not (research/slurm-ray-ci.md part A):
+fixed `sleep`s instead of a readiness check; `nodes_array=("$nodes")` (one element: no worker ever
+starts); `ray start --address` to a dead head hanging forever; no teardown (containers outlive the
+job); `--privileged` containers; and on Ray >= 2.45 the wrong RAY_EXPERIMENTAL_NOSET_* variable.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from importlib import resources
+
+from . import raycompat
+from .errors import UsageError
+from .stacks import IMAGE_RE
+
+RUNTIMES = ("docker", "apptainer", "none")
+DEFAULT_ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")
+# Ray's GCS port must lie outside the worker port range (default 10002-19999), or the head refuses to start.
+RAY_WORKER_PORTS = range(10002, 20000)
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+PARTITION_RE = re.compile(r"^[A-Za-z0-9_,.-]{1,64}$")
+TIME_RE = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$|^\d+$")
+HCA_RE = re.compile(r"^[A-Za-z0-9_:.-]+$")
+# A verl/Hydra override: key=value, +key=value, ~key, with dotted keys.
+OVERRIDE_RE = re.compile(r"^[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\[\]-]*(=.*)?$", re.S)
+
+
+@dataclass(frozen=True)
+class SlurmSpec:
+    nodes: int
+    gpus_per_node: int
+    image: str | None
+    runtime: str
+    ray_version: str
+    partition: str | None = None
+    time: str | None = None
+    ib_hcas: tuple[str, ...] = ()
+    job_name: str = "rocmkit-verl"
+    cpus_per_task: int | None = None
+    ray_port: int = 6379
+    join_timeout: int = 300
+    entrypoint: tuple[str, ...] = DEFAULT_ENTRYPOINT
+    overrides: tuple[str, ...] = ()
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def noset_var(self) -> str:
+        return raycompat.noset_variable(self.ray_version)
+
+    @property
+    def is_verl(self) -> bool:
+        return tuple(self.entrypoint) == DEFAULT_ENTRYPOINT
+
+
+def validate(spec: SlurmSpec) -> SlurmSpec:
+    """Every value that reaches the script, checked; a bad one is a UsageError naming the option."""
+    if spec.nodes < 1:
+        raise UsageError(f"--nodes {spec.nodes}: at least 1")
+    if spec.gpus_per_node < 0:
+        raise UsageError(f"--gpus-per-node {spec.gpus_per_node}: 0 or more")
+    if spec.runtime not in RUNTIMES:
+        raise UsageError(f"--runtime {spec.runtime!r}", hint=f"one of: {', '.join(RUNTIMES)}")
+    if spec.runtime != "none" and not spec.image:
+        raise UsageError(f"--runtime {spec.runtime} needs --image", hint="or --runtime none for software installed on the nodes")
+    if spec.image and not (IMAGE_RE.match(spec.image) or spec.image.endswith(".sif") and re.match(r"^[\w./-]+$", spec.image)):
+        raise UsageError(f"--image {spec.image!r} is not an image reference or .sif path")
+    if spec.partition and not PARTITION_RE.match(spec.partition):
+        raise UsageError(f"--partition {spec.partition!r}: letters, digits, _ , . -")
+    if spec.time and not TIME_RE.match(spec.time):
+        raise UsageError(f"--time {spec.time!r}", hint="minutes, MM:SS, HH:MM:SS or D-HH:MM:SS")
+    for h in spec.ib_hcas:
+        if not HCA_RE.match(h):
+            raise UsageError(f"--ib-hcas: {h!r} is not an HCA name", hint="e.g. mlx5_0,mlx5_1 or rdma0:1")
+    if not NAME_RE.match(spec.job_name):
+        raise UsageError(f"--job-name {spec.job_name!r}: letters, digits, _ . -")
+    if spec.ray_port in RAY_WORKER_PORTS or not 1024 <= spec.ray_port <= 65535:
+        raise UsageError(f"--ray-port {spec.ray_port}: must be 1024-65535 and outside Ray's worker ports 10002-19999",
+                         hint="Ray refuses a GCS port inside its worker port range (the head never starts)")
+    if spec.join_timeout < 10:
+        raise UsageError(f"--join-timeout {spec.join_timeout}: at least 10 seconds")
+    if not spec.entrypoint:
+        raise UsageError("--entrypoint is empty")
+    for o in spec.overrides:
+        if not OVERRIDE_RE.match(o):
+            raise UsageError(f"override {o!r} is not key=value", hint="e.g. data.train_batch_size=256")
+        if o.split("=", 1)[0].lstrip("+~") in ("trainer.nnodes", "trainer.n_gpus_per_node"):
+            raise UsageError(f"override {o!r}: rocmkit fills trainer.nnodes and trainer.n_gpus_per_node from "
+                             "--nodes and --gpus-per-node")
+    for k in spec.extra_env:
+        if not re.match(r"^[A-Z_][A-Z0-9_]*$", k):
+            raise UsageError(f"--env {k!r}: not an environment variable name")
+    try:
+        raycompat.noset_variable(spec.ray_version)
+    except ValueError as exc:
+        raise UsageError(f"--ray-version: {exc}") from None
+    return spec
+
+
+def environment(spec: SlurmSpec) -> list[tuple[str, str, str]]:
+    """(name, value, why) exported on every node and passed into the containers."""
+    env = []
+    if spec.gpus_per_node:
+        env.append(("HIP_VISIBLE_DEVICES", ",".join(str(i) for i in range(spec.gpus_per_node)),
+                    "Ray >= 2.45 raises when ROCR_VISIBLE_DEVICES (which Slurm exports) is set without it"))
+    env.append((spec.noset_var, "1", f"Ray {spec.ray_version} must not narrow each actor's GPUs: verl assigns them"))
+    env += [
+        ("HSA_NO_SCRATCH_RECLAIM", "1", "RCCL on ROCm 7.1+ fails ncclCommInitRank without it (vllm-project/vllm#32497)"),
+        ("NCCL_MIN_NCHANNELS", "112", "fill MI300X/MI355X XGMI bandwidth (AMD workload tuning guide)"),
+        ("TORCH_NCCL_HIGH_PRIORITY", "1", "high-priority streams for RCCL under FSDP (AMD workload tuning guide)"),
+        ("GPU_MAX_HW_QUEUES", "2", "with TORCH_NCCL_HIGH_PRIORITY, per AMD's multi-node FSDP advice"),
+        ("TOKENIZERS_PARALLELISM", "false", "tokenizer threads deadlock after fork in Ray workers"),
+    ]
+    if spec.ib_hcas:
+        env += [
+            ("NCCL_IB_HCA", ",".join(spec.ib_hcas), "the InfiniBand/RoCE adapters RCCL may use"),
+            ("NCCL_IB_GID_INDEX", "3", "RoCE v2 GID (as verl's AMD multi-node recipe)"),
+            ("NCCL_CROSS_NIC", "0", "keep each ring on one NIC (as verl's AMD multi-node recipe)"),
+        ]
+    env += [(k, v, "given with --env") for k, v in sorted(spec.extra_env.items())]
+    return env
+
+
+def render(spec: SlurmSpec) -> str:
+    import jinja2
+
+    from .container import rocm_device_args
+
+    spec = validate(spec)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files("rocmkit.templates"))),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, autoescape=False,
+                             comment_start_string="<#", comment_end_string="#>")  # bash has ${#ARRAY[@]}
+    env.filters["q"] = lambda v: shlex.quote(str(v))
+    env.filters["qjoin"] = lambda items: " ".join(shlex.quote(str(i)) for i in items)
+    # The containers get the ROCm devices of `rocmkit run` (all of /dev/dri: Slurm's GRES decides which GPUs
+    # the job may use, through HIP_VISIBLE_DEVICES), with host networking for Ray and RCCL.
+    # Group ids of this (rendering) machine mean nothing on the nodes: name `video`, which every base has.
+    docker_flags = ["--init", "--network=host"] + [a for a in rocm_device_args() if not a.startswith("--group-add=")]
+    docker_flags += ["--group-add=video"] if spec.gpus_per_node else []
+    args = list(spec.overrides)
+    if spec.is_verl:
+        args = [f"trainer.nnodes={spec.nodes}", f"trainer.n_gpus_per_node={spec.gpus_per_node}", *args]
+    return env.get_template("slurm/ray-job.sbatch.j2").render(
+        spec=spec, env=environment(spec), docker_flags=docker_flags if spec.gpus_per_node else
+        [f for f in docker_flags if not f.startswith("--device=")], driver=[*spec.entrypoint, *args])
+
+
+def example_specs() -> dict[str, SlurmSpec]:
+    """The scripts committed under slurm/ (one per runtime), regenerated by `rocmkit slurm --examples`."""
+    common = dict(nodes=2, gpus_per_node=8, ray_version="2.55.1", partition="mi300x", time="04:00:00",
+                  ib_hcas=("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_8", "mlx5_9"),
+                  cpus_per_task=96, overrides=("data.train_files=/data/gsm8k/train.parquet",
+                                               "data.val_files=/data/gsm8k/test.parquet",
+                                               "actor_rollout_ref.model.path=/models/Qwen2.5-7B-Instruct",
+                                               "algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.name=vllm"))
+    return {
+        "verl-docker.sbatch": SlurmSpec(image="rocmkit/verl-vllm:rocm7.0.2-gfx942", runtime="docker", **common),
+        "verl-apptainer.sbatch": SlurmSpec(image="/shared/images/verl-vllm-gfx942.sif", runtime="apptainer", **common),
+        "verl-none.sbatch": SlurmSpec(image=None, runtime="none", **common),
+    }

@@ -1,0 +1,52 @@
+"""`rocmkit run`: least-privilege flags, GPU selection through the KFD topology, --print."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from click.testing import CliRunner
+
+from rocmkit.cli import cli
+from rocmkit.commands.run import render_nodes_for
+from rocmkit.container import docker_run_argv
+from rocmkit.doctor.treegen import HostSpec, write_tree
+from rocmkit.errors import UsageError
+
+
+def test_print_gives_a_pasteable_least_privilege_line():
+    r = CliRunner().invoke(cli, ["run", "rocm/img:1", "--print", "-e", "A=b c", "-v", "/data:/data:ro", "--", "python3",
+                                 "-c", "print('hi')"])
+    assert r.exit_code == 0, r.output
+    argv = shlex.split(r.output)
+    assert argv[:3] == ["docker", "run", "--rm"]
+    assert "--device=/dev/kfd" in argv and "--device=/dev/dri" in argv and "--ipc=host" in argv
+    assert "--privileged" not in argv and not any("seccomp" in a for a in argv)
+    assert "--ulimit=memlock=-1:-1" in argv and "--cap-add=SYS_NICE" in argv
+    assert argv[-4:] == ["rocm/img:1", "python3", "-c", "print('hi')"] and "A=b c" in argv
+
+
+def test_privileged_and_seccomp_only_when_asked():
+    r = CliRunner().invoke(cli, ["run", "img", "--print", "--seccomp-unconfined", "--shm-size", "32g"])
+    argv = shlex.split(r.output)
+    assert "--security-opt=seccomp=unconfined" in argv and "--shm-size=32g" in argv and "--ipc=host" not in argv
+    argv = shlex.split(CliRunner().invoke(cli, ["run", "img", "--print", "--privileged"]).output)
+    assert "--privileged" in argv and "--device=/dev/kfd" not in argv
+
+
+def test_gpus_map_to_their_render_nodes(tmp_path):
+    root = write_tree(tmp_path / "h", HostSpec(mode="CPX", gpus=2))
+    # HIP numbers every partition: GPU 9 is the second partition of the second device (minor 128+8+1)
+    assert render_nodes_for("0,9", str(root)) == ["/dev/dri/renderD128", "/dev/dri/renderD137"]
+    argv = docker_run_argv("img", [], render_nodes=render_nodes_for("1", str(root)))
+    assert "--device=/dev/dri/renderD129" in argv and "--device=/dev/dri" not in argv
+    with pytest.raises(UsageError, match="GPUs 0-15"):
+        render_nodes_for("16", str(root))
+    with pytest.raises(UsageError, match="indices"):
+        render_nodes_for("a,b", str(root))
+
+
+def test_bad_options():
+    runner = CliRunner()
+    assert runner.invoke(cli, ["run", "img", "--print", "-e", "NOEQUALS"]).exit_code == 2
+    assert runner.invoke(cli, ["run", "img", "--print", "-v", "/only"]).exit_code == 2

@@ -1,0 +1,97 @@
+"""Slurm script rendering (no cluster needed): correct node array, deadlines, teardown, the Ray variable,
+validation of every value, shellcheck-clean output, and the committed examples."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rocmkit import slurm
+from rocmkit.cli import cli
+from rocmkit.errors import UsageError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def spec(**kw):
+    base = dict(nodes=2, gpus_per_node=8, image="rocmkit/verl-vllm:x", runtime="docker", ray_version="2.55.1")
+    return slurm.SlurmSpec(**{**base, **kw})
+
+
+@pytest.mark.parametrize("runtime", slurm.RUNTIMES)
+def test_rendered_scripts_pass_shellcheck(find_tool, tmp_path, runtime):
+    text = slurm.render(spec(runtime=runtime, image=None if runtime == "none" else "img:1",
+                             ib_hcas=("mlx5_0", "mlx5_1"), overrides=("data.train_batch_size=16",
+                                                                      "actor_rollout_ref.model.path=/m/it's here")))
+    path = tmp_path / "job.sbatch"
+    path.write_text(text)
+    r = subprocess.run([find_tool("shellcheck"), "-x", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout
+
+
+def test_script_has_the_fixes_the_copied_scripts_lack():
+    text = slurm.render(spec())
+    assert 'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")' in text
+    assert "\nnodes_array=" not in text and "sleep 10" not in text
+    assert "trap teardown EXIT" in text and 'docker rm -f "$CONTAINER"' in text
+    assert "--privileged" not in text and "--device=/dev/kfd" in text and "--init" in text
+    assert "export RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1" in text
+    assert "wait_port" in text and "did not join the Ray cluster within" in text
+    assert "trainer.nnodes=2 trainer.n_gpus_per_node=8" in text
+    assert "unset ROCR_VISIBLE_DEVICES" in text
+
+
+@pytest.mark.parametrize("version,var", [("2.44.1", "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"),
+                                         ("2.45.0", "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES")])
+def test_ray_variable_follows_the_version(version, var):
+    text = slurm.render(spec(ray_version=version))
+    assert f"export {var}=1" in text
+
+
+def test_overrides_are_quoted_not_executed():
+    text = slurm.render(spec(overrides=("trainer.project_name=$(rm -rf /)",)))
+    assert "'trainer.project_name=$(rm -rf /)'" in text
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(nodes=0), "--nodes"),
+    (dict(ray_port=15000), "worker ports"),
+    (dict(runtime="docker", image=None), "needs --image"),
+    (dict(image="bad image; rm"), "--image"),
+    (dict(partition="a b"), "--partition"),
+    (dict(time="tomorrow"), "--time"),
+    (dict(ib_hcas=("mlx5_0;x",)), "--ib-hcas"),
+    (dict(overrides=("trainer.nnodes=4",)), "fills trainer.nnodes"),
+    (dict(overrides=("not an override",)), "key=value"),
+    (dict(ray_version="latest"), "--ray-version"),
+    (dict(join_timeout=1), "--join-timeout"),
+])
+def test_bad_values_are_usage_errors(kw, message):
+    with pytest.raises(UsageError, match=message):
+        slurm.render(spec(**kw))
+
+
+def test_cli_resolves_ray_version_from_stack_and_writes_file(tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "job.sbatch"
+    r = runner.invoke(cli, ["slurm", "--nodes", "4", "--gpus-per-node", "8", "--image", "img:1", "--stack", "verl-vllm",
+                            "-o", str(out), "--", "data.train_batch_size=256"])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "trainer.nnodes=4" in text and "data.train_batch_size=256" in text
+    assert out.stat().st_mode & 0o100
+    r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--runtime", "apptainer"])
+    assert r.exit_code == 2 and "Ray version is unknown" in r.output
+    r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "-o", str(out)])
+    assert r.exit_code == 2 and "already exists" in r.output
+
+
+def test_committed_examples_are_current(tmp_path):
+    for name, s in slurm.example_specs().items():
+        path = REPO / "slurm" / name
+        assert path.exists(), f"run `rocmkit slurm --examples slurm` ({name} missing)"
+        assert path.read_text() == slurm.render(s), f"slurm/{name} is stale: run `rocmkit slurm --examples slurm`"
+    assert sorted(p.name for p in (REPO / "slurm").iterdir()) == sorted(slurm.example_specs())

@@ -1,0 +1,87 @@
+"""The rendered sbatch script on a real Slurm cluster (marker `slurm`; CI provisions Debian's slurm-wlm and
+munge as two nodes n1, n2 on one host, and Ray from PyPI, with .ci/provision/30-slurm.sh)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+DRIVER = '''
+import os, sys, ray
+ray.init(address=os.environ["RAY_ADDRESS"])
+names = sorted(n["NodeName"] for n in ray.nodes() if n["Alive"])
+print("driver sees", names)
+
+@ray.remote
+def where():
+    import time
+    time.sleep(0.5)
+    return ray.get_runtime_context().get_node_id()
+
+placed = set(ray.get([where.remote() for _ in range(8)]))
+print("tasks ran on", len(placed), "node(s)")
+sys.exit(0 if names == sorted(sys.argv[1:]) else 3)
+'''
+
+
+def ray_processes() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "raylet" in ln or "gcs_server" in ln]
+
+
+def submit(tmp_path: Path, join_timeout: int, env_extra: dict | None = None) -> tuple[int, str, float]:
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    script = tmp_path / "job.sbatch"
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", **(env_extra or {})}
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "2", "--gpus-per-node", "0",
+                        "--runtime", "none", "--job-name", "rocmkit-test", "--join-timeout", str(join_timeout),
+                        "--entrypoint", f"python3 {driver} n1 n2", "-o", str(script)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    start = time.monotonic()
+    r = subprocess.run(["sbatch", "--parsable", "--wait", str(script)], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=join_timeout + 240)
+    elapsed = time.monotonic() - start
+    job = r.stdout.strip().split(";")[0]
+    log = (tmp_path / f"rocmkit-test-{job}.out").read_text()
+    return r.returncode, log, elapsed
+
+
+def test_two_node_ray_cluster_runs_the_driver_and_leaves_nothing(tmp_path):
+    assert not ray_processes(), "Ray is already running on this host"
+    rc, log, _ = submit(tmp_path, join_timeout=90)
+    assert rc == 0, log
+    assert "all 2 node(s) joined: ['n1', 'n2']" in log
+    assert "driver sees ['n1', 'n2']" in log and "tasks ran on 2 node(s)" in log
+    assert "driver exited with 0" in log
+    time.sleep(2)
+    assert not ray_processes(), ray_processes()
+
+
+def test_a_worker_that_cannot_join_fails_the_job_within_the_deadline(tmp_path):
+    # On node n2 `ray start` fails (as with a broken install there); everything else is real.
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    real_ray = Path(sys.executable).parent / "ray"
+    (shim / "ray").write_text(f'#!/bin/bash\nif [ "$SLURMD_NODENAME" = n2 ] && [ "$1" = start ]; then\n'
+                              f'  echo "ray start broken on n2" >&2; exit 1\nfi\nexec {real_ray} "$@"\n')
+    (shim / "ray").chmod(0o755)
+    deadline = 20
+    rc, log, elapsed = submit(tmp_path, join_timeout=deadline,
+                              env_extra={"PATH": f"{shim}:{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert rc != 0, log
+    assert "node(s) ['n2'] did not join the Ray cluster within 20s" in log
+    assert "the Ray cluster is incomplete" in log and "driver exited" not in log
+    # the job ends by its own deadline (plus Ray/Slurm start-up and teardown), not by a scheduler limit
+    assert elapsed < deadline + 120, elapsed
+    time.sleep(2)
+    assert not ray_processes(), ray_processes()
