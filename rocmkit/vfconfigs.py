@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,15 +99,25 @@ def vf_name(filename: str, pair: Pair) -> str | None:
     Names look like `E=128,N=384,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128, 128].json`;
     the token may also be the last field before `.json`.
     """
-    stem, dot, ext = filename.rpartition(".")
-    if not dot or ext != "json":
-        return None
-    fields = stem.split(",")
+    fields = _fields(filename)
     for i, f in enumerate(fields):
         if f == TOKEN_KEY + pair.base:
             fields[i] = TOKEN_KEY + pair.vf
             return ",".join(fields) + ".json"
     return None
+
+
+def device_token(filename: str) -> str | None:
+    """The device_name token of a config file name (`AMD_Instinct_MI300X_VF`), or None."""
+    for f in _fields(filename):
+        if f.startswith(TOKEN_KEY):
+            return f[len(TOKEN_KEY):]
+    return None
+
+
+def _fields(filename: str) -> list[str]:
+    stem, dot, ext = filename.rpartition(".")
+    return stem.split(",") if dot and ext == "json" else []
 
 
 def find_installed() -> list[tuple[Framework, Path]]:
@@ -118,7 +129,7 @@ def find_installed() -> list[tuple[Framework, Path]]:
         except (ImportError, ValueError):
             spec = None
         if spec and spec.submodule_search_locations:
-            found.append((fw, Path(list(spec.submodule_search_locations)[0])))
+            found.append((fw, Path(next(iter(spec.submodule_search_locations)))))
     return found
 
 
@@ -152,21 +163,32 @@ def replicate(roots: list[tuple[Framework | None, Path]], pairs: list[Pair], *, 
                 if not any((root / g).is_dir() for g in group):
                     result.problems.append(f"{fw.name} at {root}: none of the expected config folders exists: "
                                            f"{' or '.join(group)}")
+        # Base-product configs of every product with a VF, whatever --product says: none at all means
+        # names changed upstream and the image would silently miss its VF configs.
+        bases = {p.base for p in pairs_for(fw.name)} if fw else set()
+        sources = 0
         for d in dirs:
             for name in sorted(os.listdir(d)):
                 path = d / name
                 if any(t + "_VF" in name for t in vf_tokens):
                     result.stray.append(str(path))
+                sources += device_token(name) in bases
                 for pair in pairs:
                     target_name = vf_name(name, pair)
                     if target_name is None or not path.is_file():
                         continue
                     _copy(path, d / target_name, result, dry_run=dry_run, force=force)
+        if fw and not sources:
+            result.problems.append(f"{fw.name} at {root}: no config file names device_name="
+                                   f"{' or '.join(sorted(bases))}")
     return result
 
 
 def _copy(src: Path, dst: Path, result: Result, *, dry_run: bool, force: bool) -> None:
     data = src.read_bytes()
+    # Same permissions as the original: a temporary file is 0600, which a non-root user in the image
+    # could not read (SGLang would then crash opening a config it found).
+    mode = stat.S_IMODE(src.stat().st_mode)
     if dst.exists():
         if dst.read_bytes() == data:
             result.present.append(str(dst))
@@ -178,7 +200,7 @@ def _copy(src: Path, dst: Path, result: Result, *, dry_run: bool, force: bool) -
     else:
         result.created.append(str(dst))
     if not dry_run:
-        write_atomic(dst, data)
+        write_atomic(dst, data, mode=mode)
 
 
 def run(dirs: list[str], product: str | None = None, *, dry_run: bool = False, force: bool = False,
@@ -194,6 +216,6 @@ def run(dirs: list[str], product: str | None = None, *, dry_run: bool = False, f
     result = replicate(roots, pairs, dry_run=dry_run, force=force, strict=strict)
     if strict and result.problems:
         raise Failed("; ".join(result.problems),
-                     hint="the framework's config layout changed or it is not installed; rocmkit's FRAMEWORKS "
-                          "table in rocmkit/vfconfigs.py says which folders are expected")
+                     hint="the framework is not installed, or its config layout or file naming changed; the "
+                          "FRAMEWORKS table in rocmkit/vfconfigs.py says which folders are expected")
     return result

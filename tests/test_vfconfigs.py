@@ -139,7 +139,7 @@ def test_strict_fails_when_config_folders_are_missing(tmp_path, monkeypatch):
 
 
 def test_strict_fails_without_a_framework(tmp_path, monkeypatch):
-    monkeypatch.setattr(vfconfigs, "find_installed", lambda: [])  # this test machine has no SGLang either way
+    monkeypatch.setattr(vfconfigs, "find_installed", list)  # this test machine has no SGLang either way
     with pytest.raises(Failed, match="no framework"):
         vfconfigs.run([], strict=True)
     assert vfconfigs.run([]).created == []  # without --strict: nothing to do, not an error
@@ -164,3 +164,83 @@ def test_unknown_product_lists_known_ones():
     with pytest.raises(UsageError) as exc:
         vfconfigs.pairs_for("sglang", "H100")
     assert "MI300X" in exc.value.hint
+
+
+def test_copy_keeps_the_originals_permissions(tmp_path):
+    """A copy made through a temporary file would be 0600: unreadable for a non-root user in the image."""
+    tree = make_sglang_tree(tmp_path, "v0.4")
+    src = tree["srt/layers/quantization/configs:AMD_Instinct_MI300X"]
+    src.chmod(0o644)
+    other = tree["srt/layers/moe/fused_moe_triton/configs:AMD_Instinct_MI300X"]
+    other.chmod(0o640)
+    run_dirs(tree["pkg"])
+    for path, mode in ((src, 0o644), (other, 0o640)):
+        vf = path.with_name(path.name.replace("MI300X", "MI300X_VF"))
+        assert vf.stat().st_mode & 0o777 == mode
+
+
+def test_strict_fails_when_no_file_names_a_base_product(tmp_path, monkeypatch):
+    """Folders present but the naming changed upstream: the build must not silently ship no VF configs."""
+    pkg = tmp_path / "sglang"
+    for folder in LAYOUTS["v0.4"]:
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "N=1,K=2,device_name=AMD_Radeon_Graphics.json").write_text("{}")
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(Failed, match="no config file names device_name=AMD_Instinct_MI300X or "):
+        vfconfigs.run([], strict=True)
+    # --product narrows what is copied, not what proves the layout: MI355X has no configs here, MI300X does
+    make_sglang_tree(tmp_path / "ok", "v0.5")
+    monkeypatch.syspath_prepend(str(tmp_path / "ok"))
+    assert vfconfigs.run([], "MI355X", strict=True).created == []
+
+
+def test_device_token():
+    assert vfconfigs.device_token(f"N=1,K=2,device_name=AMD_Instinct_MI300X_VF,{BLOCK}.json") == "AMD_Instinct_MI300X_VF"
+    assert vfconfigs.device_token("E=8,N=4096,device_name=AMD_Instinct_MI325X.json") == "AMD_Instinct_MI325X"
+    assert vfconfigs.device_token("README.md") is None and vfconfigs.device_token("E=8.json") is None
+
+
+# Doctor check: real facts (rocmkit.doctor.facts.collect with this process's packages) over a generated
+# VF host tree and a generated SGLang on sys.path.
+
+def _doctor(tmp_path: Path, product: str):
+    from rocmkit.doctor.checks import Context, run_checks
+    from rocmkit.doctor.facts import collect
+    from rocmkit.doctor.treegen import HostSpec, write_tree
+
+    root = write_tree(tmp_path / f"host-{product.replace(' ', '_')}", HostSpec(product=product, gpus=2, process=None))
+    found = {f.id: f for f in run_checks(collect(str(root), process=True), Context(), only={"software.vf_configs"})}
+    return found.get("software.vf_configs")
+
+
+def test_doctor_warns_on_a_vf_host_until_the_configs_exist(tmp_path, monkeypatch):
+    from rocmkit.doctor.model import Status
+
+    make_sglang_tree(tmp_path / "site", "v0.5.17")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "sglang", raising=False)
+    before = _doctor(tmp_path, "MI300X VF")
+    assert before.status == Status.WARN and before.fix == "rocmkit vf-configs"
+    # 2 files per folder + the one in MI300X_tuned, all for this host's product only
+    assert len(before.evidence["missing"]) == 5
+    assert all("device_name=AMD_Instinct_MI300X_VF" in m for m in before.evidence["missing"])
+    assert "MI300X VF host" in before.title
+    # Fixing only this host's product is enough: other products' VF copies are not this host's concern.
+    r = CliRunner().invoke(cli, ["vf-configs", "--product", "MI300X"])
+    assert r.exit_code == 0, r.output
+    assert _doctor(tmp_path, "MI300X VF").status == Status.PASS
+    # An MI325X VF host still lacks its copies.
+    assert _doctor(tmp_path, "MI325X VF").status == Status.WARN
+    assert "sglang" not in sys.modules
+
+
+def test_doctor_is_silent_without_a_vf_or_without_sglang(tmp_path, monkeypatch):
+    make_sglang_tree(tmp_path / "site", "v0.4")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert _doctor(tmp_path, "MI300X") is None  # bare metal: torch reports the base name
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path / "site")])
+    import importlib
+
+    importlib.invalidate_caches()
+    assert _doctor(tmp_path / "2", "MI300X VF") is None

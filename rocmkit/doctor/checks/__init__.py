@@ -24,9 +24,9 @@ Check = Callable[[Facts, Context], Iterable[Finding]]
 
 
 def all_checks() -> list[Check]:
-    from . import env, gpu, software, system
+    from . import env, gpu, software, system, vfconfigs
 
-    return [*gpu.CHECKS, *system.CHECKS, *env.CHECKS, *software.CHECKS]
+    return [*gpu.CHECKS, *system.CHECKS, *env.CHECKS, *software.CHECKS, *vfconfigs.CHECKS]
 
 
 def run_checks(facts: Facts, ctx: Context, only: set[str] | None = None) -> list[Finding]:

@@ -1,4 +1,4 @@
-"""Python stack (PyTorch built for HIP, framework versions), GPU libraries, Docker, VF configs."""
+"""Python stack (PyTorch built for HIP, framework versions), GPU libraries, Docker."""
 
 from __future__ import annotations
 
@@ -72,21 +72,4 @@ def check_docker(f: Facts, ctx: Context):
                       engine=d)
 
 
-def check_vf_configs(f: Facts, ctx: Context):
-    """Issue 5: on a VF host with SGLang, the VF-named tuned configs must exist."""
-    vf = sorted({d.product.name for d in f.devices if d.product and d.product.is_vf})
-    if not vf or f.process is None or not f.process.get("sglang_dir"):
-        return
-    missing = f.process.get("sglang_vf_missing") or []
-    if missing:
-        yield finding("software.vf_configs", "software", Status.WARN,
-                      f"{', '.join(vf)} host: SGLang lacks {len(missing)} VF-named tuned config(s), so it runs "
-                      "untuned kernels (slow, or Triton 'OutOfResources: shared memory')",
-                      fix="rocmkit vf-configs", ref="sgl-project/sglang#3219", missing=missing[:20],
-                      sglang=f.process["sglang_dir"])
-    else:
-        yield finding("software.vf_configs", "software", Status.PASS,
-                      f"{', '.join(vf)} host: SGLang has its VF-named tuned configs", sglang=f.process["sglang_dir"])
-
-
-CHECKS = [check_torch, check_versions, check_gpu_libraries, check_docker, check_vf_configs]
+CHECKS = [check_torch, check_versions, check_gpu_libraries, check_docker]  # VF configs: vfconfigs.py
