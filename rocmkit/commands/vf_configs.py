@@ -13,13 +13,14 @@ from .common import echo_json, json_option, warn
 @click.command("vf-configs")
 @click.argument("dirs", nargs=-1, type=click.Path(file_okay=False))
 @click.option("--product", default=None, metavar="NAME",
-              help="Only this product's VF (e.g. MI300X). Default: every product with a VF in the arch table "
-                   "(MI300X, MI325X, MI350X, MI355X).")
+              help="Only this product's VF (base or VF name, e.g. MI300X or 'MI300X VF'). Default: every "
+                   "product with a VF in the arch table (MI300X, MI325X, MI350X, MI355X).")
 @click.option("--dry-run", is_flag=True, help="Report what would be created; write nothing.")
 @click.option("--force", is_flag=True, help="Overwrite VF files whose content differs from the base product's.")
 @click.option("--strict", is_flag=True,
-              help="Fail (exit 1) when no supported framework is installed or its expected config folders are "
-                   "missing. Image builds run `rocmkit vf-configs --strict`.")
+              help="Fail (exit 1) when no supported framework is installed, its expected config folders are "
+                   "missing, or none of its config files names a base product. Image builds run "
+                   "`rocmkit vf-configs --strict`.")
 @json_option
 def vf_configs(dirs, product, dry_run, force, strict, as_json) -> None:
     """Create VF-named copies of tuned kernel configs (MI300X -> MI300X VF, ...).
@@ -29,7 +30,8 @@ def vf_configs(dirs, product, dry_run, force, strict, as_json) -> None:
     Triton shared-memory crash: sgl-project/sglang#3219). For every config file whose device_name token
     is exactly a base product's (not _HF, not already _VF), this creates the VF-named copy beside it.
     Only the file name's device_name token changes; re-running changes nothing; a VF file with different
-    content is reported and left alone unless --force.
+    content is reported and left alone unless --force (exit 1 while conflicts remain). Copies keep the
+    original's permissions.
 
     Without DIRS, the installed SGLang is found (without importing it) and every config folder in its
     package is covered. With DIRS, those folders are searched instead.
