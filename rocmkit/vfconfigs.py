@@ -41,7 +41,9 @@ FRAMEWORKS = {
         package="sglang",
         expected=(
             ("srt/layers/quantization/configs",),
-            ("srt/layers/moe/fused_moe_triton/configs", "srt/layers/moe/moe_runner/triton_utils/configs"),
+            # before v0.4.3 (no moe/), v0.4.3+, and where v0.5.17 moved them
+            ("srt/layers/fused_moe_triton/configs", "srt/layers/moe/fused_moe_triton/configs",
+             "srt/layers/moe/moe_runner/triton_utils/configs"),
         ),
     ),
 }

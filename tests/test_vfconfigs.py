@@ -16,7 +16,9 @@ from rocmkit.errors import Failed, UsageError
 
 BLOCK = "block_shape=[128, 128]"
 LAYOUTS = {
-    # SGLang v0.4.x: flat folders
+    # SGLang v0.4.0-v0.4.2: MoE configs not yet under moe/
+    "v0.4.0": ["srt/layers/quantization/configs", "srt/layers/fused_moe_triton/configs"],
+    # v0.4.3+: flat folders under moe/
     "v0.4": ["srt/layers/quantization/configs", "srt/layers/moe/fused_moe_triton/configs"],
     # v0.5.x: per-Triton-version subfolders
     "v0.5": ["srt/layers/quantization/configs", "srt/layers/moe/fused_moe_triton/configs/triton_3_1_0",
@@ -127,6 +129,14 @@ def test_installed_package_is_found_without_importing_it(tmp_path, monkeypatch):
     result = vfconfigs.run([], "MI300X", strict=True)
     assert result.roots[0]["framework"] == "sglang" and len(result.created) == 7
     assert "sglang" not in sys.modules
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_strict_accepts_every_known_layout(tmp_path, monkeypatch, layout):
+    make_sglang_tree(tmp_path, layout)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = vfconfigs.run([], strict=True)
+    assert result.problems == [] and result.created
 
 
 def test_strict_fails_when_config_folders_are_missing(tmp_path, monkeypatch):
