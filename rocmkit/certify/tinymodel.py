@@ -1,0 +1,83 @@
+"""A Qwen2-architecture model and byte-level BPE tokenizer generated locally and deterministically, so
+certification needs no network and no model hub (research/smoke-grpo.md §4 lists the pitfalls avoided
+here: Qwen2's own pre-tokenizer so AutoTokenizer reproduces the ids, a ChatML template, distinct pad and
+eos tokens, vocab padded to a multiple of 128, head_dim 64)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+# Qwen2's pre-tokenization regex (tokenizer.json of Qwen2 models).
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+               r"|\s+(?!\S)|\s+")
+CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+          "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# name: (hidden, intermediate, layers, heads, kv heads) — "tiny" for CPU smoke runs, "0.5b" shaped like
+# Qwen2.5-0.5B (896 hidden, 24 layers, 14/2 heads) for GPU benchmarks.
+SIZES = {"tiny": (256, 512, 2, 4, 2), "0.5b": (896, 4864, 24, 14, 2)}
+
+
+def _corpus(seed: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    words = ["what", "is", "plus", "reply", "with", "digits", "only", "the", "answer", "number", "sum", "of", "and"]
+    lines = []
+    for _ in range(2000):
+        a, b = rng.randint(0, 999), rng.randint(0, 999)
+        lines.append(f"What is {a} plus {b}? {' '.join(rng.choices(words, k=6))} {a + b}.")
+    return lines
+
+
+def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) -> Path:
+    """Write tokenizer + config + random weights to out_dir (deterministic for a seed)."""
+    import torch
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}")
+    out_dir = Path(out_dir)
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_corpus(seed), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   additional_special_tokens=["<|im_start|>"], padding_side="left",
+                                   model_max_length=2048)
+    fast.chat_template = CHATML
+    fast.save_pretrained(out_dir)
+
+    hidden, inter, layers, heads, kv = SIZES[size]
+    cfg = Qwen2Config(vocab_size=128 * math.ceil(len(fast) / 128), hidden_size=hidden, intermediate_size=inter,
+                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv,
+                      max_position_embeddings=2048, tie_word_embeddings=True, eos_token_id=fast.eos_token_id,
+                      pad_token_id=fast.pad_token_id, bos_token_id=None)
+    cfg.architectures = ["Qwen2ForCausalLM"]
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(cfg)
+    model.save_pretrained(out_dir)
+    GenerationConfig(eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id).save_pretrained(out_dir)
+    return out_dir
+
+
+def parameter_count(model_dir: Path) -> int:
+    """Parameters of a saved model, from its config (tied embeddings counted once)."""
+    import json
+
+    c = json.loads((Path(model_dir) / "config.json").read_text())
+    h, i, n, v = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
+    heads, kv = c["num_attention_heads"], c["num_key_value_heads"]
+    head_dim = c.get("head_dim") or h // heads
+    attn = h * heads * head_dim + 2 * h * kv * head_dim + heads * head_dim * h + (heads + 2 * kv) * head_dim
+    mlp = 3 * h * i
+    per_layer = attn + mlp + 2 * h
+    emb = v * h * (1 if c.get("tie_word_embeddings", True) else 2)
+    return n * per_layer + emb + h
