@@ -203,8 +203,20 @@ def test_firmware_and_xgmi_consistency(tmp_path):
 
 def test_without_process_facts_checks_skip_not_guess(tmp_path):
     found = check(tmp_path, process=None)
-    assert status(found, "container.shm") == Status.SKIP and status(found, "env.visible_devices") == Status.SKIP
-    assert status(found, "software.torch") == Status.SKIP
+    process_checks = ["container.shm", "container.memlock", "env.visible_devices", "env.ray_noset", "env.arch",
+                      "env.tuning", "software.torch", "software.versions", "software.amdsmi",
+                      "software.pyamdgpuinfo", "software.docker"]
+    for fid in process_checks:
+        assert status(found, fid) == Status.SKIP and "not in the captured tree" in found[fid].title, fid
+    # tree facts are still judged
+    assert status(found, "gpu.count") == Status.PASS and status(found, "kernel.numa_balancing") == Status.PASS
+    assert "access not judged" in found["gpu.kfd"].title
+
+
+def test_docker_host_not_probed_is_said(tmp_path):
+    tcp = check(tmp_path, process=proc(docker={"host": "tcp://10.0.0.1:2375", "status": "unchecked",
+                                               "reason": "non-unix DOCKER_HOST is not probed at level 1"}))
+    assert status(tcp, "software.docker") == Status.SKIP and "not probed" in tcp["software.docker"].title
 
 
 def test_corrupt_process_record_is_reported(tmp_path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -14,11 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocmkit.cli import cli
+from rocmkit.commands.doctor import PROBES_MODULE
 from rocmkit.doctor.capture import capture
 from rocmkit.doctor.checks import Context, run_checks
 from rocmkit.doctor.facts import KFD_TOPOLOGY, PROCESS_FILE, collect
+from rocmkit.doctor.model import Finding, Status
 from rocmkit.doctor.report import doctor_document, heading, table
 from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+from rocmkit.errors import EnvironmentMissing
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kfd"
 # name: (GPU nodes, physical GPUs, partitions per GPU, arch)
@@ -119,13 +124,21 @@ garbage = st.one_of(st.binary(max_size=200).map(lambda b: b.decode("latin-1")),
                     .map(lambda kv: "".join(f"{k} {v}\n" for k, v in kv)))
 
 
+# Variables whose values the checks parse (indices, numbers, versions): fed any text, "²" and "٣" included.
+ENV_KEYS = ["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NCCL_MIN_NCHANNELS",
+            "PYTORCH_ROCM_ARCH", "GPU_ARCHS", "HSA_OVERRIDE_GFX_VERSION", "HIP_FORCE_DEV_KERNARG",
+            "HSA_NO_SCRATCH_RECLAIM", "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES", "RAY_EXPERIMENTAL_NOSET_X"]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=st.builds(HostSpec, product=st.sampled_from(["MI300X", "MI308X", "MI355X", "MI300X VF", "MI210"]),
                       gpus=st.integers(0, 4), mode=st.sampled_from(["SPX", "DPX", "QPX", "CPX"]),
                       numa_balancing=st.text(max_size=3), cmdline=st.text(max_size=40), rocm=st.one_of(
                           st.none(), st.text(max_size=8)), amdgpu=st.one_of(st.none(), st.text(max_size=6))),
        corrupt=st.lists(st.tuples(st.integers(0, 40), garbage), max_size=6),
-       process=st.one_of(st.none(), st.just("{not json"), st.just('{"env": {"A": 1}}'), st.just("[]")),
+       process=st.one_of(st.none(), st.just("{not json"), st.just('{"env": {"A": 1}}'), st.just("[]"),
+                         st.dictionaries(st.sampled_from(ENV_KEYS), st.text(max_size=8), max_size=6).map(
+                             lambda env: json.dumps(healthy_process(env=env)))),
        remove=st.lists(st.sampled_from(["dev/kfd", "proc/cmdline", "sys/module", "opt/rocm", "sys/bus"]), max_size=3))
 def test_random_and_corrupt_trees_never_crash(tmp_path_factory, spec, corrupt, process, remove):
     root = write_tree(tmp_path_factory.mktemp("t"), spec)
@@ -157,3 +170,54 @@ def test_level1_reads_only(tmp_path):
     before = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
     CliRunner().invoke(cli, ["doctor", "--root", str(root), "--json"])
     assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before and os.listdir(root)
+
+
+# --- level 2: the contract with rocmkit.doctor.probes (`run_probes(facts) -> list[Finding]`) ----------------
+
+def _probes_module(monkeypatch, run_probes):
+    """Install a probes module with the given run_probes, exactly where the doctor imports it from."""
+    mod = types.ModuleType(PROBES_MODULE)
+    mod.run_probes = run_probes
+    monkeypatch.setitem(sys.modules, PROBES_MODULE, mod)
+
+
+def test_level2_without_probes_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, PROBES_MODULE, None)  # as if the module were not part of this rocmkit
+    r = CliRunner().invoke(cli, ["doctor", "--level", "2"])
+    assert r.exit_code == 3 and "not available" in r.output and "no measurement" in r.output
+
+
+def test_level2_findings_join_the_report(monkeypatch, tmp_path):
+    seen = []
+
+    def run_probes(facts):
+        seen.append(facts)
+        return [Finding(id="probe.gemm.bf16", area="probe", status=Status.WARN, title="bf16 GEMM 410 TFLOP/s",
+                        evidence={"tflops": 410.0, "expected": 1307.0})]
+
+    _probes_module(monkeypatch, run_probes)
+    r = CliRunner().invoke(cli, ["doctor", "--level", "2", "--json", "--only", "probe"])
+    doc = json.loads(r.stdout)
+    assert doc["level"] == 2 and [f["id"] for f in doc["findings"]] == ["probe.gemm.bf16"]
+    assert doc["findings"][0]["evidence"]["tflops"] == 410.0 and seen and seen[0].live
+    assert CliRunner().invoke(cli, ["doctor", "--level", "2", "--only", "probe", "--strict"]).exit_code == 1
+    r = CliRunner().invoke(cli, ["doctor", "--level", "2", "--root", str(tmp_path)])
+    assert r.exit_code == 2 and "level 1" in r.output
+
+
+def test_level2_probe_errors(monkeypatch):
+    def crashes(facts):
+        raise RuntimeError("HIP error: invalid device function")
+
+    _probes_module(monkeypatch, crashes)
+    r = CliRunner().invoke(cli, ["doctor", "--level", "2", "--json", "--only", "probe"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and doc["findings"][0]["id"] == "probe.internal"
+    assert "invalid device function" in doc["findings"][0]["title"]
+
+    def no_gpu(facts):
+        raise EnvironmentMissing("no GPU visible to PyTorch")
+
+    _probes_module(monkeypatch, no_gpu)
+    r = CliRunner().invoke(cli, ["doctor", "--level", "2"])
+    assert r.exit_code == 3 and "no GPU visible" in r.output

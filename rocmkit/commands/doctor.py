@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from ..errors import EnvironmentMissing, Failed, UsageError
+from ..errors import EnvironmentMissing, Failed, RocmkitError, UsageError
 from ..output import dumps
 from .common import json_option
 
@@ -50,11 +50,13 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image) ->
         _in_image(image, level, as_json, strict, arch, only)
         return
     from ..doctor import facts as facts_mod
-    from ..doctor.checks import Context, run_checks
+    from ..doctor.checks import Context, run_checks, selected
     from ..doctor.report import doctor_document, exit_code, heading, table
 
     if capture_dir and root:
         raise UsageError("--capture records this host; it takes no --root")
+    if level >= 2 and root:
+        raise UsageError("--level 2 measures this host's GPUs; a captured tree (--root) is checked at level 1")
     facts = facts_mod.collect(root or "/")
     if capture_dir:
         from ..doctor.capture import capture
@@ -69,25 +71,44 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image) ->
         archs.parse_targets(targets)  # an unknown --arch is a usage error, not a finding
     only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
     findings = run_checks(facts, Context(arch=targets), only_ids)
-    extra = {}
     if level >= 2:
-        probe_findings, figures = _level2(facts)
-        findings += [f for f in probe_findings if only_ids is None or any(f.id.startswith(o) for o in only_ids)]
-        extra["probes"] = figures
+        findings += [f for f in _level2(facts) if selected(f, only_ids)]
     code = exit_code(findings, strict)
     if as_json:
-        click.echo(dumps(doctor_document(findings, facts, level=level, strict=strict, extra=extra)), nl=False)
+        click.echo(dumps(doctor_document(findings, facts, level=level, strict=strict)), nl=False)
     else:
         click.echo(table(findings, heading(facts), color=sys.stdout.isatty()), nl=False)
     ctx.exit(code)
 
 
-def _level2(facts):
+PROBES_MODULE = "rocmkit.doctor.probes"
+
+
+def _level2(facts) -> list:
+    """Level 2: the GPU probes of `rocmkit.doctor.probes`, whose contract is `run_probes(facts) ->
+    list[Finding]` (figures in each finding's evidence). They may raise a RocmkitError (no GPU: exit 3);
+    anything else they raise is reported as a failing finding, so level 1's report is never lost."""
+    import importlib
+
+    from ..doctor.model import Finding, Status
+
     try:
-        from ..doctor import probes
-    except ImportError:
-        raise EnvironmentMissing("GPU probes (level 2) are not available in this rocmkit") from None
-    return probes.run_level2(facts)
+        probes = importlib.import_module(PROBES_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != PROBES_MODULE:
+            raise EnvironmentMissing(f"the GPU probes (level 2) cannot load: {exc}",
+                                     hint="they need PyTorch built for the GPU; `rocmkit doctor` (level 1) "
+                                          "works without it") from None
+        raise EnvironmentMissing("GPU probes (level 2) are not available in this rocmkit: no measurement "
+                                 "was made", hint="run level 1 (`rocmkit doctor`)") from None
+    try:
+        return list(probes.run_probes(facts))
+    except RocmkitError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a probe bug is a finding, never a traceback
+        return [Finding(id="probe.internal", area="probe", status=Status.FAIL,
+                        title=f"the GPU probes crashed: {type(exc).__name__}: {exc}",
+                        fix="report this as a rocmkit bug with the output of `rocmkit doctor --level 2 --json`")]
 
 
 def _run(argv: list[str], image: str) -> subprocess.CompletedProcess:

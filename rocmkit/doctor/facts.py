@@ -11,7 +11,9 @@ Nothing here raises for a broken tree: unreadable or malformed files become reco
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import json
 import os
 import re
@@ -309,7 +311,8 @@ def _torch_hip() -> str | None:
 
 def _ray_noset_vars() -> list[str] | None:
     """The RAY_EXPERIMENTAL_NOSET_* names the installed Ray's AMD accelerator module actually reads
-    (research/doctor.md §5: introspect the code rather than trust the version)."""
+    (Ray changed which one it reads without a clean version boundary — ray-project/ray#51104, #53757,
+    radixark/miles#1233 — so the code is read rather than the version trusted)."""
     d = _package_dir("ray")
     if not d:
         return None
@@ -327,15 +330,51 @@ def _gpu_libraries() -> dict[str, dict]:
         if _package_dir(name) is None:
             out[name] = {"status": "absent"}
             continue
+        printed: list[str] = []
         try:
-            out[name] = {"status": "ok", **probe()}
+            with _silenced(printed):
+                out[name] = {"status": "ok", **probe()}
         except ModuleNotFoundError:
             out[name] = {"status": "absent"}
         except BaseException as exc:  # noqa: BLE001 - these libraries raise anything (KeyError, FileNotFoundError)
             if isinstance(exc, KeyboardInterrupt):
                 raise
             out[name] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+        if printed and printed[0].strip():
+            out[name]["printed"] = printed[0].strip()[-500:]
     return out
+
+
+@contextlib.contextmanager
+def _silenced(printed: list[str]):
+    """Run a GPU library with its prints caught: `import amdsmi` without ROCm prints to stdout, which would
+    corrupt `--json`. Python-level output and C-level output (fd 1 and 2) are both caught, kept as evidence."""
+    import sys
+    import tempfile
+
+    py = io.StringIO()
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        saved = []
+        try:
+            for fd in (1, 2):
+                try:
+                    saved.append((fd, os.dup(fd)))
+                    os.dup2(tmp.fileno(), fd)
+                except OSError:  # no such fd (a daemonised caller): Python-level capture still applies
+                    pass
+            with contextlib.redirect_stdout(py), contextlib.redirect_stderr(py):
+                yield
+        finally:
+            for fd, copy in saved:
+                os.dup2(copy, fd)
+                os.close(copy)
+            tmp.seek(0)
+            printed.append(py.getvalue() + tmp.read(1 << 16).decode("utf-8", errors="replace"))
 
 
 def _probe_pyamdgpuinfo() -> dict:

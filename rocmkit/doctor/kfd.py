@@ -1,10 +1,10 @@
 """KFD topology (`/sys/class/kfd/kfd/topology/nodes/N/properties`): nodes → GPUs → physical devices.
 
-Facts the parsing rests on (research/doctor.md §1): `properties` is one `key value` per line, decimal, and
-keys come and go with kernel releases; CPU nodes have `simd_count 0`; in CPX/DPX/QPX one physical GPU is
-several nodes that differ only in the PCI function bits of `location_id` (bus<<8 | dev<<3 | fn) and share
-`unique_id`; render minors are reserved 8 per physical GPU, so GPUs are never counted by /dev/dri; a node
-of a GPU not granted to this container fails to read with EPERM.
+Facts the parsing rests on (kernel amdkfd/kfd_topology.c and real captures): `properties` is one `key value`
+per line, decimal, and keys come and go with kernel releases; CPU nodes have `simd_count 0`; in CPX/DPX/QPX
+one physical GPU is several nodes that differ only in the PCI function bits of `location_id` (bus<<8 | dev<<3
+| fn) and share `unique_id`; render minors are reserved 8 per physical GPU, so GPUs are never counted by
+/dev/dri; a node of a GPU not granted to this container fails to read with EPERM.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import archs
+
 
 @dataclass(frozen=True)
 class Node:
@@ -86,7 +87,8 @@ def parse_properties(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+        if len(parts) == 2 and parts[1].isascii() and parts[1].isdigit():
             out[parts[0]] = int(parts[1])
     return out
 

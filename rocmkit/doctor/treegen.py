@@ -1,7 +1,7 @@
 """Generate host trees (sysfs, procfs, /dev, /opt/rocm, process facts) for the doctor's tests and
 benchmarks: any product of the arch table, any partition mode, containers with GPUs not granted, and the
 misconfigurations the checks look for. The layout and property formats follow the kernel (kfd_topology.c)
-and real captures (research/doctor.md §1)."""
+and real captures of MI300X, MI308X, MI210 and Vega10 hosts."""
 
 from __future__ import annotations
 

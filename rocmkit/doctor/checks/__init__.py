@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..facts import Facts
+from ..facts import PROCESS_FILE, Facts
 from ..model import Finding, Status
 
 
@@ -38,9 +38,18 @@ def run_checks(facts: Facts, ctx: Context, only: set[str] | None = None) -> list
             produced = [Finding(id=f"doctor.internal.{check.__name__}", area="doctor", status=Status.FAIL,
                                 title=f"check {check.__name__} crashed: {type(exc).__name__}: {exc}",
                                 fix="report this as a rocmkit bug with `rocmkit doctor --capture DIR`")]
-        findings.extend(f for f in produced if only is None or any(f.id == o or f.id.startswith(o + ".")
-                                                                     for o in only))
+        findings.extend(f for f in produced if selected(f, only))
     return findings
+
+
+def selected(f: Finding, only: set[str] | None) -> bool:
+    """--only: an id matches itself and its dotted children ("env" → "env.ray_noset", not "envx")."""
+    return only is None or any(f.id == o or f.id.startswith(o + ".") for o in only)
+
+
+def not_captured(id: str, area: str, what: str) -> Finding:
+    """The skip of a check whose facts belong to a running process, on a tree captured without them."""
+    return finding(id, area, Status.SKIP, f"{what}: not in the captured tree (it has no {PROCESS_FILE})")
 
 
 def finding(id: str, area: str, status: Status, title: str, *, fix: str | None = None, ref: str | None = None,

@@ -2,31 +2,39 @@
 
 from __future__ import annotations
 
+import re
+
 from packaging.version import InvalidVersion, Version
 
 from ... import raycompat
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding
+from . import Context, finding, not_captured
 
 VISIBLE = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 ARCH_VARS = ("PYTORCH_ROCM_ARCH", "GPU_ARCHS", "AMDGPU_TARGETS", "NVTE_ROCM_ARCH")
+ENV_DOC = "https://rocm.docs.amd.com/en/docs-7.1.1/reference/env-variables.html"
 WORKLOAD_DOC = "https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/inference-optimization/workload.html"
+
+
+def _uint(value: str | None) -> int | None:
+    """A plain ASCII decimal (str.isdigit() also accepts "²", which int() refuses)."""
+    return int(value) if value is not None and re.fullmatch(r"[0-9]+", value) else None
 
 
 def _indices(value: str) -> list[int] | None:
     out = []
     for part in value.split(","):
-        part = part.strip()
-        if not part.isdigit():
+        i = _uint(part.strip())
+        if i is None:
             return None  # UUIDs and the like: not judged by index
-        out.append(int(part))
+        out.append(i)
     return out
 
 
 def check_visible_devices(f: Facts, ctx: Context):
     if f.process is None:
-        yield finding("env.visible_devices", "env", Status.SKIP, "environment not in the captured tree")
+        yield not_captured("env.visible_devices", "env", "visible-devices variables")
         return
     env = f.env
     setvars = {k: env[k] for k in VISIBLE if k in env}
@@ -58,11 +66,12 @@ def check_visible_devices(f: Facts, ctx: Context):
         return
     for i, (status, title, fix) in enumerate(problems):
         yield finding(f"env.visible_devices{'' if i == 0 else f'.{i}'}", "env", status, title, fix=fix,
-                      ref="research/doctor.md §5", **setvars)
+                      ref=ENV_DOC, **setvars)
 
 
 def check_ray(f: Facts, ctx: Context):
     if f.process is None:
+        yield not_captured("env.ray_noset", "env", "Ray and its no-set variables")
         return
     ray = f.package("ray")
     set_vars = sorted(k for k in f.env if k.startswith("RAY_EXPERIMENTAL_NOSET"))
@@ -95,7 +104,10 @@ def check_ray(f: Facts, ctx: Context):
 
 
 def check_arch_vars(f: Facts, ctx: Context):
-    if f.process is None or not f.devices:
+    if not f.devices:
+        return
+    if f.process is None:
+        yield not_captured("env.arch", "env", "arch variables (PYTORCH_ROCM_ARCH, ...)")
         return
     host = sorted({d.gfx for d in f.devices if d.gfx})
     for var in ARCH_VARS:
@@ -127,7 +139,10 @@ def _rocm(f: Facts) -> Version | None:
 
 
 def check_tuning_vars(f: Facts, ctx: Context):
-    if f.process is None or not f.devices:
+    if not f.devices:
+        return
+    if f.process is None:
+        yield not_captured("env.tuning", "env", "HIP_FORCE_DEV_KERNARG, HSA_NO_SCRATCH_RECLAIM, NCCL_MIN_NCHANNELS")
         return
     env = f.env
     rocm = _rocm(f)
@@ -154,10 +169,11 @@ def check_tuning_vars(f: Facts, ctx: Context):
         if reasons:
             yield finding("env.hsa_no_scratch_reclaim", "env", Status.WARN,
                           "HSA_NO_SCRATCH_RECLAIM is not set: " + "; ".join(reasons),
-                          fix="export HSA_NO_SCRATCH_RECLAIM=1", ref="research/doctor.md §5.7", mec_fw=fw)
+                          fix="export HSA_NO_SCRATCH_RECLAIM=1",
+                          ref="vllm-project/vllm#32497; ROCm/rocm-systems#8657; " + ENV_DOC, mec_fw=fw)
     if multi and (gfx & {"gfx942", "gfx950"}):
         v = env.get("NCCL_MIN_NCHANNELS")
-        if v is None or not v.isdigit() or int(v) < 112:
+        if _uint(v) is None or _uint(v) < 112:
             yield finding("env.nccl_min_nchannels", "env", Status.WARN,
                           f"NCCL_MIN_NCHANNELS is {v or 'not set'}: RCCL uses too few channels to fill XGMI",
                           fix="export NCCL_MIN_NCHANNELS=112", ref=WORKLOAD_DOC, value=v)

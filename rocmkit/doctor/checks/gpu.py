@@ -11,7 +11,8 @@ from . import Context, finding
 
 DOCKER_DOC = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html"
 PREREQ_DOC = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/install/prerequisites.html"
-KFD_DOC = "research/doctor.md §1 (kernel kfd_topology.c, ROCm k8s-device-plugin captures)"
+# The kernel code that writes the topology files (node properties, EPERM for GPUs outside the device cgroup).
+KFD_DOC = "https://github.com/torvalds/linux/blob/master/drivers/gpu/drm/amd/amdkfd/kfd_topology.c"
 
 
 def not_granted_nodes(facts: Facts) -> int:

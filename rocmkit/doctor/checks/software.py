@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding
+from . import Context, finding, not_captured
 
 FRAMEWORKS = ("vllm", "sglang", "ray", "verl", "transformers", "triton")
 
 
 def check_torch(f: Facts, ctx: Context):
     if f.process is None:
-        yield finding("software.torch", "software", Status.SKIP, "Python packages not in the captured tree")
+        yield not_captured("software.torch", "software", "PyTorch")
         return
     version = f.package("torch")
     hip = f.process.get("torch_hip")
@@ -33,6 +33,7 @@ def check_torch(f: Facts, ctx: Context):
 
 def check_versions(f: Facts, ctx: Context):
     if f.process is None:
+        yield not_captured("software.versions", "software", "vLLM, SGLang, Ray, verl versions")
         return
     versions = {name: f.package(name) for name in FRAMEWORKS}
     present = {k: v for k, v in versions.items() if v}
@@ -42,8 +43,12 @@ def check_versions(f: Facts, ctx: Context):
 
 def check_gpu_libraries(f: Facts, ctx: Context):
     if f.process is None:
+        for name in ("pyamdgpuinfo", "amdsmi"):
+            yield not_captured(f"software.{name}", "software", name)
         return
     for name, info in (f.process.get("gpu_libraries") or {}).items():
+        if not isinstance(info, dict):
+            continue
         status = info.get("status")
         if status == "error":
             yield finding(f"software.{name}", "software", Status.WARN if f.devices else Status.SKIP,
@@ -51,11 +56,13 @@ def check_gpu_libraries(f: Facts, ctx: Context):
                           fix="install the amdsmi matching the host's ROCm (/opt/rocm/share/amd_smi)"
                           if name == "amdsmi" else "needs /dev/dri and the amdgpu driver", library=info)
         elif status == "ok":
-            yield finding(f"software.{name}", "software", Status.PASS, f"{name} works", library=info)
+            yield finding(f"software.{name}", "software", Status.PASS,
+                          f"{name} works ({info.get('gpus')} GPU(s) seen)", library=info)
 
 
 def check_docker(f: Facts, ctx: Context):
     if f.process is None:
+        yield not_captured("software.docker", "software", "Docker engine")
         return
     d = f.process.get("docker") or {}
     status = d.get("status")
@@ -70,6 +77,9 @@ def check_docker(f: Facts, ctx: Context):
                       f"no Docker engine at {d.get('host')} ({status}); needed for rocmkit build/run",
                       fix=None if f.container else "start dockerd (`sudo systemctl start docker`) or set DOCKER_HOST",
                       engine=d)
+    else:  # "unchecked" (a tcp:// or ssh:// DOCKER_HOST is not probed at level 1), or unknown
+        yield finding("software.docker", "software", Status.SKIP,
+                      f"Docker engine at {d.get('host')} not checked: {d.get('reason') or status}", engine=d)
 
 
 CHECKS = [check_torch, check_versions, check_gpu_libraries, check_docker]  # VF configs: vfconfigs.py

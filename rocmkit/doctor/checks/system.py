@@ -6,7 +6,7 @@ from collections import Counter
 
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding
+from . import Context, finding, not_captured
 
 MI300X_OPT = "https://instinct.docs.amd.com/projects/amdgpu-docs/en/latest/system-optimization/mi300x.html"
 KERNEL_PARAMS = "https://instinct.docs.amd.com/projects/system-acceptance/en/latest/common/kernel-parameters.html"
@@ -79,8 +79,8 @@ def check_container(f: Facts, ctx: Context):
 def check_shm(f: Facts, ctx: Context):
     p = f.process
     if not p or p.get("shm_bytes") is None:
-        yield finding("container.shm", "container", Status.SKIP, "/dev/shm size unknown"
-                      + ("" if p else " (not in the captured tree)"))
+        yield (finding("container.shm", "container", Status.SKIP, "/dev/shm size unknown") if p else
+               not_captured("container.shm", "container", "/dev/shm size"))
         return
     size = p["shm_bytes"]
     fix = "run the container with --ipc=host (or --shm-size=16g); on a host, enlarge the /dev/shm tmpfs"
@@ -98,7 +98,8 @@ def check_shm(f: Facts, ctx: Context):
 def check_memlock(f: Facts, ctx: Context):
     p = f.process
     if not p or "memlock" not in p:
-        yield finding("container.memlock", "container", Status.SKIP, "memlock limit unknown (not in the captured tree)")
+        yield (finding("container.memlock", "container", Status.SKIP, "memlock limit unknown") if p else
+               not_captured("container.memlock", "container", "memlock limit"))
         return
     soft = p["memlock"].get("soft")
     if soft is None:
