@@ -21,6 +21,7 @@ COMMANDS = {
     "bake": "rocmkit.commands.bake:bake",
     "doctor": "rocmkit.commands.doctor:doctor",
     "vf-configs": "rocmkit.commands.vf_configs:vf_configs",
+    "certify": "rocmkit.commands.certify:certify",
     "run": "rocmkit.commands.run:run",
     "slurm": "rocmkit.commands.slurm:slurm",
     "matrix": "rocmkit.commands.matrix:matrix",

@@ -1,0 +1,108 @@
+"""The certificate: what ran (image or host, engine, settings), what it measured, and the verdict —
+as JSON (`rocmkit.certificate/v1`) and a short markdown summary."""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+
+from .. import __version__, archs
+from ..output import document
+from . import metrics as m
+from .judge import Verdict
+
+PHASES = {"generation": "timing_s/gen", "reference_log_probs": "timing_s/ref", "old_log_probs": "timing_s/old_log_prob",
+          "reward": "timing_s/reward", "update": "timing_s/update_actor", "step": "timing_s/step"}
+
+
+def _peak_tflops(device: str | None, precision: str | None) -> float | None:
+    """Datasheet dense peak for the device at the precision trained in, from the arch table."""
+    if not device or precision != "bf16":
+        return None
+    for arch in archs.all_archs().values():
+        for p in arch.products:
+            if p.torch_name == device and p.peak_bf16_tflops:
+                return p.peak_bf16_tflops
+    return None
+
+
+def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
+    """Throughput, per-phase times and MFU from the per-step metrics."""
+    ordered = [steps[s] for s in sorted(steps)]
+    # the first step includes one-off warm-up (compilation, allocator, caches): throughput skips it
+    steady = ordered[1:] if len(ordered) > 2 else ordered
+
+    def total(key, rows=steady):
+        return sum(r.get(key, 0.0) for r in rows)
+
+    phases = {name: round(total(key, ordered), 4) for name, key in PHASES.items()}
+    gen_time, gen_tokens = total("timing_s/gen"), total("perf/completion_tokens")
+    train_time = total("timing_s/update_actor") + total("timing_s/ref") + total("timing_s/old_log_prob")
+    all_tokens = total("perf/total_num_tokens")
+    out = {
+        "steps": len(ordered),
+        "phases_s": phases,
+        "rollout_tokens_per_s": round(gen_tokens / gen_time, 2) if gen_time > 0 and gen_tokens else None,
+        "training_tokens_per_s": round(all_tokens / train_time, 2) if train_time > 0 and all_tokens else None,
+        "reward": {"first": None, "last": None},
+        "mfu": None,
+    }
+    rewards = m.series(steps, "reward", "critic/score/mean")
+    if rewards:
+        q = max(1, len(rewards) // 4)
+        out["reward"] = {"first": round(statistics.fmean(rewards[:q]), 4), "last": round(statistics.fmean(rewards[-q:]), 4)}
+    verl_mfu = m.series(steps, "perf/mfu/actor")
+    peak = _peak_tflops(info.get("device"), info.get("precision"))
+    params = info.get("parameters")
+    if verl_mfu:
+        out["mfu"] = {"update": round(statistics.fmean(verl_mfu[1:] or verl_mfu), 4), "source": "verl perf/mfu/actor"}
+    elif peak and params and total("timing_s/update_actor") > 0:
+        # forward + backward of every token of the step: 6 x parameters x tokens (decoder-only, no attention term)
+        flops = 6 * params * all_tokens
+        out["mfu"] = {"update": float(f"{flops / total('timing_s/update_actor') / (peak * 1e12):.4g}"),
+                      "peak_tflops": peak, "source": "6 x parameters x tokens / update time / datasheet bf16 peak"}
+    return out
+
+
+def build(*, settings: dict, target: dict, host: dict, info: dict, steps: dict, verdict: Verdict, run: dict,
+          files: dict) -> dict:
+    return document("certificate", {
+        "rocmkit": __version__,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "verdict": "pass" if verdict.passed else "fail",
+        "checks": verdict.checks,
+        "engine": settings["engine"],
+        "settings": settings,
+        "target": target,
+        "host": host,
+        "run": {**run, **{k: v for k, v in info.items() if k not in ("status",)}},
+        "metrics": summarize(steps, info),
+        "files": files,
+    })
+
+
+def markdown(cert: dict) -> str:
+    t, mt, run = cert["target"], cert["metrics"], cert["run"]
+    what = (f"image `{t['image']}` ({t.get('id', '')[:19]})" if t.get("image")
+            else f"this host (Python {t.get('python')}, torch {t.get('packages', {}).get('torch')})")
+    lines = [
+        f"# rocmkit certificate: {cert['verdict'].upper()}",
+        "",
+        f"- engine: {cert['engine']}; target: {what}",
+        f"- device: {run.get('device', '?')}; steps: {mt['steps']} of {cert['settings']['steps']}; "
+        f"wall: {run.get('wall_s', 0):.1f} s",
+        f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
+        f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
+        + (f"; MFU (update): {mt['mfu']['update']:.1%}" if mt.get("mfu") else ""),
+        "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
+        "",
+        "| check | result | detail |",
+        "|---|---|---|",
+    ]
+    for c in cert["checks"]:
+        result = ("pass" if c["passed"] else "FAIL") if c["required"] else ("yes" if c["passed"] else "no") + " (reported)"
+        lines.append(f"| {c['name']} | {result} | {c['detail']} |")
+    gpus = cert["host"].get("gpus") or []
+    lines += ["", f"Host: {len(gpus)} AMD GPU(s) in the KFD topology" + (f" ({gpus[0].get('product')})" if gpus else "")
+              + f"; ROCm {cert['host'].get('rocm') or 'n/a'}."]
+    return "\n".join(lines) + "\n"
