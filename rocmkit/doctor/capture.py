@@ -34,6 +34,8 @@ def capture(facts: Facts, dest: str) -> Path:
         nodes = [facts.dev_kfd, *facts.render.values()]
         markers = [n.path for n in nodes if n and n.exists]
         markers += [m for m in ("/.dockerenv", "/run/.containerenv") if (root / m.lstrip("/")).exists()]
+        if facts.rocm_smi_lib and facts.rocm_smi_lib[1]:
+            markers.append(facts.rocm_smi_lib[0])
         for m in markers:
             p = tmp / m.lstrip("/")
             p.parent.mkdir(parents=True, exist_ok=True)

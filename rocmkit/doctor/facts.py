@@ -61,6 +61,9 @@ class Facts:
     numa_nodes: int | None = None  # host NUMA nodes
     gpu_numa: dict[str, int] = field(default_factory=dict)  # PCI address -> NUMA node of that GPU
     manifest: dict | None = None  # /opt/rocmkit/manifest.json of a rocmkit-built image
+    # $ROCM_PATH/lib/librocm_smi64.so (ROCM_PATH from the environment, else /opt/rocm) and whether it is a
+    # file: older Ray counts AMD GPUs through it, and sees none without it.
+    rocm_smi_lib: tuple[str, bool] | None = None
     process: dict | None = None  # see collect_process(); None when not available (captured tree without it)
     read_errors: list[tuple[str, str]] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)
@@ -206,6 +209,12 @@ def collect(root: str = "/", *, process: bool | None = None) -> Facts:
             facts.process = data
         elif data is not None:
             facts.read_errors.append((PROCESS_FILE, "not a rocmkit process record"))
+    if facts.process is not None:
+        rel = f"{(facts.env.get('ROCM_PATH') or '/opt/rocm').strip('/')}/lib/librocm_smi64.so"
+        try:
+            facts.rocm_smi_lib = ("/" + rel, reader.path(rel).is_file())
+        except (OSError, ValueError):  # a path too long or with a NUL byte from a recorded environment
+            facts.rocm_smi_lib = ("/" + rel, False)
     return facts
 
 
@@ -226,7 +235,7 @@ def _valid_process(d) -> bool:
     lists = ("ray_noset_vars", "sglang_vf_missing", "groups")
     if any(d.get(k) is not None and not isinstance(d.get(k), list) for k in lists):
         return False
-    dicts = ("gpu_libraries", "docker")
+    dicts = ("gpu_libraries", "docker", "ray_amd")
     if any(d.get(k) is not None and not isinstance(d.get(k), dict) for k in dicts):
         return False
     return all(d.get(k) is None or isinstance(d.get(k), str) for k in ("torch_hip", "sglang_dir"))
@@ -253,6 +262,7 @@ def collect_process(vf_host: bool = False) -> dict:
         "packages": _packages(),
         "torch_hip": _torch_hip(),
         "ray_noset_vars": _ray_noset_vars(),
+        "ray_amd": _ray_amd(),
         "sglang_dir": _package_dir("sglang"),
         "sglang_vf_missing": _sglang_vf_missing() if vf_host else None,
         "gpu_libraries": _gpu_libraries(),
@@ -323,6 +333,43 @@ def _ray_noset_vars() -> list[str] | None:
     return sorted(set(re.findall(r"RAY_EXPERIMENTAL_NOSET_[A-Z_]+", text)))
 
 
+def _ray_amd() -> dict | None:
+    """How the installed Ray treats AMD GPUs, read from its code (it changed between releases without a
+    clean version boundary): which library counts the GPUs — the `amdsmi` package (Ray 2.60's
+    thirdparty/pyamdsmi shim) or $ROCM_PATH/lib/librocm_smi64.so (older ctypes bindings) — which exception
+    guards its `import amdsmi`, and whether it refuses ROCR_VISIBLE_DEVICES: always (2.45, ray#51104) or
+    only without HIP_VISIBLE_DEVICES (after ray#53757)."""
+    d = _package_dir("ray")
+    return ray_amd_facts(Path(d)) if d else None
+
+
+def ray_amd_facts(ray_dir: Path) -> dict:
+    """_ray_amd() for the Ray package at ray_dir."""
+    d = ray_dir
+    out: dict = {"gpu_backend": None, "amdsmi_guard": None, "rocr_rule": None}
+    try:
+        smi = Path(d, "_private", "thirdparty", "pyamdsmi", "pyamdsmi.py").read_text(errors="replace")
+    except OSError:
+        smi = ""
+    m = re.search(r"^[ \t]*(?:import amdsmi\b|from amdsmi import)", smi, re.M)
+    if m:
+        out["gpu_backend"] = "amdsmi"
+        guard = re.search(r"^[ \t]*except\b[ \t]*([^:\n]*):", smi[m.end():m.end() + 1500], re.M)
+        out["amdsmi_guard"] = guard.group(1).strip() if guard else None
+    elif "librocm_smi64" in smi:
+        out["gpu_backend"] = "rocm_smi"
+    try:
+        acc = Path(d, "_private", "accelerators", "amd_gpu.py").read_text(errors="replace")
+    except OSError:
+        acc = ""
+    m = re.search(r"instead of ROCR_VISIBLE_DEVICES", acc)
+    if m:
+        before = acc[max(0, m.start() - 600):m.start()]
+        out["rocr_rule"] = "without_hip" if re.search(r"HIP_VISIBLE_DEVICES\w*\s+not in os\.environ", before) \
+            else "always"
+    return out
+
+
 def _gpu_libraries() -> dict[str, dict]:
     """pyamdgpuinfo and amdsmi when they import and work; any failure of theirs is recorded."""
     out: dict[str, dict] = {}
@@ -331,15 +378,19 @@ def _gpu_libraries() -> dict[str, dict]:
             out[name] = {"status": "absent"}
             continue
         printed: list[str] = []
+        stage = {"stage": "import"}  # the probe moves it on; where it failed matters to Ray and vLLM
         try:
             with _silenced(printed):
-                out[name] = {"status": "ok", **probe()}
+                out[name] = {"status": "ok", **probe(stage)}
         except ModuleNotFoundError:
             out[name] = {"status": "absent"}
         except BaseException as exc:  # noqa: BLE001 - these libraries raise anything (KeyError, FileNotFoundError)
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            out[name] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            # import_error: whether `except ImportError` (Ray's and vLLM's guard around `import amdsmi`)
+            # would catch it; amdsmi 7.0.2 without libamd_smi.so raises KeyError instead.
+            out[name] = {"status": "error", "error": f"{type(exc).__name__}: {exc}", "stage": stage["stage"],
+                         "import_error": isinstance(exc, ImportError)}
         if printed and printed[0].strip():
             out[name]["printed"] = printed[0].strip()[-500:]
     return out
@@ -377,15 +428,17 @@ def _silenced(printed: list[str]):
             printed.append(py.getvalue() + tmp.read(1 << 16).decode("utf-8", errors="replace"))
 
 
-def _probe_pyamdgpuinfo() -> dict:
+def _probe_pyamdgpuinfo(stage: dict) -> dict:
     import pyamdgpuinfo
 
+    stage["stage"] = "use"
     return {"gpus": pyamdgpuinfo.detect_gpus()}
 
 
-def _probe_amdsmi() -> dict:
+def _probe_amdsmi(stage: dict) -> dict:
     import amdsmi
 
+    stage["stage"] = "use"
     amdsmi.amdsmi_init()
     try:
         return {"gpus": len(amdsmi.amdsmi_get_processor_handles())}

@@ -33,7 +33,10 @@ def healthy_process(**overrides) -> dict:
         "ray_noset_vars": ["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"],
         "sglang_dir": None,
         "sglang_vf_missing": None,
-        "gpu_libraries": {"amdsmi": {"status": "absent"}, "pyamdgpuinfo": {"status": "absent"}},
+        # Ray 2.55 reads the HIP no-set variable, counts GPUs through amdsmi and refuses ROCR_VISIBLE_DEVICES
+        # without HIP_VISIBLE_DEVICES (what rocmkit.doctor.facts.ray_amd_facts reads from Ray's code).
+        "ray_amd": {"gpu_backend": "amdsmi", "amdsmi_guard": "ImportError", "rocr_rule": "without_hip"},
+        "gpu_libraries": {"amdsmi": {"status": "ok", "gpus": 8}, "pyamdgpuinfo": {"status": "absent"}},
         "docker": {"host": "unix:///var/run/docker.sock", "status": "absent"},
     }
     for k, v in overrides.items():

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The GPU libraries `rocmkit doctor` uses when they work (amdsmi, pyamdgpuinfo), with Ray, in a venv of
+# their own: tests/test_doctor_libraries.py runs the doctor there and checks the libraries' real failures
+# on a machine without ROCm. Not in the main CI venv: with the PyPI amdsmi 7.0.2 and no libamd_smi.so,
+# Ray 2.60's AMD GPU detection raises KeyError, so `import ray` and `ray start` (the Slurm and certify
+# tests) would fail there.
+# Idempotent; about 20 s when pip's cache already holds Ray (the Slurm step downloads it).
+set -euo pipefail
+work="${ROCMKIT_CI_WORK:?set by .ci/run}"
+venv="$work/venv-doctor-libs"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q -e '.[doctor-libs,slurm]'
+{
+  echo "export ROCMKIT_DOCTOR_LIBS_PYTHON=$venv/bin/python"
+  # Provisioned: the library tests must run, not skip.
+  echo "export ROCMKIT_REQUIRE_DOCTOR_LIBS=1"
+} >> "$work/env"
