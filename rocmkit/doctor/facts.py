@@ -12,6 +12,7 @@ Nothing here raises for a broken tree: unreadable or malformed files become reco
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import io
 import json
@@ -20,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .kfd import Device, Node, group_devices, parse_properties
+from .kfd import MODES, Device, Node, group_devices, parse_properties
 
 KFD_TOPOLOGY = "sys/class/kfd/kfd/topology"
 PROCESS_FILE = "rocmkit-process.json"
@@ -185,11 +186,18 @@ def collect(root: str = "/", *, process: bool | None = None) -> Facts:
                                if re.fullmatch(r"node\d+", n))
     except OSError:
         facts.numa_nodes = None
-    for d in facts.devices:
+    for i, d in enumerate(facts.devices):
         if d.pci_address:
-            v = reader.line(f"sys/bus/pci/devices/{d.pci_address}/numa_node")
+            pci = f"sys/bus/pci/devices/{d.pci_address}"
+            v = reader.line(f"{pci}/numa_node")
             if v is not None and re.fullmatch(r"-?\d+", v):
                 facts.gpu_numa[d.pci_address] = int(v)
+            # amdgpu's partition state (kernels and GPUs without partitions have no such files)
+            compute = reader.line(f"{pci}/current_compute_partition")
+            memory = reader.line(f"{pci}/current_memory_partition")
+            facts.devices[i] = dataclasses.replace(
+                d, compute_partition=compute if compute in MODES else None,
+                memory_partition=memory if memory and re.fullmatch(r"NPS\d", memory) else None)
     manifest = reader.text("opt/rocmkit/manifest.json")
     if manifest:
         try:

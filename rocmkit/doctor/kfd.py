@@ -13,6 +13,15 @@ from dataclasses import dataclass
 
 from .. import archs
 
+# XCCs (accelerator complex dies) per physical GPU, by product (VFs: their base product). A partition mode
+# splits them evenly: SPX one partition of all, DPX two, TPX three, QPX four, CPX one per XCC. Sources:
+# AMD CDNA 3 white paper (MI300X/MI325X 8 XCDs of 38 CUs, MI300A 6), CDNA 4 white paper (MI350X/MI355X
+# 8 XCDs of 32 CUs); MI308X 4 (its real CPX capture: 4 nodes of num_xcc 1 per GPU).
+XCC_PER_GPU = {"MI300X": 8, "MI300X HF": 8, "MI325X": 8, "MI300A": 6, "MI308X": 4, "MI308X HF": 4,
+               "MI350X": 8, "MI355X": 8}
+# What amdgpu writes to current_compute_partition, and partitions per GPU for each (CPX: one per XCC).
+MODES = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": None}
+
 
 @dataclass(frozen=True)
 class Node:
@@ -36,6 +45,9 @@ class Device:
 
     key: str
     nodes: tuple[Node, ...]
+    # amdgpu's current_compute_partition / current_memory_partition of the PCI device, when sysfs has them
+    compute_partition: str | None = None
+    memory_partition: str | None = None
 
     @property
     def props(self) -> dict[str, int]:
@@ -43,7 +55,23 @@ class Device:
 
     @property
     def partitions(self) -> int:
+        """KFD nodes of this GPU visible here (in a container: the partitions granted)."""
         return len(self.nodes)
+
+    @property
+    def xcc_total(self) -> int | None:
+        p = self.product
+        return XCC_PER_GPU.get(p.vf_of or p.name) if p else None
+
+    @property
+    def mode_partitions(self) -> int:
+        """Partitions the GPU is split into by its mode, whether or not all are visible here (a container
+        granted 2 of a CPX MI300X's 8 partitions shows 2 nodes of a GPU split in 8)."""
+        mode, total = self.partition_mode, self.xcc_total
+        if mode in MODES:
+            n = MODES[mode] or total or self.partitions
+            return max(n, self.partitions)
+        return self.partitions
 
     @property
     def gfx(self) -> str | None:
@@ -73,13 +101,26 @@ class Device:
 
     @property
     def partition_mode(self) -> str:
-        """SPX when one node; CPX when every node holds one XCC; else DPX/QPX by count."""
+        """amdgpu's current_compute_partition when sysfs has it; else from the XCCs each node holds out of
+        the product's (so one granted CPX partition is still CPX); else from the node count."""
+        if self.compute_partition in MODES:
+            return self.compute_partition
+        xcc = {node.props.get("num_xcc") for node in self.nodes}
+        per = xcc.pop() if len(xcc) == 1 else None
+        total = self.xcc_total
+        if per and total and total % per == 0:
+            if per == total:
+                return "SPX"
+            if per == 1:
+                return "CPX"
+            k = total // per
+            return next((m for m, c in MODES.items() if c == k), f"{k} partitions")
         n = len(self.nodes)
         if n == 1:
             return "SPX"
-        if all(node.props.get("num_xcc") == 1 for node in self.nodes):
+        if per == 1:
             return "CPX"
-        return {2: "DPX", 4: "QPX"}.get(n, f"{n} partitions")
+        return next((m for m, c in MODES.items() if c == n), f"{n} partitions")
 
 
 def parse_properties(text: str) -> dict[str, int]:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from .. import archs
 from .facts import KFD_TOPOLOGY, PROCESS_FILE, READ_ERRORS_FILE
+from .kfd import MODES, XCC_PER_GPU
 
-# XCCs (XCDs) per physical GPU and SIMDs per XCC; MI300X: 8 × 38 CUs × 4 SIMDs.
-XCC = {"MI308X": 4, "MI308X HF": 4, "MI300A": 6}
+# SIMDs per XCC; MI300X: 38 CUs × 4 SIMDs. Products without an XCC count (MI210) get 8 here: generated
+# trees of them exercise the parsers, not a real layout.
 SIMD_PER_XCC = {"gfx950": 128, "gfx90a": 208}
-PARTITIONS = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": None}  # CPX: one partition per XCC
 
 
 def healthy_process(**overrides) -> dict:
@@ -56,6 +56,11 @@ class HostSpec:
     mode: str = "SPX"
     cpu_nodes: int = 2
     not_granted: tuple[int, ...] = ()  # physical GPU indices a container was not given
+    # physical GPU index -> how many of its partitions a container was given (the rest: EPERM), as a
+    # Kubernetes device plugin hands out single CPX partitions
+    partitions_granted: dict[int, int] = field(default_factory=dict)
+    partition_sysfs: bool = True  # amdgpu's current_compute/memory_partition files (absent on older kernels)
+    memory_mode: str = "NPS1"
     missing_render: tuple[int, ...] = ()  # physical GPUs whose render nodes are absent from /dev/dri
     container: bool = False
     kfd: bool = True
@@ -82,8 +87,8 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
     root = Path(root)
     product = _product(spec.product)
     arch = archs.get_arch(product.arch)
-    xcc = XCC.get(product.name.replace(" VF", ""), 8)
-    parts = PARTITIONS[spec.mode] or xcc
+    xcc = XCC_PER_GPU.get(product.vf_of or product.name, 8)
+    parts = MODES[spec.mode] or xcc
     simd = SIMD_PER_XCC.get(arch.name, 152) * xcc
     nodes_dir = root / KFD_TOPOLOGY / "nodes"
     read_errors: dict[str, str] = {}
@@ -102,6 +107,9 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
         numa_file = root / f"sys/bus/pci/devices/{bdf}/numa_node"
         numa_file.parent.mkdir(parents=True, exist_ok=True)
         numa_file.write_text(f"{numa}\n")
+        if spec.partition_sysfs:
+            _write(numa_file.parent / "current_compute_partition", spec.mode + "\n")
+            _write(numa_file.parent / "current_memory_partition", spec.memory_mode + "\n")
         for part in range(parts):
             minor = 128 + g * 8 + part
             props = {
@@ -119,7 +127,7 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
             }
             rel = f"{KFD_TOPOLOGY}/nodes/{index}/properties"
             _write_props(nodes_dir / str(index), props)
-            if g in spec.not_granted:
+            if g in spec.not_granted or part >= spec.partitions_granted.get(g, parts):
                 read_errors[rel] = "permission denied"
             elif g not in spec.missing_render:
                 _touch(root / f"dev/dri/renderD{minor}")

@@ -79,13 +79,25 @@ def check_topology(f: Facts, ctx: Context):
         return
     partitions = sum(d.partitions for d in devs)
     modes = Counter(d.partition_mode for d in devs)
+    # GPUs showing fewer KFD nodes than their mode makes: in a container, partitions not granted (KFD
+    # nodes it may not read); elsewhere, partitions that failed to come up.
+    partial = [d for d in devs if d.partitions < d.mode_partitions]
     title = f"{len(devs)} physical GPU(s), {partitions} KFD partition node(s) ({', '.join(f'{m}×{c}' for m, c in modes.items())})"
     if not_granted:
         title += f"; {not_granted} more GPU node(s) on the host are not granted to this container (not broken)"
     yield finding("gpu.count", "gpu", Status.PASS, title, physical=len(devs), partitions=partitions,
                   modes=dict(modes), not_granted_nodes=not_granted,
                   devices=[{"pci": d.pci_address, "device_id": d.device_id, "gfx": d.gfx,
-                            "partitions": d.partitions, "mode": d.partition_mode} for d in devs])
+                            "partitions": d.partitions, "mode": d.partition_mode,
+                            "mode_partitions": d.mode_partitions, "compute_partition": d.compute_partition,
+                            "memory_partition": d.memory_partition} for d in devs])
+    if partial and not not_granted:
+        shown = [f"{d.pci_address or d.key}: {d.partitions} of {d.mode_partitions} {d.partition_mode}" for d in partial]
+        yield finding("gpu.partitions.missing", "gpu", Status.WARN,
+                      f"{len(partial)} GPU(s) show fewer partitions than their mode makes ({'; '.join(shown[:4])}): "
+                      "a partition did not come up", fix="check `dmesg | grep -i amdgpu` for the failed XCC, then "
+                      "reset the GPU or set the mode again (`sudo amd-smi set --gpu N --compute-partition MODE`)",
+                      ref=KFD_DOC, gpus=shown)
     if len(modes) > 1:
         yield finding("gpu.partitions", "gpu", Status.WARN, f"GPUs run in different partition modes: {dict(modes)}",
                       fix="set one compute partition mode on every GPU (`amd-smi set --compute-partition SPX`)",
