@@ -23,6 +23,8 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 # GRPO settings of the built-in TRL run: a group of 8 answers per prompt, 2 prompts a step, a high
 # learning rate for a tiny model (the reward rises within about ten steps on a CPU).
 TRL_DEFAULTS = {"lr": 5e-3, "beta": 0.04, "num_generations": 8, "batch_size": 16, "max_completion_length": 12}
+# A 0.5B model diverges at the tiny model's rate.
+LR_BY_SIZE = {"tiny": 5e-3, "0.5b": 2e-5}
 
 
 @dataclass
@@ -113,7 +115,8 @@ def inner_command(s: Settings, ws: Workspace) -> tuple[list[str], dict[str, str]
     python = "python3" if s.image else sys.executable
     if s.engine == "trl":
         cfg = {"model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "out_dir": str(ws.run_dir),
-               "steps": s.steps, "seed": s.seed, "device": "cpu" if s.gpus == 0 else "auto", **TRL_DEFAULTS}
+               "steps": s.steps, "seed": s.seed, "device": "cpu" if s.gpus == 0 else "auto",
+               **TRL_DEFAULTS, "lr": LR_BY_SIZE[s.size] if s.model is None else TRL_DEFAULTS["lr"] / 250}
         (ws.root / "trl-run.json").write_text(json.dumps(cfg, indent=1))
         return [python, "-m", "rocmkit.certify.trl_run", str(ws.root / "trl-run.json")], env
     env["VERL_FILE_LOGGER_PATH"] = str(ws.run_dir / "metrics.jsonl")
