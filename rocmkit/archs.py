@@ -25,6 +25,17 @@ class Product:
     peak_fp8_tflops: float | None = None
     hbm_tbps: float | None = None
     config_copies: tuple[str, ...] = ()
+    # Level-2 probe figures (see archs.toml): host link peak per direction, the GPU-to-GPU links
+    # ("mesh": one link per peer, "switch": all links into a switch), and what a healthy GPU delivers
+    # as a fraction of each peak (the arch's [expect] table, overridden per product).
+    pcie_gbps: float | None = None
+    link_topology: str | None = None
+    link_count: int | None = None
+    link_gbps: float | None = None
+    expect: tuple[tuple[str, float], ...] = ()
+
+    def expected_fraction(self, key: str) -> float | None:
+        return dict(self.expect).get(key)
 
     @property
     def is_vf(self) -> bool:
@@ -65,7 +76,12 @@ class BuildVariable:
 
 
 _PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory_gib",
-                   "peak_bf16_tflops", "peak_fp8_tflops", "hbm_tbps", "config_copies"}
+                   "peak_bf16_tflops", "peak_fp8_tflops", "hbm_tbps", "config_copies",
+                   "pcie_gbps", "link_topology", "link_count", "link_gbps", "expect"}
+
+# What level-2 probes measure, as keys of an [expect] table: bf16/fp8 GEMM vs peak_*_tflops, device copy vs
+# hbm_tbps, pinned host copies vs pcie_gbps, all-reduce bus bandwidth vs the links.
+EXPECT_KEYS = {"gemm_bf16", "gemm_fp8", "hbm", "pcie", "allreduce"}
 
 
 @functools.cache
@@ -78,8 +94,13 @@ def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
             unknown = set(p) - _PRODUCT_FIELDS
             if unknown:  # a typo in the packaged table is a bug in rocmkit, not user input
                 raise ValueError(f"archs.toml: {name}: unknown product fields {sorted(unknown)}")
+            expect = {**spec.get("expect", {}), **p.get("expect", {})}
+            if set(expect) - EXPECT_KEYS or p.get("link_topology", "mesh") not in ("mesh", "switch"):
+                raise ValueError(f"archs.toml: {name}: {p['name']}: expect keys must be among {sorted(EXPECT_KEYS)}, "
+                                 "link_topology 'mesh' or 'switch'")
             products.append(Product(arch=name, **{**p, "pci_ids": tuple(i.lower() for i in p["pci_ids"]),
-                                                  "config_copies": tuple(p.get("config_copies", ()))}))
+                                                  "config_copies": tuple(p.get("config_copies", ())),
+                                                  "expect": tuple(sorted(expect.items()))}))
         archs[name] = Arch(
             name=name, vendor=spec["vendor"], family=spec["family"], fp8=spec["fp8"], status=spec["status"],
             products=tuple(products), gfx_target_version=spec.get("gfx_target_version"),
