@@ -20,12 +20,8 @@ def rocmkit(*args, timeout=900):
                           env={**os.environ, "CI": "true"})
 
 
-def test_doctor_runs_inside_a_built_image(tmp_path):
-    base = os.environ.get("ROCMKIT_TEST_BASE_IMAGE")
-    if not base:
-        if os.environ.get("ROCMKIT_REQUIRE_DOCKER") == "1":
-            pytest.fail("ROCMKIT_TEST_BASE_IMAGE is not set: .ci/provision/20-docker.sh provides it")
-        pytest.skip("ROCMKIT_TEST_BASE_IMAGE is not set")
+def test_doctor_runs_inside_a_built_image(tmp_path, base_image):
+    base = base_image
     spec = stackgen.default_specs(functions=20, units=1)[:1]
     for s in spec:
         stackgen.write_component(tmp_path / "src", s)
