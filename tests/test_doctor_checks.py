@@ -203,14 +203,18 @@ def test_firmware_and_xgmi_consistency(tmp_path):
 
 def test_without_process_facts_checks_skip_not_guess(tmp_path):
     found = check(tmp_path, process=None)
-    process_checks = ["container.shm", "container.memlock", "env.visible_devices", "env.ray_noset", "env.arch",
+    process_checks = ["env.visible_devices", "env.ray_noset", "env.arch",
                       "env.tuning", "software.torch", "software.versions", "software.amdsmi",
                       "software.pyamdgpuinfo", "software.docker"]
     for fid in process_checks:
         assert status(found, fid) == Status.SKIP and "not in the captured tree" in found[fid].title, fid
-    # tree facts are still judged
+    # tree facts are still judged: /dev/shm and memlock from proc/self/mounts and proc/self/limits
     assert status(found, "gpu.count") == Status.PASS and status(found, "kernel.numa_balancing") == Status.PASS
+    assert status(found, "container.shm") == Status.PASS and status(found, "container.memlock") == Status.PASS
     assert "access not judged" in found["gpu.kfd"].title
+    bare = check(tmp_path / "bare", process=None, proc_self=False)
+    for fid in ("container.shm", "container.memlock"):
+        assert status(bare, fid) == Status.SKIP and "not in the captured tree" in bare[fid].title, fid
 
 
 def test_docker_host_not_probed_is_said(tmp_path):

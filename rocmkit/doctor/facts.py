@@ -18,6 +18,7 @@ import io
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,10 @@ class Facts:
     # $ROCM_PATH/lib/librocm_smi64.so (ROCM_PATH from the environment, else /opt/rocm) and whether it is a
     # file: older Ray counts AMD GPUs through it, and sees none without it.
     rocm_smi_lib: tuple[str, bool] | None = None
+    # /dev/shm size and the memlock limit: measured by the process (statvfs, getrlimit) when its record is
+    # there, else read from the tree's proc/self/mounts (+ proc/meminfo) and proc/self/limits
+    shm_bytes: int | None = None
+    memlock: dict | None = None  # {"soft": bytes or None for unlimited, "hard": ...}
     process: dict | None = None  # see collect_process(); None when not available (captured tree without it)
     read_errors: list[tuple[str, str]] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)
@@ -100,7 +105,13 @@ class Reader:
             self.facts.read_errors.append((rel, self.recorded_errors[rel.lstrip("/")]))
             return None
         try:
-            with open(p, "rb") as f:
+            # Non-blocking, and regular files only: a FIFO or device planted in a captured tree would
+            # otherwise hang the doctor (sysfs and procfs files are all regular files).
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with open(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    self.facts.read_errors.append((rel, "not a regular file"))
+                    return None
                 data = f.read(limit)
         except FileNotFoundError:
             return None
@@ -217,6 +228,11 @@ def collect(root: str = "/", *, process: bool | None = None) -> Facts:
             facts.process = data
         elif data is not None:
             facts.read_errors.append((PROCESS_FILE, "not a rocmkit process record"))
+    p = facts.process or {}
+    facts.shm_bytes = p.get("shm_bytes")
+    if facts.shm_bytes is None:
+        facts.shm_bytes = shm_from_mounts(reader.text("proc/self/mounts") or "", reader.text("proc/meminfo") or "")
+    facts.memlock = p.get("memlock") or memlock_from_limits(reader.text("proc/self/limits") or "")
     if facts.process is not None:
         rel = f"{(facts.env.get('ROCM_PATH') or '/opt/rocm').strip('/')}/lib/librocm_smi64.so"
         try:
@@ -224,6 +240,34 @@ def collect(root: str = "/", *, process: bool | None = None) -> Facts:
         except (OSError, ValueError):  # a path too long or with a NUL byte from a recorded environment
             facts.rocm_smi_lib = ("/" + rel, False)
     return facts
+
+
+def shm_from_mounts(mounts: str, meminfo: str) -> int | None:
+    """The size of the tmpfs on /dev/shm (the last mount there wins): its size= option (the kernel shows
+    it in KiB, "size=65536k"), or without one tmpfs's default of half the RAM (MemTotal)."""
+    opts = None
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[1] == "/dev/shm":
+            opts = parts[3] if parts[2] == "tmpfs" else None
+    if opts is None:
+        return None
+    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    for opt in opts.split(","):
+        m = re.fullmatch(r"size=([0-9]+)([kmg]?)", opt, re.I)
+        if m:
+            return int(m.group(1)) * units[m.group(2).lower()]
+    m = re.search(r"^MemTotal:\s+([0-9]+) kB", meminfo, re.M)
+    return int(m.group(1)) * 1024 // 2 if m else None
+
+
+def memlock_from_limits(limits: str) -> dict | None:
+    """`Max locked memory  <soft> <hard> bytes` of /proc/<pid>/limits; None (unlimited) or bytes."""
+    m = re.search(r"^Max locked memory\s+(\S+)\s+(\S+)", limits, re.M)
+    if not m:
+        return None
+    values = [None if v == "unlimited" else int(v) if re.fullmatch(r"[0-9]+", v) else False for v in m.groups()]
+    return None if False in values else {"soft": values[0], "hard": values[1]}
 
 
 def _valid_process(d) -> bool:

@@ -61,6 +61,9 @@ class HostSpec:
     partitions_granted: dict[int, int] = field(default_factory=dict)
     partition_sysfs: bool = True  # amdgpu's current_compute/memory_partition files (absent on older kernels)
     memory_mode: str = "NPS1"
+    # proc/self/mounts, proc/self/limits, proc/meminfo, agreeing with the process record (64 GiB /dev/shm
+    # and unlimited memlock when there is none); False leaves them out
+    proc_self: bool = True
     missing_render: tuple[int, ...] = ()  # physical GPUs whose render nodes are absent from /dev/dri
     container: bool = False
     kfd: bool = True
@@ -139,6 +142,8 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
     _write(root / "proc/cmdline", spec.cmdline + "\n")
     _write(root / "proc/sys/kernel/numa_balancing", spec.numa_balancing + "\n")
     _write(root / "proc/cpuinfo", f"processor\t: 0\nvendor_id\t: {spec.cpu_vendor}\n")
+    if spec.proc_self:
+        _write_proc_self(root, spec.process or {})
     if spec.rocm:
         _write(root / "opt/rocm/.info/version", spec.rocm + "-1\n")
     if spec.container:
@@ -150,6 +155,21 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
     if spec.process is not None:
         _write(root / PROCESS_FILE, json.dumps(spec.process, indent=1))
     return root
+
+
+def _write_proc_self(root: Path, process: dict) -> None:
+    """What the kernel shows for the doctor's own process: its mounts and resource limits."""
+    shm = process.get("shm_bytes") if isinstance(process.get("shm_bytes"), int) else 64 << 30
+    _write(root / "proc/self/mounts", "overlay / overlay rw,relatime 0 0\nproc /proc proc rw 0 0\n"
+                                     f"shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size={shm // 1024}k 0 0\n")
+    _write(root / "proc/meminfo", "MemTotal:       2113612800 kB\nMemFree:        2013612800 kB\n")
+    memlock = process.get("memlock") if isinstance(process.get("memlock"), dict) else {}
+    soft, hard = (("unlimited" if memlock.get(k) is None else memlock[k]) for k in ("soft", "hard"))
+    _write(root / "proc/self/limits",
+           "Limit                     Soft Limit           Hard Limit           Units     \n"
+           "Max cpu time              unlimited            unlimited            seconds   \n"
+           f"Max locked memory         {soft:<20} {hard:<20} bytes     \n"
+           "Max open files            1048576              1048576              files     \n")
 
 
 def _write_props(node_dir: Path, props: dict[str, int]) -> None:

@@ -77,12 +77,11 @@ def check_container(f: Facts, ctx: Context):
 
 
 def check_shm(f: Facts, ctx: Context):
-    p = f.process
-    if not p or p.get("shm_bytes") is None:
-        yield (finding("container.shm", "container", Status.SKIP, "/dev/shm size unknown") if p else
-               not_captured("container.shm", "container", "/dev/shm size"))
+    if f.shm_bytes is None:
+        yield (finding("container.shm", "container", Status.SKIP, "/dev/shm size unknown") if f.process else
+               not_captured("container.shm", "container", "/dev/shm size (no /dev/shm tmpfs in proc/self/mounts)"))
         return
-    size = p["shm_bytes"]
+    size = f.shm_bytes
     fix = "run the container with --ipc=host (or --shm-size=16g); on a host, enlarge the /dev/shm tmpfs"
     ref = "vLLM docs: use --ipc=host or --shm-size for tensor-parallel inference; Docker's default is 64 MiB"
     if size < GIB:
@@ -96,12 +95,11 @@ def check_shm(f: Facts, ctx: Context):
 
 
 def check_memlock(f: Facts, ctx: Context):
-    p = f.process
-    if not p or "memlock" not in p:
-        yield (finding("container.memlock", "container", Status.SKIP, "memlock limit unknown") if p else
-               not_captured("container.memlock", "container", "memlock limit"))
+    if f.memlock is None:
+        yield (finding("container.memlock", "container", Status.SKIP, "memlock limit unknown") if f.process else
+               not_captured("container.memlock", "container", "memlock limit (no proc/self/limits)"))
         return
-    soft = p["memlock"].get("soft")
+    soft = f.memlock.get("soft")
     if soft is None:
         yield finding("container.memlock", "container", Status.PASS, "memlock limit is unlimited")
     else:
