@@ -67,3 +67,59 @@ def test_a_fifo_in_a_tree_does_not_hang_the_doctor(tmp_path):
     r = subprocess.run([sys.executable, "-m", "rocmkit", "doctor", "--root", str(tmp_path), "--json"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode in (0, 1), r.stderr
+
+
+DOCKER_ROOT = ("1021 977 0:83 / / rw,relatime master:402 - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/A:"
+               "/var/lib/docker/overlay2/l/B,upperdir=/var/lib/docker/overlay2/x/diff,workdir=/var/lib/docker/overlay2/x/work")
+HOST_ROOT = "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard"
+
+
+@pytest.mark.parametrize("files,dirs,expected", [
+    ({".dockerenv": ""}, [], "/.dockerenv"),
+    ({"run/.containerenv": ""}, [], "podman"),
+    ({}, ["run/secrets/kubernetes.io/serviceaccount"], "Kubernetes"),
+    ({"proc/1/cgroup": "12:devices:/kubepods/besteffort/pod1/abc\n"}, [], "kubepods"),
+    # cgroup v2 with a cgroup namespace says nothing; the overlay root of the container image does
+    ({"proc/1/cgroup": "0::/\n", "proc/self/mountinfo": DOCKER_ROOT + "\n"}, [], "overlay"),
+    ({"proc/1/cgroup": "0::/\n", "proc/self/mountinfo": HOST_ROOT + "\n"}, [], None),
+])
+def test_container_detection(tmp_path, files, dirs, expected):
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    for rel in dirs:
+        (tmp_path / rel).mkdir(parents=True)
+    found = collect(str(tmp_path), process=False).container
+    assert (found is None) if expected is None else (expected in found), found
+
+
+@pytest.mark.parametrize("value,hides", [("NoDevFiles", True), ("-1", True), ("8,0", True), ("0,1", False),
+                                         ("GPU-5f1e2d3c4b5a6978", False)])
+def test_visible_devices_that_hide_every_gpu(tmp_path, value, hides):
+    from rocmkit.doctor.checks import Context, run_checks
+    from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+
+    root = write_tree(tmp_path / "h", HostSpec(process=healthy_process(env={"HIP_VISIBLE_DEVICES": value})))
+    titles = [f.title for f in run_checks(collect(str(root)), Context()) if f.id.startswith("env.visible_devices")]
+    assert any("hides every GPU" in t for t in titles) == hides, titles
+
+
+@pytest.mark.parametrize("cmdline,warned", [
+    ("ro iommu=pt pci=realloc=off pci=bfsort", set()),
+    ("ro iommu=pt pci=realloc=off,bfsort", set()),
+    ("ro iommu=pt pci=bfsort", {"kernel.pci_realloc"}),
+    ("ro iommu=pt pci=realloc=off", {"kernel.pci_bfsort"}),
+    ("ro", {"kernel.iommu", "kernel.pci_realloc", "kernel.pci_bfsort"}),
+])
+def test_kernel_command_line(tmp_path, cmdline, warned):
+    from rocmkit.doctor.checks import Context, run_checks
+    from rocmkit.doctor.model import Status
+    from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+
+    root = write_tree(tmp_path / "h", HostSpec(cmdline=cmdline, container=True, process=healthy_process()))
+    found = {f.id: f for f in run_checks(collect(str(root)), Context()) if f.id.startswith("kernel.")}
+    assert {k for k, f in found.items() if f.status == Status.WARN} == warned
+    assert all(found[k].fix.startswith("on the host (this is a container)") for k in warned)
+    vf = write_tree(tmp_path / "vf", HostSpec(product="MI300X VF", cmdline="ro", process=healthy_process()))
+    found = {f.id: f for f in run_checks(collect(str(vf)), Context()) if f.id.startswith("kernel.")}
+    assert found["kernel.iommu"].status == Status.SKIP and "kernel.pci_realloc" not in found

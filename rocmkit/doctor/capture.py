@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import UsageError
-from .facts import PROCESS_FILE, READ_ERRORS_FILE, Facts
+from .facts import CONTAINER_MARKERS, PROCESS_FILE, READ_ERRORS_FILE, Facts
 
 
 def capture(facts: Facts, dest: str) -> Path:
@@ -33,7 +33,10 @@ def capture(facts: Facts, dest: str) -> Path:
         # Device nodes and marker files are recorded by existence (their content is not the fact).
         nodes = [facts.dev_kfd, *facts.render.values()]
         markers = [n.path for n in nodes if n and n.exists]
-        markers += [m for m in ("/.dockerenv", "/run/.containerenv") if (root / m.lstrip("/")).exists()]
+        markers += ["/" + m for m in CONTAINER_MARKERS if (root / m).is_file()]
+        for m in CONTAINER_MARKERS:
+            if (root / m).is_dir():
+                (tmp / m).mkdir(parents=True, exist_ok=True)
         if facts.rocm_smi_lib and facts.rocm_smi_lib[1]:
             markers.append(facts.rocm_smi_lib[0])
         for m in markers:

@@ -164,14 +164,27 @@ def _dev_node(reader: Reader, rel: str, live: bool) -> DevNode:
     return node
 
 
+# Marker files and folders that only container engines create (a capture records them by existence).
+CONTAINER_MARKERS = {".dockerenv": "/.dockerenv exists", "run/.containerenv": "/run/.containerenv exists (podman)",
+                     "run/secrets/kubernetes.io": "/run/secrets/kubernetes.io exists (Kubernetes pod)"}
+
+
 def _container(reader: Reader) -> str | None:
-    if reader.path(".dockerenv").exists():
-        return "/.dockerenv exists"
-    if reader.path("run/.containerenv").exists():
-        return "/run/.containerenv exists (podman)"
+    for rel, why in CONTAINER_MARKERS.items():
+        if reader.path(rel).exists():
+            return why
+    # cgroup v1 paths name the engine; under cgroup v2 with a cgroup namespace /proc/1/cgroup is just
+    # "0::/", but the root filesystem of every Docker/containerd/podman container is an overlay mount.
     cgroup = reader.text("proc/1/cgroup") or ""
     m = re.search(r"(docker|kubepods|containerd|libpod|lxc)", cgroup)
-    return f"/proc/1/cgroup mentions {m.group(1)}" if m else None
+    if m:
+        return f"/proc/1/cgroup mentions {m.group(1)}"
+    for line in (reader.text("proc/self/mountinfo") or "").splitlines():
+        fields, _, after = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) >= 5 and parts[4] == "/" and after.split()[:1] == ["overlay"]:
+            return "the root filesystem is an overlay mount (a container image)"
+    return None
 
 
 def collect(root: str = "/", *, process: bool | None = None) -> Facts:

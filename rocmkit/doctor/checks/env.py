@@ -52,11 +52,21 @@ def check_visible_devices(f: Facts, ctx: Context):
         problems.append((Status.WARN, "ROCR_VISIBLE_DEVICES is set together with HIP/CUDA_VISIBLE_DEVICES: HIP "
                          "ordinals renumber after ROCr masking (invalid device ordinal; ray-project/ray#53737, "
                          "vllm-project/vllm#12572)", "unset ROCR_VISIBLE_DEVICES and use HIP_VISIBLE_DEVICES"))
+    # HIP, like CUDA, reads the list up to its first invalid entry: "-1" (the CUDA idiom) or Slurm's and
+    # Ray's "NoDevFiles" first hides every GPU.
+    for k, v in setvars.items():
+        first = v.split(",")[0].strip()
+        if first == "NoDevFiles" or re.fullmatch(r"-[0-9]+", first):
+            problems.append((Status.FAIL, f"{k}={v} hides every GPU from this process (the list stops at its "
+                             "first invalid entry)", f"unset {k}, or list the GPUs the job should use"))
     if f.devices:
         partitions = sum(d.partitions for d in f.devices)
         for k, v in setvars.items():
             idx = _indices(v) if v.strip() else None
-            if idx and max(idx) >= partitions:
+            if idx and idx[0] >= partitions:
+                problems.append((Status.FAIL, f"{k}={v} hides every GPU: its first index is past the {partitions} "
+                                 "visible here, and the list stops there", f"list indices below {partitions}"))
+            elif idx and max(idx) >= partitions:
                 problems.append((Status.FAIL, f"{k}={v} names GPU {max(idx)} but only {partitions} are visible here",
                                  f"list indices below {partitions}"))
     if not problems:

@@ -22,9 +22,14 @@ def check_numa_balancing(f: Facts, ctx: Context):
     else:
         yield finding("kernel.numa_balancing", "kernel", Status.WARN,
                       "NUMA auto-balancing is on: page migrations stall GPU transfers",
-                      fix="sudo sysctl -w kernel.numa_balancing=0 (persist: kernel.numa_balancing=0 in "
-                          "/etc/sysctl.d/, or numa_balancing=disable on the kernel command line)",
+                      fix=_on_host(f, "sudo sysctl -w kernel.numa_balancing=0 (persist: kernel.numa_balancing=0 "
+                                      "in /etc/sysctl.d/, or numa_balancing=disable on the kernel command line)"),
                       ref=MI300X_OPT, value=v)
+
+
+def _on_host(f: Facts, fix: str) -> str:
+    """Kernel settings are the host's: a container sees them but cannot change them."""
+    return f"on the host (this is a container): {fix}" if f.container else fix
 
 
 def check_cmdline(f: Facts, ctx: Context):
@@ -33,6 +38,12 @@ def check_cmdline(f: Facts, ctx: Context):
         return
     if not f.devices:
         return  # these settings matter on GPU hosts only
+    if all(d.product and d.product.is_vf for d in f.devices):
+        # AMD's kernel parameters are for the bare-metal host; a guest with SR-IOV VFs has SR-IOV on, where
+        # pci=realloc=off is not required (bios-settings: only "if SR-IOV is disabled")
+        yield finding("kernel.iommu", "kernel", Status.SKIP, "SR-IOV virtual functions: the kernel parameters "
+                      "that matter are the hypervisor host's", ref=KERNEL_PARAMS)
+        return
     args = f.cmdline.split()
     intel = f.cpu_vendor == "GenuineIntel"
     want = ["intel_iommu=on", "iommu=pt"] if intel else ["iommu=pt"]
@@ -40,14 +51,23 @@ def check_cmdline(f: Facts, ctx: Context):
     if missing:
         yield finding("kernel.iommu", "kernel", Status.WARN,
                       "IOMMU is not in pass-through mode: DMA to the GPUs is translated (slower, and >255 CPUs "
-                      "need the IOMMU on)", fix=f"add {' '.join(want)} to GRUB_CMDLINE_LINUX, update-grub, reboot",
+                      "need the IOMMU on)",
+                      fix=_on_host(f, f"add {' '.join(want)} to GRUB_CMDLINE_LINUX, update-grub, reboot"),
                       ref=MI300X_OPT, cmdline=f.cmdline, cpu_vendor=f.cpu_vendor)
     else:
         yield finding("kernel.iommu", "kernel", Status.PASS, "IOMMU in pass-through mode (iommu=pt)")
-    if "pci=realloc=off" not in args and "pci=realloc=off," not in f.cmdline:
+    # pci= takes a comma list: "pci=realloc=off,bfsort" sets both
+    pci = {o for a in args if a.startswith("pci=") for o in a[len("pci="):].split(",")}
+    if "realloc=off" not in pci:
         yield finding("kernel.pci_realloc", "kernel", Status.WARN,
                       "pci=realloc=off is not set: Linux may not detect every GPU of an MI300X-class system",
-                      fix="add pci=realloc=off to GRUB_CMDLINE_LINUX (required unless SR-IOV is on)",
+                      fix=_on_host(f, "add pci=realloc=off to GRUB_CMDLINE_LINUX (required unless SR-IOV is on)"),
+                      ref=KERNEL_PARAMS, cmdline=f.cmdline)
+    if "bfsort" not in pci:
+        yield finding("kernel.pci_bfsort", "kernel", Status.WARN,
+                      "pci=bfsort is not set: PCI devices are numbered depth-first, so GPU and NIC numbering may not "
+                      "pair each GPU with its own NIC (a transfer can cross the wrong link)",
+                      fix=_on_host(f, "add pci=bfsort to GRUB_CMDLINE_LINUX, update-grub, reboot"),
                       ref=KERNEL_PARAMS, cmdline=f.cmdline)
 
 
