@@ -123,3 +123,50 @@ def test_kernel_command_line(tmp_path, cmdline, warned):
     vf = write_tree(tmp_path / "vf", HostSpec(product="MI300X VF", cmdline="ro", process=healthy_process()))
     found = {f.id: f for f in run_checks(collect(str(vf)), Context()) if f.id.startswith("kernel.")}
     assert found["kernel.iommu"].status == Status.SKIP and "kernel.pci_realloc" not in found
+
+
+# --- property test: the files and records added for partitions, /dev/shm, memlock, containers and Ray ---
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+TEXT = st.one_of(st.text(max_size=120), st.binary(max_size=120).map(lambda b: b.decode("latin-1")),
+                 st.sampled_from(["SPX\n", "CPX\n", "NPS4\n", "tmpfs /dev/shm tmpfs size=12x 0 0\n",
+                                  "shm /dev/shm tmpfs size=99999999999999999999k 0 0\n",
+                                  "Max locked memory 1 2 bytes\n", "1 2 3 4 / - overlay\n", " - \n"]))
+JSONISH = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10)),
+                       lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                               st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
+FILES = ["proc/self/mounts", "proc/meminfo", "proc/self/limits", "proc/self/mountinfo", "proc/1/cgroup",
+         "sys/bus/pci/devices/0000:05:00.0/current_compute_partition",
+         "sys/bus/pci/devices/0000:05:00.0/current_memory_partition"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.dictionaries(st.sampled_from(FILES), TEXT, max_size=len(FILES)),
+       ray_amd=st.one_of(JSONISH, st.fixed_dictionaries({"gpu_backend": st.sampled_from(["amdsmi", "rocm_smi", None]),
+                                                         "amdsmi_guard": JSONISH, "rocr_rule": JSONISH})),
+       amdsmi=st.one_of(JSONISH, st.fixed_dictionaries({"status": st.sampled_from(["ok", "error", "absent"]),
+                                                        "stage": JSONISH, "import_error": JSONISH,
+                                                        "gpus": JSONISH, "error": JSONISH})),
+       env=st.dictionaries(st.sampled_from(["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCM_PATH"]),
+                           st.text(max_size=12), max_size=3),
+       mode=st.sampled_from(["SPX", "CPX", "QPX"]), granted=st.integers(0, 8))
+def test_new_facts_never_crash_the_doctor(tmp_path_factory, files, ray_amd, amdsmi, env, mode, granted):
+    import json
+
+    from rocmkit.doctor.checks import Context, run_checks
+    from rocmkit.doctor.report import doctor_document, heading, table
+    from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+
+    process = healthy_process(env=env)
+    process["ray_amd"], process["gpu_libraries"] = ray_amd, {"amdsmi": amdsmi}
+    root = write_tree(tmp_path_factory.mktemp("t"), HostSpec(gpus=2, mode=mode, container=True,
+                                                             partitions_granted={0: granted}, process=process))
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, errors="replace")
+    facts = collect(str(root))
+    findings = run_checks(facts, Context())
+    assert not [f for f in findings if f.id.startswith("doctor.internal")], findings
+    json.dumps(doctor_document(findings, facts, level=1, strict=False))
+    table(findings, heading(facts))
