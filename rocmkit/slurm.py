@@ -138,9 +138,8 @@ def render(spec: SlurmSpec) -> str:
     env.filters["qjoin"] = lambda items: " ".join(shlex.quote(str(i)) for i in items)
     # The containers get the ROCm devices of `rocmkit run` (all of /dev/dri: Slurm's GRES decides which GPUs
     # the job may use, through HIP_VISIBLE_DEVICES), with host networking for Ray and RCCL.
-    # Group ids of this (rendering) machine mean nothing on the nodes: name `video`, which every base has.
+    # Group ids of this (rendering) machine mean nothing on the nodes: the script reads each node's own.
     docker_flags = ["--init", "--network=host"] + [a for a in rocm_device_args() if not a.startswith("--group-add=")]
-    docker_flags += ["--group-add=video"] if spec.gpus_per_node else []
     args = list(spec.overrides)
     if spec.is_verl:
         args = [f"trainer.nnodes={spec.nodes}", f"trainer.n_gpus_per_node={spec.gpus_per_node}", *args]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 import pytest
@@ -15,8 +16,8 @@ from rocmkit.errors import UsageError
 
 
 def test_print_gives_a_pasteable_least_privilege_line():
-    r = CliRunner().invoke(cli, ["run", "rocm/img:1", "--print", "-e", "A=b c", "-v", "/data:/data:ro", "--", "python3",
-                                 "-c", "print('hi')"])
+    r = CliRunner(env={"ROCMKIT_DOCKER": None}).invoke(cli, ["run", "rocm/img:1", "--print", "-e", "A=b c", "-v",
+                                                             "/data:/data:ro", "--", "python3", "-c", "print('hi')"])
     assert r.exit_code == 0, r.output
     argv = shlex.split(r.output)
     assert argv[:3] == ["docker", "run", "--rm"]
@@ -44,6 +45,19 @@ def test_gpus_map_to_their_render_nodes(tmp_path):
         render_nodes_for("16", str(root))
     with pytest.raises(UsageError, match="indices"):
         render_nodes_for("a,b", str(root))
+
+
+def test_docker_client_is_chosen_by_option_or_environment():
+    r = CliRunner(env={"ROCMKIT_DOCKER": "/usr/local/bin/podman"}).invoke(cli, ["run", "img", "--print"])
+    assert shlex.split(r.output)[0] == "/usr/local/bin/podman"
+    r = CliRunner().invoke(cli, ["run", "img", "--print", "--docker", "nerdctl"])
+    assert shlex.split(r.output)[0] == "nerdctl"
+
+
+@pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="this host has /dev/kfd: the command would start a container")
+def test_missing_device_nodes_are_named_before_docker_runs():
+    r = CliRunner().invoke(cli, ["run", "img", "--docker", "/bin/false", "--", "true"])
+    assert r.exit_code == 3 and "no /dev/kfd" in r.output and "--print" in r.output
 
 
 def test_bad_options():

@@ -21,7 +21,8 @@ def spec(**kw):
     return slurm.SlurmSpec(**{**base, **kw})
 
 
-@pytest.mark.parametrize("runtime", slurm.RUNTIMES)
+# ids not named like the markers: conftest looks markers up among the keywords, which include parameter ids
+@pytest.mark.parametrize("runtime", slurm.RUNTIMES, ids=lambda r: f"runtime-{r}")
 def test_rendered_scripts_pass_shellcheck(find_tool, tmp_path, runtime):
     text = slurm.render(spec(runtime=runtime, image=None if runtime == "none" else "img:1",
                              ib_hcas=("mlx5_0", "mlx5_1"), overrides=("data.train_batch_size=16",

@@ -32,8 +32,16 @@ sys.exit(0 if names == sorted(sys.argv[1:]) else 3)
 
 
 def ray_processes() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines() if "raylet" in ln or "gcs_server" in ln]
+    """Ray's daemons on this host, read from /proc (a bare Debian container has no `ps`)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended meanwhile
+            continue
+        if "raylet" in args or "gcs_server" in args:
+            found.append(f"{cmdline.parent.name} {args}")
+    return found
 
 
 def submit(tmp_path: Path, join_timeout: int, env_extra: dict | None = None) -> tuple[int, str, float]:

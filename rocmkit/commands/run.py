@@ -76,6 +76,11 @@ def run(image, command, gpus, privileged, seccomp_unconfined, shm_size, volumes,
     if print_only:
         click.echo(shlex.join(argv))
         return
+    # docker's own message for a missing device node is an OCI runtime error; say what is wrong instead.
+    absent = [a.split("=", 1)[1] for a in argv if a.startswith("--device=") and not os.path.exists(a.split("=", 1)[1])]
+    if absent:
+        raise EnvironmentMissing(f"this host has no {', '.join(absent)} (is the amdgpu driver loaded?)",
+                                 hint="--print gives the docker run line to use on a GPU host")
     try:
         os.execvp(argv[0], argv)
     except FileNotFoundError:
