@@ -170,3 +170,32 @@ def test_new_facts_never_crash_the_doctor(tmp_path_factory, files, ray_amd, amds
     assert not [f for f in findings if f.id.startswith("doctor.internal")], findings
     json.dumps(doctor_document(findings, facts, level=1, strict=False))
     table(findings, heading(facts))
+
+
+def test_only_with_an_unknown_id_is_a_usage_error_and_bad_arch_writes_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from rocmkit.cli import cli
+    from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+
+    root = write_tree(tmp_path / "h", HostSpec(process=healthy_process()))
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", "gpu.count,kernal"])
+    assert r.exit_code == 2 and "--only kernal: no check has such an id" in r.output
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", "numa.affinity,env.ray_rocr", "--json"])
+    assert r.exit_code == 0  # known areas, whether or not this host produced a finding there
+    r = CliRunner().invoke(cli, ["doctor", "--arch", "gfx1234", "--capture", str(tmp_path / "cap")])
+    assert r.exit_code == 2 and not (tmp_path / "cap").exists()
+
+
+def test_image_manifest_with_foreign_targets_is_a_finding_not_exit_2(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from rocmkit.cli import cli
+    from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+
+    root = write_tree(tmp_path / "h", HostSpec(manifest={"targets": ["gfx1100"]}, process=healthy_process()))
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--json"])
+    arch = {f["id"]: f for f in json.loads(r.stdout)["findings"]}["gpu.arch"]
+    assert r.exit_code == 1 and arch["status"] == "fail" and arch["evidence"]["targets"] == ["gfx1100"]

@@ -57,20 +57,32 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image) ->
         raise UsageError("--capture records this host; it takes no --root")
     if level >= 2 and root:
         raise UsageError("--level 2 measures this host's GPUs; a captured tree (--root) is checked at level 1")
+    if arch:
+        from .. import archs
+
+        archs.parse_targets(arch)  # an unknown --arch is a usage error, before anything is read or written
     facts = facts_mod.collect(root or "/")
+    # The image's own targets are compared as written (gpu.arch), never refused: a report beats exit 2.
+    manifest_targets = (facts.manifest or {}).get("targets") if isinstance(facts.manifest, dict) else None
+    targets = arch or (";".join(str(t) for t in manifest_targets) if isinstance(manifest_targets, list) else None) \
+        or None
+    only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
+    findings = run_checks(facts, Context(arch=targets))
+    if only_ids:
+        # A typo in --only would otherwise select nothing and pass: refuse ids outside every known area.
+        areas = {f.id.split(".")[0] for f in findings} | ID_PREFIXES
+        unknown = sorted(o for o in only_ids if o.split(".")[0] not in areas)
+        if unknown:
+            raise UsageError(f"--only {','.join(unknown)}: no check has such an id",
+                             hint=f"ids start with one of: {', '.join(sorted(areas))} "
+                                  "(`rocmkit doctor --json` lists every finding's id)")
+        findings = [f for f in findings if selected(f, only_ids)]
     if capture_dir:
         from ..doctor.capture import capture
 
         out = capture(facts, capture_dir)
         click.echo(f"captured {len(set(facts.files_read))} files into {out}; check it with "
                    f"`rocmkit doctor --root {out}`", err=True)
-    targets = arch or ";".join((facts.manifest or {}).get("targets", [])) or None
-    if targets:
-        from .. import archs
-
-        archs.parse_targets(targets)  # an unknown --arch is a usage error, not a finding
-    only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
-    findings = run_checks(facts, Context(arch=targets), only_ids)
     if level >= 2:
         findings += [f for f in _level2(facts) if selected(f, only_ids)]
     code = exit_code(findings, strict)
@@ -82,6 +94,8 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image) ->
 
 
 PROBES_MODULE = "rocmkit.doctor.probes"
+# First parts of the ids the checks and probes produce, whether or not this host produced one this time.
+ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor"}
 
 
 def _level2(facts) -> list:
