@@ -52,7 +52,12 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF="$conf"
 
-if ! scontrol ping >/dev/null 2>&1 || ! scontrol ping | grep -q UP; then
+if ! scontrol ping 2>/dev/null | grep -q UP; then
+  # A controller that does not answer to this munge key but holds the port belongs to another work folder.
+  if (exec 3<>/dev/tcp/127.0.0.1/16817) 2>/dev/null; then
+    echo "port 16817 is held by a Slurm controller of another ROCMKIT_CI_WORK: stop it (its pid file) first" >&2
+    exit 1
+  fi
   setsid nohup slurmctld -D -f "$conf" >"$base/log/slurmctld.out" 2>&1 < /dev/null &
   for node in n1 n2; do
     setsid nohup slurmd -D -f "$conf" -N "$node" >"$base/log/slurmd-$node.out" 2>&1 < /dev/null &
