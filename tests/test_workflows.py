@@ -41,3 +41,30 @@ def test_ci_runs_the_readme_test_command():
     assert "bash .ci/run" in (REPO / ".github" / "workflows" / "ci.yml").read_text()
     assert "python -m pytest" in (REPO / ".ci" / "run").read_text()
     assert "python -m pytest" in (REPO / "README.md").read_text()
+
+
+def test_workflows_call_rocmkit_with_options_it_has():
+    """A renamed or removed option would otherwise only show up when the GPU runner runs the workflow."""
+    import re
+
+    import click
+    from ruamel.yaml import YAML
+
+    checked = 0
+    for path in sorted((REPO / ".github" / "workflows").glob("*.yml")):
+        workflow = YAML(typ="safe").load(path.read_text())
+        for job_name, job in workflow["jobs"].items():
+            for step in job.get("steps", []):
+                script = step.get("run", "")
+                commands = set(re.findall(r"\brocmkit ([a-z][a-z-]*)", script))
+                if not commands:
+                    continue
+                known = set()
+                for name in commands:
+                    cmd = cli.get_command(click.Context(cli), name)
+                    assert cmd is not None, f"{path.name} job {job_name}: no command `rocmkit {name}`"
+                    known |= {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+                used = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", script))
+                assert used <= known, f"{path.name} job {job_name}: {sorted(used - known)} not options of {commands}"
+                checked += 1
+    assert checked >= 4
