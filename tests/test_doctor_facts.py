@@ -199,3 +199,17 @@ def test_image_manifest_with_foreign_targets_is_a_finding_not_exit_2(tmp_path):
     r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--json"])
     arch = {f["id"]: f for f in json.loads(r.stdout)["findings"]}["gpu.arch"]
     assert r.exit_code == 1 and arch["status"] == "fail" and arch["evidence"]["targets"] == ["gfx1100"]
+
+
+@pytest.mark.parametrize("product,torch_hip,status", [
+    ("MI355X", "6.4.43482-0f2d60242", "fail"), ("MI355X", "7.0.51831", "pass"), ("MI300X", "6.2.41133", "pass"),
+    ("MI325X", "6.2.41133", "fail"),  # MI325X needs ROCm 6.3 (arch table)
+    ("MI300X", "", None), ("MI300X", None, None),  # torch without HIP / no torch: software.torch's business
+])
+def test_torch_built_rocm_against_the_gpus(tmp_path, product, torch_hip, status):
+    from rocmkit.doctor.checks import Context, run_checks
+    from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+
+    root = write_tree(tmp_path / "h", HostSpec(product=product, process=healthy_process(torch_hip=torch_hip)))
+    found = {f.id: f for f in run_checks(collect(str(root)), Context())}
+    assert (found["rocm.torch"].status.value if "rocm.torch" in found else None) == status
