@@ -141,3 +141,12 @@ def test_ray_refusing_rocr_visible_devices(tmp_path, rule, env, fails):
     assert ("env.ray_rocr" in f) == fails
     if fails:
         assert f["env.ray_rocr"].status == Status.FAIL and "HIP_VISIBLE_DEVICES" in f["env.ray_rocr"].fix
+
+
+def test_vllm_with_an_amdsmi_that_raises_keyerror_on_import(tmp_path):
+    f = found(tmp_path, gpu_libraries={"amdsmi": BROKEN_AMDSMI})
+    assert f["software.vllm_amdsmi"].status == Status.FAIL and "KeyError" in f["software.vllm_amdsmi"].title
+    ok = found(tmp_path / "ok")
+    assert "software.vllm_amdsmi" not in ok
+    caught = found(tmp_path / "c", gpu_libraries={"amdsmi": {**BROKEN_AMDSMI, "import_error": True}})
+    assert "software.vllm_amdsmi" not in caught
