@@ -39,7 +39,8 @@ def rocm_device_args(render_nodes: list[str] | None = None, *, privileged: bool 
     nodes = ["/dev/dri"] if render_nodes is None else list(render_nodes)
     devices = [d for d in ["/dev/kfd", *nodes] if not skip_missing or os.path.exists(d)]
     args = [f"--device={d}" for d in devices]
-    probe = ["/dev/kfd"] + (sorted(str(p) for p in Path("/dev/dri").glob("renderD*")) if render_nodes is None else nodes)
+    all_render = sorted(str(p) for p in Path("/dev/dri").glob("renderD*"))
+    probe = ["/dev/kfd"] + (all_render if render_nodes is None else nodes)
     for gid in device_gids(probe):
         args.append(f"--group-add={gid}")
     args.append("--ipc=host" if ipc_host else f"--shm-size={shm_size}")

@@ -65,8 +65,10 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
     if spec.runtime not in RUNTIMES:
         raise UsageError(f"--runtime {spec.runtime!r}", hint=f"one of: {', '.join(RUNTIMES)}")
     if spec.runtime != "none" and not spec.image:
-        raise UsageError(f"--runtime {spec.runtime} needs --image", hint="or --runtime none for software installed on the nodes")
-    if spec.image and not (IMAGE_RE.match(spec.image) or spec.image.endswith(".sif") and re.match(r"^[\w./-]+$", spec.image)):
+        raise UsageError(f"--runtime {spec.runtime} needs --image",
+                         hint="or --runtime none for software installed on the nodes")
+    sif = spec.image and spec.image.endswith(".sif") and re.match(r"^[\w./-]+$", spec.image)
+    if spec.image and not (IMAGE_RE.match(spec.image) or sif):
         raise UsageError(f"--image {spec.image!r} is not an image reference or .sif path")
     if spec.partition and not PARTITION_RE.match(spec.partition):
         raise UsageError(f"--partition {spec.partition!r}: letters, digits, _ , . -")
@@ -108,7 +110,8 @@ def environment(spec: SlurmSpec) -> list[tuple[str, str, str]]:
                     "Ray >= 2.45 raises when ROCR_VISIBLE_DEVICES (which Slurm exports) is set without it"))
     env.append((spec.noset_var, "1", f"Ray {spec.ray_version} must not narrow each actor's GPUs: verl assigns them"))
     env += [
-        ("HSA_NO_SCRATCH_RECLAIM", "1", "RCCL on ROCm 7.1+ fails ncclCommInitRank without it (vllm-project/vllm#32497)"),
+        ("HSA_NO_SCRATCH_RECLAIM", "1",
+         "RCCL on ROCm 7.1+ fails ncclCommInitRank without it (vllm-project/vllm#32497)"),
         ("NCCL_MIN_NCHANNELS", "112", "fill MI300X/MI355X XGMI bandwidth (AMD workload tuning guide)"),
         ("TORCH_NCCL_HIGH_PRIORITY", "1", "high-priority streams for RCCL under FSDP (AMD workload tuning guide)"),
         ("GPU_MAX_HW_QUEUES", "2", "with TORCH_NCCL_HIGH_PRIORITY, per AMD's multi-node FSDP advice"),

@@ -31,6 +31,18 @@ sys.exit(0 if names == sorted(sys.argv[1:]) else 3)
 '''
 
 
+@pytest.fixture(autouse=True)
+def one_cluster_at_a_time():
+    """Ray's head and agent ports are fixed: two of these jobs on one host (test runs started side by side)
+    would collide, so they take turns on a lock file."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "rocmkit-slurm-ray-test.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ray_processes() -> list[str]:
     """Ray's daemons on this host, read from /proc (a bare Debian container has no `ps`)."""
     found = []

@@ -38,7 +38,8 @@ def render_nodes_for(gpus: str, root: str = "/") -> list[str]:
 @click.argument("command", nargs=-1)
 @click.option("--gpus", default=None, metavar="LIST",
               help="Only these GPUs (0,1,...): /dev/kfd plus their render nodes. Default: all of /dev/dri.")
-@click.option("--privileged", is_flag=True, help="Run privileged instead of the least-privilege flags (only if you must).")
+@click.option("--privileged", is_flag=True,
+              help="Run privileged instead of the least-privilege flags (only if you must).")
 @click.option("--seccomp-unconfined", is_flag=True,
               help="Add --security-opt seccomp=unconfined (ROCm docs: for HPC memory mapping; rarely needed).")
 @click.option("--shm-size", default=None, metavar="SIZE", help="A private /dev/shm of SIZE instead of --ipc=host.")
@@ -66,7 +67,7 @@ def run(image, command, gpus, privileged, seccomp_unconfined, shm_size, volumes,
     mounts = []
     for vol in volumes:
         parts = vol.split(":")
-        if len(parts) not in (2, 3) or not parts[0] or not parts[1] or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+        if len(parts) not in (2, 3) or not all(parts[:2]) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
             raise UsageError(f"--volume {vol!r}: expected HOST:CONTAINER[:ro|rw]")
         mounts.append((parts[0], parts[1], parts[2] if len(parts) == 3 else "rw"))
     extra = ["--security-opt=seccomp=unconfined"] if seccomp_unconfined else []
@@ -84,4 +85,5 @@ def run(image, command, gpus, privileged, seccomp_unconfined, shm_size, volumes,
     try:
         os.execvp(argv[0], argv)
     except FileNotFoundError:
-        raise EnvironmentMissing(f"no docker client {argv[0]!r}", hint="install docker, or name it with --docker") from None
+        raise EnvironmentMissing(f"no docker client {argv[0]!r}",
+                                 hint="install docker, or name it with --docker") from None

@@ -48,26 +48,33 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
 
 @click.command()
 @click.option("--nodes", type=int, required=False, help="Number of nodes (one Ray node each).")
-@click.option("--gpus-per-node", type=int, default=8, show_default=True)
+@click.option("--gpus-per-node", type=int, default=8, show_default=True,
+              help="GPUs per node (Slurm --gpus-per-node, Ray --num-gpus, trainer.n_gpus_per_node); 0 for none.")
 @click.option("--image", default=None, help="Docker image, or a .sif file for --runtime apptainer.")
 @click.option("--runtime", type=click.Choice(slurm_mod.RUNTIMES), default="docker", show_default=True,
               help="docker: one container per node, removed when the job ends; apptainer: `apptainer exec --rocm`; "
                    "none: software installed on the nodes.")
-@click.option("--partition", default=None)
+@click.option("--partition", default=None, help="Slurm partition.")
 @click.option("--time", "time_limit", default=None, help="Slurm time limit, e.g. 04:00:00.")
-@click.option("--ib-hcas", default=None, metavar="LIST", help="Comma-separated InfiniBand/RoCE HCAs for RCCL (NCCL_IB_HCA).")
-@click.option("--cpus-per-task", type=int, default=None)
-@click.option("--job-name", default="rocmkit-verl", show_default=True)
-@click.option("--ray-version", default=None, help="Ray version in the image (else from --stack or the image's label).")
-@click.option("--stack", "stack_name", default=None, help="The built-in stack the image was built from (for its Ray pin).")
+@click.option("--ib-hcas", default=None, metavar="LIST",
+              help="Comma-separated InfiniBand/RoCE HCAs for RCCL (NCCL_IB_HCA).")
+@click.option("--cpus-per-task", type=int, default=None, help="Slurm CPUs per node task (also Ray --num-cpus).")
+@click.option("--job-name", default="rocmkit-verl", show_default=True,
+              help="Slurm job name; the log is JOB_NAME-<jobid>.out.")
+@click.option("--ray-version", default=None, help="Ray version in the image. Else: --stack's pin, the io.rocmkit.ray-version label of a local "
+                   "Docker image, or (--runtime none) the Ray installed here.")
+@click.option("--stack", "stack_name", default=None,
+              help="The built-in stack the image was built from (for its Ray pin).")
 @click.option("--ray-port", type=int, default=6379, show_default=True, help="Ray head port; outside 10002-19999.")
 @click.option("--join-timeout", type=int, default=300, show_default=True,
               help="Seconds to wait for the head and for every node to join before failing the job.")
 @click.option("--entrypoint", default=None, metavar="COMMAND",
               help="Run COMMAND on the head node instead of `python3 -m verl.trainer.main_ppo` (trainer.nnodes and "
                    "trainer.n_gpus_per_node are then not added).")
-@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Extra environment for every node. Repeatable.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the script here (else stdout).")
+@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE",
+              help="Extra environment for every node. Repeatable.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the script here (else stdout).")
 @click.option("--force", is_flag=True, help="Overwrite --output.")
 @click.option("--examples", "examples_dir", type=click.Path(file_okay=False), default=None,
               help="Regenerate the example scripts (one per runtime) into this folder, e.g. slurm/.")
