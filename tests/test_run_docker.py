@@ -18,16 +18,6 @@ CAP_SYS_ADMIN, CAP_SYS_NICE = 21, 23
 # (--privileged is not run here: nested engines cannot grant all capabilities; test_run.py checks its argv.)
 
 
-@pytest.fixture
-def image():
-    base = os.environ.get("ROCMKIT_TEST_BASE_IMAGE")
-    if not base:
-        if os.environ.get("ROCMKIT_REQUIRE_DOCKER") == "1":
-            pytest.fail("ROCMKIT_TEST_BASE_IMAGE is not set: .ci/provision/20-docker.sh provides it")
-        pytest.skip("ROCMKIT_TEST_BASE_IMAGE is not set")
-    return base
-
-
 def probe(image: str, **kw) -> dict:
     docker = os.environ.get("ROCMKIT_DOCKER", "docker")
     r = subprocess.run(docker_run_argv(image, ["sh", "-c", PROBE], docker=docker, skip_missing=True, **kw),
@@ -40,12 +30,12 @@ def probe(image: str, **kw) -> dict:
             "groups": groups.split(), "shm_kib": int(shm.split()[1])}
 
 
-def test_least_privilege_flags_take_effect(image):
-    seen = probe(image, render_nodes=[])
+def test_least_privilege_flags_take_effect(base_image):
+    seen = probe(base_image, render_nodes=[])
     if "rlimit_refused" in seen:
         # Engines without CAP_SYS_RESOURCE (rootless, nested) refuse to raise limits; `doctor --image` retries
         # without them. The rest is checked below; the limits themselves only where the engine allows them.
-        seen = probe(image, render_nodes=[], ulimits=False)
+        seen = probe(base_image, render_nodes=[], ulimits=False)
     else:
         assert seen["memlock"] == "unlimited" and seen["stack"] == str(64 * 1024)
     assert seen["caps"] & (1 << CAP_SYS_NICE), "SYS_NICE (NUMA binding) missing"
@@ -54,7 +44,7 @@ def test_least_privilege_flags_take_effect(image):
     assert "44" in seen["groups"], "the video group (no device nodes here to take a group id from)"
 
 
-def test_shm_size_gives_a_private_shm(image):
-    seen = probe(image, render_nodes=[], ulimits=False, shm_size="1g")
+def test_shm_size_gives_a_private_shm(base_image):
+    seen = probe(base_image, render_nodes=[], ulimits=False, shm_size="1g")
     assert seen["ipc"] != os.readlink("/proc/self/ns/ipc") and seen["shm_kib"] == 1024 * 1024
 
