@@ -51,7 +51,7 @@ def pytest_collection_modifyitems(config, items):
     cache: dict[str, str | None] = {}
     for item in items:
         for marker, check in _CHECKS.items():
-            if marker in item.keywords:
+            if item.get_closest_marker(marker) is not None:
                 if marker not in cache:
                     cache[marker] = check()
                 if cache[marker]:
