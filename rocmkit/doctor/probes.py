@@ -35,12 +35,13 @@ FP8_DTYPE = {"fnuz": "float8_e4m3fnuz", "e4m3": "float8_e4m3fn"}
 @dataclass(frozen=True)
 class Sizes:
     """Problem sizes. The defaults saturate an MI355X or H200 while staying well inside a second per probe;
-    the copy buffers dwarf MI300X's 256 MB Infinity Cache."""
+    the copy buffers dwarf MI300X's 256 MB Infinity Cache. All-reduce bus bandwidth still climbs past
+    256 MiB messages (two H200s: 297 GB/s at 256 MiB, 337 at 2 GiB), hence 1 GiB."""
 
     gemm_n: int = 8192
     hbm_bytes: int = 1 << 30
     host_bytes: int = 256 << 20
-    allreduce_bytes: int = 256 << 20
+    allreduce_bytes: int = 1 << 30
 
 
 def _gpu_info(torch, device: str, facts) -> dict[str, Any]:

@@ -24,6 +24,10 @@ SMI_CLOCKS = ("check clocks, power cap and throttling: `amd-smi metric --clock -
               "(NVIDIA: `nvidia-smi -q -d CLOCK,POWER,PERFORMANCE`), and that no other process uses the GPU "
               "(`amd-smi process`, `nvidia-smi`)")
 
+PCIE_FIX = ("compare the link's trained speed and width with what it is capable of: `sudo lspci -vv -s <pci> | "
+            "grep -E 'LnkCap|LnkSta'` (x8 or a lower generation halves it); reseat the GPU or fix the slot's BIOS "
+            "setting; keep the process on the GPU's NUMA node; then run RVS PEBB (level 2)")
+
 
 @dataclass(frozen=True)
 class Measure:
@@ -54,13 +58,9 @@ MEASURES: tuple[Measure, ...] = (
             "(NVIDIA: `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`), check memory clocks "
             "(`amd-smi metric --clock`), then run RVS BABEL (level 3)", RVS),
     Measure("h2d", "host-to-device copy", "pcie", _times(1, "pcie_gbps"), "PCIe peak", False, Status.FAIL,
-            "compare the link's trained speed and width with what it is capable of: `sudo lspci -vv -s <pci> | "
-            "grep -E 'LnkCap|LnkSta'` (x8 or a lower generation halves it); reseat the GPU or fix the slot's BIOS "
-            "setting; keep the process on the GPU's NUMA node; then run RVS PEBB (level 2)", RVS),
+            PCIE_FIX, RVS),
     Measure("d2h", "device-to-host copy", "pcie", _times(1, "pcie_gbps"), "PCIe peak", False, Status.FAIL,
-            "compare the link's trained speed and width with what it is capable of: `sudo lspci -vv -s <pci> | "
-            "grep -E 'LnkCap|LnkSta'`; reseat the GPU or fix the slot's BIOS setting; keep the process on the "
-            "GPU's NUMA node; then run RVS PEBB (level 2)", RVS),
+            PCIE_FIX, RVS),
 )
 
 ALLREDUCE_FIX = ("check that every GPU pair is linked by xGMI/NVLink (`amd-smi topology`, `rocm-smi --showtopo`; "
@@ -128,6 +128,8 @@ def _judge_one(measure: Measure, gpu: dict[str, Any]) -> dict[str, Any]:
         row.update(status=Status.SKIP, reason=exp)
         return row
     peak, fraction, expected = exp
+    if measure.expect_key == "pcie" and _link_degraded(gpu):
+        row["note"] = f"link {_link(gpu)}"
     row.update(status=verdict(fig["value"], expected), peak=round(peak, 2), fraction=fraction,
                expected=round(expected, 2), pass_at=round(expected * PASS_AT, 2),
                fail_below=round(expected * WARN_AT, 2), of_peak=round(fig["value"] / peak, 3),
@@ -136,7 +138,14 @@ def _judge_one(measure: Measure, gpu: dict[str, Any]) -> dict[str, Any]:
 
 
 def _unsteady(row: dict[str, Any]) -> str:
-    return f" (unsteady: spread {row['spread']:.0%})" if row.get("stable") is False and row.get("spread") else ""
+    notes = [row["note"]] if row.get("note") else []
+    if row.get("stable") is False and row.get("spread"):
+        notes.append(f"unsteady: spread {row['spread']:.0%}")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
+def _span(values: list[float]) -> str:
+    return fmt(min(values)) if fmt(min(values)) == fmt(max(values)) else f"{fmt(min(values))}–{fmt(max(values))}"
 
 
 def _title(label: str, rows: list[dict[str, Any]], status: Status) -> str:
@@ -146,9 +155,7 @@ def _title(label: str, rows: list[dict[str, Any]], status: Status) -> str:
     if not judged:
         if not measured:
             return f"{label}: {rows[0]['reason']}" if rows else f"{label}: no GPU"
-        vals = [r["value"] for r in measured]
-        span = fmt(vals[0]) if len(vals) == 1 else f"{fmt(min(vals))}–{fmt(max(vals))}"
-        return f"{label} {span} {unit}, not judged: {measured[0].get('reason', '')}"
+        return f"{label} {_span([r['value'] for r in measured])} {unit}, not judged: {measured[0].get('reason', '')}"
     worst = judged[0]
     what = worst["product"]
     if len(rows) == 1:
@@ -157,15 +164,14 @@ def _title(label: str, rows: list[dict[str, Any]], status: Status) -> str:
             return head + f", healthy ≥ {fmt(worst['pass_at'])}" + _unsteady(worst)
         return head + f", below the healthy {fmt(worst['pass_at'])}" + _unsteady(worst)
     if status is Status.PASS:
-        vals = [r["value"] for r in judged]
-        return (f"{label} on {len(rows)} GPUs: {fmt(min(vals))}–{fmt(max(vals))} {unit}, healthy ≥ "
+        return (f"{label} on {len(rows)} GPUs: {_span([r['value'] for r in judged])} {unit}, healthy ≥ "
                 f"{fmt(min(r['pass_at'] for r in judged))} ({what})")
     bad = [r for r in rows if r["status"] is status]
     others = [r["value"] for r in judged if r["status"] is Status.PASS]
     names = ", ".join(f"GPU {r['gpu']}" for r in bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-    tail = f"; the healthy ones {fmt(min(others))}–{fmt(max(others))}" if others else ""
+    tail = f"; the healthy {'ones' if len(others) > 1 else 'one'} {_span(others)}" if others else ""
     return (f"{label}: {names} at {fmt(worst['value'])} {unit}" + (" (slowest)" if len(bad) > 1 else "")
-            + f", below the healthy {fmt(worst['pass_at'])} ({what}){tail}" + _unsteady(worst))
+            + _unsteady(worst) + f", below the healthy {fmt(worst['pass_at'])} ({what}){tail}")
 
 
 def _finding(fid: str, label: str, rows: list[dict[str, Any]], fix: str, reference: str,
@@ -197,6 +203,12 @@ def judge_gpus(gpus: list[dict[str, Any]], context: dict[str, Any] | None = None
         extra = {**(context or {}), **({"links": link_notes} if link_notes else {})}
         out.append(_finding(f"probe.{m.key}", m.label, rows, m.fix, m.reference, extra))
     return out
+
+
+def _link_degraded(gpu: dict[str, Any]) -> bool:
+    link = gpu.get("link") or {}
+    return bool(link.get("max_width")) and (str(link.get("current_width")) != str(link.get("max_width"))
+                                             or link.get("current_speed") != link.get("max_speed"))
 
 
 def _link(gpu: dict[str, Any]) -> str | None:
