@@ -111,8 +111,8 @@ def _fp8_dtype(info: dict[str, Any]) -> str | None:
     return FP8_DTYPE.get(arch.fp8) if arch else None
 
 
-def _unavailable(reason: str) -> dict[str, Any]:
-    return {"available": False, "reason": reason, "gpus": []}
+def _unavailable(missing: str, reason: str) -> dict[str, Any]:
+    return {"available": False, "missing": missing, "reason": reason, "gpus": []}
 
 
 def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFAULT_BUDGET_S, sizes: Sizes = Sizes(),
@@ -128,12 +128,12 @@ def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFA
     try:
         import torch
     except ImportError:
-        return _unavailable("PyTorch is not installed in this environment; level 2 measures through torch.cuda")
+        return _unavailable("torch", "PyTorch is not installed in this environment; level 2 measures through torch.cuda")
     if devices is None:
         if not torch.cuda.is_available():
             visible = {k: v for k, v in os.environ.items() if k in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
                                                                       "CUDA_VISIBLE_DEVICES")}
-            return _unavailable(f"torch {torch.__version__} sees no GPU (torch.cuda.is_available() is False"
+            return _unavailable("gpu", f"torch {torch.__version__} sees no GPU (torch.cuda.is_available() is False"
                                 + (f"; {visible}" if visible else "") + ")")
         count = torch.cuda.device_count()
         indices = list(range(count)) if gpus is None else list(gpus)
@@ -232,10 +232,17 @@ def run_probes(facts=None, *, gpus: list[int] | None = None, budget_s: float = D
                          hint="run `rocmkit doctor --level 2` on the host itself")
     doc = measure(facts, gpus=gpus, budget_s=budget_s, progress=progress)
     if require_gpu and not doc.get("available", True):
-        raise EnvironmentMissing(f"level 2 needs a GPU: {doc['reason']}",
-                                 hint="run it where the GPUs are (in a container: grant /dev/kfd and /dev/dri, "
-                                      "see `rocmkit run`), or use level 1")
+        raise _missing(doc)
     return findings_for(doc)
+
+
+def _missing(doc: dict[str, Any]) -> EnvironmentMissing:
+    if doc.get("missing") == "torch":
+        hint = ("install PyTorch built for this GPU (ROCm wheels: https://pytorch.org/get-started/locally/), or "
+                "run it inside a rocmkit-built image: `rocmkit doctor --image IMAGE --level 2`")
+    else:
+        hint = "run it where the GPUs are (in a container: grant /dev/kfd and /dev/dri, see `rocmkit run`), or use level 1"
+    return EnvironmentMissing(f"level 2 needs a GPU: {doc['reason']}", hint=hint)
 
 
 def run_level2(facts) -> tuple[list[Finding], dict[str, Any]]:
@@ -244,5 +251,5 @@ def run_level2(facts) -> tuple[list[Finding], dict[str, Any]]:
         raise UsageError("--level 2 measures this machine's GPUs; a captured tree (--root) has none to measure")
     doc = measure(facts, progress=stderr_progress)
     if not doc.get("available", True):
-        raise EnvironmentMissing(f"level 2 needs a GPU: {doc['reason']}", hint="run it where the GPUs are")
+        raise _missing(doc)
     return judge(doc), doc
