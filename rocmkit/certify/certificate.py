@@ -65,7 +65,7 @@ def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
 
 
 def build(*, settings: dict, target: dict, host: dict, info: dict, steps: dict, verdict: Verdict, run: dict,
-          files: dict) -> dict:
+          files: dict, probes: dict | None = None) -> dict:
     return document("certificate", {
         "rocmkit": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -77,6 +77,7 @@ def build(*, settings: dict, target: dict, host: dict, info: dict, steps: dict, 
         "host": host,
         "run": {**run, **{k: v for k, v in info.items() if k not in ("status",)}},
         "metrics": summarize(steps, info),
+        "probes": probes,
         "files": files,
     })
 
@@ -102,6 +103,8 @@ def markdown(cert: dict) -> str:
     for c in cert["checks"]:
         result = ("pass" if c["passed"] else "FAIL") if c["required"] else ("yes" if c["passed"] else "no") + " (reported)"
         lines.append(f"| {c['name']} | {result} | {c['detail']} |")
+    for f in (cert.get("probes") or {}).get("findings", []):
+        lines.append(f"| {f['id']} | {f['status']} | {f['title']} |")
     gpus = cert["host"].get("gpus") or []
     lines += ["", f"Host: {len(gpus)} AMD GPU(s) in the KFD topology" + (f" ({gpus[0].get('product')})" if gpus else "")
               + f"; ROCm {cert['host'].get('rocm') or 'n/a'}."]

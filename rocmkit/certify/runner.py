@@ -237,6 +237,25 @@ def run_info(ws: Workspace) -> dict:
         return {}
 
 
+def probe_figures(s: Settings) -> dict | None:
+    """Level-2 GPU probes of the doctor (GEMM, HBM, host links, all-reduce) for the certificate: measured
+    where the run happens (in-process on the host, `rocmkit doctor --image` for an image). None on the CPU."""
+    if s.gpus == 0:
+        return None
+    if not s.image:
+        from ..doctor.probes import findings_for, measure
+
+        doc = measure(gpus=list(range(s.gpus)), with_allreduce=s.gpus > 1)
+        return {"figures": doc, "findings": [f.to_json() for f in findings_for(doc)]}
+    proc = subprocess.run([sys.executable, "-m", "rocmkit", "doctor", "--image", s.image, "--level", "2", "--only",
+                           "probe", "--json"], capture_output=True, text=True, timeout=900)
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        return {"error": "the probes did not run in the image: " + " ".join(proc.stderr.strip().splitlines()[-3:])}
+    return {"findings": [f for f in doc.get("findings", []) if f["id"].startswith("probe")]}
+
+
 def shell_line(argv: list[str], env: dict[str, str], image: bool) -> str:
     prefix = "" if image else " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
     return prefix + shlex.join(argv)

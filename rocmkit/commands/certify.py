@@ -41,11 +41,13 @@ def _host_facts() -> dict:
 @click.option("--rollout", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
               help="verl's rollout engine.")
 @click.option("--timeout", type=int, default=3600, show_default=True, help="Seconds before the run is stopped.")
+@click.option("--no-probes", is_flag=True,
+              help="Skip the level-2 GPU probes (GEMM, HBM, host links, all-reduce) recorded in the certificate.")
 @click.option("--dry-run", is_flag=True, help="Validate everything and print the exact command; run nothing.")
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, require_learning, size, rollout, timeout,
-            dry_run, as_json) -> None:
+            no_probes, dry_run, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated locally,
@@ -53,7 +55,8 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, require_
     every step ran, every loss is finite and (on the built-in task, or with --require-learning) the
     reward rose by the stated margin. It records rollout and training tokens/s, the time of each
     phase (generation, reference and old log-probs, reward, update), MFU where the device's peak is
-    known, the image (id, manifest) or host packages, and the host's GPUs. For the verl engine the
+    known, the doctor's level-2 GPU probe figures (unless --no-probes; not on the CPU), the image
+    (id, manifest) or host packages, and the host's GPUs. For the verl engine the
     overrides are validated against the target's own verl before anything runs.
 
     Exit 0 pass, 1 fail, 2 bad usage or an invalid verl configuration, 3 missing environment.
@@ -83,6 +86,7 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, require_
                 click.echo(f"verl {validation['verl']} accepts the configuration")
             click.echo(line)
         return
+    probes = None if no_probes else runner.probe_figures(s)
     run = runner.execute(s, ws, argv, env)
     steps_data = runner.read_steps(s, ws)
     info = runner.run_info(ws)
@@ -91,7 +95,8 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, require_
                 "data": data or "built-in digits task", "rollout": rollout if engine == "verl" else None,
                 "learning_required": s.learning_required, "command": argv}
     cert = build(settings=settings, target=target, host=_host_facts(), info=info, steps=steps_data,
-                 verdict=verdict, run=run, files={"log": str(ws.log), "metrics": str(ws.run_dir / "metrics.jsonl")})
+                 verdict=verdict, run=run, files={"log": str(ws.log), "metrics": str(ws.run_dir / "metrics.jsonl")},
+                 probes=probes)
     write_atomic(ws.root / "certificate.json", dumps(cert))
     write_atomic(ws.root / "certificate.md", markdown(cert))
     if as_json:
