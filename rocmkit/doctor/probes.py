@@ -66,7 +66,7 @@ def _gpu_info(torch, device: str, facts) -> dict[str, Any]:
     product, partitions = None, 1
     for d in getattr(facts, "devices", None) or []:
         if pci and d.pci_address == pci:
-            product, partitions = d.product, d.partitions
+            product, partitions = d.product, d.mode_partitions
     sysfs = _pci_sysfs(pci)
     if product is None and sysfs.get("device"):
         product = archs.product_for_pci_id(sysfs["device"])
