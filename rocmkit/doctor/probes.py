@@ -2,8 +2,8 @@
 
     figures = measure(facts)            # plain dict: every figure with its samples (certificates embed it)
     findings = judge(figures)           # pure: probes_judge
-    run_probes(facts) -> findings       # both; a skip finding when there is no torch or no GPU
-    run_level2(facts) -> (findings, figures)   # what `rocmkit doctor --level 2` calls
+    run_probes(facts) -> findings       # both; what `rocmkit doctor --level 2` calls (no torch/GPU: exit 3,
+                                        # or a skip finding with require_gpu=False)
 
 Per GPU, one after another (so a shared PCIe switch or power budget does not blur whose figure is whose):
 bf16 GEMM, fp8 GEMM where the arch has fp8, device-memory copy, pinned host-to-device and device-to-host
@@ -243,13 +243,3 @@ def _missing(doc: dict[str, Any]) -> EnvironmentMissing:
     else:
         hint = "run it where the GPUs are (in a container: grant /dev/kfd and /dev/dri, see `rocmkit run`), or use level 1"
     return EnvironmentMissing(f"level 2 needs a GPU: {doc['reason']}", hint=hint)
-
-
-def run_level2(facts) -> tuple[list[Finding], dict[str, Any]]:
-    """(findings, figures document) for callers that keep the figures apart (certificates)."""
-    if facts is not None and not getattr(facts, "live", True):
-        raise UsageError("--level 2 measures this machine's GPUs; a captured tree (--root) has none to measure")
-    doc = measure(facts, progress=stderr_progress)
-    if not doc.get("available", True):
-        raise _missing(doc)
-    return judge(doc), doc
