@@ -76,10 +76,19 @@ def submit(tmp_path: Path, join_timeout: int, env_extra: dict | None = None) -> 
     return r.returncode, log, elapsed
 
 
-def test_two_node_ray_cluster_runs_the_driver_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("token", [False, True], ids=["no-ray-token", "ray-token-in-home"])
+def test_two_node_ray_cluster_runs_the_driver_and_leaves_nothing(tmp_path, token):
+    # A home with ~/.ray/auth_token, as Ray 2.60 leaves after one ray.init() (verl's own start) on the host.
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    if token:
+        import secrets
+
+        (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))
     assert not ray_processes(), "Ray is already running on this host"
-    rc, log, _ = submit(tmp_path, join_timeout=90)
+    rc, log, _ = submit(tmp_path, join_timeout=90, env_extra={"HOME": str(home)})
     assert rc == 0, log
+    assert f"Ray token authentication: {'token' if token else 'disabled'}" in log
     assert "all 2 node(s) joined: ['n1', 'n2']" in log
     assert "driver sees ['n1', 'n2']" in log and "tasks ran on 2 node(s)" in log
     assert "driver exited with 0" in log
