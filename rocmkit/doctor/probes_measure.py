@@ -59,10 +59,10 @@ class Figure:
         return relative_range(self.kept)
 
     def to_json(self) -> dict[str, Any]:
-        return {"value": round(self.value, 4), "unit": self.unit, "min": round(min(self.kept), 4),
-                "max": round(max(self.kept), 4), "spread": round(self.spread, 4), "stable": self.stable,
+        return {"value": _sig(self.value), "unit": self.unit, "min": _sig(min(self.kept)),
+                "max": _sig(max(self.kept)), "spread": round(self.spread, 4), "stable": self.stable,
                 "stopped_early": self.early, "n": len(self.samples), "seconds": round(self.seconds, 3), "params": self.params,
-                "samples": [round(s, 4) for s in self.samples]}
+                "samples": [_sig(s) for s in self.samples]}
 
 
 def relative_range(xs: list[float]) -> float:
@@ -98,6 +98,11 @@ def sample(run: Callable[[int], float], work: float, *, budget_s: float, warmup_
         if over:
             break
     return samples, steady(samples), False
+
+
+def _sig(value: float, digits: int = 5) -> float:
+    """Rounded to significant digits, not decimals: a slow device's 0.00004 TFLOP/s must not become 0."""
+    return float(f"{value:.{digits}g}")
 
 
 def steady(samples: list[float]) -> bool:
