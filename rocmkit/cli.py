@@ -19,6 +19,7 @@ COMMANDS = {
     "render": "rocmkit.commands.render:render",
     "build": "rocmkit.commands.build:build",
     "bake": "rocmkit.commands.bake:bake",
+    "wheelhouse": "rocmkit.commands.wheelhouse:wheelhouse",
     "doctor": "rocmkit.commands.doctor:doctor",
     "vf-configs": "rocmkit.commands.vf_configs:vf_configs",
     "certify": "rocmkit.commands.certify:certify",
@@ -62,7 +63,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
     are checked (doctor); a smoke GRPO run certifies that a stack trains (certify).
 
     Exit codes: 0 ok, 1 a build/check/certification failed, 2 bad usage or input,
-    3 a required environment is missing (no Docker engine, no GPU).
+    3 a required environment is missing (no Docker engine, no GPU), 124 a deadline passed,
+    130/143 interrupted (SIGINT/SIGTERM); whatever the exit, nothing rocmkit started is left running.
     """
     ctx.obj = {"debug": debug}
 
@@ -71,6 +73,9 @@ def main() -> None:
     # Python's default SIGPIPE handling turns `rocmkit ... | head` into a traceback; exit quietly instead.
     try:
         cli.main(prog_name="rocmkit")
+    except KeyboardInterrupt:  # Ctrl-C outside a runner (nothing of rocmkit's is running): the shell's code
+        click.echo("\ninterrupted", err=True)
+        sys.exit(130)
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -41,3 +41,20 @@ class Failed(RocmkitError):
     """The work ran and its result is a failure: a build, a check, a certification (exit 1)."""
 
     exit_code = 1
+
+
+class DeadlinePassed(RocmkitError):
+    """A --timeout ran out: what was running was stopped (exit 124, as coreutils' timeout)."""
+
+    exit_code = 124
+
+
+class Interrupted(RocmkitError):
+    """SIGINT or SIGTERM reached rocmkit: what it ran was stopped first (exit 130 / 143, as a shell reports)."""
+
+    def __init__(self, signum: int, what: str):
+        import signal
+
+        name = signal.Signals(signum).name
+        super().__init__(f"{what} stopped: rocmkit received {name}")
+        self.exit_code = 128 + signum

@@ -1,0 +1,262 @@
+"""The one way rocmkit starts a process (or a container) and stops it.
+
+`run()` starts argv in its own process group, sends every output line to a log file and a callback, and
+holds its deadline while output flows (a reader thread feeds a queue; the caller's thread watches the
+clock and the signals). On the deadline, SIGINT or SIGTERM it stops the whole process tree (SIGTERM,
+then SIGKILL after a grace period) and removes every container carrying the run's label; a deadline
+returns a timed-out Result, a signal raises Interrupted (exit 130/143). Containers are started as
+`docker run --label io.rocmkit.run=<id>` processes, so the same path stops them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .errors import EnvironmentMissing, Interrupted
+
+RUN_LABEL = "io.rocmkit.run"
+GRACE_S = 10.0  # between SIGTERM and SIGKILL: time for a docker client to pass the signal on
+DRAIN_S = 2.0  # after the child exits: how long its last lines may take to arrive
+CONTAINER_GRACE_S = 3.0  # the container is already gone; the client only has to notice
+TAIL_LINES = 60
+
+
+@dataclass
+class Result:
+    argv: list[str]
+    returncode: int | None  # None when it was stopped at the deadline
+    timed_out: bool
+    seconds: float
+    tail: list[str] = field(default_factory=list)  # the last lines of output
+    stdout: list[str] | None = None  # every stdout line, when asked for with keep_stdout (stderr kept apart)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.tail)
+
+
+def new_run_label() -> str:
+    """A label value that names one run's containers (`--label io.rocmkit.run=<value>`)."""
+    return uuid.uuid4().hex[:16]
+
+
+@contextlib.contextmanager
+def _signals_noted() -> Iterator[list[int]]:
+    """SIGINT/SIGTERM recorded instead of raised while a child runs, so the child is stopped first."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {s: signal.signal(s, lambda signum, _frame: received.append(signum))
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _become_subreaper() -> None:
+    """Descendants orphaned by their parent (a crashed driver's Ray daemons) are re-parented to rocmkit
+    instead of init, so the cleanup still finds them. Linux only; elsewhere nothing changes."""
+    global _SUBREAPER
+    if _SUBREAPER or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+    _SUBREAPER = True
+
+
+_SUBREAPER = False
+
+
+class _Tree:
+    """Every process the child started, remembered as it runs (pid with its start time, so a reused pid
+    is never mistaken for one of them), plus whatever became rocmkit's own child since the run began."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        self.pid = pid
+        self.started = time.time() - 1.0
+        self.seen: dict[int, float] = {}
+        self._psutil = psutil
+        self._last = 0.0
+
+    def note(self, every_s: float = 0.5) -> None:
+        if time.monotonic() - self._last < every_s:
+            return
+        self._last = time.monotonic()
+        try:
+            for p in self._psutil.Process(self.pid).children(recursive=True):
+                self.seen[p.pid] = p.create_time()
+        except self._psutil.Error:
+            pass
+
+    def members(self) -> list:
+        psutil = self._psutil
+        out = []
+        candidates = dict(self.seen)
+        try:
+            candidates[self.pid] = psutil.Process(self.pid).create_time()
+            for p in psutil.Process(self.pid).children(recursive=True):
+                candidates[p.pid] = p.create_time()
+        except psutil.Error:
+            pass
+        try:
+            for p in psutil.Process(os.getpid()).children(recursive=True):
+                if p.create_time() >= self.started:
+                    candidates[p.pid] = p.create_time()
+        except psutil.Error:
+            pass
+        for pid, created in candidates.items():
+            try:
+                p = psutil.Process(pid)
+                if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.Error:
+                continue
+        return out
+
+    def stop(self, grace_s: float) -> None:
+        """SIGTERM to the process group and every member, then SIGKILL to what is left after grace_s."""
+        psutil = self._psutil
+        members = self.members()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGTERM)
+        for p in members:
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
+        _, alive = psutil.wait_procs(members, timeout=grace_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        for p in alive:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(alive, timeout=grace_s)
+
+
+def remove_containers(label: str) -> list[str]:
+    """Force-remove every container labelled io.rocmkit.run=<label>, through the engine. Returns their ids."""
+    from .engine import Engine
+
+    try:
+        engine = Engine.connect(timeout=30)
+    except EnvironmentMissing:
+        return []
+    return engine.remove_labelled(f"{RUN_LABEL}={label}")
+
+
+def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+        timeout: float | None = None, on_line: Callable[[str], None] | None = None,
+        log_path: Path | None = None, container_label: str | None = None, what: str | None = None,
+        grace_s: float = GRACE_S, keep_stdout: bool = False) -> Result:
+    """Run argv to completion or to its deadline; see the module docstring. `env` replaces the environment
+    (None: inherit). `what` names the work in the Interrupted message. With keep_stdout, stdout is read apart
+    from stderr and returned whole in Result.stdout (a JSON document a command prints); both still reach the
+    log and on_line."""
+    _become_subreaper()
+    started = time.monotonic()
+    deadline = started + timeout if timeout else None
+    lines: queue.Queue = queue.Queue()
+    tail: list[str] = []
+    log = open(log_path, "a", encoding="utf-8", errors="replace") if log_path else None
+    try:
+        with _signals_noted() as received:
+            try:
+                child = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE if keep_stdout else subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env, cwd=cwd, text=True, errors="replace",
+                                         bufsize=1, start_new_session=True)
+            except OSError as exc:
+                raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+            tree = _Tree(child.pid)
+
+            def read(stream, name: str) -> None:
+                for line in stream:
+                    lines.put((name, line.rstrip("\n")))
+                lines.put((name, None))
+
+            streams = [(child.stdout, "stdout")] + ([(child.stderr, "stderr")] if keep_stdout else [])
+            for stream, name in streams:
+                threading.Thread(target=read, args=(stream, name), daemon=True).start()
+            open_streams = len(streams)
+            stdout: list[str] = []
+            timed_out = False
+            exited_at = None
+            try:
+                while not received:
+                    tree.note()
+                    now = time.monotonic()
+                    if deadline is not None and now >= deadline:
+                        timed_out = True
+                        break
+                    if exited_at is None and child.poll() is not None:
+                        exited_at = now
+                    if exited_at is not None and now - exited_at > DRAIN_S:
+                        break  # exited, but something it started still holds the output open
+                    wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
+                    try:
+                        name, text = lines.get(timeout=wait)
+                    except queue.Empty:
+                        continue
+                    if text is None:
+                        open_streams -= 1
+                        if open_streams == 0:
+                            break
+                        continue
+                    if keep_stdout and name == "stdout":
+                        stdout.append(text)
+                    tail.append(text)
+                    del tail[:-TAIL_LINES]
+                    if log:
+                        log.write(text + "\n")
+                        log.flush()
+                    if on_line:
+                        on_line(text)
+            finally:
+                if container_label and (timed_out or received or child.poll() is None):
+                    remove_containers(container_label)  # first: a stopped client would leave its container running
+                # Whatever is left of the tree goes: all of it at a deadline or signal, leftovers after an exit.
+                tree.stop(CONTAINER_GRACE_S if container_label else grace_s)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=grace_s)
+                if container_label:
+                    remove_containers(container_label)
+            if received:
+                raise Interrupted(received[0], what or Path(argv[0]).name)
+    finally:
+        if log:
+            log.close()
+    if log_path and timed_out:
+        with open(log_path, "a", encoding="utf-8") as handle:
+            handle.write(f"rocmkit: stopped at the deadline ({timeout:g} s)\n")
+    return Result(argv=list(argv), returncode=None if timed_out else child.returncode, timed_out=timed_out,
+                  seconds=time.monotonic() - started, tail=tail, stdout=stdout if keep_stdout else None)
+
+
+def capture(argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> Result:
+    """Run a short command and keep its output (merged stdout and stderr) in Result.tail."""
+    out: list[str] = []
+    result = run(argv, env=env, timeout=timeout, on_line=out.append)
+    result.tail = out
+    return result

@@ -1,0 +1,105 @@
+"""The runner every process and container of rocmkit goes through: deadlines that hold while output flows,
+whole process trees stopped, signals turned into a clean stop and exit 130/143."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from rocmkit import proc
+from rocmkit.errors import EnvironmentMissing
+
+# A child that prints a line every 50 ms for `seconds`, and starts a grandchild in a session of its own
+# (as Ray does) that would outlive it; the grandchild's pid is the first line.
+CHATTY = textwrap.dedent("""
+    import subprocess, sys, time
+    g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    print(g.pid, flush=True)
+    end = time.time() + float(sys.argv[1])
+    while time.time() < end:
+        print("working", flush=True)
+        time.sleep(0.05)
+""")
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_output_lines_reach_the_callback_and_the_log(tmp_path):
+    seen = []
+    log = tmp_path / "run.log"
+    r = proc.run([sys.executable, "-c", "print('a'); import sys; print('b', file=sys.stderr)"], on_line=seen.append,
+                 log_path=log, timeout=60)
+    assert r.ok and r.returncode == 0 and not r.timed_out
+    assert sorted(seen) == ["a", "b"] and sorted(log.read_text().split()) == ["a", "b"]
+
+
+def test_the_deadline_holds_while_output_flows_and_the_whole_tree_stops(tmp_path):
+    lines = []
+    started = time.monotonic()
+    r = proc.run([sys.executable, "-c", CHATTY, "60"], timeout=1.5, on_line=lines.append, log_path=tmp_path / "l",
+                 grace_s=2)
+    took = time.monotonic() - started
+    assert r.timed_out and r.returncode is None and not r.ok
+    assert took < 5, took
+    assert len(lines) > 5  # it was talking all along
+    assert _gone(int(lines[0])), "the grandchild in its own session survived"
+    assert "stopped at the deadline" in (tmp_path / "l").read_text()
+
+
+def test_a_finished_run_leaves_nothing_of_its_group_behind():
+    # the child leaves a daemon in its own process group when it exits normally
+    code = "import subprocess, sys; p = subprocess.Popen(['sleep', '300']); print(p.pid, flush=True)"
+    lines = []
+    r = proc.run([sys.executable, "-c", code], timeout=30, on_line=lines.append)
+    assert r.ok
+    assert _gone(int(lines[0]))
+
+
+def test_a_missing_program_is_an_environment_error():
+    with pytest.raises(EnvironmentMissing, match="cannot start /no/such/program"):
+        proc.run(["/no/such/program"], timeout=5)
+
+
+DRIVER = textwrap.dedent("""
+    import sys
+    from rocmkit import proc
+    from rocmkit.errors import RocmkitError
+    try:
+        proc.run([sys.executable, "-c", sys.argv[1], "60"], timeout=120, on_line=lambda l: print(l, flush=True),
+                 what="the test child")
+    except RocmkitError as exc:
+        print("error:", exc.message, flush=True)
+        sys.exit(exc.exit_code)
+""")
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_to_rocmkit_alone_stops_the_child_tree_first(sig, code):
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, CHATTY], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)  # only rocmkit gets the signal, not the child's group
+    grandchild = int(driver.stdout.readline())
+    driver.stdout.readline()  # the child is running
+    os.kill(driver.pid, sig)
+    out, _ = driver.communicate(timeout=30)
+    assert driver.returncode == code, out
+    assert f"the test child stopped: rocmkit received {sig.name}" in out
+    assert _gone(grandchild)
+
+
+def test_capture_keeps_every_line():
+    r = proc.capture([sys.executable, "-c", "print('\\n'.join(map(str, range(200))))"], timeout=30)
+    assert r.ok and r.tail == [str(i) for i in range(200)]
