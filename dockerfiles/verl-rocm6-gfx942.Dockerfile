@@ -17,6 +17,9 @@ ARG MAX_JOBS=8
 
 FROM rocm/dev-ubuntu-22.04:6.3.4-complete AS base
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# `rocmkit build --wheelhouse DIR` sets these: pip then installs only from the wheelhouse (an offline build).
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -25,8 +28,11 @@ RUN apt-get update \
  && add-apt-repository -y ppa:deadsnakes/ppa \
  && apt-get update \
  && apt-get install -y --no-install-recommends python3.12 python3.12-dev python3.12-venv \
- && apt-get install -y --no-install-recommends build-essential ca-certificates git liblzma-dev libnuma-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
+# Only the packages the base lacks are fetched, so a base that has them all builds without a network.
+RUN missing="$(printf '%s\n' build-essential ca-certificates git liblzma-dev libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
+ && if [ -n "$missing" ]; then \
+      apt-get update && echo "$missing" | xargs apt-get install -y --no-install-recommends && rm -rf /var/lib/apt/lists/*; fi
 # ROCm's compilers and tools (hipcc, amdclang) on PATH: build scripts look for hipcc there to pick HIP over CUDA.
 ENV PATH=/opt/rocm/bin:/opt/rocm/llvm/bin:$PATH
 # vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
@@ -40,9 +46,11 @@ RUN python3.12 -m venv --system-site-packages /opt/venv \
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --extra-index-url https://download.pytorch.org/whl/rocm6.2.4 torch==2.6.0+rocm6.2.4 torchvision==0.21.0+rocm6.2.4 torchaudio==2.6.0+rocm6.2.4 setuptools==75.8.0 wheel==0.45.1 packaging==24.2 ninja==1.11.1.3 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.1.0 psutil==7.0.0
 # amdsmi from the image's own ROCm (what vLLM uses to detect AMD GPUs), matching it exactly.
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     cp -r /opt/rocm/share/amd_smi /tmp/amd_smi && pip install /tmp/amd_smi && rm -rf /tmp/amd_smi
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
@@ -65,6 +73,8 @@ ENV PYTORCH_ROCM_ARCH="gfx942" \
 # WARNING: MUTABLE ref 236178e5: the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit
 FROM base AS build-transformer-engine
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/transformer-engine
 RUN git clone https://github.com/ROCm/TransformerEngine.git . \
  && git checkout --detach "$(git rev-parse --verify -q 'origin/236178e5^{commit}' || git rev-parse --verify '236178e5^{commit}')" \
@@ -75,6 +85,7 @@ ENV NVTE_FRAMEWORK="pytorch" \
     NVTE_USE_HIPBLASLT="1" \
     CMAKE_PREFIX_PATH="/opt/rocm:/opt/rocm/hip:/usr/local:/usr"
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && python setup.py bdist_wheel --dist-dir /wheels \
  && cp /src/transformer-engine.source /wheels/transformer-engine.source
@@ -82,14 +93,18 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # ---- vllm-rocm-fork: https://github.com/ROCm/vllm.git @ 113274a0e740ac779ac713de643e12856b10ce05
 FROM base AS build-vllm-rocm-fork
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/vllm-rocm-fork
 RUN git clone https://github.com/ROCm/vllm.git . \
  && git checkout --detach 113274a0e740ac779ac713de643e12856b10ce05 \
  && echo "vllm-rocm-fork https://github.com/ROCm/vllm.git $(git rev-parse HEAD)" > /src/vllm-rocm-fork.source
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install boto3==1.35.99
 ENV VLLM_TARGET_DEVICE="rocm"
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && python setup.py bdist_wheel --dist-dir /wheels \
  && cp /src/vllm-rocm-fork.source /wheels/vllm-rocm-fork.source
@@ -97,6 +112,8 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # ---- sgl-kernel: https://github.com/sgl-project/sglang.git @ 7e257cd666c0d639626487987ea8e590da1e9395
 FROM base AS build-sgl-kernel
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/sgl-kernel
 RUN git clone https://github.com/sgl-project/sglang.git . \
  && git checkout --detach 7e257cd666c0d639626487987ea8e590da1e9395 \
@@ -104,6 +121,7 @@ RUN git clone https://github.com/sgl-project/sglang.git . \
 WORKDIR /src/sgl-kernel/sgl-kernel
 RUN cp pyproject_rocm.toml pyproject.toml
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && python setup_rocm.py bdist_wheel --dist-dir /wheels \
  && cp /src/sgl-kernel.source /wheels/sgl-kernel.source
@@ -111,6 +129,8 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # ---- sglang: https://github.com/sgl-project/sglang.git @ 7e257cd666c0d639626487987ea8e590da1e9395
 FROM base AS build-sglang
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/sglang
 RUN git clone https://github.com/sgl-project/sglang.git . \
  && git checkout --detach 7e257cd666c0d639626487987ea8e590da1e9395 \
@@ -120,6 +140,7 @@ RUN --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/deps/sgl-kern
     pip install --no-cache-dir --no-deps /deps/sgl-kernel/*.whl /deps/vllm-rocm-fork/*.whl
 WORKDIR /src/sglang/python
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
  && cp /src/sglang.source /wheels/sglang.source
@@ -128,12 +149,15 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # WARNING: MUTABLE ref improve_fa_decode_3.0.0: a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit
 FROM base AS build-triton
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/triton
 RUN git clone https://github.com/ROCm/triton.git . \
  && git checkout --detach "$(git rev-parse --verify -q 'origin/improve_fa_decode_3.0.0^{commit}' || git rev-parse --verify 'improve_fa_decode_3.0.0^{commit}')" \
  && echo "triton https://github.com/ROCm/triton.git $(git rev-parse HEAD)" > /src/triton.source
 WORKDIR /src/triton/python
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && python setup.py bdist_wheel --dist-dir /wheels \
  && cp /src/triton.source /wheels/triton.source
@@ -141,6 +165,8 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # ---- aiter: https://github.com/ROCm/aiter.git @ a02a93ddde3176815df0ef09122ae20d0aa198d5 (v0.1.2)
 FROM base AS build-aiter
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/aiter
 RUN git clone https://github.com/ROCm/aiter.git . \
  && git checkout --detach a02a93ddde3176815df0ef09122ae20d0aa198d5 \
@@ -149,9 +175,11 @@ RUN git clone https://github.com/ROCm/aiter.git . \
  && git submodule update --init --recursive \
  && echo "aiter https://github.com/ROCm/aiter.git $(git rev-parse HEAD)" > /src/aiter.source
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install -r requirements.txt
 ENV PREBUILD_KERNELS="1"
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && python setup.py bdist_wheel --dist-dir /wheels \
  && cp /src/aiter.source /wheels/aiter.source
@@ -159,16 +187,20 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # ---- vllm: https://github.com/RLFoundation/vllm-patch.git @ 247322c1081df540e7c65a5bd3c9511c475fa985
 FROM base AS build-vllm
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/vllm
 RUN git clone https://github.com/RLFoundation/vllm-patch.git . \
  && git checkout --detach 247322c1081df540e7c65a5bd3c9511c475fa985 \
  && echo "vllm https://github.com/RLFoundation/vllm-patch.git $(git rev-parse HEAD)" > /src/vllm.source
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install -r requirements/rocm.txt
 ENV VLLM_TARGET_DEVICE="rocm" \
     ROCM_PATH="/opt/rocm" \
     SETUPTOOLS_SCM_PRETEND_VERSION="0.8.5.dev"
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && python setup.py bdist_wheel --dist-dir /wheels \
  && cp /src/vllm.source /wheels/vllm.source
@@ -177,6 +209,8 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # WARNING: MUTABLE ref numa: a branch of a fork of which no copy is stored here and no stored file names its commit
 FROM base AS build-torch-memory-saver
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/torch-memory-saver
 RUN git clone https://github.com/YangWang92/torch_memory_saver_numa.git . \
  && git checkout --detach "$(git rev-parse --verify -q 'origin/numa^{commit}' || git rev-parse --verify 'numa^{commit}')" \
@@ -184,6 +218,7 @@ RUN git clone https://github.com/YangWang92/torch_memory_saver_numa.git . \
 ENV CFLAGS="-D__HIP_PLATFORM_AMD__" \
     CXXFLAGS="-D__HIP_PLATFORM_AMD__"
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
  && cp /src/torch-memory-saver.source /wheels/torch-memory-saver.source
@@ -191,17 +226,22 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # ---- verl: https://github.com/volcengine/verl.git @ e95bd9edf206ee6028b3e0a62221c6fa67931898
 FROM base AS build-verl
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/verl
 RUN git clone https://github.com/volcengine/verl.git . \
  && git checkout --detach e95bd9edf206ee6028b3e0a62221c6fa67931898 \
  && echo "verl https://github.com/volcengine/verl.git $(git rev-parse HEAD)" > /src/verl.source
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
  && cp /src/verl.source /wheels/verl.source
 
 # ---- final: the runtime image
 FROM base AS final
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 RUN --mount=type=bind,from=build-transformer-engine,source=/wheels,target=/tmp/wheels/transformer-engine \
     --mount=type=bind,from=build-vllm-rocm-fork,source=/wheels,target=/tmp/wheels/vllm-rocm-fork \
     --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/tmp/wheels/sgl-kernel \
@@ -212,10 +252,12 @@ RUN --mount=type=bind,from=build-transformer-engine,source=/wheels,target=/tmp/w
     --mount=type=bind,from=build-torch-memory-saver,source=/wheels,target=/tmp/wheels/torch-memory-saver \
     --mount=type=bind,from=build-verl,source=/wheels,target=/tmp/wheels/verl \
     --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install /tmp/wheels/transformer-engine/*.whl /tmp/wheels/sgl-kernel/*.whl /tmp/wheels/sglang/*.whl /tmp/wheels/triton/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl /tmp/wheels/verl/*.whl 'ray[data,train,tune,serve]==2.47.1' tensordict==0.9.1 transformers==4.51.1 \
  && cat /tmp/wheels/*/*.source > /opt/rocmkit/sources.txt
 # rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 RUN rocmkit vf-configs --strict
 RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm6","description":"Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5","targets":["gfx942"],"rocm":"6.3.4","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:6.3.4-complete","base_image_overridden":false,"base_pip":["torch==2.6.0+rocm6.2.4","torchvision==0.21.0+rocm6.2.4","torchaudio==2.6.0+rocm6.2.4","setuptools==75.8.0","wheel==0.45.1","packaging==24.2","ninja==1.11.1.3","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.1.0","psutil==7.0.0"],"base_pip_sources":["https://download.pytorch.org/whl/rocm6.2.4"],"components":[{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"236178e5","mutable_reason":"the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit","needs":[]},{"name":"vllm-rocm-fork","kind":"git","git":"https://github.com/ROCm/vllm.git","commit":"113274a0e740ac779ac713de643e12856b10ce05","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel","vllm-rocm-fork"]},{"name":"triton","kind":"git","git":"https://github.com/ROCm/triton.git","commit":null,"tag":null,"mutable_ref":"improve_fa_decode_3.0.0","mutable_reason":"a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit","needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"a02a93ddde3176815df0ef09122ae20d0aa198d5","tag":"v0.1.2","mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/RLFoundation/vllm-patch.git","commit":"247322c1081df540e7c65a5bd3c9511c475fa985","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/YangWang92/torch_memory_saver_numa.git","commit":null,"tag":null,"mutable_ref":"numa","mutable_reason":"a branch of a fork of which no copy is stored here and no stored file names its commit","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/volcengine/verl.git","commit":"e95bd9edf206ee6028b3e0a62221c6fa67931898","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[data,train,tune,serve]==2.47.1"],"no_deps":false},{"name":"tensordict","kind":"pip","requirements":["tensordict==0.9.1"],"no_deps":false},{"name":"transformers","kind":"pip","requirements":["transformers==4.51.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","NCCL_MIN_NCHANNELS":"112","MOE_PADDING":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"a4ecdfe0302aba635372babc53c99a43399becea422614075c335fd591eff013"}' > /opt/rocmkit/manifest.json \

@@ -14,12 +14,16 @@ ARG MAX_JOBS=8
 
 FROM rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1 AS base
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# `rocmkit build --wheelhouse DIR` sets these: pip then installs only from the wheelhouse (an offline build).
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
-RUN apt-get update \
- && apt-get install -y --no-install-recommends build-essential ca-certificates ccache git libnuma-dev pkg-config \
- && rm -rf /var/lib/apt/lists/*
+# Only the packages the base lacks are fetched, so a base that has them all builds without a network.
+RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
+ && if [ -n "$missing" ]; then \
+      apt-get update && echo "$missing" | xargs apt-get install -y --no-install-recommends && rm -rf /var/lib/apt/lists/*; fi
 # ROCm's compilers and tools (hipcc, amdclang) on PATH: build scripts look for hipcc there to pick HIP over CUDA.
 ENV PATH=/opt/rocm/bin:/opt/rocm/llvm/bin:$PATH
 # vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
@@ -33,9 +37,11 @@ RUN python3.10 -m venv --system-site-packages /opt/venv \
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1 psutil==7.0.0
 # amdsmi from the image's own ROCm (what vLLM uses to detect AMD GPUs), matching it exactly.
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     cp -r /opt/rocm/share/amd_smi /tmp/amd_smi && pip install /tmp/amd_smi && rm -rf /tmp/amd_smi
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
@@ -61,15 +67,19 @@ ENV CCACHE_DIR=/root/.cache/ccache \
 # ---- aiter: https://github.com/ROCm/aiter.git @ b5e03ed191fca11ee423226537ef8d9435e432a6
 FROM base AS build-aiter
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/aiter
 RUN git clone https://github.com/ROCm/aiter.git . \
  && git checkout --detach b5e03ed191fca11ee423226537ef8d9435e432a6 \
  && git submodule update --init --recursive \
  && echo "aiter https://github.com/ROCm/aiter.git $(git rev-parse HEAD)" > /src/aiter.source
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install -r requirements.txt
 ENV PREBUILD_KERNELS="1"
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && python setup.py bdist_wheel --dist-dir /wheels \
@@ -78,6 +88,8 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # ---- sgl-kernel: https://github.com/sgl-project/sglang.git @ 0801cc05ed202544e2e5c67d6b0a1d454de54fca
 FROM base AS build-sgl-kernel
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/sgl-kernel
 RUN git clone https://github.com/sgl-project/sglang.git . \
  && git checkout --detach 0801cc05ed202544e2e5c67d6b0a1d454de54fca \
@@ -85,6 +97,7 @@ RUN git clone https://github.com/sgl-project/sglang.git . \
 WORKDIR /src/sgl-kernel/sgl-kernel
 RUN cp pyproject_rocm.toml pyproject.toml
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && python setup_rocm.py bdist_wheel --dist-dir /wheels \
@@ -93,6 +106,8 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # ---- sglang: https://github.com/sgl-project/sglang.git @ 0801cc05ed202544e2e5c67d6b0a1d454de54fca
 FROM base AS build-sglang
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/sglang
 RUN git clone https://github.com/sgl-project/sglang.git . \
  && git checkout --detach 0801cc05ed202544e2e5c67d6b0a1d454de54fca \
@@ -102,6 +117,7 @@ RUN --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/deps/sgl-kern
 WORKDIR /src/sglang/python
 RUN cp pyproject_other.toml pyproject.toml
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
@@ -110,11 +126,14 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # ---- torch-memory-saver: https://github.com/fzyzcjy/torch_memory_saver.git @ f05a8754daf68238d54e4cf31cb3ba866684bbaf
 FROM base AS build-torch-memory-saver
 ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src/torch-memory-saver
 RUN git clone https://github.com/fzyzcjy/torch_memory_saver.git . \
  && git checkout --detach f05a8754daf68238d54e4cf31cb3ba866684bbaf \
  && echo "torch-memory-saver https://github.com/fzyzcjy/torch_memory_saver.git $(git rev-parse HEAD)" > /src/torch-memory-saver.source
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
@@ -122,15 +141,19 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 
 # ---- final: the runtime image
 FROM base AS final
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 RUN --mount=type=bind,from=build-aiter,source=/wheels,target=/tmp/wheels/aiter \
     --mount=type=bind,from=build-sgl-kernel,source=/wheels,target=/tmp/wheels/sgl-kernel \
     --mount=type=bind,from=build-sglang,source=/wheels,target=/tmp/wheels/sglang \
     --mount=type=bind,from=build-torch-memory-saver,source=/wheels,target=/tmp/wheels/torch-memory-saver \
     --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install /tmp/wheels/aiter/*.whl /tmp/wheels/sgl-kernel/*.whl "$(echo /tmp/wheels/sglang/*.whl)[srt_hip]" /tmp/wheels/torch-memory-saver/*.whl 'ray[default]==2.55.1' verl==0.9.1 \
  && cat /tmp/wheels/*/*.source > /opt/rocmkit/sources.txt
 # rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 RUN rocmkit vf-configs --strict
 RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx950"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","psutil==7.0.0"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"a577c9ed34d19cb740f746b811dcecaf2c24b9344ab09930a2f46022b3ac0002"}' > /opt/rocmkit/manifest.json \

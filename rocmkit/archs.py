@@ -132,23 +132,47 @@ def get_arch(name: str) -> Arch:
 
 def get_build_arch(name: str) -> Arch:
     """An arch images can be built for (AMD only)."""
-    arch = get_arch(name)
+    arch = _table()[0].get(name.strip().lower())
+    if arch is None:
+        raise UsageError(f"unknown arch {name!r}", hint=f"build targets: {', '.join(known_build_targets())}")
     if not arch.buildable:
         raise UsageError(f"arch {arch.name!r} is not a build target ({arch.vendor} {arch.family})",
-                         hint=f"build targets: {', '.join(known_build_archs())}")
+                         hint=f"build targets: {', '.join(known_build_targets())}")
     return arch
 
 
+# The build target of a CPU-only stack: code built for the host's CPU, no GPU arch and no arch variables.
+CPU = "cpu"
+
+
+def known_build_targets() -> list[str]:
+    return known_build_archs() + [CPU]
+
+
+def is_cpu(targets) -> bool:
+    return list(targets) == [CPU]
+
+
+def check_build_target(name: str) -> str:
+    """A build target: an AMD GPU arch, or the CPU."""
+    if name.strip().lower() == CPU:
+        return CPU
+    return get_build_arch(name).name
+
+
 def parse_targets(spec: str) -> list[str]:
-    """'gfx942', 'gfx942,gfx950' or 'gfx942;gfx950' -> validated, de-duplicated, in the given order."""
+    """'gfx942', 'gfx942,gfx950', 'gfx942;gfx950' or 'cpu' -> validated, de-duplicated, in the given order."""
     names = [s for s in spec.replace(";", ",").split(",") if s.strip()]
     if not names:
-        raise UsageError("no arch given", hint=f"build targets: {', '.join(known_build_archs())}")
+        raise UsageError("no arch given", hint=f"build targets: {', '.join(known_build_targets())}")
     out: list[str] = []
     for n in names:
-        a = get_build_arch(n).name
+        a = check_build_target(n)
         if a not in out:
             out.append(a)
+    if CPU in out and len(out) > 1:
+        raise UsageError(f"{spec!r}: cpu is a target of its own, not combined with GPU archs",
+                         hint="build the CPU stack and the GPU stacks as separate images")
     return out
 
 

@@ -107,8 +107,9 @@ def header(context_dir: str | None) -> str:
 
 
 def prepare_context(plans: list[BuildPlan], context_dir: Path, dockerfiles_dir: str = DOCKERFILES_DIR) -> list[Path]:
-    """Write rocmkit-dist/ (rocmkit's own wheel) and the rendered Dockerfiles into context_dir."""
-    from .builder import DIST_DIR
+    """Write rocmkit-dist/ (rocmkit's own wheel), an empty wheelhouse/ and the rendered Dockerfiles into
+    context_dir."""
+    from .builder import DIST_DIR, fill_wheelhouse
     from .fileio import write_atomic
     from .selfwheel import build_self_wheel
 
@@ -116,6 +117,7 @@ def prepare_context(plans: list[BuildPlan], context_dir: Path, dockerfiles_dir: 
     for old in dist.glob("rocmkit-*.whl") if dist.is_dir() else ():
         old.unlink()  # one wheel only: the Dockerfile installs rocmkit-dist/*.whl
     written = [build_self_wheel(dist)]
+    fill_wheelhouse(context_dir, None)
     for plan in plans:
         path = context_dir / dockerfiles_dir / dockerfile_name(plan.stack.name, plan.targets)
         written.append(write_atomic(path, render_dockerfile(plan)))

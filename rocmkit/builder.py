@@ -19,6 +19,7 @@ from .buildlog import BuildLog, Event, Step
 from .engine import DockerCLI
 from .errors import EnvironmentMissing, Failed, UsageError
 from .plan import BuildPlan
+from .render import WHEELHOUSE_DIR, WHEELHOUSE_MOUNT
 from .selfwheel import build_self_wheel
 from .sources import copy_tree, tree_digest
 
@@ -36,6 +37,7 @@ class BuildOptions:
     cache_to: tuple[str, ...] = ()
     progress: str = "plain"  # "plain": every BuildKit line; "tty": step summaries and a live status line
     timeout_s: int = DEFAULT_TIMEOUT_S
+    wheelhouse: Path | None = None  # pip installs only from these files (`rocmkit wheelhouse` makes them)
 
 
 @dataclass
@@ -46,6 +48,7 @@ class BuildOutcome:
     log_path: Path
     seconds: float
     returncode: int
+    wheelhouse: Path | None = None
 
 
 def default_log_path(plan: BuildPlan) -> Path:
@@ -58,11 +61,25 @@ def default_log_path(plan: BuildPlan) -> Path:
     return base / f"build-{plan.stack.name}-{'-'.join(plan.targets)}-{stamp}-{os.getpid()}.log"
 
 
-def prepare_context(plan: BuildPlan, dockerfile: str, ctx: Path) -> Path:
+def fill_wheelhouse(ctx: Path, wheelhouse: Path | None) -> None:
+    """The context's wheelhouse/ folder, which every pip step mounts: empty, or the files of `wheelhouse`
+    (hard links where the file system allows, so a gigabyte of wheels costs no copy)."""
+    dest = ctx / WHEELHOUSE_DIR
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in sorted(wheelhouse.iterdir()) if wheelhouse else ():
+        if f.is_file() and f.suffix in (".whl", ".gz", ".zip"):
+            try:
+                os.link(f, dest / f.name)
+            except OSError:
+                shutil.copy2(f, dest / f.name)
+
+
+def prepare_context(plan: BuildPlan, dockerfile: str, ctx: Path, wheelhouse: Path | None = None) -> Path:
     """Fill `ctx` with what the rendered Dockerfile reads: rocmkit-dist/ (rocmkit's own wheel, installed in
-    the final stage) and sources/<name>/ for each local component. Returns the Dockerfile's path."""
+    the final stage), wheelhouse/ and sources/<name>/ for each local component. Returns the Dockerfile's path."""
     ctx.mkdir(parents=True, exist_ok=True)
     build_self_wheel(ctx / DIST_DIR)
+    fill_wheelhouse(ctx, wheelhouse)
     for stage in plan.stages:
         if not stage.local:
             continue
@@ -93,6 +110,8 @@ def build_command(cli: DockerCLI, opts: BuildOptions, ctx: Path, dockerfile: Pat
     """The docker command line. No -t: the image is tagged through the engine only after success."""
     argv = cli.build_argv() + ["--progress=plain", "--iidfile", str(iidfile), "-f", str(dockerfile),
                                "--target", "final", "--build-arg", f"MAX_JOBS={opts.max_jobs}"]
+    if opts.wheelhouse:
+        argv += ["--build-arg", "PIP_NO_INDEX=1", "--build-arg", f"PIP_FIND_LINKS={WHEELHOUSE_MOUNT}"]
     if opts.network:
         argv += ["--network", opts.network]
     if cli.mode == "buildx":
@@ -267,11 +286,11 @@ def build_image(plan: BuildPlan, dockerfile: str, cli: DockerCLI, opts: BuildOpt
 
     with tempfile.TemporaryDirectory(prefix="rocmkit-build-") as tmp:
         ctx = Path(tmp) / "context"
-        dockerfile_path = prepare_context(plan, dockerfile, ctx)
+        dockerfile_path = prepare_context(plan, dockerfile, ctx, opts.wheelhouse)
         iidfile = Path(tmp) / "image-id"
         argv = build_command(cli, opts, ctx, dockerfile_path, iidfile)
         display = TerminalDisplay() if opts.progress == "tty" else PlainDisplay(write)
         rc, log, seconds = run_build(cli, argv, log_path, display, opts.timeout_s)
         image_id = iidfile.read_text().strip() if rc == 0 and iidfile.exists() else None
     return BuildOutcome(ok=rc == 0 and bool(image_id), image_id=image_id, log=log, log_path=log_path,
-                        seconds=seconds, returncode=rc)
+                        seconds=seconds, returncode=rc, wheelhouse=opts.wheelhouse)

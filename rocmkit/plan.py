@@ -83,7 +83,8 @@ def make_plan(stack: Stack, targets: list[str], *, base_image: str | None = None
 
     stages = _stages(stack, sources)
     runtime_env = _runtime_env(stack)
-    arch_env = tuple((v.name, v.value(targets)) for v in archs.build_variables())
+    # A CPU image has no GPU arch: no arch variable is set, so no build system compiles for a GPU.
+    arch_env = () if archs.is_cpu(targets) else tuple((v.name, v.value(targets)) for v in archs.build_variables())
     image = base_image or stack.base.image_for(targets)
     warnings = tuple(
         f"component {c.name} is MUTABLE: built from {c.mutable_ref!r}, not a commit ({c.mutable_reason}); "
@@ -105,10 +106,10 @@ def make_plan(stack: Stack, targets: list[str], *, base_image: str | None = None
 
 def _check_targets(stack: Stack, targets: list[str]) -> list[str]:
     for t in targets:
-        archs.get_build_arch(t)
-        if t not in stack.archs:
-            raise UsageError(f"stack {stack.name} does not support arch {t}",
-                             hint=f"{stack.name} supports: {', '.join(stack.archs)}")
+        archs.check_build_target(t)
+        if t not in stack.targets:
+            raise UsageError(f"stack {stack.name} does not support {'target' if t == archs.CPU else 'arch'} {t}",
+                             hint=f"{stack.name} supports: {', '.join(stack.targets)}")
     if len(targets) > 1:
         single = [c.name for c in stack.git_components if c.single_arch]
         if single:
@@ -162,7 +163,7 @@ def _runtime_env(stack: Stack) -> tuple[EnvVar, ...]:
                                  "remove it from the stack")
     env = list(stack.env)
     ray = stack.pinned_version("ray")
-    if ray:
+    if ray and not stack.on_cpu:  # a CPU image has no GPUs for Ray to narrow
         var = raycompat.noset_variable(ray)
         env.append(EnvVar(var, "1", f"Ray {ray} would narrow each actor's AMD visible devices; verl assigns GPUs "
                                     f"itself ({'ray-project/ray#51104, Ray >= 2.45' if var == raycompat.HIP_VAR else 'Ray < 2.45'})"))
@@ -174,6 +175,8 @@ def _component_entry(c: Component, local: LocalSource | None) -> dict:
         entry = {"name": c.name, "kind": "pip", "requirements": list(c.pip), "no_deps": c.no_deps}
         if c.extra_index_url:
             entry["extra_index_url"] = c.extra_index_url
+        if c.remove:
+            entry["removed"] = list(c.remove)
         return entry
     entry = {"name": c.name, "kind": "git", "git": c.git, "commit": c.commit, "tag": c.tag,
              "mutable_ref": c.mutable_ref, "mutable_reason": c.mutable_reason, "needs": list(c.needs)}

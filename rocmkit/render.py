@@ -13,6 +13,12 @@ from .plan import CONSTRAINED_PACKAGES, CONSTRAINTS_PATH, MANIFEST_PATH, BuildPl
 # The first line of every rendered file; `render --all` only ever replaces or removes files that start so.
 RENDERED_MARK = "# Rendered by rocmkit"
 
+WHEELHOUSE_DIR = "wheelhouse"  # a folder of the build context, empty unless `rocmkit build --wheelhouse`
+WHEELHOUSE_MOUNT = "/tmp/wheelhouse"
+# Every RUN that runs pip: its download cache, and the wheelhouse (where PIP_FIND_LINKS points when set).
+PIP_MOUNTS = ["--mount=type=cache,target=/root/.cache/pip",
+              f"--mount=type=bind,source={WHEELHOUSE_DIR},target={WHEELHOUSE_MOUNT}"]
+
 # Post-install steps a stack can ask for, as the exact RUN lines the final stage gets.
 POST_STEP_LINES = {
     # Issue 5: VF-named copies of SGLang's tuned configs, by rocmkit's own code; --strict fails the build
@@ -90,7 +96,10 @@ def render_dockerfile(plan: BuildPlan) -> str:
         install_pip=[r for c in pip if not c.no_deps for r in c.pip],
         install_indexes=sorted({c.extra_index_url for c in pip if not c.no_deps and c.extra_index_url}),
         no_deps_pip=[c for c in pip if c.no_deps],
+        pip_components=list(pip),
+        removed=[r for c in pip for r in c.remove],
         post_steps=[POST_STEP_LINES[s] for s in stack.post],
+        pip_mounts=PIP_MOUNTS,
     )
     return text
 
@@ -107,6 +116,6 @@ def render_all(out_dir: str | Path) -> dict[Path, str]:
     out = Path(out_dir)
     result: dict[Path, str] = {}
     for stack in stacks.all_builtin():
-        for arch in stack.archs:
+        for arch in stack.targets:
             result[out / dockerfile_name(stack.name, [arch])] = render_dockerfile(make_plan(stack, [arch]))
     return result

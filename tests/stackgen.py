@@ -146,14 +146,14 @@ def write_component(root: Path, spec: ComponentSpec) -> Path:
 
 
 def write_stack(path: Path, name: str, base_image: str, specs: list[ComponentSpec], *, post: tuple[str, ...] = (),
-                archs: tuple[str, ...] = ("gfx942", "gfx950"), rocm: str = "none", python: str = "3.11") -> Path:
+                targets: tuple[str, ...] = ("gfx942", "gfx950"), rocm: str = "none", python: str = "3.11") -> Path:
     """A stack file of the normal format whose components are `specs`, built from --source folders.
     Their git pins are placeholders: the tests always give every component with --source."""
     lines = [
         'schema = "rocmkit.stack/v1"',
         f'name = "{name}"',
         'description = "Generated test stack: local components, some compiled, one depending on another"',
-        f"archs = {json.dumps(list(archs))}",
+        f"targets = {json.dumps(list(targets))}",
         f'rocm = "{rocm}"',
         f'python = "{python}"',
         f"post = {json.dumps(list(post))}",

@@ -61,8 +61,8 @@ def test_targets_groups_args_tags_labels():
     stack = stacks.load_file(DEV)
     assert doc["variable"] == {"REGISTRY": {"default": "ghcr.io/org"}, "MAX_JOBS": {"default": "12"}}
     assert doc["group"]["default"]["targets"] == [stack.name]
-    assert doc["group"][stack.name]["targets"] == [f"{stack.name}-{a}" for a in stack.archs]
-    for arch in stack.archs:
+    assert doc["group"][stack.name]["targets"] == [f"{stack.name}-{a}" for a in stack.targets]
+    for arch in stack.targets:
         plan = make_plan(stack, [arch])
         t = doc["target"][f"{stack.name}-{arch}"]
         assert t["dockerfile"] == f"dockerfiles/{stack.name}-{arch}.Dockerfile"
@@ -83,7 +83,7 @@ def test_builtin_stacks_by_default():
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["group"]["default"]["targets"] == sorted(names)
-    expected = {f"{s.name}-{a}" for s in stacks.all_builtin() for a in s.archs}
+    expected = {f"{s.name}-{a}" for s in stacks.all_builtin() for a in s.targets}
     assert set(doc["target"]) == expected
     for t in doc["target"].values():
         # Every target's Dockerfile is the committed one in dockerfiles/ (kept fresh by `rocmkit render --all`).

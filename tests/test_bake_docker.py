@@ -24,7 +24,7 @@ def test_bake_target_builds_from_prepared_context(tmp_path, base_image):
     stack.write_text(f'''schema = "rocmkit.stack/v1"
 name = "baketest"
 description = "Bake test stack: one pin already satisfied in the base image"
-archs = ["gfx942"]
+targets = ["gfx942"]
 rocm = "none"
 python = "3.11"
 

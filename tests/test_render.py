@@ -60,7 +60,7 @@ def test_dockerfiles_folder_matches_what_rocmkit_renders():
 def test_every_stack_arch_pair_is_rendered():
     names = {p.name for p in render_all(REPO / "dockerfiles")}
     for s in stacks.all_builtin():
-        for arch in s.archs:
+        for arch in s.targets:
             assert dockerfile_name(s.name, [arch]) in names
 
 
@@ -81,10 +81,13 @@ def test_layout(name, text):
     assert "$(MAX_JOBS)" not in text
     assert text.count("\nARG MAX_JOBS\n") == len(git)
     assert text.count("export MAX_JOBS NVTE_MAX_BUILD_JOBS=") == len(git)
-    # arch variables: all the same list, ;-separated
-    env_line = next(i for i in ins if i.startswith("ENV PYTORCH_ROCM_ARCH="))
-    for var in ("PYTORCH_ROCM_ARCH", "GPU_ARCHS", "NVTE_ROCM_ARCH", "AMDGPU_TARGET"):
-        assert f'{var}="{targets}"' in env_line
+    # arch variables: all the same list, ;-separated; a CPU image sets none, so nothing compiles for a GPU
+    if targets == "cpu":
+        assert not any(i.startswith("ENV PYTORCH_ROCM_ARCH=") for i in ins) and "GPU_ARCHS" not in text
+    else:
+        env_line = next(i for i in ins if i.startswith("ENV PYTORCH_ROCM_ARCH="))
+        for var in ("PYTORCH_ROCM_ARCH", "GPU_ARCHS", "NVTE_ROCM_ARCH", "AMDGPU_TARGET"):
+            assert f'{var}="{targets}"' in env_line
     # wheels reach the final stage only through bind mounts; caches are cache mounts
     final = text[text.index("FROM base AS final"):]
     assert "COPY --from" not in text

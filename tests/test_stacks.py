@@ -40,7 +40,7 @@ def test_builtin_stacks_load_and_pin_everything():
     for s in stacks.all_builtin():
         for c in s.git_components:
             assert c.commit or c.mutable, f"{s.name}/{c.name} has neither commit nor mutable declaration"
-        assert s.archs
+        assert s.targets
 
 
 @pytest.mark.parametrize("old,new,field,problem", [
@@ -59,7 +59,7 @@ def test_builtin_stacks_load_and_pin_everything():
     ('value = "rocm"', 'value = "$(id)"', "component[0] (alpha).env[0].value", "invalid value"),
     ('git = "https://github.com/example/alpha.git"', 'git = "git@github.com:example/alpha.git"',
      "component[0] (alpha).git", "invalid value"),
-    ('archs = ["gfx942", "gfx950"]', 'archs = ["gfx942", "gfx1234"]', "archs[1]", "unknown arch"),
+    ('targets = ["gfx942", "gfx950"]', 'targets = ["gfx942", "gfx1234"]', "targets[1]", "unknown arch"),
     ('rocm = "7.0.2"', 'rocm = "seven"', "rocm", "invalid value"),
     ('needs = ["alpha", "beta"]', 'needs = ["alpha", "delta"]', "component (gamma).needs", "not a git component"),
     ('build = "setup-py"', 'build = "make"', "component[2] (gamma).build", "unknown build kind"),

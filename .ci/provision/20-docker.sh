@@ -12,7 +12,7 @@ mkdir -p "$work"
 # packages (the image's venv sees them through --system-site-packages, so `pip install rocmkit.whl`
 # finds them satisfied without a network).
 base_packages="python3,python3-venv,python3-pip,python3-setuptools,python3-wheel,python3-dev,gcc,libc6-dev,\
-python3-click,python3-jinja2,python3-packaging,python3-psutil,python3-docker"
+python3-click,python3-jinja2,python3-packaging,python3-psutil,python3-docker,python3-rich,libnuma1"
 # The image name carries a hash of the package list, so changing the list builds a new image.
 base_image="rocmkit-test/bookworm-python:$(printf '%s' "$base_packages" | sha256sum | cut -c1-12)"
 

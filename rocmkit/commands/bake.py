@@ -61,7 +61,7 @@ def bake(output, fmt, stack_names, stack_files, context_dir, registry, max_jobs,
         raise UsageError(f"stack {dupes[0]} given twice")
     plans = []
     for stack in loaded:
-        for arch in stack.archs:
+        for arch in stack.targets:
             plan = make_plan(stack, [arch], max_jobs=max_jobs)
             for w in plan.warnings:
                 warn(w)

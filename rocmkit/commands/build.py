@@ -9,14 +9,15 @@ from pathlib import Path
 
 import click
 
-from .. import archs, stacks
+from .. import stacks
 from ..builder import DEFAULT_TIMEOUT_S
 from ..engine import check_ref
 from ..errors import Failed, UsageError
 from ..output import document
 from ..plan import DEFAULT_MAX_JOBS, LABEL_PREFIX, MANIFEST_PATH, make_plan, plan_document
 from ..sources import parse_source_options
-from .common import echo_json, json_option, stack_options, warn
+from ..wheelhouse import check_dir
+from .common import ARCH_HELP, echo_json, json_option, stack_options, targets_for, warn
 
 
 def _max_jobs(value: str) -> int | str:
@@ -35,8 +36,7 @@ NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 @click.command()
-@click.option("--arch", "arch_spec", required=True, metavar="ARCH",
-              help="Target arch: gfx942 (MI300X/MI325X), gfx950 (MI350X/MI355X), or a list for a multi-arch image.")
+@click.option("--arch", "arch_spec", default=None, metavar="ARCH", help=ARCH_HELP)
 @stack_options
 @click.option("--dry-run", is_flag=True, help="Print the plan (stages, what builds in parallel, build args, tag, labels); build nothing.")
 @click.option("--tag", "-t", "tag_opts", multiple=True, metavar="REF",
@@ -56,6 +56,9 @@ NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 @click.option("--cache-to", "cache_to", multiple=True, metavar="SPEC",
               help="Export build cache. type=inline embeds it in the image (any client); registry, gha and local "
                    "caches need a buildx plugin with a docker-container builder. Repeatable.")
+@click.option("--wheelhouse", "wheelhouse_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="pip installs only from DIR (made by `rocmkit wheelhouse`); with --network none the build "
+                   "needs no network at all.")
 @click.option("--network", default=None, metavar="MODE",
               help="Network for RUN steps, passed to docker build: e.g. none for an offline build (everything "
                    "must be in the base image and the --source folders), host, default.")
@@ -72,7 +75,7 @@ NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
               metavar="SECONDS", help="Stop the build after this long.")
 @json_option
 def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, base_image, source_opts,
-          cache_from, cache_to, network, progress, log_file, docker_cli, timeout_s, as_json) -> None:
+          cache_from, cache_to, wheelhouse_dir, network, progress, log_file, docker_cli, timeout_s, as_json) -> None:
     """Build a stack's image for an arch with BuildKit (default stack: verl-vllm).
 
     The Docker engine is reached through the docker SDK (DOCKER_HOST is honoured); the build runs
@@ -90,7 +93,7 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
     client that can do BuildKit.
     """
     stack = stacks.load(stack_name, stack_file)
-    targets = archs.parse_targets(arch_spec)
+    targets = targets_for(stack, arch_spec)
     jobs = _max_jobs(max_jobs)
     sources = parse_source_options(source_opts, [c.name for c in stack.git_components])
     plan = make_plan(stack, targets, base_image=base_image, sources=sources,
@@ -100,6 +103,7 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
         raise UsageError("--push needs --tag naming where to push", hint="e.g. --tag ghcr.io/ORG/verl-vllm:gfx942 --push")
     if network is not None and not NETWORK_RE.match(network):
         raise UsageError(f"--network {network!r} is not a network name", hint="e.g. none, host, default")
+    wheels = check_dir(Path(wheelhouse_dir)) if wheelhouse_dir else None
     for w in plan.warnings:
         warn(w)
     if dry_run:
@@ -111,12 +115,12 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
             return
         _print_plan(plan, doc)
         return
-    _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, network,
+    _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, wheels, network,
            progress, log_file, docker_cli, timeout_s, as_json)
 
 
-def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, network, progress,
-           log_file, docker_cli, timeout_s, as_json) -> None:
+def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, wheels, network,
+           progress, log_file, docker_cli, timeout_s, as_json) -> None:
     from ..builder import BuildOptions, build_image, default_log_path, failure
     from ..engine import Engine, find_cli
     from ..jobs import auto_max_jobs, gib_per_job
@@ -135,11 +139,13 @@ def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_fr
     dockerfile = render_dockerfile(plan)
     tty = progress == "auto" and sys.stderr.isatty() and not os.environ.get("CI")
     opts = BuildOptions(max_jobs=jobs, network=network, cache_from=tuple(cache_from), cache_to=tuple(cache_to),
-                        progress="tty" if tty else "plain", timeout_s=timeout_s)
+                        progress="tty" if tty else "plain", timeout_s=timeout_s, wheelhouse=wheels)
     log_path = Path(log_file).resolve() if log_file else default_log_path(plan)
     click.echo(f"building {plan.stack.name} for {';'.join(plan.targets)} with {cli.describe()}, engine "
                f"{info.version} at {info.address}", err=True)
     click.echo(f"max jobs {jobs} ({jobs_reason}); log {log_path}", err=True)
+    if wheels:
+        click.echo(f"pip installs only from the wheelhouse {wheels}", err=True)
 
     outcome = build_image(plan, dockerfile, cli, opts, log_path, lambda line: click.echo(line, err=True))
     if not outcome.ok:
@@ -203,6 +209,7 @@ def _result_document(plan, image, manifest, outcome, tags, pushed, jobs, jobs_re
             "stages": stages,
             "docker": {"path": cli.path, "version": cli.version, "mode": cli.mode},
             "engine": {"version": info.version, "address": info.address},
+            "pip_source": str(outcome.wheelhouse) if outcome.wheelhouse else "index",
         },
         "local_sources": {st.component.name: st.local.path for st in plan.stages if st.local},
         "warnings": list(plan.warnings),

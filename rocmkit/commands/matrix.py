@@ -21,7 +21,7 @@ def matrix(as_json: bool) -> None:
     """
     rows = []
     for s in stacks.all_builtin():
-        for arch in s.archs:
+        for arch in s.targets:
             plan = make_plan(s, [arch])
             rows.append({"stack": s.name, "arch": arch, "rocm": s.rocm,
                          "dockerfile": f"dockerfiles/{dockerfile_name(s.name, [arch])}",

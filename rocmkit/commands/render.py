@@ -7,18 +7,17 @@ from pathlib import Path
 
 import click
 
-from .. import archs, stacks
+from .. import stacks
 from ..errors import Failed, UsageError
 from ..fileio import write_atomic
 from ..plan import make_plan
 from ..render import RENDERED_MARK, render_all, render_dockerfile
-from .common import stack_options, warn
+from .common import ARCH_HELP, stack_options, targets_for, warn
 
 
 @click.command()
 @stack_options
-@click.option("--arch", "arch_spec", default=None, metavar="ARCH",
-              help="Target arch: gfx942, gfx950, or a list (gfx942,gfx950) for a multi-arch image.")
+@click.option("--arch", "arch_spec", default=None, metavar="ARCH", help=ARCH_HELP)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the Dockerfile here instead of stdout (refuses to overwrite without --force).")
 @click.option("--all", "render_every", is_flag=True,
@@ -43,10 +42,8 @@ def render(stack_name, stack_file, arch_spec, output, render_every, out_dir, che
         return
     if check:
         raise UsageError("--check goes with --all")
-    if not arch_spec:
-        raise UsageError("--arch is required", hint=f"build targets: {', '.join(archs.known_build_archs())}")
     stack = stacks.load(stack_name, stack_file)
-    plan = make_plan(stack, archs.parse_targets(arch_spec))
+    plan = make_plan(stack, targets_for(stack, arch_spec))
     for w in plan.warnings:
         warn(w)
     text = render_dockerfile(plan)

@@ -11,7 +11,7 @@ from .common import echo_json, json_option
 
 def _stack_json(s: stacks_mod.Stack) -> dict:
     return {
-        "name": s.name, "description": s.description, "archs": list(s.archs), "rocm": s.rocm,
+        "name": s.name, "description": s.description, "targets": list(s.targets), "rocm": s.rocm,
         "python": s.python, "base_image": s.base.image, "base_image_per_arch": dict(s.base.image_per_arch),
         "base_pip": list(s.base.pip),
         "components": [
@@ -30,7 +30,7 @@ def _stack_json(s: stacks_mod.Stack) -> dict:
 def stacks(name: str | None, as_json: bool) -> None:
     """List the built-in stacks, or show one stack's components and pins.
 
-    A stack declares a base image, ROCm and Python versions, the archs it supports and its
+    A stack declares a base image, ROCm and Python versions, the targets it supports (GPU archs, or cpu) and its
     components, each pinned by a full git commit or an exact pip version. Built-in stacks live in
     rocmkit/stacks/*.toml; `--stack-file` on other commands takes your own.
     """
@@ -43,11 +43,11 @@ def stacks(name: str | None, as_json: bool) -> None:
         click.echo(f"{'STACK':<{width}}  {'ARCHS':<15}  {'ROCM':<6}  {'PYTHON':<6}  DESCRIPTION")
         for s in selected:
             mutable = f"  [{len(s.mutable_components)} MUTABLE]" if s.mutable_components else ""
-            click.echo(f"{s.name:<{width}}  {','.join(s.archs):<15}  {s.rocm:<6}  {s.python:<6}  {s.description}{mutable}")
+            click.echo(f"{s.name:<{width}}  {','.join(s.targets):<15}  {s.rocm:<6}  {s.python:<6}  {s.description}{mutable}")
         return
     s = selected[0]
     click.echo(f"{s.name}: {s.description}")
-    click.echo(f"  archs {', '.join(s.archs)}; ROCm {s.rocm}; Python {s.python}")
+    click.echo(f"  targets {', '.join(s.targets)}; ROCm {s.rocm}; Python {s.python}")
     per_arch = "".join(f"; {a}: {img}" for a, img in s.base.image_per_arch.items())
     click.echo(f"  base image {s.base.image}{per_arch}")
     for r in s.base.pip:

@@ -33,9 +33,10 @@ PATH_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,200}$")
 ENV_KEY_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,100}$")
 ENV_VALUE_RE = re.compile(r"^[A-Za-z0-9 _.,;:=/+@%-]{0,500}$")
 PIP_REQ_RE = re.compile(r"^[A-Za-z0-9_.\[\],=+-]+$")
+DIST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")
 URL_RE = re.compile(r"^https://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~%/+-]*)?$")
 
-TOP_LEVEL_KEYS = ("schema", "name", "description", "archs", "rocm", "python", "base", "component", "env", "post")
+TOP_LEVEL_KEYS = ("schema", "name", "description", "targets", "rocm", "python", "base", "component", "env", "post")
 BUILD_KINDS = ("pip-wheel", "setup-py")
 PYTHON_FROM = ("image", "deadsnakes")
 POST_STEPS = ("vf-configs",)
@@ -94,6 +95,8 @@ class Component:
     pip: tuple[str, ...] = ()
     no_deps: bool = False
     extra_index_url: str | None = None
+    remove: tuple[str, ...] = ()  # distributions its dependencies pull in that are removed after the install
+    remove_why: str = ""
 
     @property
     def mutable(self) -> bool:
@@ -115,8 +118,8 @@ class Component:
 class Stack:
     name: str
     description: str
-    archs: tuple[str, ...]
-    rocm: str  # a ROCm version, or "none" for stacks that ship no ROCm (test stacks)
+    targets: tuple[str, ...]  # AMD GPU archs, or ("cpu",) for a CPU-only stack
+    rocm: str  # a ROCm version, or "none" for stacks that ship no ROCm (CPU and test stacks)
     python: str
     base: Base
     components: tuple[Component, ...]
@@ -126,6 +129,10 @@ class Stack:
 
     def component(self, name: str) -> Component | None:
         return next((c for c in self.components if c.name == name), None)
+
+    @property
+    def on_cpu(self) -> bool:
+        return archs.is_cpu(self.targets)
 
     @property
     def git_components(self) -> list[Component]:
@@ -261,15 +268,24 @@ def _component(path: str, index: int, raw: Any) -> Component:
     name = raw.get("name") if isinstance(raw, dict) else None
     where = f"component[{index}]" + (f" ({name})" if isinstance(name, str) else "")
     if isinstance(raw, dict) and "pip" in raw:
-        f = _Fields(path, where, raw, ("name", "pip", "no_deps", "extra_index_url", "source_note"))
+        f = _Fields(path, where, raw, ("name", "pip", "no_deps", "extra_index_url", "remove", "remove_why",
+                                       "source_note"))
         if not f.get("pip", list):
             raise f.error("pip", "must list at least one requirement", "name[extras]==version")
+        remove = f.text_list("remove", DIST_NAME_RE, "distribution names such as torchvision")
+        remove_why = f.text("remove_why", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick",
+                            "")
+        if remove and not remove_why:
+            raise f.error("remove_why", "missing: say why each removed distribution must go",
+                          "one line of text, e.g. what breaks when it stays")
         return Component(
             name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
             kind="pip",
             pip=_pinned_requirements(f, "pip"),
             no_deps=f.get("no_deps", bool, False),
             extra_index_url=f.text("extra_index_url", URL_RE, "an https:// URL", None),
+            remove=remove,
+            remove_why=remove_why,
             source_note=f.text("source_note", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick", ""),
         )
     f = _Fields(path, where, raw, (
@@ -322,21 +338,28 @@ def _component(path: str, index: int, raw: Any) -> Component:
 
 def parse_stack(data: dict[str, Any], path: str) -> Stack:
     """Validate a parsed stack document; every problem names the file and the field."""
+    if isinstance(data, dict) and "archs" in data:
+        raise InputFileError(path, "archs", "renamed to targets", "targets = [\"gfx942\", \"gfx950\"] or [\"cpu\"]")
     f = _Fields(path, "", data, TOP_LEVEL_KEYS)
     schema = f.get("schema", str)
     if schema != SCHEMA:
         raise f.error("schema", f"unsupported schema {schema!r}", SCHEMA)
-    stack_archs = f.text_list("archs", re.compile(r"^[a-z0-9]+$"), ", ".join(archs.known_build_archs()))
-    if not stack_archs:
-        raise f.error("archs", "must list at least one arch", ", ".join(archs.known_build_archs()))
-    for i, a in enumerate(stack_archs):
+    allowed_targets = ", ".join(archs.known_build_targets()) + " (cpu alone)"
+    stack_targets = f.text_list("targets", re.compile(r"^[a-z0-9]+$"), allowed_targets)
+    if not stack_targets:
+        raise f.error("targets", "must list at least one target", allowed_targets)
+    for i, a in enumerate(stack_targets):
         try:
-            archs.get_build_arch(a)
+            archs.check_build_target(a)
         except UsageError as exc:
-            raise InputFileError(path, f"archs[{i}]", exc.message, ", ".join(archs.known_build_archs())) from None
+            raise InputFileError(path, f"targets[{i}]", exc.message, allowed_targets) from None
+    if archs.CPU in stack_targets and len(stack_targets) > 1:
+        raise f.error("targets", "cpu is a target of its own, not combined with GPU archs", allowed_targets)
     rocm = f.get("rocm", str)
     if rocm != "none" and not VERSION_RE.match(rocm):
         raise f.error("rocm", f"invalid value {rocm!r}", "a ROCm version such as 7.0.2, or \"none\"")
+    if archs.CPU in stack_targets and rocm != "none":
+        raise f.error("rocm", f"a CPU stack ships no ROCm, got {rocm!r}", "\"none\"")
 
     b = _Fields(path, "base", f.get("base", dict), ("image", "image_per_arch", "python_from", "apt", "pip",
                                                     "pip_extra_index_url", "pip_find_links", "ccache",
@@ -344,8 +367,8 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
     per_arch_raw = b.get("image_per_arch", dict, {})
     per_arch = {}
     for a, img in per_arch_raw.items():
-        if a not in stack_archs:
-            raise b.error(f"image_per_arch.{a}", "arch not in the stack's archs", ", ".join(stack_archs))
+        if a not in stack_targets:
+            raise b.error(f"image_per_arch.{a}", "arch not in the stack's targets", ", ".join(stack_targets))
         if not isinstance(img, str) or not IMAGE_RE.match(img):
             raise b.error(f"image_per_arch.{a}", f"invalid image {img!r}", "an image reference such as repo/name:tag")
         per_arch[a] = img
@@ -393,7 +416,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
     return Stack(
         name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
         description=f.text("description", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick"),
-        archs=stack_archs,
+        targets=stack_targets,
         rocm=rocm,
         python=f.text("python", PYTHON_RE, "a Python version such as 3.12"),
         base=base,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from ...archs import CPU
 from ..facts import PROCESS_FILE, Facts
 from ..model import Finding, Status
 
@@ -18,6 +19,26 @@ class Context:
     """What the user or the image says the environment should be."""
 
     arch: str | None = None  # --arch, or the targets of the image's manifest
+
+    @property
+    def cpu(self) -> bool:
+        """A CPU target (a CPU stack's image, or --arch cpu): nothing that only a GPU host needs is judged."""
+        return self.arch == CPU
+
+
+# Findings that matter only where GPUs are meant to be used; on a CPU target a warning or failure of one
+# becomes a skip that says so.
+GPU_ONLY = ("gpu", "rocm", "numa", "kernel.iommu", "kernel.pci_realloc", "kernel.pci_bfsort", "env.ray_noset",
+            "env.ray_rocr", "env.arch", "env.hsa_override_gfx_version", "env.hip_force_dev_kernarg",
+            "env.hsa_no_scratch_reclaim", "env.nccl_min_nchannels", "software.vllm_amdsmi", "software.amdsmi",
+            "software.pyamdgpuinfo", "software.ray_gpus", "software.vf_configs", "probe")
+
+
+def for_cpu_target(f: Finding) -> Finding:
+    if f.status in (Status.FAIL, Status.WARN) and selected(f, set(GPU_ONLY)):
+        return Finding(id=f.id, area=f.area, status=Status.SKIP, title=f"not judged for a CPU target: {f.title}",
+                       evidence=f.evidence)
+    return f
 
 
 Check = Callable[[Facts, Context], Iterable[Finding]]
@@ -49,7 +70,7 @@ def run_checks(facts: Facts, ctx: Context, only: set[str] | None = None) -> list
             produced = [Finding(id=f"doctor.internal.{check.__name__}", area="doctor", status=Status.FAIL,
                                 title=f"check {check.__name__} crashed: {type(exc).__name__}: {exc}",
                                 fix="report this as a rocmkit bug with `rocmkit doctor --capture DIR`")]
-        findings.extend(f for f in produced if selected(f, only))
+        findings.extend(for_cpu_target(f) if ctx.cpu else f for f in produced if selected(f, only))
     return findings
 
 
