@@ -54,14 +54,20 @@ def docker_run_argv(image: str, command: list[str], *, render_nodes: list[str] |
                     privileged: bool = False, env: dict[str, str] | None = None,
                     mounts: list[tuple[str, str, str]] = (), name: str | None = None, remove: bool = True,
                     workdir: str | None = None, docker: str = "docker", extra: list[str] = (),
-                    skip_missing: bool = False, ulimits: bool = True, shm_size: str | None = None) -> list[str]:
+                    skip_missing: bool = False, ulimits: bool = True, shm_size: str | None = None,
+                    labels: dict[str, str] | None = None, user: str | None = None) -> list[str]:
     """The full `docker run` argv. mounts are (host_path, container_path, "ro"|"rw"); shm_size gives the
-    container a private /dev/shm of that size instead of the host's IPC namespace."""
+    container a private /dev/shm of that size instead of the host's IPC namespace; labels mark what rocmkit
+    started (the runner removes containers by label); user is "uid:gid"."""
     argv = [docker, "run"]
     if remove:
         argv.append("--rm")
     if name:
         argv.append(f"--name={name}")
+    for key, value in (labels or {}).items():
+        argv.append(f"--label={key}={value}")
+    if user:
+        argv.append(f"--user={user}")
     argv += rocm_device_args(render_nodes, privileged=privileged, skip_missing=skip_missing, ulimits=ulimits,
                              ipc_host=shm_size is None, shm_size=shm_size or DEFAULT_SHM)
     for key, value in (env or {}).items():
@@ -74,3 +80,26 @@ def docker_run_argv(image: str, command: list[str], *, render_nodes: list[str] |
     argv.append(image)
     argv += list(command)
     return argv
+
+
+REFUSED_ULIMIT = ("rlimit", "ulimit")  # what runc/crun say when the engine may not raise a limit
+DOCKER_ERROR = 125  # `docker run` itself failed: the engine refused the container
+ULIMIT_NOTE = "the engine refused --ulimit memlock/stack (rootless or restricted); ran without them"
+
+
+def run_container(image: str, command: list[str], *, what: str, timeout: float, docker: str = "docker",
+                  ulimits: bool = True, on_line=None, log_path=None, keep_stdout: bool = False, **flags):
+    """Run a labelled container through the runner (rocmkit.proc): the deadline and signals stop it and it is
+    removed on every exit path. An engine that refuses the memlock/stack ulimits (rootless, restricted) gets
+    a second try without them. Returns (Result, whether ulimits were applied)."""
+    from . import proc
+
+    label = proc.new_run_label()
+    labels = {proc.RUN_LABEL: label, "io.rocmkit.what": what}
+    result = proc.run(docker_run_argv(image, command, docker=docker, ulimits=ulimits, labels=labels, **flags),
+                      timeout=timeout, on_line=on_line, log_path=log_path, container_label=label, what=what,
+                      keep_stdout=keep_stdout)
+    if ulimits and result.returncode == DOCKER_ERROR and any(w in result.output.lower() for w in REFUSED_ULIMIT):
+        return run_container(image, command, what=what, timeout=timeout, docker=docker, ulimits=False,
+                             on_line=on_line, log_path=log_path, keep_stdout=keep_stdout, **flags)
+    return result, ulimits

@@ -51,6 +51,7 @@ class ImageInfo:
     tags: tuple[str, ...]
     size: int  # bytes
     labels: dict[str, str]
+    digests: tuple[str, ...] = ()  # repo@sha256:... for images pulled from or pushed to a registry
 
 
 class Engine:
@@ -97,14 +98,19 @@ class Engine:
 
     def image(self, ref: str) -> ImageInfo | None:
         """The image `ref` (a tag or an id), or None when the engine has no such image."""
-        from docker.errors import ImageNotFound
+        from docker.errors import APIError, ImageNotFound
 
         try:
             img = self.client.images.get(ref)
         except ImageNotFound:
             return None
+        except APIError as exc:
+            if exc.status_code == 400:  # the engine's own check of the reference ("invalid reference format")
+                raise UsageError(f"{ref!r} is not an image reference: {exc.explanation}") from None
+            raise Failed(f"the Docker engine could not look up {ref!r}: {exc.explanation}") from None
         return ImageInfo(id=img.id, tags=tuple(img.tags), size=int(img.attrs.get("Size") or 0),
-                         labels=dict((img.attrs.get("Config") or {}).get("Labels") or {}))
+                         labels=dict((img.attrs.get("Config") or {}).get("Labels") or {}),
+                         digests=tuple(img.attrs.get("RepoDigests") or ()))
 
     def tag(self, image_id: str, ref: str) -> None:
         repo, tag = split_ref(ref)
@@ -147,6 +153,18 @@ class Engine:
             member = tar.getmembers()[0]
             handle = tar.extractfile(member)
             return handle.read() if handle else None
+
+    def remove_labelled(self, label: str) -> list[str]:
+        """Force-remove every container (running or not) carrying `label` ("key=value"); their ids."""
+        removed = []
+        for c in self.client.containers.list(all=True, filters={"label": label}):
+            try:
+                c.remove(force=True)
+                removed.append(c.id)
+            except Exception as exc:  # noqa: BLE001 - one that is already gone is fine
+                if "No such container" not in str(exc) and "is already in progress" not in str(exc):
+                    raise
+        return removed
 
     def read_json(self, image_id: str, path: str):
         raw = self.read_file(image_id, path)

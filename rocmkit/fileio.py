@@ -25,8 +25,11 @@ def write_atomic(path: str | os.PathLike, text: str | bytes, *, force: bool = Tr
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        if mode is None:  # mkstemp makes 0600; a written file gets the mode a plain open() would give it
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -76,7 +76,7 @@ def find_tool():
     return find
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def base_image() -> str:
     """The local base image .ci/provision/20-docker.sh builds (no registry is reachable for a real one).
     Missing: a failure where CI provisioned the engine, a skip elsewhere."""

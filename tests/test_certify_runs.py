@@ -155,5 +155,9 @@ def test_verl_dry_run_validates_before_printing_the_command(tmp_path, tiny_model
 def test_bad_certify_usage(tmp_path):
     assert certify("--steps", "2", "--out", str(tmp_path / "a")).returncode == 2
     assert certify("--model", str(tmp_path), "--out", str(tmp_path / "b")).returncode == 2
-    assert certify("--image", "x", "--host").returncode == 2
-    assert certify("--engine", "verl", "--gpus", "0").returncode == 2
+    assert certify("--image", "x", "--host", "--out", str(tmp_path / "e")).returncode == 2
+    assert certify("--engine", "verl", "--gpus", "0", "--rollout", "sglang", "--out", str(tmp_path / "f")).returncode == 2
+    assert certify("--gpus", "-1", "--out", str(tmp_path / "c")).returncode == 2
+    assert certify("--timeout", "0", "--out", str(tmp_path / "d")).returncode == 2
+    for folder in "abcdef":
+        assert not (tmp_path / folder).exists()  # a usage error writes nothing

@@ -26,6 +26,14 @@ def _peak_tflops(device: str | None, precision: str | None) -> float | None:
     return None
 
 
+def completion_tokens(row: dict[str, float]) -> float:
+    """Tokens generated in a step: TRL's count, or verl's generation time over its time per token."""
+    if "perf/completion_tokens" in row:
+        return row["perf/completion_tokens"]
+    per_token_ms = row.get("timing_per_token_ms/gen")
+    return row.get("timing_s/gen", 0.0) * 1000 / per_token_ms if per_token_ms else 0.0
+
+
 def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
     """Throughput, per-phase times and MFU from the per-step metrics."""
     ordered = [steps[s] for s in sorted(steps)]
@@ -36,7 +44,7 @@ def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
         return sum(r.get(key, 0.0) for r in rows)
 
     phases = {name: round(total(key, ordered), 4) for name, key in PHASES.items()}
-    gen_time, gen_tokens = total("timing_s/gen"), total("perf/completion_tokens")
+    gen_time, gen_tokens = total("timing_s/gen"), sum(completion_tokens(r) for r in steady)
     train_time = total("timing_s/update_actor") + total("timing_s/ref") + total("timing_s/old_log_prob")
     all_tokens = total("perf/total_num_tokens")
     out = {
@@ -51,7 +59,7 @@ def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
     if rewards:
         q = max(1, len(rewards) // 4)
         out["reward"] = {"first": round(statistics.fmean(rewards[:q]), 4), "last": round(statistics.fmean(rewards[-q:]), 4)}
-    verl_mfu = m.series(steps, "perf/mfu/actor")
+    verl_mfu = [v for v in m.series(steps, "perf/mfu/actor") if v > 0]  # verl says 0 where it knows no peak
     peak = _peak_tflops(info.get("device"), info.get("precision"))
     params = info.get("parameters")
     if verl_mfu:
@@ -64,22 +72,46 @@ def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
     return out
 
 
-def build(*, settings: dict, target: dict, host: dict, info: dict, steps: dict, verdict: Verdict, run: dict,
-          files: dict, probes: dict | None = None) -> dict:
+PER_STEP_KEYS = ("critic/score/mean", "reward", "actor/pg_loss", "loss", "actor/kl_loss", "response_length/mean",
+                 "timing_s/step", "timing_s/gen", "timing_s/update_actor", "perf/throughput", "perf/mfu/actor")
+
+
+def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:
+    """The engine's own figures for each step (the subset a reader compares runs by)."""
+    return [{"step": n, **{k: round(steps[n][k], 6) for k in PER_STEP_KEYS if k in steps[n]}} for n in sorted(steps)]
+
+
+def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: dict, device: str | None,
+          steps: dict | None = None, info: dict | None = None, setup: dict | None = None, probes: dict | None = None,
+          notes: list[str] = (), files: dict | None = None, timings: dict | None = None) -> dict:
+    steps, info = steps or {}, info or {}
+    metrics = summarize(steps, {**info, "device": device})
+    metrics["per_step"] = per_step(steps)
     return document("certificate", {
         "rocmkit": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "verdict": "pass" if verdict.passed else "fail",
+        "verdict": verdict.label,
+        "exit_code": verdict.exit_code,
         "checks": verdict.checks,
         "engine": settings["engine"],
         "settings": settings,
         "target": target,
         "host": host,
-        "run": {**run, **{k: v for k, v in info.items() if k not in ("status",)}},
-        "metrics": summarize(steps, info),
+        "device": device,
+        "setup": setup,
+        "run": {**run, **{k: v for k, v in info.items() if k != "status"}},
+        "metrics": metrics,
         "probes": probes,
-        "files": files,
+        "notes": list(notes),
+        "timings": dict(timings or {}),
+        "files": files or {},
     })
+
+
+def _result(c: dict) -> str:
+    if c["required"]:
+        return "pass" if c["passed"] else "FAIL"
+    return "yes (reported)" if c["passed"] else "no (reported)"
 
 
 def markdown(cert: dict) -> str:
@@ -90,21 +122,16 @@ def markdown(cert: dict) -> str:
         f"# rocmkit certificate: {cert['verdict'].upper()}",
         "",
         f"- engine: {cert['engine']}; target: {what}",
-        f"- device: {run.get('device', '?')}; steps: {mt['steps']} of {cert['settings']['steps']}; "
-        f"wall: {run.get('wall_s', 0):.1f} s",
+        f"- device: {cert.get('device') or '?'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
+        f"wall: {run.get('wall_s') or 0:.1f} s",
         f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
         f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
         + (f"; MFU (update): {mt['mfu']['update']:.1%}" if mt.get("mfu") else ""),
         "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
-        "",
-        "| check | result | detail |",
-        "|---|---|---|",
     ]
-    for c in cert["checks"]:
-        result = ("pass" if c["passed"] else "FAIL") if c["required"] else ("yes" if c["passed"] else "no") + " (reported)"
-        lines.append(f"| {c['name']} | {result} | {c['detail']} |")
-    for f in (cert.get("probes") or {}).get("findings", []):
-        lines.append(f"| {f['id']} | {f['status']} | {f['title']} |")
+    lines += [f"- note: {n}" for n in cert.get("notes", [])]
+    lines += ["", "| check | result | detail |", "|---|---|---|"]
+    lines += [f"| {c['name']} | {_result(c)} | {c['detail']} |" for c in cert["checks"]]
     gpus = cert["host"].get("gpus") or []
     lines += ["", f"Host: {len(gpus)} AMD GPU(s) in the KFD topology" + (f" ({gpus[0].get('product')})" if gpus else "")
               + f"; ROCm {cert['host'].get('rocm') or 'n/a'}."]

@@ -1,7 +1,10 @@
-"""The verdict: did the run finish, stay finite, and (on the built-in task) learn?"""
+"""The verdict: did the run finish, stay finite, and (on the built-in task) learn; did the GPU probes pass?
+Or could the check not run at all (setup, deadline)? Pure: takes data, returns data."""
 
 from __future__ import annotations
 
+import enum
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -12,42 +15,92 @@ from . import metrics as m
 LEARNING_MARGIN = 0.3
 REWARD_KEYS = ("reward", "critic/score/mean")
 LOSS_KEYS = ("loss", "actor/pg_loss", "actor/loss")
+JUDGED_PREFIXES = ("loss", "actor/", "reward", "critic/", "grad_norm", "kl")
+
+
+class Status(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"  # the stack ran and did not train or learn
+    NOT_CERTIFIED = "not certified"  # the check itself could not run: see Verdict.reason
+
+
+class Reason(str, enum.Enum):
+    SETUP = "setup"  # the target lacks what the run needs, or the engine could not start it
+    TIMEOUT = "timeout"
+
+
+class RunStatus(str, enum.Enum):
+    FINISHED = "finished"
+    CRASHED = "crashed"
+    TIMED_OUT = "timed out"
+
+
+EXIT_CODES = {Status.PASS: 0, Status.FAIL: 1, Reason.SETUP: 3, Reason.TIMEOUT: 124}
 
 
 @dataclass
 class Verdict:
-    passed: bool
+    status: Status
     checks: list[dict] = field(default_factory=list)  # {name, passed, detail, required}
+    reason: Reason | None = None
 
-    def to_json(self) -> dict:
-        return {"passed": self.passed, "checks": self.checks}
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASS
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.reason] if self.reason else EXIT_CODES[self.status]
+
+    @property
+    def label(self) -> str:
+        return f"{self.status.value}: {self.reason.value}" if self.reason else self.status.value
 
 
-def judge(steps: dict[int, dict[str, float]], requested: int, run_status: str, *, require_learning: bool,
-          margin: float = LEARNING_MARGIN) -> Verdict:
-    checks = []
+def check(name: str, passed: bool, detail: str, required: bool = True) -> dict:
+    return {"name": name, "passed": bool(passed), "detail": detail, "required": required}
 
-    def add(name, ok, detail, required=True):
-        checks.append({"name": name, "passed": bool(ok), "detail": detail, "required": required})
 
-    add("run finished", run_status == "finished", f"run status: {run_status}")
-    done = len(steps)
-    add("all steps ran", done >= requested, f"{done} of {requested} steps logged")
+def not_certified(reason: Reason, checks: list[dict]) -> Verdict:
+    return Verdict(Status.NOT_CERTIFIED, checks, reason)
+
+
+def probe_checks(probes: dict | None) -> list[dict]:
+    """One check per probe finding: a failed probe fails the certificate, a warned one is reported."""
+    if not probes:
+        return []
+    if probes.get("error"):
+        return [check("GPU probes ran", False, probes["error"], required=False)]
+    out = []
+    for f in probes.get("findings", []):
+        status = f.get("status")
+        if status == "skip":
+            out.append(check(f["id"], True, f"skipped: {f.get('title', '')}", required=False))
+        else:
+            out.append(check(f["id"], status == "pass", f"{status}: {f.get('title', '')}", required=status != "warn"))
+    return out
+
+
+def judge(steps: dict[int, dict[str, float]], requested: int, run_status: RunStatus, *, require_learning: bool,
+          probes: dict | None = None, margin: float = LEARNING_MARGIN, extra: list[dict] = ()) -> Verdict:
+    run_status = RunStatus(run_status)
+    checks = list(extra)
+    checks.append(check("run finished", run_status is RunStatus.FINISHED, f"run status: {run_status.value}"))
+    checks.append(check("all steps ran", len(steps) >= requested, f"{len(steps)} of {requested} steps logged"))
     losses = m.series(steps, *LOSS_KEYS)
-    everything = [v for s in steps.values() for k, v in s.items() if k.startswith(("loss", "actor/", "reward",
-                                                                                     "critic/", "grad_norm", "kl"))]
-    add("losses finite", bool(losses) and m.finite(everything),
-        f"{len(losses)} loss values; non-finite: {sum(1 for v in everything if v != v or v in (float('inf'), float('-inf')))}")
+    judged = [v for s in steps.values() for k, v in s.items() if k.startswith(JUDGED_PREFIXES)]
+    bad = sum(1 for v in judged if not math.isfinite(v))
+    checks.append(check("losses finite", bool(losses) and not bad, f"{len(losses)} loss values; non-finite: {bad}"))
     rewards = m.series(steps, *REWARD_KEYS)
     if len(rewards) >= 4:
         q = max(1, len(rewards) // 4)
         first, last = statistics.fmean(rewards[:q]), statistics.fmean(rewards[-q:])
-        rise = last - first
-        add("reward rose", rise >= margin,
-            f"reward {first:.3f} (first {q} steps) -> {last:.3f} (last {q}): {rise:+.3f}, needs >= +{margin}",
-            required=require_learning)
+        checks.append(check("reward rose", last - first >= margin,
+                            f"reward {first:.3f} (first {q} steps) -> {last:.3f} (last {q}): {last - first:+.3f}, "
+                            f"needs >= +{margin}", required=require_learning))
     else:
-        add("reward rose", False, f"only {len(rewards)} reward values: too few to judge learning",
-            required=require_learning)
+        checks.append(check("reward rose", False, f"only {len(rewards)} reward values: too few to judge learning",
+                            required=require_learning))
+    checks += probe_checks(probes)
     passed = all(c["passed"] for c in checks if c["required"])
-    return Verdict(passed=passed, checks=checks)
+    return Verdict(Status.PASS if passed else Status.FAIL, checks)

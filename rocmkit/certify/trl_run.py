@@ -106,6 +106,7 @@ def run(cfg: dict) -> dict:
         max_completion_length=cfg["max_completion_length"], logging_steps=1, report_to="none", save_strategy="no",
         gradient_checkpointing=False, use_cpu=not cuda, bf16=cuda and cfg.get("bf16", True), seed=cfg["seed"],
         temperature=1.0, lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
+        disable_tqdm=True,  # the log gets whole lines; rocmkit shows the progress
     )
     Trainer = make_trainer_class()
     trainer = Trainer(model=cfg["model_dir"], reward_funcs=[reward], args=args, train_dataset=data)
@@ -118,6 +119,8 @@ def run(cfg: dict) -> dict:
             row.update(trainer.take_phases())
             with open(metrics_path, "a") as f:
                 f.write(json.dumps({"step": state.global_step, "data": row}) + "\n")
+            # verl's console format, so one reader follows both engines' progress
+            print(f"step:{state.global_step} - " + " - ".join(f"{k}:{v}" for k, v in row.items()), flush=True)
 
     trainer.add_callback(Record())
     started = time.perf_counter()
@@ -132,8 +135,7 @@ def run(cfg: dict) -> dict:
 
 
 def main() -> None:
-    cfg_path = Path(sys.argv[1])
-    cfg = json.loads(cfg_path.read_text())
+    cfg = json.loads(Path(sys.argv[1]).read_text())["trl"]  # certify.json, written by rocmkit certify
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -1,8 +1,11 @@
-"""verl 0.9.x `main_ppo` overrides for a one-node GRPO smoke run (research/smoke-grpo.md §1.4)."""
+"""verl 0.9.x `main_ppo` overrides for a one-node GRPO smoke run (research/smoke-grpo.md §1.4, and
+research/verl-cpu.md for the CPU run), and the environment the run needs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+CPU_PLATFORM_MODULE = "rocmkit.certify.cpu_platform"
 
 
 @dataclass(frozen=True)
@@ -11,7 +14,7 @@ class VerlRun:
     train_file: str
     val_file: str
     reward_file: str
-    gpus: int = 1
+    gpus: int = 1  # 0: the CPU, through rocmkit's CPU platform plugin and vLLM's CPU build
     steps: int = 8
     rollout: str = "vllm"
     batch_size: int = 8  # prompts per step
@@ -21,11 +24,17 @@ class VerlRun:
     lr: float = 1e-5
     tensor_parallel: int = 1
     attn_sdpa: bool = False  # images without flash-attention
+    ray_temp_dir: str | None = None  # a short path: Ray's socket paths must stay under 107 bytes
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.gpus == 0
 
 
 def overrides(r: VerlRun) -> list[str]:
     """The overrides, in `key=value` form. trainer.n_gpus_per_node and nnodes are filled in here."""
-    micro = max(1, r.batch_size * r.n // (2 * r.gpus))
+    workers = max(1, r.gpus)
+    micro = max(1, r.batch_size * r.n // (2 * workers))
     out = [
         "algorithm.adv_estimator=grpo",
         f"data.train_files={r.train_file}", f"data.val_files={r.val_file}",
@@ -50,15 +59,58 @@ def overrides(r: VerlRun) -> list[str]:
         "reward.num_workers=1",
         "trainer.critic_warmup=0", "trainer.logger=['console','file']",
         "trainer.project_name=rocmkit", "trainer.experiment_name=certify",
-        f"trainer.n_gpus_per_node={r.gpus}", "trainer.nnodes=1",
+        f"trainer.n_gpus_per_node={workers}", "trainer.nnodes=1",
         "trainer.total_epochs=100", f"trainer.total_training_steps={r.steps}",
         "trainer.save_freq=-1", "trainer.test_freq=-1", "trainer.val_before_train=False",
         "trainer.resume_mode=disable",
+        "+ray_kwargs.ray_init.include_dashboard=False",
     ]
-    if r.rollout == "vllm":
+    if r.ray_temp_dir:
+        out.append(f"+ray_kwargs.ray_init._temp_dir={r.ray_temp_dir}")
+    if r.rollout == "vllm" and not r.on_cpu:
         # ROCm: expandable segments and vLLM's custom all-reduce do not mix (verl's ROCm CI sets this).
         out.append("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_custom_all_reduce=True")
-    if r.attn_sdpa:
+    if r.attn_sdpa or r.on_cpu:
         out += ["+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
                 "actor_rollout_ref.model.use_remove_padding=False"]
+    if r.on_cpu:
+        out += cpu_overrides()
     return out
+
+
+def cpu_overrides() -> list[str]:
+    """What verl 0.9.1 needs on a CPU (research/verl-cpu.md; the ones marked required there are why each exists)."""
+    return [
+        "trainer.device=cpu",
+        "actor_rollout_ref.actor.strategy=fsdp2",  # FSDP1 refuses CPU parameters
+        "actor_rollout_ref.ref.strategy=fsdp2",
+        "+actor_rollout_ref.rollout.enable_sleep_mode=False",  # sleep mode needs the GPU's virtual memory API
+        "actor_rollout_ref.rollout.enforce_eager=True",
+        "actor_rollout_ref.rollout.free_cache_engine=False",
+        "actor_rollout_ref.rollout.max_num_seqs=64",
+        "actor_rollout_ref.rollout.max_num_batched_tokens=1024",
+        "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=False",
+        "actor_rollout_ref.actor.use_torch_compile=False",
+        "actor_rollout_ref.ref.use_torch_compile=False",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",  # 8 units hang on 2 cores
+        "ray_kwargs.ray_init.num_cpus=8",  # Ray must offer more CPU slots than a small host has cores
+        "+ray_kwargs.ray_init.num_gpus=1",  # verl's resource pool asks Ray for one GPU per worker
+    ]
+
+
+def environment(r: VerlRun, metrics_file: str) -> dict[str, str]:
+    """Variables the run needs besides the overrides."""
+    env = {"VERL_FILE_LOGGER_PATH": metrics_file,
+           # Ray 2.60 writes ~/.ray/auth_token when ray.init() starts a cluster, and from then on every
+           # `ray start` on this host wants token authentication: this throwaway cluster needs none.
+           "RAY_AUTH_MODE": "disabled"}
+    if r.on_cpu:
+        env.update({
+            "VERL_USE_EXTERNAL_MODULES": CPU_PLATFORM_MODULE,  # verl imports it in every process, Ray workers too
+            "VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda", "VERL_ENGINE_VENDOR": "nvidia",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+        })
+    else:
+        env["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
+    return env

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import click
 
-from ..errors import EnvironmentMissing, Failed, RocmkitError, UsageError
+from ..errors import DeadlinePassed, EnvironmentMissing, Failed, RocmkitError, UsageError
 from ..output import dumps
 from .common import json_option
 
@@ -30,8 +29,10 @@ from .common import json_option
 @click.option("--image", default=None, metavar="IMAGE",
               help="Run the doctor inside IMAGE (a rocmkit-built image) through the Docker engine, with the "
                    "ROCm device flags, and report its result.")
+@click.option("--timeout", "timeout_s", type=click.IntRange(min=1), default=600, show_default=True, metavar="SECONDS",
+              help="With --image: stop the container after this long (exit 124).")
 @click.pass_context
-def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image) -> None:
+def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s) -> None:
     """Check a ROCm host or container and say what to fix.
 
     Level 1 reads sysfs, procfs, /dev and the environment: amdgpu driver, /dev/kfd and render-node
@@ -42,12 +43,13 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image) ->
     but not granted are reported as not granted, not as broken.
 
     Exit 0 when nothing fails, 1 when something fails (--strict: or warns), 2 on bad usage,
-    3 when --image has no Docker engine or --level 2 finds no GPU.
+    3 when --image has no Docker engine or --level 2 finds no GPU, 124 when --image runs past
+    --timeout, 130/143 when interrupted (the container is removed either way).
     """
     if image:
         if root or capture_dir:
             raise UsageError("--image runs the doctor inside the image; it takes no --root or --capture")
-        _in_image(image, level, as_json, strict, arch, only)
+        _in_image(image, level, as_json, strict, arch, only, timeout_s)
         return
     from ..doctor import facts as facts_mod
     from ..doctor.checks import Context, run_checks, selected
@@ -125,21 +127,16 @@ def _level2(facts) -> list:
                         fix="report this as a rocmkit bug with the output of `rocmkit doctor --level 2 --json`")]
 
 
-def _run(argv: list[str], image: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        raise Failed(f"the doctor in {image} did not finish within 600 s") from None
-
-
-def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None) -> None:
-    from ..container import docker_run_argv
+def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None,
+              timeout_s: float) -> None:
+    from ..container import ULIMIT_NOTE, run_container
     from ..doctor.model import Finding
     from ..doctor.report import table
     from ..engine import CLI_ENV_VAR, Engine, candidate_clis
 
     engine = Engine.connect()
-    if engine.image(image) is None:
+    info = engine.image(image)
+    if info is None:
         raise UsageError(f"image {image!r} is not in the Docker engine", hint="build it (rocmkit build) or pull it")
     clis = [os.environ[CLI_ENV_VAR]] if os.environ.get(CLI_ENV_VAR) else candidate_clis()
     if not clis:
@@ -147,18 +144,16 @@ def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | N
     inner = ["rocmkit", "doctor", "--json", "--level", str(level)]
     inner += ["--arch", arch] if arch else []
     inner += ["--only", only] if only else []
-    notes = []
-    proc = _run(docker_run_argv(image, inner, docker=clis[0], skip_missing=True), image)
-    if proc.returncode == 125 and "rlimit" in proc.stderr:
-        # The engine may not raise memlock/stack limits (rootless, or no CAP_SYS_RESOURCE): run without them,
-        # and the doctor inside reports the limit it got.
-        notes.append("the engine refused the memlock/stack ulimits; ran without them")
-        proc = _run(docker_run_argv(image, inner, docker=clis[0], skip_missing=True, ulimits=False), image)
+    result, ulimits = run_container(info.id, inner, what=f"doctor in {image}", timeout=timeout_s, docker=clis[0],
+                                    skip_missing=True, keep_stdout=True)
+    notes = [] if ulimits else [ULIMIT_NOTE]
+    if result.timed_out:
+        raise DeadlinePassed(f"the doctor in {image} did not finish within --timeout {timeout_s:g} s; it was stopped")
     try:
-        doc = json.loads(proc.stdout)
+        doc = json.loads("\n".join(result.stdout or []))
     except ValueError:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-10:]
-        raise Failed(f"the doctor could not run in {image} (exit {proc.returncode})",
+        tail = result.tail[-10:]
+        raise Failed(f"the doctor could not run in {image} (exit {result.returncode})",
                      hint="is rocmkit installed in the image? rocmkit-built images have it. Output:\n  "
                           + "\n  ".join(tail)) from None
     doc["image"] = image

@@ -1,0 +1,93 @@
+"""What a certification run is asked to do, checked before anything is read or started (exit 2 on a mistake)."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+
+
+class Engine(str, enum.Enum):
+    TRL = "trl"
+    VERL = "verl"
+
+
+class Rollout(str, enum.Enum):
+    VLLM = "vllm"
+    SGLANG = "sglang"
+
+
+SIZES = ("tiny", "0.5b")
+MIN_STEPS = 4  # learning is judged over the first and the last quarter of the steps
+# Built-in task, TRL: a group of 8 answers per prompt, 2 prompts a step, a high learning rate for a tiny model
+# (the reward rises within about ten steps on a CPU). A 0.5B model diverges at the tiny model's rate.
+TRL_DEFAULTS = {"beta": 0.04, "num_generations": 8, "batch_size": 16, "max_completion_length": 12}
+TRL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 2e-5}
+# Docker's reference grammar: lower-case repository path, optional tag and digest, or an image id.
+IMAGE_REF_RE = re.compile(
+    r"^(?:(?:[A-Za-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?|(?:sha256:)?[0-9a-f]{12,64})$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    engine: Engine = Engine.TRL
+    image: str | None = None  # None: run on this host
+    model: Path | None = None  # None: the built-in model
+    data: Path | None = None  # None: the built-in task
+    steps: int = 16
+    gpus: int = 1
+    out: Path = Path("rocmkit-certify")
+    require_learning: bool | None = None  # None: required only on the built-in task
+    size: str = "tiny"
+    rollout: Rollout = Rollout.VLLM
+    timeout: int = 3600
+    probes: bool = True
+    force: bool = False
+    dry_run: bool = False
+    seed: int = 0
+
+    @property
+    def builtin(self) -> bool:
+        return self.model is None and self.data is None
+
+    @property
+    def learning_required(self) -> bool:
+        return self.builtin if self.require_learning is None else self.require_learning
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.gpus == 0
+
+
+def check(s: Settings) -> Settings:
+    """Every option on its own and in combination; paths made absolute. Raises UsageError."""
+    if s.steps < MIN_STEPS:
+        raise UsageError(f"--steps {s.steps}: at least {MIN_STEPS} (learning is judged over the first and last quarter)")
+    if s.gpus < 0:
+        raise UsageError(f"--gpus {s.gpus}: a count of GPUs, 0 for the CPU")
+    if s.timeout < 1:
+        raise UsageError(f"--timeout {s.timeout}: seconds, at least 1")
+    if s.size not in SIZES:
+        raise UsageError(f"--size {s.size!r}", hint=f"one of: {', '.join(SIZES)}")
+    if s.engine is Engine.VERL and s.on_cpu and s.rollout is not Rollout.VLLM:
+        raise UsageError("--gpus 0 with the verl engine runs vLLM's CPU build; SGLang has no CPU rollout in verl",
+                         hint="leave out --rollout, or give GPUs")
+    if s.image is not None and not IMAGE_REF_RE.match(s.image):
+        raise UsageError(f"--image {s.image!r} is not an image reference",
+                         hint="[registry/]repository[:tag][@sha256:digest] with a lower-case repository, or an image id")
+    model = data = None
+    if s.model is not None:
+        model = Path(s.model).resolve()
+        if not (model / "config.json").is_file():
+            raise UsageError(f"--model {s.model}: not a model folder (no config.json)",
+                             hint="give a local Hugging Face model folder; nothing is downloaded")
+    if s.data is not None:
+        data = Path(s.data).resolve()
+        if not (data.is_file() and data.suffix == ".parquet"):
+            raise UsageError(f"--data {s.data}: not a parquet file",
+                             hint="a parquet file with verl's columns: prompt, data_source, reward_model.ground_truth")
+    return Settings(**{**s.__dict__, "model": model, "data": data, "out": Path(s.out).absolute()})

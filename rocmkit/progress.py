@@ -1,0 +1,84 @@
+"""What a long command shows while it works: a live display (rich) on a terminal, plain lines elsewhere.
+
+One display per command. `stage(name)` starts a named stage (its elapsed time ticks on a terminal),
+`update(text)` changes what the current stage says, `note(text)` prints a line that stays. Plain mode
+(not a terminal, CI set, or --progress plain) prints each stage, update and note as one line, so logs
+read in order. Rich serialises its own refreshes and prints, so no line is torn.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TextIO
+
+MODES = ("auto", "tty", "plain")
+
+
+def resolve_mode(mode: str = "auto", stream: TextIO | None = None) -> str:
+    """"tty" or "plain": auto picks tty for a terminal outside CI."""
+    if mode != "auto":
+        return mode
+    stream = stream or sys.stderr
+    return "tty" if stream.isatty() and not os.environ.get("CI") else "plain"
+
+
+class Display:
+    def __init__(self, prefix: str, mode: str = "auto", stream: TextIO | None = None):
+        self.prefix = prefix
+        self.stream = stream or sys.stderr
+        self.mode = resolve_mode(mode, self.stream)
+        self._progress = None
+        self._task = None
+        self._stage = ""
+        self._stage_started = time.monotonic()
+
+    def __enter__(self) -> "Display":
+        if self.mode == "tty":
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                      console=Console(file=self.stream), transient=True)
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def _say(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(text, markup=False, highlight=False)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def stage(self, name: str, detail: str = "") -> None:
+        """A new stage: on a terminal the previous one leaves a line with its time."""
+        if self._progress is not None:
+            if self._task is not None:
+                self._progress.remove_task(self._task)
+                self._say(f"{self.prefix}: {self._stage} ({time.monotonic() - self._stage_started:.1f} s)")
+            self._task = self._progress.add_task(f"{self.prefix}: {name}" + (f" — {detail}" if detail else ""))
+        else:
+            self._say(f"{self.prefix}: {name}" + (f" — {detail}" if detail else ""))
+        self._stage, self._stage_started = name, time.monotonic()
+
+    def update(self, text: str) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=f"{self.prefix}: {self._stage} — {text}")
+        else:
+            self._say(f"{self.prefix}: {self._stage} — {text} ({time.monotonic() - self._stage_started:.0f} s)")
+
+    def note(self, text: str) -> None:
+        self._say(f"{self.prefix}: {text}")
+
+    def done(self) -> None:
+        """End the last stage (on a terminal it leaves its line with the time)."""
+        if self._progress is not None and self._task is not None:
+            self._progress.remove_task(self._task)
+            self._say(f"{self.prefix}: {self._stage} ({time.monotonic() - self._stage_started:.1f} s)")
+            self._task = None
