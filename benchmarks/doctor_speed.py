@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
 
 
 def timed(argv: list[str], runs: int) -> tuple[float, float]:

@@ -1,4 +1,4 @@
-"""GPU architecture facts, loaded from rocmkit/data/archs.toml (one table per arch)."""
+"""GPU architecture facts, loaded from rocmkit/resources/archs.toml (one table per arch)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ EXPECT_KEYS = {"gemm_bf16", "gemm_fp8", "hbm", "pcie", "allreduce"}
 
 @functools.cache
 def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
-    raw = load_toml_text(resources.files("rocmkit.data").joinpath("archs.toml").read_text(), "archs.toml")
+    raw = load_toml_text(resources.files("rocmkit.resources").joinpath("archs.toml").read_text(), "archs.toml")
     archs: dict[str, Arch] = {}
     for name, spec in raw["arch"].items():
         products = []

@@ -14,7 +14,7 @@ import hcl2
 import pytest
 
 from rocmkit import stacks
-from rocmkit.plan import make_plan
+from rocmkit.image.plan import make_plan
 
 REPO = Path(__file__).resolve().parent.parent
 DEV = REPO / "tests" / "data" / "stacks" / "dev-example.toml"
@@ -132,7 +132,7 @@ def test_bad_input_exit_2(args, needle):
 
 
 def test_hcl_escapes_template_sequences():
-    from rocmkit.bake import _hcl_string
+    from rocmkit.image.bake import _hcl_string
 
     assert _hcl_string("a ${X} %{y}") == '"a $${X} %%{y}"'
     assert _hcl_string("${REGISTRY}/x") == '"${REGISTRY}/x"'

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit import buildlog, jobs
-from rocmkit.builder import BuildOptions, build_command
+from rocmkit.image import buildlog, jobs
+from rocmkit.image.build import BuildOptions, build_command
 from rocmkit.engine import DockerCLI, check_ref, find_cli, probe_cli, split_ref
 from rocmkit.errors import EnvironmentMissing, UsageError
-from rocmkit.selfwheel import build_self_wheel
-from rocmkit.sources import copy_tree, tree_digest, tree_files
+from rocmkit.image.selfwheel import build_self_wheel
+from rocmkit.image.sources import copy_tree, tree_digest, tree_files
 
 import stackgen
 
@@ -220,8 +220,9 @@ def test_self_wheel_is_reproducible_and_complete(tmp_path):
     b = build_self_wheel(tmp_path / "b")
     assert a.read_bytes() == b.read_bytes()
     names = zipfile.ZipFile(a).namelist()
-    assert "rocmkit/cli.py" in names and "rocmkit/templates/Dockerfile.j2" in names
-    assert "rocmkit/data/archs.toml" in names
+    assert "rocmkit/cli/__init__.py" in names and "rocmkit/templates/Dockerfile.j2" in names
+    assert "rocmkit/resources/stacks/verl-cpu.toml" in names
+    assert "rocmkit/resources/archs.toml" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     info = [n for n in names if n.endswith(".dist-info/METADATA")]
     meta = zipfile.ZipFile(a).read(info[0]).decode()

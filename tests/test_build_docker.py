@@ -286,7 +286,7 @@ def test_vf_configs_post_step_puts_vf_copies_in_the_image(tmp_path):
             "    for f in fs:\n"
             "        if f.endswith('.json') and f != 'buildinfo.json':\n"
             "            print(os.path.relpath(os.path.join(d, f), root))\n")).splitlines()
-        from rocmkit import vfconfigs
+        from rocmkit.host import vfconfigs
 
         expected = set()
         for rel in stackgen.SGLANG_CONFIGS:

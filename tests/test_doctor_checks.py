@@ -1,4 +1,4 @@
-"""Every level-1 check, driven by generated host trees (rocmkit.doctor.treegen)."""
+"""Every level-1 check, driven by generated host trees (rocmkit.host.treegen)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from rocmkit.cli import cli
-from rocmkit.doctor.checks import Context, run_checks
-from rocmkit.doctor.facts import KFD_TOPOLOGY, collect
-from rocmkit.doctor.model import Status
-from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+from rocmkit.host.checks import Context, run_checks
+from rocmkit.host.facts import KFD_TOPOLOGY, collect
+from rocmkit.host.model import Status
+from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
 
 
 def check(tmp_path: Path, arch: str | None = None, **spec) -> dict[str, object]:

@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocmkit.cli import cli
-from rocmkit.commands.doctor import PROBES_MODULE
-from rocmkit.doctor.capture import capture
-from rocmkit.doctor.checks import Context, run_checks
-from rocmkit.doctor.facts import KFD_TOPOLOGY, PROCESS_FILE, collect
-from rocmkit.doctor.model import Finding, Status
-from rocmkit.doctor.report import doctor_document, heading, table
-from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+from rocmkit.cli.doctor import PROBES_MODULE
+from rocmkit.host.capture import capture
+from rocmkit.host.checks import Context, run_checks
+from rocmkit.host.facts import KFD_TOPOLOGY, PROCESS_FILE, collect
+from rocmkit.host.model import Finding, Status
+from rocmkit.host.report import doctor_document, heading, table
+from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
 from rocmkit.errors import EnvironmentMissing
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kfd"
@@ -172,7 +172,7 @@ def test_level1_reads_only(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before and os.listdir(root)
 
 
-# --- level 2: the contract with rocmkit.doctor.probes (`run_probes(facts) -> list[Finding]`) ----------------
+# --- level 2: the contract with rocmkit.host.probes (`run_probes(facts) -> list[Finding]`) ----------------
 
 def _probes_module(monkeypatch, run_probes):
     """Install a probes module with the given run_probes, exactly where the doctor imports it from."""

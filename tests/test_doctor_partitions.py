@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit.doctor.checks import Context, run_checks
-from rocmkit.doctor.facts import KFD_TOPOLOGY, collect
-from rocmkit.doctor.model import Status
-from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+from rocmkit.host.checks import Context, run_checks
+from rocmkit.host.facts import KFD_TOPOLOGY, collect
+from rocmkit.host.model import Status
+from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kfd"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit.doctor.checks import Context, run_checks
-from rocmkit.doctor.facts import collect, ray_amd_facts
-from rocmkit.doctor.model import Status
-from rocmkit.doctor.treegen import HostSpec, healthy_process, write_tree
+from rocmkit.host.checks import Context, run_checks
+from rocmkit.host.facts import collect, ray_amd_facts
+from rocmkit.host.model import Status
+from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
 
 # The parts of Ray's files the facts depend on, as the releases wrote them (ray-project/ray: 2.45's
 # amd_gpu.py after #51104; 2.60's after #53757; the pyamdsmi ctypes bindings before the amdsmi shim).

@@ -9,7 +9,7 @@ import pytest
 
 from rocmkit import stacks
 from rocmkit.errors import InputFileError, UsageError
-from rocmkit.plan import DEFAULT_MAX_JOBS, LocalSource, make_plan, plan_document
+from rocmkit.image.plan import DEFAULT_MAX_JOBS, LocalSource, make_plan, plan_document
 from rocmkit.raycompat import HIP_VAR, ROCR_VAR
 from rocmkit.stacks import EnvVar
 

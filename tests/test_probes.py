@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from rocmkit.cli import cli
-from rocmkit.doctor import probes
-from rocmkit.doctor.model import Status
+from rocmkit.host import probes
+from rocmkit.host.model import Status
 from rocmkit.errors import EnvironmentMissing, UsageError
 
 if os.environ.get("ROCMKIT_REQUIRE_PROBES") == "1":  # CI provisioned torch (45-probes.sh): no skipping
@@ -68,7 +68,7 @@ def test_doctor_level2_without_gpu_exits_3():
 
 
 def test_captured_tree_is_not_measured(tmp_path):
-    from rocmkit.doctor.facts import collect
+    from rocmkit.host.facts import collect
 
     facts = collect(str(tmp_path), process=False)
     with pytest.raises(UsageError, match="captured tree"):

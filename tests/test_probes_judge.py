@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rocmkit import archs
-from rocmkit.doctor.model import Status
-from rocmkit.doctor.probes_judge import PASS_AT, WARN_AT, allreduce_peak, judge, verdict
+from rocmkit.host.model import Status
+from rocmkit.host.probes_judge import PASS_AT, WARN_AT, allreduce_peak, judge, verdict
 
 DATA = Path(__file__).parent / "data" / "probes"
 PER_GPU = ["probe.gemm.bf16", "probe.gemm.fp8", "probe.hbm", "probe.h2d", "probe.d2h"]

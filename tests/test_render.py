@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from rocmkit import stacks
 from rocmkit.cli import cli
-from rocmkit.plan import make_plan
-from rocmkit.render import dockerfile_name, render_all, render_dockerfile
+from rocmkit.image.plan import make_plan
+from rocmkit.image.render import dockerfile_name, render_all, render_dockerfile
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = Path(__file__).parent / "data" / "stacks" / "dev-example.toml"

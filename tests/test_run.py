@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from rocmkit.cli import cli
-from rocmkit.commands.run import render_nodes_for
-from rocmkit.container import docker_run_argv
-from rocmkit.doctor.treegen import HostSpec, write_tree
+from rocmkit.cli.run import render_nodes_for
+from rocmkit.cluster.container import docker_run_argv
+from rocmkit.host.treegen import HostSpec, write_tree
 from rocmkit.errors import UsageError
 
 

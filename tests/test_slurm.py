@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocmkit import slurm
+from rocmkit.cluster import slurm
 from rocmkit.cli import cli
 from rocmkit.errors import UsageError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocmkit import vfconfigs
+from rocmkit.host import vfconfigs
 from rocmkit.cli import cli
 from rocmkit.errors import Failed, UsageError
 
@@ -211,13 +211,13 @@ def test_device_token():
     assert vfconfigs.device_token("README.md") is None and vfconfigs.device_token("E=8.json") is None
 
 
-# Doctor check: real facts (rocmkit.doctor.facts.collect with this process's packages) over a generated
+# Doctor check: real facts (rocmkit.host.facts.collect with this process's packages) over a generated
 # VF host tree and a generated SGLang on sys.path.
 
 def _doctor(tmp_path: Path, product: str):
-    from rocmkit.doctor.checks import Context, run_checks
-    from rocmkit.doctor.facts import collect
-    from rocmkit.doctor.treegen import HostSpec, write_tree
+    from rocmkit.host.checks import Context, run_checks
+    from rocmkit.host.facts import collect
+    from rocmkit.host.treegen import HostSpec, write_tree
 
     root = write_tree(tmp_path / f"host-{product.replace(' ', '_')}", HostSpec(product=product, gpus=2, process=None))
     found = {f.id: f for f in run_checks(collect(str(root), process=True), Context(), only={"software.vf_configs"})}
@@ -225,7 +225,7 @@ def _doctor(tmp_path: Path, product: str):
 
 
 def test_doctor_warns_on_a_vf_host_until_the_configs_exist(tmp_path, monkeypatch):
-    from rocmkit.doctor.model import Status
+    from rocmkit.host.model import Status
 
     make_sglang_tree(tmp_path / "site", "v0.5.17")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))

@@ -25,7 +25,7 @@ if [ ! -x "$venv/bin/rocmkit" ]; then
 import sys
 from pathlib import Path
 from rocmkit import stacks
-from rocmkit.wheelhouse import pip_calls
+from rocmkit.image.wheelhouse import pip_calls
 stack = stacks.load("verl-cpu")
 calls = pip_calls(stack)
 out = Path(sys.argv[1])

@@ -22,7 +22,7 @@ from . import verl_overrides, workspace
 from .certificate import build, markdown
 from .judge import Reason, RunStatus, Status, Verdict, check, judge, not_certified
 from .settings import TRL_DEFAULTS, TRL_LR, Engine, Settings
-from ..container import DOCKER_ERROR
+from ..cluster.container import DOCKER_ERROR
 from .target import NOT_EXECUTABLE, NOT_FOUND, Target, resolve
 from .workspace import Workspace
 
@@ -159,7 +159,7 @@ class _StepProgress:
 
 
 def _host_facts() -> dict:
-    from ..doctor.facts import collect
+    from ..host.facts import collect
 
     facts = collect("/", process=False)
     return {"gpus": [{"pci": d.pci_address, "product": d.product.name if d.product else d.device_id, "gfx": d.gfx,
@@ -172,7 +172,7 @@ def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
     if s.on_cpu or not s.probes:
         return None
     if not target.image:
-        from ..doctor.probes import findings_for, measure
+        from ..host.probes import findings_for, measure
 
         doc = measure(gpus=list(range(s.gpus)), with_allreduce=s.gpus > 1)
         return {"figures": doc, "findings": [f.to_json() for f in findings_for(doc)]}

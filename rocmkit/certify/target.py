@@ -49,7 +49,7 @@ class Target:
         """The argv that runs `inner` in the target (for the record and --dry-run)."""
         if not self.image:
             return inner
-        from ..container import docker_run_argv
+        from ..cluster.container import docker_run_argv
 
         return docker_run_argv(self.image_id or self.image, inner, docker=self.docker or "docker",
                                ulimits=self.ulimits, **self._flags(env, ws))
@@ -59,7 +59,7 @@ class Target:
         if not self.image:
             return proc.run(inner, env={**os.environ, **env}, cwd=ws.root, timeout=timeout, on_line=on_line,
                             log_path=log_path, what=what)
-        from ..container import ULIMIT_NOTE, run_container
+        from ..cluster.container import ULIMIT_NOTE, run_container
 
         result, self.ulimits = run_container(self.image_id, inner, what=what, timeout=timeout,
                                              docker=self.docker or "docker", ulimits=self.ulimits, on_line=on_line,

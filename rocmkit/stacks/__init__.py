@@ -447,15 +447,15 @@ def _check_acyclic(path: str, components: list[Component]) -> None:
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("rocmkit.stacks").iterdir() if p.name.endswith(".toml"))
+    return sorted(p.name[:-5] for p in resources.files("rocmkit.resources.stacks").iterdir() if p.name.endswith(".toml"))
 
 
 def load_builtin(name: str) -> Stack:
     if name not in builtin_names():
         raise UsageError(f"unknown stack {name!r}", hint=f"built-in stacks: {', '.join(builtin_names())}; "
                                                           "or pass --stack-file PATH")
-    res = resources.files("rocmkit.stacks").joinpath(f"{name}.toml")
-    origin = f"rocmkit/stacks/{name}.toml"
+    res = resources.files("rocmkit.resources.stacks").joinpath(f"{name}.toml")
+    origin = f"rocmkit/resources/stacks/{name}.toml"
     return parse_stack(load_toml_text(res.read_text(encoding="utf-8"), origin), origin)
 
 

@@ -92,7 +92,7 @@ def run_container(image: str, command: list[str], *, what: str, timeout: float, 
     """Run a labelled container through the runner (rocmkit.proc): the deadline and signals stop it and it is
     removed on every exit path. An engine that refuses the memlock/stack ulimits (rootless, restricted) gets
     a second try without them. Returns (Result, whether ulimits were applied)."""
-    from . import proc
+    from .. import proc
 
     label = proc.new_run_label()
     labels = {proc.RUN_LABEL: label, "io.rocmkit.what": what}

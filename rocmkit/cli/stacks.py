@@ -32,7 +32,7 @@ def stacks(name: str | None, as_json: bool) -> None:
 
     A stack declares a base image, ROCm and Python versions, the targets it supports (GPU archs, or cpu) and its
     components, each pinned by a full git commit or an exact pip version. Built-in stacks live in
-    rocmkit/stacks/*.toml; `--stack-file` on other commands takes your own.
+    rocmkit/resources/stacks/*.toml; `--stack-file` on other commands takes your own.
     """
     selected = [stacks_mod.load_builtin(name)] if name else stacks_mod.all_builtin()
     if as_json:
@@ -40,7 +40,7 @@ def stacks(name: str | None, as_json: bool) -> None:
         return
     if not name:
         width = max((len(s.name) for s in selected), default=5)
-        click.echo(f"{'STACK':<{width}}  {'ARCHS':<15}  {'ROCM':<6}  {'PYTHON':<6}  DESCRIPTION")
+        click.echo(f"{'STACK':<{width}}  {'TARGETS':<15}  {'ROCM':<6}  {'PYTHON':<6}  DESCRIPTION")
         for s in selected:
             mutable = f"  [{len(s.mutable_components)} MUTABLE]" if s.mutable_components else ""
             click.echo(f"{s.name:<{width}}  {','.join(s.targets):<15}  {s.rocm:<6}  {s.python:<6}  {s.description}{mutable}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .. import vfconfigs
+from ..host import vfconfigs
 from ..errors import Failed
 from ..output import document
 from .common import echo_json, json_option, warn

@@ -13,9 +13,9 @@ import shlex
 from dataclasses import dataclass, field
 from importlib import resources
 
-from . import raycompat
-from .errors import UsageError
-from .stacks import IMAGE_RE
+from .. import raycompat
+from ..errors import UsageError
+from ..stacks import IMAGE_RE
 
 RUNTIMES = ("docker", "apptainer", "none")
 DEFAULT_ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")

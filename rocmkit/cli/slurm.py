@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .. import slurm as slurm_mod
+from ..cluster import slurm as slurm_mod
 from ..errors import UsageError
 from ..fileio import write_atomic
 

@@ -28,7 +28,7 @@ def wheelhouse(stack_name, stack_file, dest, python, as_json) -> None:
 
     Exit 0 done, 1 pip failed, 2 bad usage (wrong Python version, a stack with git components).
     """
-    from ..wheelhouse import make
+    from ..image.wheelhouse import make
 
     stack = stacks.load(stack_name, stack_file)
     doc = make(stack, Path(dest), python=python, on_line=lambda line: click.echo(line, err=True))

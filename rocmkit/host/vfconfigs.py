@@ -17,9 +17,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import archs
-from .errors import Failed, UsageError
-from .fileio import write_atomic
+from .. import archs
+from ..errors import Failed, UsageError
+from ..fileio import write_atomic
 
 TOKEN_KEY = "device_name="
 
@@ -219,5 +219,5 @@ def run(dirs: list[str], product: str | None = None, *, dry_run: bool = False, f
     if strict and result.problems:
         raise Failed("; ".join(result.problems),
                      hint="the framework is not installed, or its config layout or file naming changed; the "
-                          "FRAMEWORKS table in rocmkit/vfconfigs.py says which folders are expected")
+                          "FRAMEWORKS table in rocmkit/host/vfconfigs.py says which folders are expected")
     return result

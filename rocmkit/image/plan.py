@@ -7,9 +7,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from . import __version__, archs, raycompat
-from .errors import InputFileError, UsageError
-from .stacks import IMAGE_RE, Component, EnvVar, Stack
+from .. import __version__, archs, raycompat
+from ..errors import InputFileError, UsageError
+from ..stacks import IMAGE_RE, Component, EnvVar, Stack
 
 # A hipcc job of these projects peaks at several GB; 8 fits a 64 GB builder with room to spare.
 # `rocmkit build --max-jobs auto` sizes it to the builder; never the upstream 512.

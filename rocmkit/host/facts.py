@@ -361,7 +361,7 @@ def _package_dir(name: str) -> str | None:
 
 def _sglang_vf_missing() -> list[str] | None:
     """VF-named SGLang configs that `rocmkit vf-configs` would create (dry run); None without SGLang."""
-    from .. import vfconfigs
+    from . import vfconfigs
 
     d = _package_dir("sglang")
     if not d:

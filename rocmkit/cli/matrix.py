@@ -6,8 +6,8 @@ import click
 
 from .. import stacks
 from ..output import document
-from ..plan import make_plan
-from ..render import dockerfile_name
+from ..image.plan import make_plan
+from ..image.render import dockerfile_name
 from .common import echo_json, json_option
 
 

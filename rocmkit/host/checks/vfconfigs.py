@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import vfconfigs
+from .. import vfconfigs
 from ..facts import Facts
 from ..model import Status
 from . import Context, finding

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from .buildlog import BuildLog, Event, Step
-from .engine import DockerCLI
-from .errors import EnvironmentMissing, Failed, UsageError
+from ..engine import DockerCLI
+from ..errors import EnvironmentMissing, Failed, UsageError
 from .plan import BuildPlan
 from .render import WHEELHOUSE_DIR, WHEELHOUSE_MOUNT
 from .selfwheel import build_self_wheel

@@ -7,14 +7,14 @@ import shlex
 
 import click
 
-from ..container import docker_run_argv
+from ..cluster.container import docker_run_argv
 from ..errors import EnvironmentMissing, UsageError
 
 
 def render_nodes_for(gpus: str, root: str = "/") -> list[str]:
     """GPU indices (as HIP numbers them: one per KFD GPU node, partitions included, in node order) →
     their /dev/dri/renderD<minor> nodes, read from the KFD topology."""
-    from ..doctor.facts import collect
+    from ..host.facts import collect
 
     try:
         wanted = [int(g) for g in gpus.split(",") if g.strip()]

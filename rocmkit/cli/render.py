@@ -10,8 +10,8 @@ import click
 from .. import stacks
 from ..errors import Failed, UsageError
 from ..fileio import write_atomic
-from ..plan import make_plan
-from ..render import RENDERED_MARK, render_all, render_dockerfile
+from ..image.plan import make_plan
+from ..image.render import RENDERED_MARK, render_all, render_dockerfile
 from .common import ARCH_HELP, stack_options, targets_for, warn
 
 

@@ -51,9 +51,9 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
             raise UsageError("--image runs the doctor inside the image; it takes no --root or --capture")
         _in_image(image, level, as_json, strict, arch, only, timeout_s)
         return
-    from ..doctor import facts as facts_mod
-    from ..doctor.checks import Context, run_checks, selected
-    from ..doctor.report import doctor_document, exit_code, heading, table
+    from ..host import facts as facts_mod
+    from ..host.checks import Context, run_checks, selected
+    from ..host.report import doctor_document, exit_code, heading, table
 
     if capture_dir and root:
         raise UsageError("--capture records this host; it takes no --root")
@@ -80,7 +80,7 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
                                   "(`rocmkit doctor --json` lists every finding's id)")
         findings = [f for f in findings if selected(f, only_ids)]
     if capture_dir:
-        from ..doctor.capture import capture
+        from ..host.capture import capture
 
         out = capture(facts, capture_dir)
         click.echo(f"captured {len(set(facts.files_read))} files into {out}; check it with "
@@ -95,18 +95,18 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     ctx.exit(code)
 
 
-PROBES_MODULE = "rocmkit.doctor.probes"
+PROBES_MODULE = "rocmkit.host.probes"
 # First parts of the ids the checks and probes produce, whether or not this host produced one this time.
 ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor"}
 
 
 def _level2(facts) -> list:
-    """Level 2: the GPU probes of `rocmkit.doctor.probes`, whose contract is `run_probes(facts) ->
+    """Level 2: the GPU probes of `rocmkit.host.probes`, whose contract is `run_probes(facts) ->
     list[Finding]` (figures in each finding's evidence). They may raise a RocmkitError (no GPU: exit 3);
     anything else they raise is reported as a failing finding, so level 1's report is never lost."""
     import importlib
 
-    from ..doctor.model import Finding, Status
+    from ..host.model import Finding, Status
 
     try:
         probes = importlib.import_module(PROBES_MODULE)
@@ -129,9 +129,9 @@ def _level2(facts) -> list:
 
 def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None,
               timeout_s: float) -> None:
-    from ..container import ULIMIT_NOTE, run_container
-    from ..doctor.model import Finding
-    from ..doctor.report import table
+    from ..cluster.container import ULIMIT_NOTE, run_container
+    from ..host.model import Finding
+    from ..host.report import table
     from ..engine import CLI_ENV_VAR, Engine, candidate_clis
 
     engine = Engine.connect()

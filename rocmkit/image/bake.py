@@ -109,8 +109,8 @@ def header(context_dir: str | None) -> str:
 def prepare_context(plans: list[BuildPlan], context_dir: Path, dockerfiles_dir: str = DOCKERFILES_DIR) -> list[Path]:
     """Write rocmkit-dist/ (rocmkit's own wheel), an empty wheelhouse/ and the rendered Dockerfiles into
     context_dir."""
-    from .builder import DIST_DIR, fill_wheelhouse
-    from .fileio import write_atomic
+    from .build import DIST_DIR, fill_wheelhouse
+    from ..fileio import write_atomic
     from .selfwheel import build_self_wheel
 
     dist = context_dir / DIST_DIR

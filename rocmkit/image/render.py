@@ -110,7 +110,7 @@ def dockerfile_name(stack_name: str, targets: list[str] | tuple[str, ...]) -> st
 
 def render_all(out_dir: str | Path) -> dict[Path, str]:
     """Every built-in stack × each of its archs → {path: text}, for `rocmkit render --all`."""
-    from . import stacks
+    from .. import stacks
     from .plan import make_plan
 
     out = Path(out_dir)

@@ -11,7 +11,7 @@ import click
 from .. import stacks
 from ..errors import UsageError
 from ..fileio import write_atomic
-from ..plan import DEFAULT_MAX_JOBS, make_plan
+from ..image.plan import DEFAULT_MAX_JOBS, make_plan
 from .common import warn
 
 
@@ -46,7 +46,7 @@ def bake(output, fmt, stack_names, stack_files, context_dir, registry, max_jobs,
     (with REGISTRY=ghcr.io/ORG). Without --context-dir the file expects to be run from a folder
     holding rocmkit-dist/ and dockerfiles/.
     """
-    from ..bake import definition, header, prepare_context, to_hcl, to_json
+    from ..image.bake import definition, header, prepare_context, to_hcl, to_json
 
     if not REGISTRY_RE.match(registry):
         raise UsageError(f"--registry {registry!r} is not a repository prefix", hint="e.g. ghcr.io/my-org")

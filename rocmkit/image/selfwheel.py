@@ -14,7 +14,7 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 
-from .errors import EnvironmentMissing
+from ..errors import EnvironmentMissing
 
 _SKIP_DIRS = {"__pycache__"}
 _SKIP_SUFFIXES = (".pyc", ".pyo")

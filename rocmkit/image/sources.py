@@ -7,9 +7,9 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 from .plan import LocalSource
-from .stacks import NAME_RE
+from ..stacks import NAME_RE
 
 # Never part of a component's source: VCS data and build leftovers.
 IGNORED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".tox", ".venv", "build", "dist"}

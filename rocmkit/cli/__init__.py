@@ -1,4 +1,4 @@
-"""The `rocmkit` command: a group whose subcommands live in rocmkit/commands/, imported on first use
+"""The `rocmkit` command: a group whose subcommands live beside it in rocmkit/cli/, imported on first use
 (so `rocmkit doctor` does not pay for importing Docker or Jinja), and one place that turns
 RocmkitError into `error:`/`hint:` lines and an exit code."""
 
@@ -10,22 +10,22 @@ import sys
 
 import click
 
-from . import __version__
-from .errors import RocmkitError
+from .. import __version__
+from ..errors import RocmkitError
 
 # name -> "module:attribute"; the order here is the order `rocmkit --help` lists them.
 COMMANDS = {
-    "stacks": "rocmkit.commands.stacks:stacks",
-    "render": "rocmkit.commands.render:render",
-    "build": "rocmkit.commands.build:build",
-    "bake": "rocmkit.commands.bake:bake",
-    "wheelhouse": "rocmkit.commands.wheelhouse:wheelhouse",
-    "doctor": "rocmkit.commands.doctor:doctor",
-    "vf-configs": "rocmkit.commands.vf_configs:vf_configs",
-    "certify": "rocmkit.commands.certify:certify",
-    "run": "rocmkit.commands.run:run",
-    "slurm": "rocmkit.commands.slurm:slurm",
-    "matrix": "rocmkit.commands.matrix:matrix",
+    "stacks": "rocmkit.cli.stacks:stacks",
+    "render": "rocmkit.cli.render:render",
+    "build": "rocmkit.cli.build:build",
+    "bake": "rocmkit.cli.bake:bake",
+    "wheelhouse": "rocmkit.cli.wheelhouse:wheelhouse",
+    "doctor": "rocmkit.cli.doctor:doctor",
+    "vf-configs": "rocmkit.cli.vf_configs:vf_configs",
+    "certify": "rocmkit.cli.certify:certify",
+    "run": "rocmkit.cli.run:run",
+    "slurm": "rocmkit.cli.slurm:slurm",
+    "matrix": "rocmkit.cli.matrix:matrix",
 }
 
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import proc
-from .errors import EnvironmentMissing, Failed, UsageError
-from .fileio import write_atomic
-from .output import document
-from .stacks import Stack
+from .. import proc
+from ..errors import EnvironmentMissing, Failed, UsageError
+from ..fileio import write_atomic
+from ..output import document
+from ..stacks import Stack
 
 INDEX_FILE = "wheelhouse.json"
 FILE_SUFFIXES = (".whl", ".tar.gz", ".zip")
