@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__, archs, raycompat
 from ..errors import InputFileError, UsageError
-from ..stacks import IMAGE_RE, Component, EnvVar, Stack
+from ..stacks import IMAGE_RE, Component, ComponentKind, EnvVar, Stack
 
 # A hipcc job of these projects peaks at several GB; 8 fits a 64 GB builder with room to spare.
 # `rocmkit build --max-jobs auto` sizes it to the builder; never the upstream 512.
@@ -171,14 +171,14 @@ def _runtime_env(stack: Stack) -> tuple[EnvVar, ...]:
 
 
 def _component_entry(c: Component, local: LocalSource | None) -> dict:
-    if c.kind == "pip":
-        entry = {"name": c.name, "kind": "pip", "requirements": list(c.pip), "no_deps": c.no_deps}
+    if c.kind is ComponentKind.PIP:
+        entry = {"name": c.name, "kind": c.kind.value, "requirements": list(c.pip), "no_deps": c.no_deps}
         if c.extra_index_url:
             entry["extra_index_url"] = c.extra_index_url
         if c.remove:
             entry["removed"] = list(c.remove)
         return entry
-    entry = {"name": c.name, "kind": "git", "git": c.git, "commit": c.commit, "tag": c.tag,
+    entry = {"name": c.name, "kind": c.kind.value, "git": c.git, "commit": c.commit, "tag": c.tag,
              "mutable_ref": c.mutable_ref, "mutable_reason": c.mutable_reason, "needs": list(c.needs)}
     if local:
         # By content only: the folder it was built from differs between machines, the image must not.

@@ -1,0 +1,197 @@
+"""A parsed stack document → a validated Stack; every problem names the file and the field."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .. import archs
+from ..errors import InputFileError, UsageError
+from .fields import (APT_RE, COMMIT_RE, DIST_NAME_RE, GIT_URL_RE, IMAGE_RE, NAME_RE, PATH_RE, PYTHON_RE,
+                     REF_RE, SCHEMA, TEXT_RE, TOP_LEVEL_KEYS, URL_RE, VERSION_RE, env_list, Fields, inside,
+                     path_list, pinned_requirements)
+from .model import Base, BuildKind, Component, ComponentKind, PostStep, PythonFrom, Stack
+
+def _component(path: str, index: int, raw: Any) -> Component:
+    name = raw.get("name") if isinstance(raw, dict) else None
+    where = f"component[{index}]" + (f" ({name})" if isinstance(name, str) else "")
+    if isinstance(raw, dict) and "pip" in raw:
+        f = Fields(path, where, raw, ("name", "pip", "no_deps", "extra_index_url", "remove", "remove_why",
+                                       "source_note"))
+        if not f.get("pip", list):
+            raise f.error("pip", "must list at least one requirement", "name[extras]==version")
+        remove = f.text_list("remove", DIST_NAME_RE, "distribution names such as torchvision")
+        remove_why = f.text("remove_why", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick",
+                            "")
+        if remove and not remove_why:
+            raise f.error("remove_why", "missing: say why each removed distribution must go",
+                          "one line of text, e.g. what breaks when it stays")
+        return Component(
+            name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
+            kind=ComponentKind.PIP,
+            pip=pinned_requirements(f, "pip"),
+            no_deps=f.get("no_deps", bool, False),
+            extra_index_url=f.text("extra_index_url", URL_RE, "an https:// URL", None),
+            remove=remove,
+            remove_why=remove_why,
+            source_note=f.text("source_note", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick", ""),
+        )
+    f = Fields(path, where, raw, (
+        "name", "git", "commit", "tag", "mutable", "submodules", "subdir", "build", "setup_script", "pyproject",
+        "build_requires", "requirements", "env", "needs", "single_arch", "install", "extras", "source_note"))
+    if "git" not in f.table:
+        raise f.error("git", "missing: a component has either git (built from source) or pip (installed from PyPI)")
+    commit = f.get("commit", str, None)
+    mutable = f.get("mutable", dict, None)
+    mutable_ref = mutable_reason = None
+    if commit is not None and not COMMIT_RE.match(commit):
+        raise f.error("commit", f"{commit!r} is not a full commit",
+                      "40 lower-case hex digits; a branch or short hash may move or be ambiguous. If the commit truly "
+                      "cannot be established, declare mutable = { ref = \"...\", reason = \"...\" } instead")
+    if mutable is not None:
+        if commit is not None:
+            raise f.error("mutable", "a component with a commit is not mutable; remove one of the two")
+        m = Fields(path, f"{where}.mutable", mutable, ("ref", "reason"))
+        mutable_ref = m.text("ref", REF_RE, "a branch, tag or abbreviated commit")
+        mutable_reason = m.text("reason", TEXT_RE, "one line saying why no commit could be established")
+    elif commit is None:
+        raise f.error("commit", "missing required field", "40 lower-case hex digits")
+    build = f.get("build", str, "pip-wheel")
+    if build not in {k.value for k in BuildKind}:
+        raise f.error("build", f"unknown build kind {build!r}", ", ".join(k.value for k in BuildKind))
+    subdir = inside(f, f._f("subdir"), f.text("subdir", PATH_RE, "a relative path inside the source", "."))
+    return Component(
+        name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
+        kind=ComponentKind.GIT,
+        git=f.text("git", GIT_URL_RE, "an https:// git URL"),
+        commit=commit,
+        tag=f.text("tag", REF_RE, "a tag name", None),
+        mutable_ref=mutable_ref,
+        mutable_reason=mutable_reason,
+        submodules=f.get("submodules", bool, False),
+        subdir=subdir,
+        build=BuildKind(build),
+        setup_script=f.text("setup_script", PATH_RE, "a file name such as setup_rocm.py", "setup.py"),
+        pyproject=f.text("pyproject", PATH_RE, "a file name such as pyproject_rocm.toml", None),
+        build_requires=pinned_requirements(f, "build_requires"),
+        requirements=path_list(f, "requirements"),
+        env=env_list(path, f"{where}.env", f.get("env", list, [])),
+        needs=f.text_list("needs", NAME_RE, "names of other git components"),
+        single_arch=f.get("single_arch", bool, False),
+        install=f.get("install", bool, True),
+        extras=f.text_list("extras", re.compile(r"^[a-z0-9][a-z0-9_-]*$"), "extra names such as srt_hip"),
+        source_note=f.text("source_note", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick", ""),
+    )
+
+
+def parse_stack(data: dict[str, Any], path: str) -> Stack:
+    """Validate a parsed stack document; every problem names the file and the field."""
+    if isinstance(data, dict) and "archs" in data:
+        raise InputFileError(path, "archs", "renamed to targets", "targets = [\"gfx942\", \"gfx950\"] or [\"cpu\"]")
+    f = Fields(path, "", data, TOP_LEVEL_KEYS)
+    schema = f.get("schema", str)
+    if schema != SCHEMA:
+        raise f.error("schema", f"unsupported schema {schema!r}", SCHEMA)
+    allowed_targets = ", ".join(archs.known_build_targets()) + " (cpu alone)"
+    stack_targets = f.text_list("targets", re.compile(r"^[a-z0-9]+$"), allowed_targets)
+    if not stack_targets:
+        raise f.error("targets", "must list at least one target", allowed_targets)
+    for i, a in enumerate(stack_targets):
+        try:
+            archs.check_build_target(a)
+        except UsageError as exc:
+            raise InputFileError(path, f"targets[{i}]", exc.message, allowed_targets) from None
+    if archs.CPU in stack_targets and len(stack_targets) > 1:
+        raise f.error("targets", "cpu is a target of its own, not combined with GPU archs", allowed_targets)
+    rocm = f.get("rocm", str)
+    if rocm != "none" and not VERSION_RE.match(rocm):
+        raise f.error("rocm", f"invalid value {rocm!r}", "a ROCm version such as 7.0.2, or \"none\"")
+    if archs.CPU in stack_targets and rocm != "none":
+        raise f.error("rocm", f"a CPU stack ships no ROCm, got {rocm!r}", "\"none\"")
+
+    b = Fields(path, "base", f.get("base", dict), ("image", "image_per_arch", "python_from", "apt", "pip",
+                                                    "pip_extra_index_url", "pip_find_links", "ccache",
+                                                    "amdsmi_from_rocm"))
+    per_arch_raw = b.get("image_per_arch", dict, {})
+    per_arch = {}
+    for a, img in per_arch_raw.items():
+        if a not in stack_targets:
+            raise b.error(f"image_per_arch.{a}", "arch not in the stack's targets", ", ".join(stack_targets))
+        if not isinstance(img, str) or not IMAGE_RE.match(img):
+            raise b.error(f"image_per_arch.{a}", f"invalid image {img!r}", "an image reference such as repo/name:tag")
+        per_arch[a] = img
+    python_from = b.get("python_from", str, "image")
+    if python_from not in {p.value for p in PythonFrom}:
+        raise b.error("python_from", f"invalid value {python_from!r}", ", ".join(p.value for p in PythonFrom))
+    base = Base(
+        image=b.text("image", IMAGE_RE, "an image reference such as rocm/dev-ubuntu-22.04:7.0.2-complete"),
+        image_per_arch=per_arch,
+        python_from=PythonFrom(python_from),
+        apt=b.text_list("apt", APT_RE, "Debian package names, optionally name=version"),
+        pip=pinned_requirements(b, "pip"),
+        pip_extra_index_url=b.text("pip_extra_index_url", URL_RE, "an https:// URL", None),
+        pip_find_links=b.text("pip_find_links", URL_RE, "an https:// URL of a page listing wheels", None),
+        ccache=b.get("ccache", bool, False),
+        amdsmi_from_rocm=b.get("amdsmi_from_rocm", bool, False),
+    )
+
+    raw_components = f.get("component", list)
+    components = [_component(path, i, c) for i, c in enumerate(raw_components)]
+    names = [c.name for c in components]
+    for c in components:
+        if names.count(c.name) > 1:
+            raise InputFileError(path, f"component ({c.name})", "component name used twice")
+    git_names = {c.name for c in components if c.kind is ComponentKind.GIT}
+    for c in components:
+        for n in c.needs:
+            if n not in git_names:
+                raise InputFileError(path, f"component ({c.name}).needs", f"{n!r} is not a git component of this stack",
+                                     ", ".join(sorted(git_names - {c.name})) or "(none)")
+    _check_acyclic(path, components)
+    needed = {n for c in components for n in c.needs}
+    for c in components:
+        if not c.install and c.name not in needed:
+            raise InputFileError(path, f"component ({c.name}).install", "install = false, but no component needs it",
+                                 "a build-only component must be listed in another component's needs")
+
+    if base.amdsmi_from_rocm and rocm == "none":
+        raise InputFileError(path, "base.amdsmi_from_rocm", "needs a ROCm stack (rocm is \"none\")")
+    steps = ", ".join(p.value for p in PostStep)
+    post = f.text_list("post", re.compile(r"^[a-z-]+$"), steps)
+    for i, step in enumerate(post):
+        if step not in {p.value for p in PostStep}:
+            raise InputFileError(path, f"post[{i}]", f"unknown step {step!r}", steps)
+
+    return Stack(
+        name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
+        description=f.text("description", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick"),
+        targets=stack_targets,
+        rocm=rocm,
+        python=f.text("python", PYTHON_RE, "a Python version such as 3.12"),
+        base=base,
+        components=tuple(components),
+        env=env_list(path, "env", f.get("env", list, [])),
+        post=tuple(PostStep(p) for p in post),
+        path=path,
+    )
+
+
+def _check_acyclic(path: str, components: list[Component]) -> None:
+    needs = {c.name: c.needs for c in components}
+    state: dict[str, int] = {}
+
+    def visit(n: str, trail: list[str]) -> None:
+        if state.get(n) == 2:
+            return
+        if state.get(n) == 1:
+            cycle = " -> ".join(trail[trail.index(n):] + [n])
+            raise InputFileError(path, f"component ({n}).needs", f"dependency cycle: {cycle}")
+        state[n] = 1
+        for m in needs[n]:
+            visit(m, trail + [n])
+        state[n] = 2
+
+    for c in components:
+        visit(c.name, [])
+
+
