@@ -171,6 +171,32 @@ class Engine:
         return None if raw is None else json.loads(raw)
 
 
+def ping() -> dict:
+    """Whether the engine answers and lets this user in — the engine API's `/_ping`, spoken directly on the
+    Unix socket: the doctor's level 1 runs in about 0.15 s, and importing the SDK alone takes 0.22 s."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        return {"host": host, "status": "unchecked", "reason": "non-unix DOCKER_HOST is not probed at level 1"}
+    sock = host[len("unix://"):]
+    if not os.path.exists(sock):
+        return {"host": host, "status": "absent"}
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1.0)
+    try:
+        s.connect(sock)
+        s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+        reply = s.recv(64).decode(errors="replace")
+    except PermissionError:
+        return {"host": host, "status": "denied"}
+    except OSError as exc:
+        return {"host": host, "status": "down", "error": exc.strerror or str(exc)}
+    finally:
+        s.close()
+    return {"host": host, "status": "ok" if " 200 " in reply else "down", "reply": reply.split("\r\n")[0]}
+
+
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     # The SDK nests the interesting part ("Connection refused", "No such file") deep in a long repr.

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rocmkit.host.checks import Context, run_checks
-from rocmkit.host.facts import collect, ray_amd_facts
+from rocmkit.host.facts import collect
+from rocmkit.host.process import ray_amd_facts
 from rocmkit.host.model import Status
 from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
 

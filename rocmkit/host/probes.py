@@ -25,6 +25,7 @@ from ..errors import EnvironmentMissing, UsageError
 from .model import Finding, Status
 from .probes_judge import judge
 from .probes_measure import ProbeError, allreduce, device_copy, gemm, host_copy
+from .reader import read_pci_device
 
 DEFAULT_BUDGET_S = 4.0  # seconds of measuring per GPU, split by SHARE; each probe usually stops sooner
 ALLREDUCE_BUDGET_S = 2.0
@@ -67,7 +68,7 @@ def _gpu_info(torch, device: str, facts) -> dict[str, Any]:
     for d in getattr(facts, "devices", None) or []:
         if pci and d.pci_address == pci:
             product, partitions = d.product, d.mode_partitions
-    sysfs = _pci_sysfs(pci)
+    sysfs = read_pci_device(pci)
     if product is None and sysfs.get("device"):
         product = archs.product_for_pci_id(sysfs["device"])
     if product is None:
@@ -80,26 +81,6 @@ def _gpu_info(torch, device: str, facts) -> dict[str, Any]:
     if product and not arch:
         info["arch"] = product.arch
     return info
-
-
-def _pci_sysfs(pci: str | None) -> dict[str, Any]:
-    """The PCI device id and link state of a GPU from sysfs, where this host exposes them (evidence only)."""
-    if not pci:
-        return {}
-    base = f"/sys/bus/pci/devices/{pci}"
-
-    def read(name: str) -> str | None:
-        try:
-            with open(f"{base}/{name}") as f:
-                return f.read().strip()
-        except OSError:
-            return None
-
-    link = {k: read(k) for k in ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")}
-    return {"device": read("device"),
-            "link": {"current_speed": link["current_link_speed"], "current_width": link["current_link_width"],
-                     "max_speed": link["max_link_speed"], "max_width": link["max_link_width"]}
-            if link["current_link_width"] else None}
 
 
 def _fp8_dtype(info: dict[str, Any]) -> str | None:

@@ -34,7 +34,7 @@ def healthy_process(**overrides) -> dict:
         "sglang_dir": None,
         "sglang_vf_missing": None,
         # Ray 2.55 reads the HIP no-set variable, counts GPUs through amdsmi and refuses ROCR_VISIBLE_DEVICES
-        # without HIP_VISIBLE_DEVICES (what rocmkit.host.facts.ray_amd_facts reads from Ray's code).
+        # without HIP_VISIBLE_DEVICES (what rocmkit.host.process.ray_amd_facts reads from Ray's code).
         "ray_amd": {"gpu_backend": "amdsmi", "amdsmi_guard": "ImportError", "rocr_rule": "without_hip"},
         "gpu_libraries": {"amdsmi": {"status": "ok", "gpus": 8}, "pyamdgpuinfo": {"status": "absent"}},
         "docker": {"host": "unix:///var/run/docker.sock", "status": "absent"},

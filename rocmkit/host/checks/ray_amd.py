@@ -1,5 +1,5 @@
 """Ray on AMD GPUs: whether the installed Ray can start and count this host's GPUs, and whether it accepts
-the visible-devices variable that is set. Decided from the installed Ray's own code (facts.ray_amd_facts),
+the visible-devices variable that is set. Decided from the installed Ray's own code (process.ray_amd_facts),
 since its behaviour changed between releases."""
 
 from __future__ import annotations
