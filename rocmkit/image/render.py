@@ -77,9 +77,16 @@ def _apt_packages(plan: BuildPlan) -> list[str]:
 
 
 def render_dockerfile(plan: BuildPlan) -> str:
+    from .components import blocks, final_install
+
     stack = plan.stack
-    pip = plan.pip_components
-    text = _environment().get_template("Dockerfile.j2").render(
+    env = _environment()
+
+    def render(template: str, **context) -> str:
+        return env.get_template(template).render(base=stack.base, pip_mounts=PIP_MOUNTS, **context)
+
+    parts = blocks(plan, render)
+    return env.get_template("Dockerfile.j2").render(
         plan=plan,
         stack=stack,
         base=stack.base,
@@ -88,20 +95,15 @@ def render_dockerfile(plan: BuildPlan) -> str:
         rocm=stack.rocm != "none",
         targets=list(plan.targets),
         constrained=_constrained(plan),
-        installed_stages=[st for st in plan.stages if st.component.install],
         constraints_path=CONSTRAINTS_PATH,
         manifest_path=MANIFEST_PATH,
         manifest_json=json.dumps(plan.manifest, separators=(",", ":")),
         local_stages=[s for s in plan.stages if s.local],
-        install_pip=[r for c in pip if not c.no_deps for r in c.pip],
-        install_indexes=sorted({c.extra_index_url for c in pip if not c.no_deps and c.extra_index_url}),
-        no_deps_pip=[c for c in pip if c.no_deps],
-        pip_components=list(pip),
-        removed=[r for c in pip for r in c.remove],
+        blocks=parts,
+        final=final_install(parts),
         post_steps=[POST_STEP_LINES[s] for s in stack.post],
         pip_mounts=PIP_MOUNTS,
     )
-    return text
 
 
 def dockerfile_name(stack_name: str, targets: list[str] | tuple[str, ...]) -> str:
