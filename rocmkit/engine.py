@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tarfile
 from dataclasses import dataclass
 
@@ -261,31 +260,32 @@ class DockerCLI:
         return f"{self.path} {self.version}, {how}"
 
 
-def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env, check=False)
-
-
 def probe_cli(path: str) -> DockerCLI | str:
     """A DockerCLI if the client at `path` can build with BuildKit, else the reason it cannot."""
+    from . import proc
+
+    def run(*args: str, env: dict[str, str] | None = None):
+        return proc.capture([path, *args], timeout=PROBE_TIMEOUT_S, env=env)
+
     try:
-        out = _run([path, "--version"])
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"cannot run it ({_reason(exc)})"
-    m = re.search(r"version v?(\d+\.\d+[^\s,]*)", out.stdout)
+        out = run("--version")
+    except EnvironmentMissing as exc:
+        return f"cannot run it ({exc.message})"
+    m = re.search(r"version v?(\d+\.\d+[^\s,]*)", out.output)
     if out.returncode != 0 or not m:
-        return f"`{path} --version` failed: {(out.stderr or out.stdout).strip()[:200]}"
+        why = "it did not answer" if out.timed_out else out.output.strip()[:200]
+        return f"`{path} --version` failed: {why}"
     version = m.group(1)
-    try:
-        buildx = _run([path, "buildx", "version"])
-        if buildx.returncode == 0:
-            return DockerCLI(path, version, "buildx")
-        builtin = _run([path, "build", "--help"], env={**os.environ, "DOCKER_BUILDKIT": "1"})
-    except subprocess.TimeoutExpired:
+    buildx = run("buildx", "version")
+    if buildx.returncode == 0:
+        return DockerCLI(path, version, "buildx")
+    builtin = run("build", "--help", env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    if buildx.timed_out or builtin.timed_out:
         return f"it did not answer within {PROBE_TIMEOUT_S}s"
     if _version_tuple(version) < MIN_BUILDKIT_VERSION:
         return f"client {version} predates BuildKit (needs 18.09 or newer) and has no buildx plugin"
     if builtin.returncode != 0:
-        said = " ".join((builtin.stderr or builtin.stdout).split())[:200]
+        said = " ".join(builtin.output.split())[:200]
         return f"client {version} has no buildx plugin and refuses built-in BuildKit ({said})"
     return DockerCLI(path, version, "builtin")
 

@@ -169,89 +169,117 @@ def remove_containers(label: str) -> list[str]:
 def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
         timeout: float | None = None, on_line: Callable[[str], None] | None = None,
         log_path: Path | None = None, container_label: str | None = None, what: str | None = None,
-        grace_s: float = GRACE_S, keep_stdout: bool = False) -> Result:
+        grace_s: float = GRACE_S, keep_stdout: bool = False, passthrough: bool = False) -> Result:
     """Run argv to completion or to its deadline; see the module docstring. `env` replaces the environment
     (None: inherit). `what` names the work in the Interrupted message. With keep_stdout, stdout is read apart
     from stderr and returned whole in Result.stdout (a JSON document a command prints); both still reach the
-    log and on_line."""
+    log and on_line. With passthrough the child uses this terminal itself (an interactive container): nothing
+    is read, and on a terminal it stays in the foreground process group so it can read the keyboard."""
     _become_subreaper()
     started = time.monotonic()
-    deadline = started + timeout if timeout else None
-    lines: queue.Queue = queue.Queue()
-    tail: list[str] = []
-    log = open(log_path, "a", encoding="utf-8", errors="replace") if log_path else None
-    try:
-        with _signals_noted() as received:
-            try:
-                child = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE if keep_stdout else subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env, cwd=cwd, text=True, errors="replace",
-                                         bufsize=1, start_new_session=True)
-            except OSError as exc:
-                raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-            tree = _Tree(child.pid)
-
-            def read(stream, name: str) -> None:
-                for line in stream:
-                    lines.put((name, line.rstrip("\n")))
-                lines.put((name, None))
-
-            streams = [(child.stdout, "stdout")] + ([(child.stderr, "stderr")] if keep_stdout else [])
-            for stream, name in streams:
-                threading.Thread(target=read, args=(stream, name), daemon=True).start()
-            open_streams = len(streams)
-            stdout: list[str] = []
-            timed_out = False
-            exited_at = None
-            try:
-                while not received:
-                    tree.note()
-                    now = time.monotonic()
-                    if deadline is not None and now >= deadline:
-                        timed_out = True
-                        break
-                    if exited_at is None and child.poll() is not None:
-                        exited_at = now
-                    if exited_at is not None and now - exited_at > DRAIN_S:
-                        break  # exited, but something it started still holds the output open
-                    wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
-                    try:
-                        name, text = lines.get(timeout=wait)
-                    except queue.Empty:
-                        continue
-                    if text is None:
-                        open_streams -= 1
-                        if open_streams == 0:
-                            break
-                        continue
-                    if keep_stdout and name == "stdout":
-                        stdout.append(text)
-                    tail.append(text)
-                    del tail[:-TAIL_LINES]
-                    if log:
-                        log.write(text + "\n")
-                        log.flush()
-                    if on_line:
-                        on_line(text)
-            finally:
-                if container_label and (timed_out or received or child.poll() is None):
-                    remove_containers(container_label)  # first: a stopped client would leave its container running
-                # Whatever is left of the tree goes: all of it at a deadline or signal, leftovers after an exit.
-                tree.stop(CONTAINER_GRACE_S if container_label else grace_s)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    child.wait(timeout=grace_s)
-                if container_label:
-                    remove_containers(container_label)
-            if received:
-                raise Interrupted(received[0], what or Path(argv[0]).name)
-    finally:
-        if log:
-            log.close()
-    if log_path and timed_out:
+    interactive = passthrough and sys.stdin.isatty()
+    piped = None if passthrough else subprocess.PIPE
+    with _signals_noted() as received:
+        try:
+            child = subprocess.Popen(argv, stdin=None if passthrough else subprocess.DEVNULL, stdout=piped,
+                                     stderr=piped if keep_stdout else (None if passthrough else subprocess.STDOUT),
+                                     env=env, cwd=cwd, text=True, errors="replace", bufsize=1,
+                                     start_new_session=not interactive)
+        except OSError as exc:
+            raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        watch = _Watch(child, _Tree(child.pid), started + timeout if timeout else None, received)
+        try:
+            if passthrough:
+                watch.wait()
+            else:
+                watch.pump(on_line, log_path, keep_stdout)
+        finally:
+            stopped = watch.timed_out or bool(received) or child.poll() is None
+            if container_label and stopped:
+                remove_containers(container_label)  # first: a stopped client would leave its container running
+            # Whatever is left of the tree goes: all of it at a deadline or signal, leftovers after an exit.
+            watch.tree.stop(CONTAINER_GRACE_S if container_label else grace_s)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=grace_s)
+            if container_label:
+                remove_containers(container_label)
+        if received:
+            raise Interrupted(received[0], what or Path(argv[0]).name)
+    if log_path and watch.timed_out:
         with open(log_path, "a", encoding="utf-8") as handle:
             handle.write(f"rocmkit: stopped at the deadline ({timeout:g} s)\n")
-    return Result(argv=list(argv), returncode=None if timed_out else child.returncode, timed_out=timed_out,
-                  seconds=time.monotonic() - started, tail=tail, stdout=stdout if keep_stdout else None)
+    return Result(argv=list(argv), returncode=None if watch.timed_out else child.returncode,
+                  timed_out=watch.timed_out, seconds=time.monotonic() - started, tail=watch.tail,
+                  stdout=watch.stdout if keep_stdout else None)
+
+
+class _Watch:
+    """The loop around a running child: the clock, the signals noted, and (piped) its output lines."""
+
+    def __init__(self, child: subprocess.Popen, tree: _Tree, deadline: float | None, received: list[int]):
+        self.child, self.tree, self.deadline, self.received = child, tree, deadline, received
+        self.timed_out = False
+        self.tail: list[str] = []
+        self.stdout: list[str] = []
+
+    def _past_deadline(self, now: float) -> bool:
+        self.timed_out = self.deadline is not None and now >= self.deadline
+        return self.timed_out
+
+    def wait(self) -> None:
+        """The child owns the terminal: just watch the clock, the signals and its exit."""
+        while not self.received and not self._past_deadline(time.monotonic()):
+            self.tree.note()
+            if self.child.poll() is not None:
+                return
+            time.sleep(0.1)
+
+    def pump(self, on_line, log_path: Path | None, keep_stdout: bool) -> None:
+        lines: queue.Queue = queue.Queue()
+
+        def read(stream, name: str) -> None:
+            for line in stream:
+                lines.put((name, line.rstrip("\n")))
+            lines.put((name, None))
+
+        streams = [(self.child.stdout, "stdout")] + ([(self.child.stderr, "stderr")] if keep_stdout else [])
+        for stream, name in streams:
+            threading.Thread(target=read, args=(stream, name), daemon=True).start()
+        open_streams = len(streams)
+        exited_at = None
+        log = open(log_path, "a", encoding="utf-8", errors="replace") if log_path else None
+        try:
+            while not self.received:
+                self.tree.note()
+                now = time.monotonic()
+                if self._past_deadline(now):
+                    return
+                if exited_at is None and self.child.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > DRAIN_S:
+                    return  # exited, but something it started still holds the output open
+                wait = 0.2 if self.deadline is None else max(0.0, min(0.2, self.deadline - now))
+                try:
+                    name, text = lines.get(timeout=wait)
+                except queue.Empty:
+                    continue
+                if text is None:
+                    open_streams -= 1
+                    if open_streams == 0:
+                        return
+                    continue
+                if keep_stdout and name == "stdout":
+                    self.stdout.append(text)
+                self.tail.append(text)
+                del self.tail[:-TAIL_LINES]
+                if log:
+                    log.write(text + "\n")
+                    log.flush()
+                if on_line:
+                    on_line(text)
+        finally:
+            if log:
+                log.close()
 
 
 def capture(argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> Result:

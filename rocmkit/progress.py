@@ -82,3 +82,68 @@ class Display:
             self._progress.remove_task(self._task)
             self._say(f"{self.prefix}: {self._stage} ({time.monotonic() - self._stage_started:.1f} s)")
             self._task = None
+
+
+class Board:
+    """Rows that change state (a build's stages): one live table on a terminal, redrawn by rich under one
+    lock with every update, so no line is torn; `note` prints a line that stays above it. Not for plain mode:
+    there the caller prints its own lines."""
+
+    def __init__(self, title: str, rows: list[str], stream: TextIO | None = None):
+        import threading
+
+        self.title = title
+        self.stream = stream or sys.stderr
+        self.rows: dict[str, dict] = {r: {"state": "waiting", "detail": "", "started": None, "seconds": None}
+                                      for r in rows}
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self._live = None
+
+    def __enter__(self) -> "Board":
+        from rich.console import Console
+        from rich.live import Live
+
+        self._live = Live(self, console=Console(file=self.stream), refresh_per_second=4, transient=False)
+        self._live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def set(self, row: str, state: str, detail: str = "", *, seconds: float | None = None) -> None:
+        with self.lock:
+            r = self.rows.setdefault(row, {"state": "waiting", "detail": "", "started": None, "seconds": None})
+            if state == "running" and r["started"] is None:
+                r["started"] = time.monotonic()
+            r["state"], r["detail"] = state, detail
+            if seconds is not None:
+                r["seconds"] = seconds
+            elif state != "running" and r["started"] is not None:
+                r["seconds"] = time.monotonic() - r["started"]
+
+    def note(self, text: str) -> None:
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False)
+
+    STYLE = {"running": "bold cyan", "done": "green", "cached": "dim", "FAILED": "bold red", "canceled": "yellow",
+             "waiting": "dim"}
+
+    def __rich__(self):
+        from rich.table import Table
+
+        table = Table(title=f"{self.title} — {time.monotonic() - self.started:.0f} s", title_justify="left",
+                      box=None, pad_edge=False, expand=False)
+        table.add_column("stage", no_wrap=True)
+        table.add_column("state", no_wrap=True)
+        table.add_column("time", justify="right", no_wrap=True)
+        table.add_column("now", no_wrap=True, overflow="ellipsis", max_width=80)
+        now = time.monotonic()
+        with self.lock:
+            for name, r in self.rows.items():
+                secs = r["seconds"] if r["seconds"] is not None else (now - r["started"] if r["started"] else None)
+                table.add_row(name, f"[{self.STYLE.get(r['state'], '')}]{r['state']}[/]",
+                              f"{secs:.0f} s" if secs is not None else "", r["detail"] if r["state"] == "running" else "")
+        return table

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from rocmkit.cluster.container import docker_run_argv
+from rocmkit.host.reader import read_device_nodes
 
 pytestmark = pytest.mark.docker
 
@@ -20,7 +21,8 @@ CAP_SYS_ADMIN, CAP_SYS_NICE = 21, 23
 
 def probe(image: str, **kw) -> dict:
     docker = os.environ.get("ROCMKIT_DOCKER", "docker")
-    r = subprocess.run(docker_run_argv(image, ["sh", "-c", PROBE], docker=docker, skip_missing=True, **kw),
+    r = subprocess.run(docker_run_argv(image, ["sh", "-c", PROBE], docker=docker, nodes=read_device_nodes(), skip_missing=True,
+                                       **kw),
                        capture_output=True, text=True, timeout=120)
     if r.returncode and "error setting rlimit" in r.stderr:
         return {"rlimit_refused": r.stderr}

@@ -15,6 +15,7 @@ from typing import Callable
 
 from .. import proc
 from ..errors import EnvironmentMissing, UsageError
+from ..host.reader import DeviceNodes, read_device_nodes
 from .settings import Settings
 from .workspace import Workspace
 
@@ -31,6 +32,7 @@ class Target:
     run_id: str = field(default_factory=proc.new_run_label)  # names what this run leaves in shared places
     ulimits: bool = True
     notes: list[str] = field(default_factory=list)
+    nodes: DeviceNodes | None = None  # this host's GPU device nodes, for an image's container
 
     @property
     def python(self) -> str:
@@ -43,7 +45,7 @@ class Target:
         # As this user, so the run folder stays theirs; HOME in the folder for the caches that want one.
         user = None if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}"
         return dict(env={**env, "HOME": str(ws.home)} if user else env, mounts=ws.mounts(), workdir=str(ws.root),
-                    skip_missing=True, user=user)
+                    nodes=self.nodes, skip_missing=True, user=user)
 
     def command(self, inner: list[str], env: dict[str, str], ws: Workspace) -> list[str]:
         """The argv that runs `inner` in the target (for the record and --dry-run)."""
@@ -93,7 +95,8 @@ def resolve(s: Settings) -> Target:
         notes.append(f"{MANIFEST_PATH} in the image is not JSON")
     record = {"image": s.image, "id": info.id, "repo_digests": list(info.digests), "tags": list(info.tags),
               "labels": info.labels, "manifest": manifest}
-    return Target(image=s.image, image_id=info.id, record=record, docker=clis[0], notes=notes)
+    return Target(image=s.image, image_id=info.id, record=record, docker=clis[0], notes=notes,
+                  nodes=read_device_nodes())
 
 
 def host_record() -> dict:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 from pathlib import Path
 
 import click
@@ -14,6 +12,7 @@ from ..image.build import DEFAULT_TIMEOUT_S
 from ..engine import check_ref
 from ..errors import Failed, UsageError
 from ..output import document
+from ..progress import resolve_mode
 from ..image.plan import DEFAULT_MAX_JOBS, LABEL_PREFIX, MANIFEST_PATH, make_plan, plan_document
 from ..image.sources import parse_source_options
 from ..image.wheelhouse import check_dir
@@ -62,9 +61,9 @@ NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 @click.option("--network", default=None, metavar="MODE",
               help="Network for RUN steps, passed to docker build: e.g. none for an offline build (everything "
                    "must be in the base image and the --source folders), host, default.")
-@click.option("--progress", type=click.Choice(["auto", "plain"]), default="auto", show_default=True,
-              help="auto: on a terminal, the steps that ran and a live status line; plain lines otherwise or when CI is "
-                   "set; plain: every BuildKit line. The full log always goes to --log-file.")
+@click.option("--progress", type=click.Choice(["auto", "tty", "plain"]), default="auto", show_default=True,
+              help="tty: one live row per stage (its state, step and time); plain: every BuildKit line; auto: tty on "
+                   "a terminal outside CI, plain otherwise. The full log always goes to --log-file.")
 @click.option("--log-file", type=click.Path(dir_okay=False), default=None,
               help="Write the full build log here. Default: $ROCMKIT_LOG_DIR, else "
                    "$XDG_STATE_HOME/rocmkit/logs (~/.local/state/rocmkit/logs), one file per build.")
@@ -137,7 +136,7 @@ def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_fr
     else:
         jobs_reason = "given" if jobs != DEFAULT_MAX_JOBS else "default"
     dockerfile = render_dockerfile(plan)
-    tty = progress == "auto" and sys.stderr.isatty() and not os.environ.get("CI")
+    tty = resolve_mode(progress) == "tty"
     opts = BuildOptions(max_jobs=jobs, network=network, cache_from=tuple(cache_from), cache_to=tuple(cache_to),
                         progress="tty" if tty else "plain", timeout_s=timeout_s, wheelhouse=wheels)
     log_path = Path(log_file).resolve() if log_file else default_log_path(plan)

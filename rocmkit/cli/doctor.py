@@ -130,6 +130,7 @@ def _level2(facts) -> list:
 def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None,
               timeout_s: float) -> None:
     from ..cluster.container import ULIMIT_NOTE, run_container
+    from ..host.reader import read_device_nodes
     from ..host.model import Finding
     from ..host.report import table
     from ..engine import CLI_ENV_VAR, Engine, candidate_clis
@@ -145,7 +146,7 @@ def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | N
     inner += ["--arch", arch] if arch else []
     inner += ["--only", only] if only else []
     result, ulimits = run_container(info.id, inner, what=f"doctor in {image}", timeout=timeout_s, docker=clis[0],
-                                    skip_missing=True, keep_stdout=True)
+                                    nodes=read_device_nodes(), skip_missing=True, keep_stdout=True)
     notes = [] if ulimits else [ULIMIT_NOTE]
     if result.timed_out:
         raise DeadlinePassed(f"the doctor in {image} did not finish within --timeout {timeout_s:g} s; it was stopped")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 
 import click
 
-from ..cluster.container import docker_run_argv
-from ..errors import EnvironmentMissing, UsageError
+from ..cluster.container import ULIMIT_NOTE, docker_run_argv, run_container
+from ..errors import DeadlinePassed, EnvironmentMissing, UsageError
 
 
 def render_nodes_for(gpus: str, root: str = "/") -> list[str]:
@@ -37,7 +38,8 @@ def render_nodes_for(gpus: str, root: str = "/") -> list[str]:
 @click.argument("image")
 @click.argument("command", nargs=-1)
 @click.option("--gpus", default=None, metavar="LIST",
-              help="Only these GPUs (0,1,...): /dev/kfd plus their render nodes. Default: all of /dev/dri.")
+              help="Only these GPUs (0,1,...): /dev/kfd plus their render nodes; none: no GPU at all. Default: all "
+                   "of /dev/dri.")
 @click.option("--privileged", is_flag=True,
               help="Run privileged instead of the least-privilege flags (only if you must).")
 @click.option("--seccomp-unconfined", is_flag=True,
@@ -48,16 +50,25 @@ def render_nodes_for(gpus: str, root: str = "/") -> list[str]:
 @click.option("--name", default=None, help="Container name.")
 @click.option("--print", "print_only", is_flag=True, help="Print the equivalent `docker run` line and exit.")
 @click.option("--docker", "docker_cli", default=None, envvar="ROCMKIT_DOCKER", help="The docker client to run.")
-def run(image, command, gpus, privileged, seccomp_unconfined, shm_size, volumes, envs, name, print_only,
-        docker_cli) -> None:
+@click.option("--timeout", "timeout_s", type=click.IntRange(min=1), default=None, metavar="SECONDS",
+              help="Stop and remove the container after this long (exit 124).")
+@click.pass_context
+def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, volumes, envs, name, print_only,
+        docker_cli, timeout_s) -> None:
     """Start IMAGE with the ROCm device flags and run COMMAND (after `--`).
 
-    Least privilege: /dev/kfd and only the render nodes of --gpus (or all of /dev/dri), the groups that
-    own them, host IPC (or --shm-size), unlimited memlock and a 64 MiB stack ulimit, and SYS_NICE for
-    NUMA binding. --privileged and seccomp=unconfined only when asked. --print shows the `docker run`
-    line to paste into other tools.
+    Least privilege: /dev/kfd and only the render nodes of --gpus (or all of /dev/dri; none with
+    --gpus none, for a CPU stack's image), the groups that own them, host IPC (or --shm-size),
+    unlimited memlock and a 64 MiB stack ulimit, and SYS_NICE for NUMA binding. --privileged and
+    seccomp=unconfined only when asked. --print shows the `docker run` line to paste into other tools.
+
+    The container is labelled and removed however rocmkit ends: its own exit (rocmkit exits with the
+    container's code), --timeout (124), SIGINT or SIGTERM to rocmkit (130/143).
     """
-    nodes = render_nodes_for(gpus) if gpus else None
+    from ..host.reader import read_device_nodes
+
+    no_gpus = gpus == "none"
+    render_nodes = render_nodes_for(gpus) if gpus and not no_gpus else None
     env = {}
     for pair in envs:
         k, sep, v = pair.partition("=")
@@ -70,20 +81,34 @@ def run(image, command, gpus, privileged, seccomp_unconfined, shm_size, volumes,
         if len(parts) not in (2, 3) or not all(parts[:2]) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
             raise UsageError(f"--volume {vol!r}: expected HOST:CONTAINER[:ro|rw]")
         mounts.append((parts[0], parts[1], parts[2] if len(parts) == 3 else "rw"))
+    if no_gpus and privileged:
+        raise UsageError("--gpus none and --privileged are alternatives")
     extra = ["--security-opt=seccomp=unconfined"] if seccomp_unconfined else []
     extra += ["-it"] if not print_only and os.isatty(0) and os.isatty(1) else []
-    argv = docker_run_argv(image, list(command), render_nodes=nodes, privileged=privileged, env=env, mounts=mounts,
-                           name=name, docker=docker_cli or "docker", extra=extra, shm_size=shm_size)
+    host = read_device_nodes()
+
+    def argv_for(**more) -> list[str]:
+        return docker_run_argv(image, list(command), **flags, **more)
+
+    flags = dict(render_nodes=render_nodes, nodes=host, privileged=privileged, env=env, mounts=mounts, name=name,
+                 extra=extra, shm_size=shm_size, gpus=not no_gpus)
+    docker = docker_cli or "docker"
     if print_only:
-        click.echo(shlex.join(argv))
+        click.echo(shlex.join(argv_for(docker=docker)))
         return
     # docker's own message for a missing device node is an OCI runtime error; say what is wrong instead.
-    absent = [a.split("=", 1)[1] for a in argv if a.startswith("--device=") and not os.path.exists(a.split("=", 1)[1])]
+    absent = [a.split("=", 1)[1] for a in argv_for() if a.startswith("--device=")
+              and a.split("=", 1)[1] not in host.present]
     if absent:
         raise EnvironmentMissing(f"this host has no {', '.join(absent)} (is the amdgpu driver loaded?)",
-                                 hint="--print gives the docker run line to use on a GPU host")
-    try:
-        os.execvp(argv[0], argv)
-    except FileNotFoundError:
-        raise EnvironmentMissing(f"no docker client {argv[0]!r}",
-                                 hint="install docker, or name it with --docker") from None
+                                 hint="--print gives the docker run line to use on a GPU host; --gpus none runs a "
+                                      "CPU stack's image without GPUs")
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    result, ulimits = run_container(image, list(command), what=f"the container of {image}", timeout=timeout_s,
+                                    docker=docker, passthrough=interactive,
+                                    on_line=None if interactive else click.echo, **flags)
+    if not ulimits:
+        click.echo(f"note: {ULIMIT_NOTE}", err=True)
+    if result.timed_out:
+        raise DeadlinePassed(f"the container of {image} ran past --timeout {timeout_s}s: it was stopped and removed")
+    ctx.exit(result.returncode)

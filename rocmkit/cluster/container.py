@@ -10,38 +10,36 @@ Reference: ROCm docs "Running ROCm Docker containers"; vLLM/ROCm published run l
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from ..host.reader import DeviceNodes
 
 DEFAULT_SHM = "16g"
 
 
-def device_gids(paths: list[str]) -> list[str]:
-    """The numeric groups owning the device nodes, so the container user can open them."""
+def device_gids(nodes: DeviceNodes | None, paths: list[str]) -> list[str]:
+    """The numeric groups owning the device nodes on this host, so the container user can open them (the
+    image may lack a group named `render`); without the host's nodes, the conventional `video`."""
     gids: list[str] = []
     for p in paths:
-        try:
-            gid = str(os.stat(p).st_gid)
-        except OSError:
-            continue
-        if gid != "0" and gid not in gids:
-            gids.append(gid)
+        gid = (nodes.gids if nodes else {}).get(p)
+        if gid and str(gid) not in gids:
+            gids.append(str(gid))
     return gids or ["video"]
 
 
-def rocm_device_args(render_nodes: list[str] | None = None, *, privileged: bool = False,
-                     ipc_host: bool = True, shm_size: str = DEFAULT_SHM, skip_missing: bool = False,
-                     ulimits: bool = True) -> list[str]:
-    """`docker run` flags giving a container the GPUs. render_nodes None means all of /dev/dri.
-    skip_missing drops device nodes this host lacks (for diagnosing a host without GPUs)."""
+def rocm_device_args(render_nodes: list[str] | None = None, *, nodes: DeviceNodes | None = None,
+                     privileged: bool = False, ipc_host: bool = True, shm_size: str = DEFAULT_SHM,
+                     skip_missing: bool = False, ulimits: bool = True, gpus: bool = True) -> list[str]:
+    """`docker run` flags giving a container the GPUs. render_nodes None means all of /dev/dri. `nodes` are this
+    host's device nodes (host.reader.read_device_nodes): their groups are added, and with skip_missing the
+    ones it lacks are left out (diagnosing a host without GPUs); gpus False gives no GPU at all (a CPU
+    image). Pure."""
     if privileged:
         return ["--privileged", "--ipc=host" if ipc_host else f"--shm-size={shm_size}"]
-    nodes = ["/dev/dri"] if render_nodes is None else list(render_nodes)
-    devices = [d for d in ["/dev/kfd", *nodes] if not skip_missing or os.path.exists(d)]
+    wanted = [] if not gpus else ["/dev/dri"] if render_nodes is None else list(render_nodes)
+    devices = [d for d in ["/dev/kfd", *wanted] if not (skip_missing and nodes) or d in nodes.present] if gpus else []
     args = [f"--device={d}" for d in devices]
-    all_render = sorted(str(p) for p in Path("/dev/dri").glob("renderD*"))
-    probe = ["/dev/kfd"] + (all_render if render_nodes is None else nodes)
-    for gid in device_gids(probe):
+    probe = ["/dev/kfd"] + ((list(nodes.render) if nodes else []) if render_nodes is None else wanted)
+    for gid in device_gids(nodes, probe) if gpus else []:
         args.append(f"--group-add={gid}")
     args.append("--ipc=host" if ipc_host else f"--shm-size={shm_size}")
     if ulimits:  # rootless engines may not raise them (runc: "error setting rlimit ... not permitted")
@@ -54,8 +52,9 @@ def docker_run_argv(image: str, command: list[str], *, render_nodes: list[str] |
                     privileged: bool = False, env: dict[str, str] | None = None,
                     mounts: list[tuple[str, str, str]] = (), name: str | None = None, remove: bool = True,
                     workdir: str | None = None, docker: str = "docker", extra: list[str] = (),
-                    skip_missing: bool = False, ulimits: bool = True, shm_size: str | None = None,
-                    labels: dict[str, str] | None = None, user: str | None = None) -> list[str]:
+                    nodes: DeviceNodes | None = None, skip_missing: bool = False, ulimits: bool = True,
+                    shm_size: str | None = None, labels: dict[str, str] | None = None, user: str | None = None,
+                    gpus: bool = True) -> list[str]:
     """The full `docker run` argv. mounts are (host_path, container_path, "ro"|"rw"); shm_size gives the
     container a private /dev/shm of that size instead of the host's IPC namespace; labels mark what rocmkit
     started (the runner removes containers by label); user is "uid:gid"."""
@@ -68,7 +67,8 @@ def docker_run_argv(image: str, command: list[str], *, render_nodes: list[str] |
         argv.append(f"--label={key}={value}")
     if user:
         argv.append(f"--user={user}")
-    argv += rocm_device_args(render_nodes, privileged=privileged, skip_missing=skip_missing, ulimits=ulimits,
+    argv += rocm_device_args(render_nodes, nodes=nodes, privileged=privileged, skip_missing=skip_missing, ulimits=ulimits,
+                             gpus=gpus,
                              ipc_host=shm_size is None, shm_size=shm_size or DEFAULT_SHM)
     for key, value in (env or {}).items():
         argv += ["-e", f"{key}={value}"]
@@ -87,19 +87,23 @@ DOCKER_ERROR = 125  # `docker run` itself failed: the engine refused the contain
 ULIMIT_NOTE = "the engine refused --ulimit memlock/stack (rootless or restricted); ran without them"
 
 
-def run_container(image: str, command: list[str], *, what: str, timeout: float, docker: str = "docker",
-                  ulimits: bool = True, on_line=None, log_path=None, keep_stdout: bool = False, **flags):
+def run_container(image: str, command: list[str], *, what: str, timeout: float | None, docker: str = "docker",
+                  ulimits: bool = True, on_line=None, log_path=None, keep_stdout: bool = False,
+                  passthrough: bool = False, **flags):
     """Run a labelled container through the runner (rocmkit.proc): the deadline and signals stop it and it is
     removed on every exit path. An engine that refuses the memlock/stack ulimits (rootless, restricted) gets
-    a second try without them. Returns (Result, whether ulimits were applied)."""
+    a second try without them (with passthrough the refusal is not readable: exit 125 is taken for it).
+    Returns (Result, whether ulimits were applied)."""
     from .. import proc
 
     label = proc.new_run_label()
     labels = {proc.RUN_LABEL: label, "io.rocmkit.what": what}
     result = proc.run(docker_run_argv(image, command, docker=docker, ulimits=ulimits, labels=labels, **flags),
                       timeout=timeout, on_line=on_line, log_path=log_path, container_label=label, what=what,
-                      keep_stdout=keep_stdout)
-    if ulimits and result.returncode == DOCKER_ERROR and any(w in result.output.lower() for w in REFUSED_ULIMIT):
+                      keep_stdout=keep_stdout, passthrough=passthrough)
+    refused = passthrough or any(w in result.output.lower() for w in REFUSED_ULIMIT)
+    if ulimits and result.returncode == DOCKER_ERROR and refused:
         return run_container(image, command, what=what, timeout=timeout, docker=docker, ulimits=False,
-                             on_line=on_line, log_path=log_path, keep_stdout=keep_stdout, **flags)
+                             on_line=on_line, log_path=log_path, keep_stdout=keep_stdout, passthrough=passthrough,
+                             **flags)
     return result, ulimits

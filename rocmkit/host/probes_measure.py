@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import statistics
 import tempfile
 import time
@@ -240,9 +241,10 @@ def allreduce(devices: list[str], *, nbytes: int, budget_s: float = 2.0, warmup_
               stop_early: bool = True, timeout_s: float = 120.0) -> Figure:
     """All-reduce bus bandwidth in GB/s across `devices` ("cuda:0", "cuda:1", ... or "cpu" for each rank),
     float32 sum, one spawned process per device, through torch.distributed (NCCL, which is RCCL on ROCm;
-    gloo on the CPU). The first all-reduce is checked for the right sum.
+    gloo on the CPU). The first all-reduce is checked for the right sum. The ranks run under a launcher
+    process (host/allreduce_ranks.py) that rocmkit's runner starts, so a deadline or a signal stops them all.
     """
-    import torch.multiprocessing as mp
+    from .. import proc
 
     started = time.perf_counter()
     n = len(devices)
@@ -250,21 +252,21 @@ def allreduce(devices: list[str], *, nbytes: int, budget_s: float = 2.0, warmup_
         raise ProbeError("an all-reduce needs at least 2 devices")
     with tempfile.TemporaryDirectory(prefix="rocmkit-allreduce-") as tmp:
         result = os.path.join(tmp, "result.json")
-        args = (devices, nbytes, budget_s, warmup_s, stop_early, os.path.join(tmp, "rendezvous"), result, tmp,
-                timeout_s)
-        ctx = mp.start_processes(_allreduce_worker, args=args, nprocs=n, join=False, start_method="spawn")
-        deadline = time.monotonic() + timeout_s + 30  # workers get timeout_s for NCCL itself, then spawn time
-        try:
-            while not ctx.join(timeout=0.5):
-                if time.monotonic() > deadline:
-                    raise ProbeError(f"all-reduce across {n} devices did not finish within {timeout_s + 30:.0f} s"
-                                     + _log_tail(tmp, n))
-        except ProbeError:
-            _kill(ctx)
-            raise
-        except Exception as exc:  # noqa: BLE001 - a worker raised or died: its own log says why
-            _kill(ctx)
-            raise ProbeError(f"all-reduce across {n} devices failed: {_last_line(exc)}" + _log_tail(tmp, n)) from None
+        args = {"devices": devices, "nbytes": nbytes, "budget_s": budget_s, "warmup_s": warmup_s,
+                "stop_early": stop_early, "rendezvous": os.path.join(tmp, "rendezvous"), "result": result,
+                "logdir": tmp, "timeout_s": timeout_s}
+        with open(os.path.join(tmp, "args.json"), "w") as f:
+            json.dump(args, f)
+        # the ranks get timeout_s for NCCL itself, then the time it takes to spawn them
+        run = proc.capture([sys.executable, "-m", "rocmkit.host.allreduce_ranks", os.path.join(tmp, "args.json")],
+                           timeout=timeout_s + 30)
+        if run.timed_out:
+            raise ProbeError(f"all-reduce across {n} devices did not finish within {timeout_s + 30:.0f} s"
+                             + _log_tail(tmp, n))
+        if run.returncode != 0 or not os.path.exists(result):
+            said = [ln for ln in run.tail if ln.strip()]
+            raise ProbeError(f"all-reduce across {n} devices failed: {said[-1].strip() if said else run.returncode}"
+                             + _log_tail(tmp, n))
         with open(result) as f:
             out = json.load(f)
     params = {"ranks": n, "bytes": out["bytes"], "dtype": "float32", "backend": out["backend"],
@@ -273,19 +275,6 @@ def allreduce(devices: list[str], *, nbytes: int, budget_s: float = 2.0, warmup_
         params["nccl"] = out["nccl"]
     return Figure(unit="GB/s", samples=out["samples"], stable=out["stable"], seconds=time.perf_counter() - started,
                   params=params, early=out["early"])
-
-
-def _kill(ctx) -> None:
-    for p in ctx.processes:
-        if p.is_alive():
-            p.kill()
-    for p in ctx.processes:
-        p.join(5)
-
-
-def _last_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else type(exc).__name__
 
 
 def _log_tail(tmp: str, n: int) -> str:
@@ -300,51 +289,3 @@ def _log_tail(tmp: str, n: int) -> str:
     return ""
 
 
-def _allreduce_worker(rank, devices, nbytes, budget_s, warmup_s, stop_early, rendezvous, result, logdir,
-                      timeout_s) -> None:
-    # NCCL and torch write warnings to the inherited terminal: keep them in a per-rank log, for the error message.
-    log = os.open(os.path.join(logdir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    import datetime
-
-    import torch
-    import torch.distributed as dist
-
-    device = torch.device(devices[rank])
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method=f"file://{rendezvous}", rank=rank, world_size=len(devices),
-                            timeout=datetime.timedelta(seconds=timeout_s))
-    try:
-        x = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
-        dist.all_reduce(x)
-        correct = bool(torch.all(x == len(devices)).item())
-        x.zero_()  # sums of zeros stay finite however many times they run
-
-        def agree(values):
-            t = torch.tensor(values, dtype=torch.float64, device=device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            return t.tolist()
-
-        timed = timer(device)
-        algbw_work = x.numel() * 4 / GB
-        samples, stable, early = sample(lambda reps: timed(lambda: dist.all_reduce(x), reps),
-                                        algbw_work * busbw_factor(len(devices)), budget_s=budget_s,
-                                        warmup_s=warmup_s, agree=agree, stop_early=stop_early,
-                                        max_samples=MAX_SAMPLES if stop_early else 100_000)
-        if rank == 0:
-            nccl = None
-            if backend == "nccl":
-                try:
-                    v = torch.cuda.nccl.version()
-                    nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-                except Exception:  # noqa: BLE001 - the version is evidence, not a requirement
-                    nccl = None
-            with open(result + ".tmp", "w") as f:
-                json.dump({"samples": samples, "stable": stable, "early": early, "bytes": x.numel() * 4, "backend": backend,
-                           "correct": correct, "nccl": nccl}, f)
-            os.replace(result + ".tmp", result)
-    finally:
-        dist.destroy_process_group()

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from .buildlog import BuildLog, Event, Step
+from .. import proc
 from ..engine import DockerCLI
-from ..errors import EnvironmentMissing, Failed, UsageError
+from ..errors import DeadlinePassed, EnvironmentMissing, Failed, UsageError
+from .buildlog import BuildLog, Event, EventKind, Step, StepStatus
 from .plan import BuildPlan
 from .render import WHEELHOUSE_DIR, WHEELHOUSE_MOUNT
 from .selfwheel import build_self_wheel
@@ -35,7 +32,7 @@ class BuildOptions:
     network: str | None = None
     cache_from: tuple[str, ...] = ()
     cache_to: tuple[str, ...] = ()
-    progress: str = "plain"  # "plain": every BuildKit line; "tty": step summaries and a live status line
+    progress: str = "plain"  # "plain": every BuildKit line; "tty": one live row per stage
     timeout_s: int = DEFAULT_TIMEOUT_S
     wheelhouse: Path | None = None  # pip installs only from these files (`rocmkit wheelhouse` makes them)
 
@@ -136,126 +133,77 @@ def build_command(cli: DockerCLI, opts: BuildOptions, ctx: Path, dockerfile: Pat
 
 # ---- progress ----
 
-class PlainDisplay:
-    """CI: every line BuildKit prints, as is."""
+class StageView:
+    """A terminal: one row per Dockerfile stage (waiting, running with its step, done, cached, FAILED) and
+    its time, in one live table (progress.Board)."""
 
-    def __init__(self, write: Callable[[str], None]):
-        self.write = write
+    def __init__(self, plan: BuildPlan):
+        from ..progress import Board
 
-    def line(self, text: str, events: list[Event]) -> None:
-        self.write(text)
+        rows = ["base"] + [s.name for s in plan.stages] + ["final"]
+        self.board = Board(f"building {plan.stack.name} for {';'.join(plan.targets)}", rows)
+        self.steps: dict[str, list[Step]] = {}
 
-    def close(self) -> None:
-        pass
+    def __enter__(self) -> "StageView":
+        self.board.__enter__()
+        return self
 
-
-class TerminalDisplay:
-    """A terminal: one line per step of a Dockerfile stage that ran or failed (cached ones are only
-    counted), and a status line, redrawn every second, naming the steps running now and for how long."""
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.running: dict[int, tuple[Step, float]] = {}
-        self.cached = 0
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.width = shutil.get_terminal_size((100, 20)).columns
-        self.ticker = threading.Thread(target=self._tick, daemon=True)
-        self.ticker.start()
-
-    def _fit(self, text: str) -> str:
-        return text if len(text) < self.width else text[: self.width - 2] + "…"
-
-    def _status(self) -> str:
-        now = time.monotonic()
-        parts = [f"[{s.stage} {s.index}/{s.total}] {now - t0:.0f}s" for s, t0 in self.running.values()]
-        cached = f" ({self.cached} steps cached so far)" if self.cached else ""
-        return self._fit("  running: " + ", ".join(parts) + cached) if parts else ""
-
-    def _draw(self, lines: list[str]) -> None:
-        self.stream.write("\r\x1b[K")
-        for text in lines:
-            self.stream.write(self._fit(text) + "\n")
-        self.stream.write(self._status())
-        self.stream.flush()
-
-    def _tick(self) -> None:
-        while not self.stop.wait(1.0):
-            with self.lock:
-                self._draw([])
+    def __exit__(self, *exc) -> None:
+        self.board.__exit__(*exc)
 
     def line(self, text: str, events: list[Event]) -> None:
-        out = []
         for ev in events:
             s = ev.step
             if not s.stage:
                 continue
-            if ev.kind == "start" and not s.finished:
-                self.running[s.id] = (s, time.monotonic())
-            elif ev.kind == "finish":
-                self.running.pop(s.id, None)
-                if s.status == "cached" or s.is_from:
-                    self.cached += s.status == "cached"
-                    continue  # the summary after the build counts them; one line each would bury the work
-                mark = {"done": f"{s.seconds or 0:7.1f}s", "error": "  FAILED",
-                        "canceled": "canceled"}[s.status]
-                out.append(f"  {mark}  [{s.stage} {s.index}/{s.total}] {s.instruction}")
-        if out:
-            with self.lock:
-                self._draw(out)
+            seen = self.steps.setdefault(s.stage, [])
+            if s not in seen:
+                seen.append(s)
+            if ev.kind is EventKind.START and not s.finished:
+                self.board.set(s.stage, "running", f"[{s.index}/{s.total}] {s.instruction}")
+            elif s.status is StepStatus.ERROR:
+                self.board.set(s.stage, "FAILED", f"[{s.index}/{s.total}] {s.instruction}")
+            elif s.status is StepStatus.CANCELED:
+                self.board.set(s.stage, "canceled")
+            elif s.index == s.total:  # the stage's last step finished
+                cached = all(x.status is StepStatus.CACHED or x.is_from for x in seen)
+                self.board.set(s.stage, "cached" if cached else "done")
 
-    def close(self) -> None:
-        self.stop.set()
-        self.ticker.join()
-        self.stream.write("\r\x1b[K")
-        self.stream.flush()
+
+class PlainView:
+    """CI and --progress plain: every line BuildKit prints, as is."""
+
+    def __init__(self, write: Callable[[str], None]):
+        self.write = write
+
+    def __enter__(self) -> "PlainView":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def line(self, text: str, events: list[Event]) -> None:
+        self.write(text)
 
 
 # ---- running ----
 
-def run_build(cli: DockerCLI, argv: list[str], log_path: Path, display, timeout_s: int) -> tuple[int, BuildLog, float]:
-    """Run the docker command; every line goes to the log file, the parser and the display."""
+def run_build(cli: DockerCLI, argv: list[str], log_path: Path, view, timeout_s: int) -> tuple[int, BuildLog, float]:
+    """Run the docker client through the runner: every line to the log file, the parser and the view. At the
+    deadline, on SIGINT or SIGTERM the client is stopped (which cancels the build in the engine)."""
     log = BuildLog()
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    timed_out = threading.Event()
-    with open(log_path, "w", encoding="utf-8", errors="replace") as logf:
-        logf.write("$ " + " ".join(argv) + "\n")
-        logf.flush()
-        try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=cli.build_env(), text=True, errors="replace", bufsize=1)
-        except OSError as exc:
-            raise EnvironmentMissing(f"cannot run {cli.path}: {exc}") from None
-
-        def kill() -> None:
-            timed_out.set()
-            proc.kill()
-
-        timer = threading.Timer(timeout_s, kill)
-        timer.start()
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                logf.write(line)
-                logf.flush()
-                text = line.rstrip("\n")
-                display.line(text, log.feed(text))
-            rc = proc.wait()
-        except KeyboardInterrupt:
-            proc.terminate()  # the docker client cancels the build when it is stopped
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            raise
-        finally:
-            timer.cancel()
-            display.close()
-    if timed_out.is_set():
-        log.trailer.append(f"rocmkit: the build ran past --timeout {timeout_s}s and was stopped")
-        rc = rc or 124
-    return rc, log, time.monotonic() - start
+    log_path.write_text("$ " + " ".join(argv) + "\n")
+    with view:
+        result = proc.run(argv, env=cli.build_env(), timeout=timeout_s, log_path=log_path, what="the build",
+                          on_line=lambda text: view.line(text, log.feed(text)))
+    if result.timed_out:
+        running = sorted({s.stage for s in log.steps.values() if s.stage and not s.finished})
+        raise DeadlinePassed(
+            f"the build ran past --timeout {timeout_s}s and was stopped"
+            + (f" while {', '.join(running)} {'was' if len(running) == 1 else 'were'} running" if running else ""),
+            hint=f"full log: {log_path}; the docker client was stopped, which cancels the build in the engine")
+    return result.returncode, log, result.seconds
 
 
 def failure(plan: BuildPlan, log: BuildLog, log_path: Path, rc: int) -> Failed:
@@ -289,8 +237,8 @@ def build_image(plan: BuildPlan, dockerfile: str, cli: DockerCLI, opts: BuildOpt
         dockerfile_path = prepare_context(plan, dockerfile, ctx, opts.wheelhouse)
         iidfile = Path(tmp) / "image-id"
         argv = build_command(cli, opts, ctx, dockerfile_path, iidfile)
-        display = TerminalDisplay() if opts.progress == "tty" else PlainDisplay(write)
-        rc, log, seconds = run_build(cli, argv, log_path, display, opts.timeout_s)
+        view = StageView(plan) if opts.progress == "tty" else PlainView(write)
+        rc, log, seconds = run_build(cli, argv, log_path, view, opts.timeout_s)
         image_id = iidfile.read_text().strip() if rc == 0 and iidfile.exists() else None
     return BuildOutcome(ok=rc == 0 and bool(image_id), image_id=image_id, log=log, log_path=log_path,
                         seconds=seconds, returncode=rc, wheelhouse=opts.wheelhouse)

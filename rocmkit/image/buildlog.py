@@ -13,6 +13,7 @@ and after a failure a summary block between `------` lines that repeats the fail
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass, field
 
@@ -20,6 +21,19 @@ _LINE = re.compile(r"^#(\d+) (.*)$")
 _OUTPUT = re.compile(r"^(\d+\.\d+) ?(.*)$")
 _DONE = re.compile(r"^DONE (\d+(?:\.\d+)?)s$")
 _STAGE = re.compile(r"^\[(?P<stage>[^\] ]+) (?P<index>\d+)/(?P<total>\d+)\] (?P<instruction>.*)$")
+
+
+class StepStatus(str, enum.Enum):
+    RUNNING = "running"
+    CACHED = "cached"
+    DONE = "done"
+    ERROR = "error"
+    CANCELED = "canceled"
+
+
+class EventKind(str, enum.Enum):
+    START = "start"
+    FINISH = "finish"
 
 
 @dataclass
@@ -30,7 +44,7 @@ class Step:
     index: int | None = None
     total: int | None = None
     instruction: str = ""
-    status: str = "running"  # running | cached | done | error | canceled
+    status: StepStatus = StepStatus.RUNNING
     seconds: float | None = None
     error: str | None = None
     output: list[str] = field(default_factory=list)
@@ -41,12 +55,12 @@ class Step:
 
     @property
     def finished(self) -> bool:
-        return self.status != "running"
+        return self.status is not StepStatus.RUNNING
 
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # "start" | "finish"
+    kind: EventKind
     step: Step
 
 
@@ -77,26 +91,26 @@ class BuildLog:
             if s:
                 step.stage, step.index, step.total = s.group("stage"), int(s.group("index")), int(s.group("total"))
                 step.instruction = s.group("instruction")
-            return [Event("start", step)]
+            return [Event(EventKind.START, step)]
         if rest == step.name:
             return []
         if step.finished and (rest in ("CACHED", "CANCELED") or _DONE.match(rest)):
             return []  # BuildKit repeats a vertex's final status when several stages share it
         if rest == "CACHED":
-            step.status = "cached"
-            return [Event("finish", step)]
+            step.status = StepStatus.CACHED
+            return [Event(EventKind.FINISH, step)]
         if rest == "CANCELED":
-            step.status = "canceled"
-            return [Event("finish", step)]
+            step.status = StepStatus.CANCELED
+            return [Event(EventKind.FINISH, step)]
         if rest.startswith("ERROR"):
-            step.status = "error"
+            step.status = StepStatus.ERROR
             step.error = rest.partition(":")[2].strip() or rest
-            return [Event("finish", step)]
+            return [Event(EventKind.FINISH, step)]
         d = _DONE.match(rest)
         if d:
-            step.status = "done"
+            step.status = StepStatus.DONE
             step.seconds = float(d.group(1))
-            return [Event("finish", step)]
+            return [Event(EventKind.FINISH, step)]
         o = _OUTPUT.match(rest)
         if o:
             step.output.append(o.group(2))
@@ -110,7 +124,7 @@ class BuildLog:
 
     def failed_step(self) -> Step | None:
         """The step whose failure stopped the build (the others are then CANCELED)."""
-        return next((s for s in self.steps.values() if s.status == "error"), None)
+        return next((s for s in self.steps.values() if s.status is StepStatus.ERROR), None)
 
     def stages(self) -> dict[str, dict]:
         """Per stage: steps seen, how many came from the cache, seconds spent in steps that ran."""
@@ -120,9 +134,9 @@ class BuildLog:
             if s.is_from:
                 continue  # resolving the base image is not work the cache can save
             entry["steps"] += 1
-            if s.status == "cached":
+            if s.status is StepStatus.CACHED:
                 entry["cached"] += 1
-            elif s.status == "done":
+            elif s.status is StepStatus.DONE:
                 entry["ran"] += 1
                 entry["seconds"] = round(entry["seconds"] + (s.seconds or 0.0), 1)
         return out
@@ -132,7 +146,7 @@ class BuildLog:
 
     def fully_cached(self) -> bool:
         steps = [s for s in self.stage_steps() if not s.is_from]
-        return bool(steps) and all(s.status == "cached" for s in steps)
+        return bool(steps) and all(s.status is StepStatus.CACHED for s in steps)
 
 
 def parse(text: str) -> BuildLog:
