@@ -131,19 +131,24 @@ class Board:
     STYLE = {"running": "bold cyan", "done": "green", "cached": "dim", "FAILED": "bold red", "canceled": "yellow",
              "waiting": "dim"}
 
-    def __rich__(self):
+    def __rich_console__(self, console, options):
         from rich.table import Table
 
-        table = Table(title=f"{self.title} — {time.monotonic() - self.started:.0f} s", title_justify="left",
-                      box=None, pad_edge=False, expand=False)
-        table.add_column("stage", no_wrap=True)
-        table.add_column("state", no_wrap=True)
-        table.add_column("time", justify="right", no_wrap=True)
-        table.add_column("now", no_wrap=True, overflow="ellipsis", max_width=80)
+        from rich.text import Text
+
+        yield Text(f"{self.title} — {time.monotonic() - self.started:.0f} s", no_wrap=True, overflow="ellipsis")
+        table = Table(box=None, pad_edge=False, expand=False)
+        # The first three columns never shrink; what runs now is cut to the width that is left.
+        stage_w = max(len(r) for r in self.rows)
+        now_w = max(10, options.max_width - stage_w - 8 - 6 - 6)
+        table.add_column("stage", no_wrap=True, min_width=stage_w)
+        table.add_column("state", no_wrap=True, min_width=8)
+        table.add_column("time", justify="right", no_wrap=True, min_width=6)
+        table.add_column("now", no_wrap=True, overflow="ellipsis", max_width=now_w)
         now = time.monotonic()
         with self.lock:
             for name, r in self.rows.items():
                 secs = r["seconds"] if r["seconds"] is not None else (now - r["started"] if r["started"] else None)
                 table.add_row(name, f"[{self.STYLE.get(r['state'], '')}]{r['state']}[/]",
                               f"{secs:.0f} s" if secs is not None else "", r["detail"] if r["state"] == "running" else "")
-        return table
+        yield table

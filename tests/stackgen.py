@@ -24,6 +24,7 @@ class ComponentSpec:
     needs: tuple[str, ...] = ()
     revision: int = 1  # bump to change the component's content (and so its digest)
     fail: bool = False  # the C code carries an #error: the build of this component fails
+    sleep_s: float = 0  # the build waits this long in `sleep` (a build that outlasts a --timeout)
     extra_files: dict[str, str] = field(default_factory=dict)  # relative path (under the package) → text
 
     @property
@@ -55,7 +56,7 @@ from setuptools import Extension, setup
 from setuptools.command.build import build
 from setuptools.command.build_ext import build_ext
 
-NAME, PKG, UNITS, NEEDS = {name!r}, {pkg!r}, {units!r}, {needs!r}
+NAME, PKG, UNITS, NEEDS, SLEEP_S = {name!r}, {pkg!r}, {units!r}, {needs!r}, {sleep_s!r}
 
 
 class BuildExt(build_ext):
@@ -70,6 +71,9 @@ class RecordedBuild(build):
 
     def run(self):
         start = time.time()
+        if SLEEP_S:
+            import subprocess
+            subprocess.run(["sleep", str(SLEEP_S)], check=True)
         needs = {{}}
         for n in NEEDS:
             mod = __import__(n.replace("-", "_"))  # installed in this stage from the needed component's wheel
@@ -130,7 +134,8 @@ def write_component(root: Path, spec: ComponentSpec) -> Path:
         [tool.setuptools.package-data]
         "*" = ["*.json", "**/*.json"]
         """))
-    (d / "setup.py").write_text(_SETUP.format(name=spec.name, pkg=spec.package, units=spec.units, needs=list(spec.needs)))
+    (d / "setup.py").write_text(_SETUP.format(name=spec.name, pkg=spec.package, units=spec.units, needs=list(spec.needs),
+                                           sleep_s=spec.sleep_s))
     imports = "\n".join(f"from . import _u{i}" for i in range(spec.units))
     terms = [f"_u{i}.value()" for i in range(spec.units)]
     terms += [f"__import__({n.replace('-', '_')!r}).value()" for n in spec.needs]

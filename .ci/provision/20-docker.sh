@@ -16,11 +16,12 @@ python3-click,python3-jinja2,python3-packaging,python3-psutil,python3-docker,pyt
 # The image name carries a hash of the package list, so changing the list builds a new image.
 base_image="rocmkit-test/bookworm-python:$(printf '%s' "$base_packages" | sha256sum | cut -c1-12)"
 
+# tmux: the build display's test draws it on a real terminal and reads the screen back.
 if ! [ -x /usr/bin/docker ] || ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
-   || ! command -v docker-registry >/dev/null; then
+   || ! command -v docker-registry >/dev/null || ! command -v tmux >/dev/null; then
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker.io debootstrap ca-certificates \
-    docker-registry
+    docker-registry tmux
 fi
 
 engine_up() { /usr/bin/docker version >/dev/null 2>&1; }

@@ -5,6 +5,7 @@ failure which stage and component broke, with the tail of its output."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from datetime import datetime
@@ -160,7 +161,7 @@ class StageView:
             if s not in seen:
                 seen.append(s)
             if ev.kind is EventKind.START and not s.finished:
-                self.board.set(s.stage, "running", f"[{s.index}/{s.total}] {s.instruction}")
+                self.board.set(s.stage, "running", f"[{s.index}/{s.total}] {_short(s.instruction)}")
             elif s.status is StepStatus.ERROR:
                 self.board.set(s.stage, "FAILED", f"[{s.index}/{s.total}] {s.instruction}")
             elif s.status is StepStatus.CANCELED:
@@ -168,6 +169,19 @@ class StageView:
             elif s.index == s.total:  # the stage's last step finished
                 cached = all(x.status is StepStatus.CACHED or x.is_from for x in seen)
                 self.board.set(s.stage, "cached" if cached else "done")
+
+    def finish(self, ok: bool) -> None:
+        """After a successful build, stages BuildKit never needed to finish (their result was in the cache
+        further down) are cached."""
+        if ok:
+            for name, row in self.board.rows.items():
+                if row["state"] in ("waiting", "running"):
+                    self.board.set(name, "cached")
+
+
+def _short(instruction: str) -> str:
+    """A step as a reader wants it in one line: the command, without BuildKit's mount options."""
+    return " ".join(re.sub(r"--mount=\S+", " ", instruction).split())
 
 
 class PlainView:
@@ -185,6 +199,9 @@ class PlainView:
     def line(self, text: str, events: list[Event]) -> None:
         self.write(text)
 
+    def finish(self, ok: bool) -> None:
+        pass
+
 
 # ---- running ----
 
@@ -197,6 +214,7 @@ def run_build(cli: DockerCLI, argv: list[str], log_path: Path, view, timeout_s: 
     with view:
         result = proc.run(argv, env=cli.build_env(), timeout=timeout_s, log_path=log_path, what="the build",
                           on_line=lambda text: view.line(text, log.feed(text)))
+        view.finish(result.ok)
     if result.timed_out:
         running = sorted({s.stage for s in log.steps.values() if s.stage and not s.finished})
         raise DeadlinePassed(
