@@ -182,10 +182,6 @@ def gfx_name(target_version: int) -> str:
     return f"gfx{major}{minor:x}{step:x}"
 
 
-def arch_for_target_version(target_version: int) -> Arch | None:
-    return _table()[0].get(gfx_name(target_version))
-
-
 def product_for_pci_id(device_id: str | int) -> Product | None:
     """Product for a PCI device id given as 0x74a1, 74A1 or an int (KFD's decimal device_id)."""
     key = f"0x{device_id:04x}" if isinstance(device_id, int) else "0x" + device_id.lower().removeprefix("0x")

@@ -66,18 +66,3 @@ def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) ->
     model.save_pretrained(out_dir)
     GenerationConfig(eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id).save_pretrained(out_dir)
     return out_dir
-
-
-def parameter_count(model_dir: Path) -> int:
-    """Parameters of a saved model, from its config (tied embeddings counted once)."""
-    import json
-
-    c = json.loads((Path(model_dir) / "config.json").read_text())
-    h, i, n, v = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
-    heads, kv = c["num_attention_heads"], c["num_key_value_heads"]
-    head_dim = c.get("head_dim") or h // heads
-    attn = h * heads * head_dim + 2 * h * kv * head_dim + heads * head_dim * h + (heads + 2 * kv) * head_dim
-    mlp = 3 * h * i
-    per_layer = attn + mlp + 2 * h
-    emb = v * h * (1 if c.get("tie_word_embeddings", True) else 2)
-    return n * per_layer + emb + h

@@ -95,28 +95,17 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     ctx.exit(code)
 
 
-PROBES_MODULE = "rocmkit.host.probes"
 # First parts of the ids the checks and probes produce, whether or not this host produced one this time.
 ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor"}
 
 
 def _level2(facts) -> list:
-    """Level 2: the GPU probes of `rocmkit.host.probes`, whose contract is `run_probes(facts) ->
-    list[Finding]` (figures in each finding's evidence). They may raise a RocmkitError (no GPU: exit 3);
-    anything else they raise is reported as a failing finding, so level 1's report is never lost."""
-    import importlib
-
+    """Level 2: the GPU probes (`host.probes.run_probes(facts) -> list[Finding]`, figures in each finding's
+    evidence). They may raise a RocmkitError (no GPU: exit 3); anything else they raise is reported as a
+    failing finding, so level 1's report is never lost."""
+    from ..host import probes
     from ..host.model import Finding, Status
 
-    try:
-        probes = importlib.import_module(PROBES_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != PROBES_MODULE:
-            raise EnvironmentMissing(f"the GPU probes (level 2) cannot load: {exc}",
-                                     hint="they need PyTorch built for the GPU; `rocmkit doctor` (level 1) "
-                                          "works without it") from None
-        raise EnvironmentMissing("GPU probes (level 2) are not available in this rocmkit: no measurement "
-                                 "was made", hint="run level 1 (`rocmkit doctor`)") from None
     try:
         return list(probes.run_probes(facts))
     except RocmkitError:

@@ -65,10 +65,6 @@ class BuildPlan:
             out[depth[s.component.name]].append(s.name)
         return out
 
-    @property
-    def ray_version(self) -> str | None:
-        return self.stack.pinned_version("ray")
-
 
 def make_plan(stack: Stack, targets: list[str], *, base_image: str | None = None,
               sources: dict[str, LocalSource] | None = None, max_jobs: int = DEFAULT_MAX_JOBS) -> BuildPlan:
