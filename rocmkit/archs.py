@@ -63,6 +63,21 @@ class Arch:
         return next((p for p in self.products if p.name == name), None)
 
 
+def join_targets(targets) -> str:
+    """A list of targets as every build system, label and manifest writes it: `;`-separated."""
+    return ";".join(targets)
+
+
+def split_targets(text: str) -> list[str]:
+    """A list of targets as people and tools write it: `;` or `,` between names, blanks ignored."""
+    return [t.strip() for t in text.replace(",", ";").split(";") if t.strip()]
+
+
+def targets_slug(targets) -> str:
+    """The targets in names (files, tags, bake targets, logs): `-`-separated."""
+    return "-".join(targets)
+
+
 @dataclass(frozen=True)
 class BuildVariable:
     name: str
@@ -72,7 +87,7 @@ class BuildVariable:
     def value(self, targets: list[str]) -> str:
         if self.format == "offload-flags":
             return " ".join(f"--offload-arch={t}" for t in targets)
-        return ";".join(targets)
+        return join_targets(targets)
 
 
 _PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory_gib",
@@ -162,7 +177,7 @@ def check_build_target(name: str) -> str:
 
 def parse_targets(spec: str) -> list[str]:
     """'gfx942', 'gfx942,gfx950', 'gfx942;gfx950' or 'cpu' -> validated, de-duplicated, in the given order."""
-    names = [s for s in spec.replace(";", ",").split(",") if s.strip()]
+    names = split_targets(spec)
     if not names:
         raise UsageError("no arch given", hint=f"build targets: {', '.join(known_build_targets())}")
     out: list[str] = []

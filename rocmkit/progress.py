@@ -133,7 +133,6 @@ class Board:
 
     def __rich_console__(self, console, options):
         from rich.table import Table
-
         from rich.text import Text
 
         yield Text(f"{self.title} — {time.monotonic() - self.started:.0f} s", no_wrap=True, overflow="ellipsis")

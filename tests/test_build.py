@@ -11,15 +11,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import stackgen
 
-from rocmkit.image import buildlog, jobs
-from rocmkit.image.build import BuildOptions, build_command
 from rocmkit.engine import DockerCLI, check_ref, find_cli, probe_cli, split_ref
 from rocmkit.errors import EnvironmentMissing, UsageError
+from rocmkit.image import buildlog, jobs
+from rocmkit.image.build import BuildOptions, build_command
 from rocmkit.image.selfwheel import build_self_wheel
 from rocmkit.image.sources import copy_tree, tree_digest, tree_files
-
-import stackgen
 
 LOGS = Path(__file__).parent / "data" / "buildlogs"
 REPO = Path(__file__).resolve().parent.parent

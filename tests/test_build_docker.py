@@ -16,7 +16,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 import stackgen
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

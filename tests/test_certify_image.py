@@ -16,7 +16,6 @@ import time
 import uuid
 
 import pytest
-
 import stackgen
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocmkit.cli import cli
+from rocmkit.errors import EnvironmentMissing
 from rocmkit.host.capture import capture
 from rocmkit.host.checks import Context, run_checks
 from rocmkit.host.facts import KFD_TOPOLOGY, PROCESS_FILE, collect
 from rocmkit.host.model import Finding, Status
 from rocmkit.host.report import doctor_document, heading, table
 from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
-from rocmkit.errors import EnvironmentMissing
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kfd"
 # name: (GPU nodes, physical GPUs, partitions per GPU, arch)

@@ -9,7 +9,6 @@ import sys
 import uuid
 
 import pytest
-
 import stackgen
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from rocmkit.cli import cli
+from rocmkit.errors import EnvironmentMissing, UsageError
 from rocmkit.host import probes
 from rocmkit.host.model import Status
-from rocmkit.errors import EnvironmentMissing, UsageError
 
 if os.environ.get("ROCMKIT_REQUIRE_PROBES") == "1":  # CI provisioned torch (45-probes.sh): no skipping
     import torch

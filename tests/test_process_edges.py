@@ -15,7 +15,6 @@ import uuid
 
 import psutil
 import pytest
-
 import stackgen
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

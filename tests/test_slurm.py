@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocmkit.cluster import slurm
 from rocmkit.cli import cli
+from rocmkit.cluster import slurm
 from rocmkit.errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocmkit.host import vfconfigs
 from rocmkit.cli import cli
 from rocmkit.errors import Failed, UsageError
+from rocmkit.host import vfconfigs
 
 BLOCK = "block_shape=[128, 128]"
 LAYOUTS = {

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cluster.container import DOCKER_ERROR
 from ..errors import UsageError
 from ..fileio import write_atomic
 from ..output import dumps
@@ -22,7 +23,6 @@ from . import verl_overrides, workspace
 from .certificate import build, markdown
 from .judge import Reason, RunStatus, Status, Verdict, check, judge, not_certified
 from .settings import TRL_DEFAULTS, TRL_LR, Engine, Settings
-from ..cluster.container import DOCKER_ERROR
 from .target import NOT_EXECUTABLE, NOT_FOUND, Target, resolve
 from .workspace import Workspace
 

@@ -3,11 +3,12 @@ Or could the check not run at all (setup, deadline)? Pure: takes data, returns d
 
 from __future__ import annotations
 
-import enum
 import math
 import statistics
 from dataclasses import dataclass, field
 
+from ..host.model import Status as FindingStatus
+from ..textenum import TextEnum
 from . import metrics as m
 
 # Reward on the built-in task starts near the random policy's digit share and must rise by this much
@@ -18,18 +19,18 @@ LOSS_KEYS = ("loss", "actor/pg_loss", "actor/loss")
 JUDGED_PREFIXES = ("loss", "actor/", "reward", "critic/", "grad_norm", "kl")
 
 
-class Status(str, enum.Enum):
+class Status(TextEnum):
     PASS = "pass"
     FAIL = "fail"  # the stack ran and did not train or learn
     NOT_CERTIFIED = "not certified"  # the check itself could not run: see Verdict.reason
 
 
-class Reason(str, enum.Enum):
+class Reason(TextEnum):
     SETUP = "setup"  # the target lacks what the run needs, or the engine could not start it
     TIMEOUT = "timeout"
 
 
-class RunStatus(str, enum.Enum):
+class RunStatus(TextEnum):
     FINISHED = "finished"
     CRASHED = "crashed"
     TIMED_OUT = "timed out"
@@ -73,11 +74,12 @@ def probe_checks(probes: dict | None) -> list[dict]:
         return [check("GPU probes ran", False, probes["error"], required=False)]
     out = []
     for f in probes.get("findings", []):
-        status = f.get("status")
-        if status == "skip":
+        status = FindingStatus(f.get("status"))
+        if status is FindingStatus.SKIP:
             out.append(check(f["id"], True, f"skipped: {f.get('title', '')}", required=False))
         else:
-            out.append(check(f["id"], status == "pass", f"{status}: {f.get('title', '')}", required=status != "warn"))
+            out.append(check(f["id"], status is FindingStatus.PASS, f"{status.value}: {f.get('title', '')}",
+                             required=status is not FindingStatus.WARN))
     return out
 
 

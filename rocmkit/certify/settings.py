@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..textenum import TextEnum
 
 
-class Engine(str, enum.Enum):
+class Engine(TextEnum):
     TRL = "trl"
     VERL = "verl"
 
 
-class Rollout(str, enum.Enum):
+class Rollout(TextEnum):
     VLLM = "vllm"
     SGLANG = "sglang"
 

@@ -14,7 +14,6 @@ from ..fileio import write_atomic
 from ..image.plan import DEFAULT_MAX_JOBS, make_plan
 from .common import warn
 
-
 REGISTRY_RE = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 
 

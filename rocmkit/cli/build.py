@@ -8,14 +8,14 @@ from pathlib import Path
 import click
 
 from .. import stacks
-from ..image.build import DEFAULT_TIMEOUT_S
 from ..engine import check_ref
 from ..errors import Failed, UsageError
-from ..output import document
-from ..progress import resolve_mode
+from ..image.build import DEFAULT_TIMEOUT_S
 from ..image.plan import DEFAULT_MAX_JOBS, LABEL_PREFIX, MANIFEST_PATH, make_plan, plan_document
 from ..image.sources import parse_source_options
 from ..image.wheelhouse import check_dir
+from ..output import document
+from ..progress import resolve_mode
 from .common import ARCH_HELP, echo_json, json_option, stack_options, targets_for, warn
 
 
@@ -120,8 +120,8 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
 
 def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, wheels, network,
            progress, log_file, docker_cli, timeout_s, as_json) -> None:
-    from ..image.build import BuildOptions, build_image, default_log_path, failure
     from ..engine import Engine, find_cli
+    from ..image.build import BuildOptions, build_image, default_log_path, failure
     from ..image.jobs import auto_max_jobs, gib_per_job
     from ..image.render import render_dockerfile
 

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from .. import archs
 from ..errors import DeadlinePassed, EnvironmentMissing, Failed, RocmkitError, UsageError
 from ..output import dumps
 from .common import json_option
@@ -60,13 +61,12 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     if level >= 2 and root:
         raise UsageError("--level 2 measures this host's GPUs; a captured tree (--root) is checked at level 1")
     if arch:
-        from .. import archs
-
         archs.parse_targets(arch)  # an unknown --arch is a usage error, before anything is read or written
     facts = facts_mod.collect(root or "/")
     # The image's own targets are compared as written (gpu.arch), never refused: a report beats exit 2.
     manifest_targets = (facts.manifest or {}).get("targets") if isinstance(facts.manifest, dict) else None
-    targets = arch or (";".join(str(t) for t in manifest_targets) if isinstance(manifest_targets, list) else None) \
+    targets = arch or (archs.join_targets(str(t) for t in manifest_targets) if isinstance(manifest_targets, list)
+                       else None) \
         or None
     only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
     findings = run_checks(facts, Context(arch=targets))
@@ -119,10 +119,10 @@ def _level2(facts) -> list:
 def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None,
               timeout_s: float) -> None:
     from ..cluster.container import ULIMIT_NOTE, run_container
-    from ..host.reader import read_device_nodes
-    from ..host.model import Finding
-    from ..host.report import table
     from ..engine import CLI_ENV_VAR, Engine, candidate_clis
+    from ..host.model import Finding
+    from ..host.reader import read_device_nodes
+    from ..host.report import table
 
     engine = Engine.connect()
     info = engine.image(image)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from .. import stacks
-from ..output import document
 from ..image.plan import make_plan
 from ..image.render import dockerfile_name
+from ..output import document
 from .common import echo_json, json_option
 
 

@@ -25,7 +25,7 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
         if v:
             return v, f"stack {stack_name}"
         raise UsageError(f"stack {stack_name} pins no Ray version", hint="give --ray-version")
-    if image and runtime == "docker":
+    if image and runtime == slurm_mod.Runtime.DOCKER:
         try:
             from ..engine import Engine
 
@@ -34,7 +34,7 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
             info = None
         if info and info.labels.get("io.rocmkit.ray-version"):
             return info.labels["io.rocmkit.ray-version"], f"label io.rocmkit.ray-version of {image}"
-    if runtime == "none":
+    if runtime == slurm_mod.Runtime.NONE:
         from importlib import metadata
 
         try:

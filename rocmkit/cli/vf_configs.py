@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..host import vfconfigs
 from ..errors import Failed
+from ..host import vfconfigs
 from ..output import document
 from .common import echo_json, json_option, warn
 

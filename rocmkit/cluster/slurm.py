@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 from .. import raycompat
 from ..errors import UsageError
 from ..stacks import IMAGE_RE
+from ..textenum import TextEnum
 
-RUNTIMES = ("docker", "apptainer", "none")
+
+class Runtime(TextEnum):
+    """What runs on each node: a Docker container, an Apptainer one, or the node's own software."""
+
+    DOCKER = "docker"
+    APPTAINER = "apptainer"
+    NONE = "none"
+
+
+RUNTIMES = tuple(r.value for r in Runtime)
 DEFAULT_ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")
 # Ray's GCS port must lie outside the worker port range (default 10002-19999), or the head refuses to start.
 RAY_WORKER_PORTS = range(10002, 20000)
@@ -34,7 +44,7 @@ class SlurmSpec:
     nodes: int
     gpus_per_node: int
     image: str | None
-    runtime: str
+    runtime: Runtime
     ray_version: str
     partition: str | None = None
     time: str | None = None
@@ -64,7 +74,8 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
         raise UsageError(f"--gpus-per-node {spec.gpus_per_node}: 0 or more")
     if spec.runtime not in RUNTIMES:
         raise UsageError(f"--runtime {spec.runtime!r}", hint=f"one of: {', '.join(RUNTIMES)}")
-    if spec.runtime != "none" and not spec.image:
+    spec = replace(spec, runtime=Runtime(spec.runtime))
+    if spec.runtime is not Runtime.NONE and not spec.image:
         raise UsageError(f"--runtime {spec.runtime} needs --image",
                          hint="or --runtime none for software installed on the nodes")
     sif = spec.image and spec.image.endswith(".sif") and re.match(r"^[\w./-]+$", spec.image)
@@ -160,7 +171,7 @@ def example_specs() -> dict[str, SlurmSpec]:
                                                "actor_rollout_ref.model.path=/models/Qwen2.5-7B-Instruct",
                                                "algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.name=vllm"))
     return {
-        "verl-docker.sbatch": SlurmSpec(image="rocmkit/verl-vllm:rocm7.0.2-gfx942", runtime="docker", **common),
-        "verl-apptainer.sbatch": SlurmSpec(image="/shared/images/verl-vllm-gfx942.sif", runtime="apptainer", **common),
-        "verl-none.sbatch": SlurmSpec(image=None, runtime="none", **common),
+        "verl-docker.sbatch": SlurmSpec(image="rocmkit/verl-vllm:rocm7.0.2-gfx942", runtime=Runtime.DOCKER, **common),
+        "verl-apptainer.sbatch": SlurmSpec(image="/shared/images/verl-vllm-gfx942.sif", runtime=Runtime.APPTAINER, **common),
+        "verl-none.sbatch": SlurmSpec(image=None, runtime=Runtime.NONE, **common),
     }

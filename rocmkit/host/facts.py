@@ -19,10 +19,21 @@ from dataclasses import dataclass, field
 
 from .kfd import MODES, Device, Node
 from .process import collect_process, valid_process
+
 # KFD_TOPOLOGY, READ_ERRORS_FILE and CONTAINER_MARKERS are named here too: the capture and the tree generator
 # write what the reader reads.
-from .reader import (CONTAINER_MARKERS, KFD_TOPOLOGY, READ_ERRORS_FILE, DevNode, Reader, container,  # noqa: F401
-                     dev_node, memlock_from_limits, read_nodes, shm_from_mounts)
+from .reader import (  # noqa: F401
+    CONTAINER_MARKERS,
+    KFD_TOPOLOGY,
+    READ_ERRORS_FILE,
+    DevNode,
+    Reader,
+    container,
+    dev_node,
+    memlock_from_limits,
+    read_nodes,
+    shm_from_mounts,
+)
 
 PROCESS_FILE = "rocmkit-process.json"
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from typing import Any
 
+from ..textenum import TextEnum
 
-class Status(str, Enum):
+
+class Status(TextEnum):
     PASS = "pass"
     WARN = "warn"
     FAIL = "fail"

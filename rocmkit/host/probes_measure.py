@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable

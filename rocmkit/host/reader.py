@@ -6,9 +6,9 @@ from __future__ import annotations
 import errno
 import json
 import os
-from dataclasses import dataclass
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

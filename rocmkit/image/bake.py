@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from .plan import DEFAULT_MAX_JOBS, BuildPlan
-from .render import dockerfile_name, render_dockerfile
+from .render import dockerfile_name, image_slug, render_dockerfile
 
 REGISTRY_VAR = "REGISTRY"
 DEFAULT_REGISTRY = "rocmkit"
@@ -22,7 +22,7 @@ DOCKERFILES_DIR = "dockerfiles"
 
 
 def target_name(plan: BuildPlan) -> str:
-    return f"{plan.stack.name}-{'-'.join(plan.targets)}"
+    return image_slug(plan.stack.name, plan.targets)
 
 
 def definition(plans: list[BuildPlan], *, dockerfiles_dir: str = DOCKERFILES_DIR, context: str = ".",
@@ -109,8 +109,8 @@ def header(context_dir: str | None) -> str:
 def prepare_context(plans: list[BuildPlan], context_dir: Path, dockerfiles_dir: str = DOCKERFILES_DIR) -> list[Path]:
     """Write rocmkit-dist/ (rocmkit's own wheel), an empty wheelhouse/ and the rendered Dockerfiles into
     context_dir."""
-    from .build import DIST_DIR, fill_wheelhouse
     from ..fileio import write_atomic
+    from .build import DIST_DIR, fill_wheelhouse
     from .selfwheel import build_self_wheel
 
     dist = context_dir / DIST_DIR

@@ -17,7 +17,7 @@ from ..engine import DockerCLI
 from ..errors import DeadlinePassed, EnvironmentMissing, Failed, UsageError
 from .buildlog import BuildLog, Event, EventKind, Step, StepStatus
 from .plan import BuildPlan
-from .render import WHEELHOUSE_DIR, WHEELHOUSE_MOUNT
+from .render import WHEELHOUSE_DIR, WHEELHOUSE_MOUNT, image_slug
 from .selfwheel import build_self_wheel
 from .sources import copy_tree, tree_digest
 
@@ -56,7 +56,7 @@ def default_log_path(plan: BuildPlan) -> Path:
     else:
         base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "rocmkit" / "logs"
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return base / f"build-{plan.stack.name}-{'-'.join(plan.targets)}-{stamp}-{os.getpid()}.log"
+    return base / f"build-{image_slug(plan.stack.name, plan.targets)}-{stamp}-{os.getpid()}.log"
 
 
 def fill_wheelhouse(ctx: Path, wheelhouse: Path | None) -> None:

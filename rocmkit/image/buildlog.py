@@ -13,9 +13,10 @@ and after a failure a summary block between `------` lines that repeats the fail
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass, field
+
+from ..textenum import TextEnum
 
 _LINE = re.compile(r"^#(\d+) (.*)$")
 _OUTPUT = re.compile(r"^(\d+\.\d+) ?(.*)$")
@@ -23,7 +24,7 @@ _DONE = re.compile(r"^DONE (\d+(?:\.\d+)?)s$")
 _STAGE = re.compile(r"^\[(?P<stage>[^\] ]+) (?P<index>\d+)/(?P<total>\d+)\] (?P<instruction>.*)$")
 
 
-class StepStatus(str, enum.Enum):
+class StepStatus(TextEnum):
     RUNNING = "running"
     CACHED = "cached"
     DONE = "done"
@@ -31,7 +32,7 @@ class StepStatus(str, enum.Enum):
     CANCELED = "canceled"
 
 
-class EventKind(str, enum.Enum):
+class EventKind(TextEnum):
     START = "start"
     FINISH = "finish"
 

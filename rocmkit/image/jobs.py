@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..stacks.model import NO_ROCM
+
 GIB = 1024 ** 3
 # Peak resident memory of one compile job. hipcc on the heavy ROCm kernels needs about 4 GB; plain
 # C/C++ (stacks without ROCm) about 1 GB.
@@ -39,4 +41,4 @@ def auto_max_jobs(mem_total: int, ncpu: int, parallel_stages: int, gib_per_job: 
 
 def gib_per_job(rocm: str) -> float:
     """Per-job memory for a stack: ROCm stacks compile HIP kernels, `rocm = "none"` stacks plain C."""
-    return GIB_PER_JOB_PLAIN if rocm == "none" else GIB_PER_JOB_ROCM
+    return GIB_PER_JOB_PLAIN if rocm == NO_ROCM else GIB_PER_JOB_ROCM

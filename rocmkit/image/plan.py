@@ -112,7 +112,7 @@ def _check_targets(stack: Stack, targets: list[str]) -> list[str]:
             raise UsageError(f"stack {stack.name} builds {', '.join(single)} for exactly one arch; "
                              f"cannot target {';'.join(targets)} in one image",
                              hint="build one image per arch: --arch " + " / --arch ".join(targets))
-    if stack.rocm != "none":
+    if stack.has_rocm:
         for t in targets:
             arch = archs.get_arch(t)
             if not archs.rocm_supports(stack.rocm, arch):
@@ -207,8 +207,8 @@ def _inputs_hash(manifest: dict) -> str:
 
 
 def _default_tag(stack: Stack, targets: list[str], inputs_hash: str) -> str:
-    rocm = f"rocm{stack.rocm}-" if stack.rocm != "none" else ""
-    return f"rocmkit/{stack.name}:{rocm}{'-'.join(targets)}-{inputs_hash[:12]}"
+    rocm = f"rocm{stack.rocm}-" if stack.has_rocm else ""
+    return f"rocmkit/{stack.name}:{rocm}{archs.targets_slug(targets)}-{inputs_hash[:12]}"
 
 
 def _labels(stack: Stack, targets: list[str], image: str, overridden: bool, sources: dict[str, LocalSource],
@@ -219,7 +219,7 @@ def _labels(stack: Stack, targets: list[str], image: str, overridden: bool, sour
         "org.opencontainers.image.version": tag.split(":", 1)[1],
         "org.opencontainers.image.base.name": image,
         f"{LABEL_PREFIX}.stack": stack.name,
-        f"{LABEL_PREFIX}.targets": ";".join(targets),
+        f"{LABEL_PREFIX}.targets": archs.join_targets(targets),
         f"{LABEL_PREFIX}.rocm": stack.rocm,
         f"{LABEL_PREFIX}.python": stack.python,
         f"{LABEL_PREFIX}.inputs-hash": inputs_hash,

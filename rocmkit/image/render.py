@@ -8,6 +8,7 @@ import shlex
 from importlib import resources
 from pathlib import Path
 
+from .. import archs
 from .plan import CONSTRAINED_PACKAGES, CONSTRAINTS_PATH, MANIFEST_PATH, BuildPlan
 
 # The first line of every rendered file; `render --all` only ever replaces or removes files that start so.
@@ -92,7 +93,7 @@ def render_dockerfile(plan: BuildPlan) -> str:
         base=stack.base,
         apt=_apt_packages(plan),
         py=stack.python,
-        rocm=stack.rocm != "none",
+        rocm=stack.has_rocm,
         targets=list(plan.targets),
         constrained=_constrained(plan),
         constraints_path=CONSTRAINTS_PATH,
@@ -106,8 +107,13 @@ def render_dockerfile(plan: BuildPlan) -> str:
     )
 
 
+def image_slug(stack_name: str, targets) -> str:
+    """One image's name in files and bake targets: <stack>-<targets>."""
+    return f"{stack_name}-{archs.targets_slug(targets)}"
+
+
 def dockerfile_name(stack_name: str, targets: list[str] | tuple[str, ...]) -> str:
-    return f"{stack_name}-{'-'.join(targets)}.Dockerfile"
+    return f"{image_slug(stack_name, targets)}.Dockerfile"
 
 
 def render_all(out_dir: str | Path) -> dict[Path, str]:

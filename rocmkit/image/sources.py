@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 from ..errors import UsageError
-from .plan import LocalSource
 from ..stacks import NAME_RE
+from .plan import LocalSource
 
 # Never part of a component's source: VCS data and build leftovers.
 IGNORED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".tox", ".venv", "build", "dist"}

@@ -2,31 +2,33 @@
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass, field
 
 from packaging.requirements import Requirement
 
 from .. import archs
+from ..textenum import TextEnum
+
+NO_ROCM = "none"  # the `rocm` of a stack that ships none (CPU and test stacks)
 
 
-class ComponentKind(str, enum.Enum):
+class ComponentKind(TextEnum):
     GIT = "git"  # compiled in its own stage into a wheel
     PIP = "pip"  # installed from the index in the final stage
 
 
-class BuildKind(str, enum.Enum):
+class BuildKind(TextEnum):
     PIP_WHEEL = "pip-wheel"
     SETUP_PY = "setup-py"
 
 
-class PythonFrom(str, enum.Enum):
+class PythonFrom(TextEnum):
     IMAGE = "image"
     DEADSNAKES = "deadsnakes"
 
 
-class PostStep(str, enum.Enum):
+class PostStep(TextEnum):
     VF_CONFIGS = "vf-configs"
 
 
@@ -117,6 +119,10 @@ class Stack:
 
     def component(self, name: str) -> Component | None:
         return next((c for c in self.components if c.name == name), None)
+
+    @property
+    def has_rocm(self) -> bool:
+        return self.rocm != NO_ROCM
 
     @property
     def on_cpu(self) -> bool:

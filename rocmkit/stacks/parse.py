@@ -7,10 +7,29 @@ from typing import Any
 
 from .. import archs
 from ..errors import InputFileError, UsageError
-from .fields import (APT_RE, COMMIT_RE, DIST_NAME_RE, GIT_URL_RE, IMAGE_RE, NAME_RE, PATH_RE, PYTHON_RE,
-                     REF_RE, SCHEMA, TEXT_RE, TOP_LEVEL_KEYS, URL_RE, VERSION_RE, env_list, Fields, inside,
-                     path_list, pinned_requirements)
-from .model import Base, BuildKind, Component, ComponentKind, PostStep, PythonFrom, Stack
+from .fields import (
+    APT_RE,
+    COMMIT_RE,
+    DIST_NAME_RE,
+    GIT_URL_RE,
+    IMAGE_RE,
+    NAME_RE,
+    PATH_RE,
+    PYTHON_RE,
+    REF_RE,
+    SCHEMA,
+    TEXT_RE,
+    TOP_LEVEL_KEYS,
+    URL_RE,
+    VERSION_RE,
+    Fields,
+    env_list,
+    inside,
+    path_list,
+    pinned_requirements,
+)
+from .model import NO_ROCM, Base, BuildKind, Component, ComponentKind, PostStep, PythonFrom, Stack
+
 
 def _component(path: str, index: int, raw: Any) -> Component:
     name = raw.get("name") if isinstance(raw, dict) else None
@@ -104,9 +123,9 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
     if archs.CPU in stack_targets and len(stack_targets) > 1:
         raise f.error("targets", "cpu is a target of its own, not combined with GPU archs", allowed_targets)
     rocm = f.get("rocm", str)
-    if rocm != "none" and not VERSION_RE.match(rocm):
+    if rocm != NO_ROCM and not VERSION_RE.match(rocm):
         raise f.error("rocm", f"invalid value {rocm!r}", "a ROCm version such as 7.0.2, or \"none\"")
-    if archs.CPU in stack_targets and rocm != "none":
+    if archs.CPU in stack_targets and rocm != NO_ROCM:
         raise f.error("rocm", f"a CPU stack ships no ROCm, got {rocm!r}", "\"none\"")
 
     b = Fields(path, "base", f.get("base", dict), ("image", "image_per_arch", "python_from", "apt", "pip",
@@ -154,7 +173,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
             raise InputFileError(path, f"component ({c.name}).install", "install = false, but no component needs it",
                                  "a build-only component must be listed in another component's needs")
 
-    if base.amdsmi_from_rocm and rocm == "none":
+    if base.amdsmi_from_rocm and rocm == NO_ROCM:
         raise InputFileError(path, "base.amdsmi_from_rocm", "needs a ROCm stack (rocm is \"none\")")
     steps = ", ".join(p.value for p in PostStep)
     post = f.text_list("post", re.compile(r"^[a-z-]+$"), steps)

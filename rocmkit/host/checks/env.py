@@ -6,7 +6,7 @@ import re
 
 from packaging.version import InvalidVersion, Version
 
-from ... import raycompat
+from ... import archs, raycompat
 from ..facts import Facts
 from ..model import Status
 from . import Context, finding, not_captured
@@ -124,13 +124,13 @@ def check_arch_vars(f: Facts, ctx: Context):
         value = f.env.get(var)
         if value is None:
             continue
-        listed = [v.strip() for v in value.replace(",", ";").split(";") if v.strip()]
+        listed = archs.split_targets(value)
         missing = [g for g in host if g not in listed]
         if missing:
             yield finding(f"env.arch.{var.lower()}", "env", Status.FAIL,
                           f"{var}={value} does not include this host's {', '.join(missing)}: extensions built or "
                           "JIT-compiled here get no code for these GPUs (hipErrorNoBinaryForGpu)",
-                          fix=f"export {var}=\"{';'.join(sorted(set(listed) | set(host)))}\"",
+                          fix=f"export {var}=\"{archs.join_targets(sorted(set(listed) | set(host)))}\"",
                           ref="vllm-project/vllm#32895", value=value, host=host)
         else:
             yield finding(f"env.arch.{var.lower()}", "env", Status.PASS, f"{var} covers {', '.join(host)}", value=value)

@@ -144,7 +144,7 @@ def check_arch(f: Facts, ctx: Context):
         yield finding("gpu.arch.mixed", "gpu", Status.WARN, f"mixed GPU archs in one host: {dict(gfx)}",
                       fix="give each job GPUs of one arch (HIP_VISIBLE_DEVICES), and images built for all of them",
                       archs=dict(gfx))
-    wanted = [a for a in (ctx.arch or "").replace(",", ";").split(";") if a]
+    wanted = archs.split_targets(ctx.arch or "")
     host = sorted(g for g in gfx if g)
     if wanted:
         missing = [g for g in host if g not in wanted]
