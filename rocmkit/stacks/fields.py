@@ -29,7 +29,9 @@ PIP_REQ_RE = re.compile(r"^[A-Za-z0-9_.\[\],=+-]+$")
 DIST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")
 URL_RE = re.compile(r"^https://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~%/+-]*)?$")
 
-TOP_LEVEL_KEYS = ("schema", "name", "description", "targets", "rocm", "python", "base", "component", "env", "post")
+TOP_LEVEL_KEYS = ("schema", "name", "description", "source_note", "targets", "rocm", "python", "base", "component", "env",
+                  "post")
+NOTE = "one line of text without double quotes, backslash, $ or backtick"
 
 
 class Fields:

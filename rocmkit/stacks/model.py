@@ -50,6 +50,8 @@ class Base:
     pip_find_links: str | None
     ccache: bool
     amdsmi_from_rocm: bool = False
+    source_note: str = ""  # where the base image comes from (the README's table shows it)
+    pip_note: str = ""  # why the base pins are these
 
     def image_for(self, targets: list[str]) -> str:
         """Per-arch base image when the stack names one for a single target, else the default."""
@@ -115,6 +117,7 @@ class Stack:
     components: tuple[Component, ...]
     env: tuple[EnvVar, ...]
     post: tuple[PostStep, ...]
+    source_note: str = ""  # the recipe the stack follows (the README shows it above the stack's table)
     path: str = field(default="", compare=False)
 
     def component(self, name: str) -> Component | None:

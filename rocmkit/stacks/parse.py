@@ -19,6 +19,7 @@ from .fields import (
     REF_RE,
     SCHEMA,
     TEXT_RE,
+    NOTE,
     TOP_LEVEL_KEYS,
     URL_RE,
     VERSION_RE,
@@ -130,7 +131,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
 
     b = Fields(path, "base", f.get("base", dict), ("image", "image_per_arch", "python_from", "apt", "pip",
                                                     "pip_extra_index_url", "pip_find_links", "ccache",
-                                                    "amdsmi_from_rocm"))
+                                                    "amdsmi_from_rocm", "source_note", "pip_note"))
     per_arch_raw = b.get("image_per_arch", dict, {})
     per_arch = {}
     for a, img in per_arch_raw.items():
@@ -152,6 +153,8 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
         pip_find_links=b.text("pip_find_links", URL_RE, "an https:// URL of a page listing wheels", None),
         ccache=b.get("ccache", bool, False),
         amdsmi_from_rocm=b.get("amdsmi_from_rocm", bool, False),
+        source_note=b.text("source_note", TEXT_RE, NOTE, ""),
+        pip_note=b.text("pip_note", TEXT_RE, NOTE, ""),
     )
 
     raw_components = f.get("component", list)
@@ -184,6 +187,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
     return Stack(
         name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
         description=f.text("description", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick"),
+        source_note=f.text("source_note", TEXT_RE, NOTE, ""),
         targets=stack_targets,
         rocm=rocm,
         python=f.text("python", PYTHON_RE, "a Python version such as 3.12"),

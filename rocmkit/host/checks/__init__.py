@@ -44,6 +44,22 @@ def for_cpu_target(f: Finding) -> Finding:
 Check = Callable[[Facts, Context], Iterable[Finding]]
 
 
+def documents(*ids: str, what: str) -> Callable[[Check], Check]:
+    """Declare the finding ids a check produces (`env.arch.*` for a family) and, in one line, what it checks:
+    the README's table of checks is made from these, and a test holds every produced id to them."""
+
+    def attach(check: Check) -> Check:
+        check.ids, check.what = ids, what  # type: ignore[attr-defined]
+        return check
+
+    return attach
+
+
+def declared(check: Check, finding_id: str) -> bool:
+    return any(finding_id == i or (i.endswith(".*") and finding_id.startswith(i[:-1]))
+               for i in getattr(check, "ids", ()))
+
+
 # Modules whose findings lead the report, in this order; any other module of this package that defines
 # CHECKS (another issue's check, e.g. vfconfigs) joins after them, by name, without an edit here.
 FIRST = ("gpu", "system", "env", "software")

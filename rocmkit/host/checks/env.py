@@ -9,7 +9,7 @@ from packaging.version import InvalidVersion, Version
 from ... import archs, raycompat
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding, not_captured
+from . import Context, documents, finding, not_captured
 
 VISIBLE = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 ARCH_VARS = ("PYTORCH_ROCM_ARCH", "GPU_ARCHS", "AMDGPU_TARGETS", "NVTE_ROCM_ARCH")
@@ -32,6 +32,8 @@ def _indices(value: str) -> list[int] | None:
     return out
 
 
+@documents("env.visible_devices", "env.visible_devices.*",
+           what="`ROCR/HIP/CUDA_VISIBLE_DEVICES`: set-but-empty, HIP≠CUDA, ROCR mixed with HIP/CUDA, values that hide every GPU (`NoDevFiles`, `-1`, a first index past the GPUs), indices past the GPUs visible")
 def check_visible_devices(f: Facts, ctx: Context):
     if f.process is None:
         yield not_captured("env.visible_devices", "env", "visible-devices variables")
@@ -79,6 +81,8 @@ def check_visible_devices(f: Facts, ctx: Context):
                       ref=ENV_DOC, **setvars)
 
 
+@documents("env.ray_noset", "env.ray_noset.typo",
+           what="the `RAY_EXPERIMENTAL_NOSET_*` variable the installed Ray reads (from its `amd_gpu.py`, else its version) is set; typos")
 def check_ray(f: Facts, ctx: Context):
     if f.process is None:
         yield not_captured("env.ray_noset", "env", "Ray and its no-set variables")
@@ -113,6 +117,8 @@ def check_ray(f: Facts, ctx: Context):
                   ray=ray, honoured=honoured, set=set_vars)
 
 
+@documents("env.arch", "env.arch.*", "env.hsa_override_gfx_version",
+           what="`PYTORCH_ROCM_ARCH`/`GPU_ARCHS`/`AMDGPU_TARGETS`/`NVTE_ROCM_ARCH` cover the host arch; no consumer-GPU override")
 def check_arch_vars(f: Facts, ctx: Context):
     if not f.devices:
         return
@@ -148,6 +154,8 @@ def _rocm(f: Facts) -> Version | None:
         return None
 
 
+@documents("env.hip_force_dev_kernarg", "env.hsa_no_scratch_reclaim", "env.nccl_min_nchannels", "env.tuning",
+           what="where they apply (ROCm < 6.2; ROCm ≥ 7.1, MEC firmware < 177 or gfx90a; multi-GPU gfx942/gfx950)")
 def check_tuning_vars(f: Facts, ctx: Context):
     if not f.devices:
         return

@@ -7,7 +7,7 @@ from collections import Counter
 from ... import archs
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding
+from . import Context, documents, finding
 
 DOCKER_DOC = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html"
 PREREQ_DOC = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/install/prerequisites.html"
@@ -21,6 +21,8 @@ def not_granted_nodes(facts: Facts) -> int:
     return sum(1 for n in facts.nodes if n.not_granted)
 
 
+@documents("gpu.driver",
+           what="amdgpu loaded (`/sys/module/amdgpu/initstate`), blacklist on the command line")
 def check_driver(f: Facts, ctx: Context):
     state = f.amdgpu_initstate
     if state == "live":
@@ -39,6 +41,8 @@ def check_driver(f: Facts, ctx: Context):
                   ref=PREREQ_DOC, initstate=state, cmdline_blacklists_amdgpu=blacklisted)
 
 
+@documents("gpu.kfd",
+           what="`/dev/kfd` present and openable (ROCm docker docs)")
 def check_kfd(f: Facts, ctx: Context):
     kfd = f.dev_kfd
     if kfd is None or not kfd.exists:
@@ -56,6 +60,8 @@ def check_kfd(f: Facts, ctx: Context):
                       ("" if f.live else " (access not judged on a captured tree)"), gid=kfd.gid)
 
 
+@documents("gpu.topology", "gpu.topology.read", "gpu.count", "gpu.partitions", "gpu.partitions.missing",
+           what="KFD topology; physical GPUs (grouped by `unique_id`/PCI address, never by `/dev/dri`), partitions and mode (SPX/DPX/TPX/QPX/CPX: amdgpu's `current_compute_partition`, else each node's `num_xcc` out of the product's XCCs, so a container granted one CPX partition still sees CPX; `current_memory_partition` in the evidence); GPUs or partitions present on the host but not granted to a container are counted as such, not as broken; on a host, a GPU showing fewer partitions than its mode makes is a warning")
 def check_topology(f: Facts, ctx: Context):
     if not f.topology_found:
         yield finding("gpu.topology", "gpu", Status.FAIL, "no KFD topology (/sys/class/kfd/kfd/topology/nodes)",
@@ -105,6 +111,8 @@ def check_topology(f: Facts, ctx: Context):
                       modes=dict(modes))
 
 
+@documents("gpu.render",
+           what="the render node of every GPU partition present and openable")
 def check_render(f: Facts, ctx: Context):
     if not f.devices:
         return
@@ -134,6 +142,8 @@ def check_render(f: Facts, ctx: Context):
                        if not_granted else ""), **evidence)
 
 
+@documents("gpu.arch", "gpu.arch.mixed", "gpu.product", "gpu.vf",
+           what="arch of every GPU (gfx_target_version), mixed archs, match with `--arch` or the image's manifest targets, product by PCI id, SR-IOV VF detection")
 def check_arch(f: Facts, ctx: Context):
     devs = f.devices
     if not devs:
@@ -172,6 +182,8 @@ def check_arch(f: Facts, ctx: Context):
                       products=vfs)
 
 
+@documents("gpu.firmware", "gpu.xgmi",
+           what="the same MEC/SDMA firmware and XGMI hive on every GPU")
 def check_consistency(f: Facts, ctx: Context):
     devs = f.devices
     if len(devs) < 2:
@@ -187,6 +199,8 @@ def check_consistency(f: Facts, ctx: Context):
                       ref=KFD_DOC, hives=[str(h) for h in hives])
 
 
+@documents("rocm.version",
+           what="`/opt/rocm/.info/version` new enough for the GPUs (arch table)")
 def check_rocm(f: Facts, ctx: Context):
     if f.rocm_version is None:
         yield finding("rocm.version", "software", Status.SKIP,

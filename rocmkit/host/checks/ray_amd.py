@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding
+from . import Context, documents, finding
 
 RAY_AMD = "https://github.com/ray-project/ray/blob/master/python/ray/_private/accelerators/amd_gpu.py"
 RAY_SMI = "https://github.com/ray-project/ray/blob/master/python/ray/_private/thirdparty/pyamdsmi/pyamdsmi.py"
@@ -21,6 +21,8 @@ def _info(f: Facts) -> tuple[str, dict] | None:
     return (ray, info) if ray and isinstance(info, dict) else None
 
 
+@documents("software.ray_gpus",
+           what="whether Ray can be imported and count the GPUs, read from its code — Ray 2.60 counts them through the `amdsmi` package behind `except ImportError`, so an amdsmi whose import raises `KeyError` (PyPI 7.0.2 without `libamd_smi.so`) makes `import ray`, `ray start` and `ray stop` fail on any machine (fail), and an absent or failing amdsmi makes Ray see 0 GPUs (warn); older Ray needs `$ROCM_PATH/lib/librocm_smi64.so`")
 def check_ray_gpu_detection(f: Facts, ctx: Context):
     found = _info(f)
     if found is None:
@@ -77,6 +79,8 @@ def check_ray_gpu_detection(f: Facts, ctx: Context):
                           f"Ray {ray} counts AMD GPUs through {path}", ray=ray)
 
 
+@documents("env.ray_rocr",
+           what="read from the installed Ray's code, not its version: `ROCR_VISIBLE_DEVICES` that this Ray refuses (always in 2.45; without `HIP_VISIBLE_DEVICES` since ray#53757)")
 def check_ray_rocr(f: Facts, ctx: Context):
     """Ray 2.45 (ray#51104) raises whenever ROCR_VISIBLE_DEVICES is set; after ray#53757 only when
     HIP_VISIBLE_DEVICES is not set too. Ray asks only on a host where it found AMD GPUs."""

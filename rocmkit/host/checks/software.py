@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding, not_captured
+from . import Context, documents, finding, not_captured
 
 FRAMEWORKS = ("vllm", "sglang", "ray", "verl", "transformers", "triton")
 
 
+@documents("software.torch",
+           what="PyTorch present and built for HIP (read from `torch/version.py`, without importing torch)")
 def check_torch(f: Facts, ctx: Context):
     if f.process is None:
         yield not_captured("software.torch", "software", "PyTorch")
@@ -31,6 +33,8 @@ def check_torch(f: Facts, ctx: Context):
         yield finding("software.torch", "software", Status.PASS, f"PyTorch {version} (no AMD GPU here)", torch=version)
 
 
+@documents("software.versions",
+           what="vLLM, SGLang, Ray, verl versions")
 def check_versions(f: Facts, ctx: Context):
     if f.process is None:
         yield not_captured("software.versions", "software", "vLLM, SGLang, Ray, verl versions")
@@ -41,6 +45,8 @@ def check_versions(f: Facts, ctx: Context):
     yield finding("software.versions", "software", Status.PASS, summary, **versions)
 
 
+@documents("software.amdsmi", "software.pyamdgpuinfo",
+           what="used when they import and work; their failures (and what they print: `import amdsmi` prints to stdout without ROCm) are findings, never a crash or a corrupted `--json`")
 def check_gpu_libraries(f: Facts, ctx: Context):
     if f.process is None:
         for name in ("pyamdgpuinfo", "amdsmi"):
@@ -60,6 +66,8 @@ def check_gpu_libraries(f: Facts, ctx: Context):
                           f"{name} works ({info.get('gpus')} GPU(s) seen)", library=info)
 
 
+@documents("software.docker",
+           what="Docker engine reachable and usable by this user")
 def check_docker(f: Facts, ctx: Context):
     if f.process is None:
         yield not_captured("software.docker", "software", "Docker engine")

@@ -6,13 +6,15 @@ from collections import Counter
 
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding, not_captured
+from . import Context, documents, finding, not_captured
 
 MI300X_OPT = "https://instinct.docs.amd.com/projects/amdgpu-docs/en/latest/system-optimization/mi300x.html"
 KERNEL_PARAMS = "https://instinct.docs.amd.com/projects/system-acceptance/en/latest/common/kernel-parameters.html"
 GIB = 1 << 30
 
 
+@documents("kernel.numa_balancing",
+           what="NUMA auto-balancing off (AMD MI300X system optimization guide); in a container the fix says to change the host")
 def check_numa_balancing(f: Facts, ctx: Context):
     v = f.numa_balancing
     if v is None:
@@ -32,6 +34,8 @@ def _on_host(f: Facts, fix: str) -> str:
     return f"on the host (this is a container): {fix}" if f.container else fix
 
 
+@documents("kernel.iommu", "kernel.pci_realloc", "kernel.pci_bfsort",
+           what="system-acceptance kernel parameters: `iommu=pt` (Intel: `intel_iommu=on iommu=pt`), `pci=realloc=off`, `pci=bfsort` (not judged on SR-IOV VF guests)")
 def check_cmdline(f: Facts, ctx: Context):
     if f.cmdline is None:
         yield finding("kernel.iommu", "kernel", Status.SKIP, "/proc/cmdline not readable")
@@ -71,6 +75,8 @@ def check_cmdline(f: Facts, ctx: Context):
                       ref=KERNEL_PARAMS, cmdline=f.cmdline)
 
 
+@documents("numa.affinity",
+           what="every GPU reporting its NUMA node")
 def check_numa_affinity(f: Facts, ctx: Context):
     if not f.devices or not f.numa_nodes or f.numa_nodes < 2:
         return
@@ -90,12 +96,16 @@ def check_numa_affinity(f: Facts, ctx: Context):
                       gpu_numa=nodes, numa_nodes=f.numa_nodes)
 
 
+@documents("container.detect",
+           what="container detection (`/.dockerenv`, `/run/.containerenv`, a Kubernetes serviceaccount, cgroup v1 names, an overlay root in `mountinfo` under cgroup v2)")
 def check_container(f: Facts, ctx: Context):
     if f.container:
         yield finding("container.detect", "container", Status.PASS, f"running in a container ({f.container})",
                       evidence_of=f.container)
 
 
+@documents("container.shm",
+           what="`/dev/shm` (fail < 1 GiB, warn < 8 GiB)")
 def check_shm(f: Facts, ctx: Context):
     if f.shm_bytes is None:
         yield (finding("container.shm", "container", Status.SKIP, "/dev/shm size unknown") if f.process else
@@ -114,6 +124,8 @@ def check_shm(f: Facts, ctx: Context):
         yield finding("container.shm", "container", Status.PASS, f"/dev/shm is {size / GIB:.0f} GiB", bytes=size)
 
 
+@documents("container.memlock",
+           what="memlock unlimited for RDMA")
 def check_memlock(f: Facts, ctx: Context):
     if f.memlock is None:
         yield (finding("container.memlock", "container", Status.SKIP, "memlock limit unknown") if f.process else

@@ -9,11 +9,13 @@ import re
 from ... import archs
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding
+from . import Context, documents, finding
 
 MATRIX = "https://rocm.docs.amd.com/en/latest/compatibility/compatibility-matrix.html"
 
 
+@documents("rocm.torch",
+           what="the ROCm PyTorch was built with (`torch.version.hip`; its wheels carry their own runtime), new enough for the GPUs (a ROCm 6.x torch on MI355X has no gfx950 kernels)")
 def check_torch_rocm(f: Facts, ctx: Context):
     hip = (f.process or {}).get("torch_hip")
     m = re.match(r"([0-9]+)\.([0-9]+)", hip) if isinstance(hip, str) else None

@@ -7,11 +7,13 @@ from pathlib import Path
 from .. import vfconfigs
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding
+from . import Context, documents, finding
 
 REFERENCE = "sgl-project/sglang#3219"
 
 
+@documents("software.vf_configs",
+           what="on a VF host with SGLang: VF-named tuned configs present (`rocmkit vf-configs` fixes it)")
 def check_vf_configs(f: Facts, ctx: Context):
     """On a host whose GPUs are VFs of a product SGLang keys configs for, with SGLang installed, the VF copies
     of the base product's configs must exist (the facts hold what `rocmkit vf-configs --dry-run` would create)."""

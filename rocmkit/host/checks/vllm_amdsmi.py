@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from ..facts import Facts
 from ..model import Status
-from . import Context, finding
+from . import Context, documents, finding
 
 VLLM_ROCM = "https://github.com/vllm-project/vllm/blob/main/vllm/platforms/rocm.py"
 
 
+@documents("software.vllm_amdsmi",
+           what="vLLM's `vllm/platforms/rocm.py` imports amdsmi behind `except ImportError` only: on an AMD host an amdsmi whose import raises `KeyError` fails vLLM (fail)")
 def check_vllm_amdsmi(f: Facts, ctx: Context):
     vllm = f.package("vllm")
     lib = ((f.process or {}).get("gpu_libraries") or {}).get("amdsmi")

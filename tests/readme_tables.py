@@ -1,0 +1,115 @@
+"""The README's tables made from the data they describe: the stacks and their pins from the stack files, the
+doctor's checks from the check registry. `python tests/readme_tables.py` rewrites them in README.md;
+tests/test_readme.py fails when the README and the data drift apart.
+
+Each table lives between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+DEFAULT_STACK = "verl-vllm"
+
+
+def _code(items) -> str:
+    return ", ".join(f"`{i}`" for i in items)
+
+
+def _repo(url: str) -> str:
+    return re.sub(r"^https://github\.com/|\.git$", "", url)
+
+
+def _pin(c) -> str:
+    from rocmkit.stacks import ComponentKind
+
+    if c.kind is ComponentKind.PIP:
+        text = _code(c.pip) + ("; without its dependencies" if c.no_deps else "")
+        if c.extra_index_url:
+            text += f" (from {c.extra_index_url})"
+        return text + (f"; removes {_code(c.remove)}" if c.remove else "")
+    ref = f"`{c.commit[:12]}`" + (f" (tag `{c.tag}`)" if c.tag else "") if c.commit \
+        else f"`{c.mutable_ref}` **MUTABLE**"
+    text = f"{_repo(c.git)} {ref}"
+    if c.subdir != ".":
+        text += f", `{c.subdir}/`"
+    if c.extras:
+        text += f" with {_code(f'[{e}]' for e in c.extras)}"
+    return text + ("; build-only (offered to the stages that need it)" if not c.install else "")
+
+
+def stack_table(stack) -> str:
+    from rocmkit import archs
+
+    rocm = f"ROCm {stack.rocm}" if stack.has_rocm else "no ROCm"
+    python = f"Python {stack.python} ({stack.base.python_from.value})"
+    targets = "the CPU" if stack.on_cpu else archs.join_targets(stack.targets).replace(";", " and ")
+    head = (f"**{stack.name}**{' (default)' if stack.name == DEFAULT_STACK else ''} — {stack.description}; {rocm}, "
+            f"{python}, {targets}.")
+    if stack.source_note:
+        head += f" {stack.source_note}."
+    rows = [("base image", f"`{stack.base.image}`" + "".join(f"; for {a}: `{i}`" for a, i in
+                                                              stack.base.image_per_arch.items()),
+             stack.base.source_note)]
+    if stack.base.apt:
+        rows.append(("apt", _code(stack.base.apt), "packages the base lacks are installed (the image's distribution)"))
+    if stack.base.pip:
+        index = stack.base.pip_extra_index_url or stack.base.pip_find_links
+        rows.append(("base pins", _code(stack.base.pip) + (f" (from {index})" if index else ""), stack.base.pip_note))
+    if stack.base.amdsmi_from_rocm:
+        rows.append(("amdsmi", "the image's own `/opt/rocm/share/amd_smi`",
+                     "vLLM and SGLang find ROCm GPUs through amdsmi; this one matches the image's ROCm exactly"))
+    rows += [(c.name, _pin(c), c.source_note) for c in stack.components]
+    rows += [(f"env `{e.name}`", f"`{e.value}`", e.why) for e in stack.env]
+    lines = [head, "", "| component | pin | source of the pin |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def stacks_section() -> str:
+    from rocmkit import stacks
+
+    order = sorted(stacks.all_builtin(), key=lambda s: (s.name != DEFAULT_STACK, s.name))
+    return "\n\n".join(stack_table(s) for s in order)
+
+
+def checks_section() -> str:
+    from rocmkit.host.checks import all_checks
+
+    lines = ["| id | what is checked (reference) |", "|---|---|"]
+    lines += [f"| {_code(c.ids)} | {c.what} |" for c in all_checks()]
+    return "\n".join(lines)
+
+
+SECTIONS = {"stacks": stacks_section, "checks": checks_section}
+
+
+def _span(text: str, name: str) -> tuple[int, int]:
+    begin, end = f"<!-- generated: {name} -->\n", f"\n<!-- end generated: {name} -->"
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < 0:
+        raise SystemExit(f"README.md has no generated section {name!r}")
+    return i + len(begin), j
+
+
+def current(text: str, name: str) -> str:
+    i, j = _span(text, name)
+    return text[i:j]
+
+
+def rewrite(text: str) -> str:
+    for name, make in SECTIONS.items():
+        i, j = _span(text, name)
+        text = text[:i] + make() + text[j:]
+    return text
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(README.parent))
+    old = README.read_text()
+    new = rewrite(old)
+    if new != old:
+        README.write_text(new)
+    print("README.md tables " + ("rewritten" if new != old else "already match the data"))
