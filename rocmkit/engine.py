@@ -4,6 +4,7 @@ tag, push, reading a file out of an image), and the choice of a docker CLI that 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -29,8 +30,58 @@ NO_ENGINE_HINT = (
 )
 
 
-def _engine_address() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (the default; DOCKER_HOST is not set)"
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The engine the docker CLI would talk to, found the CLI's way, so that the SDK, the doctor's ping and
+    the CLI (build, run) all reach one engine: DOCKER_HOST, else the context named by DOCKER_CONTEXT or by
+    `docker context use` (currentContext in $DOCKER_CONFIG/config.json), else the default socket."""
+    host: str
+    context: str | None = None  # a non-default context, when the host came from one
+    source: str = "default"
+
+    def describe(self) -> str:
+        if self.source == "DOCKER_HOST":
+            return self.host
+        if self.context:
+            return f"{self.host} (docker context {self.context!r}, from {self.source})"
+        return f"{self.host} (the default; DOCKER_HOST is not set)"
+
+
+def _docker_config_dir() -> str:
+    return os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+
+
+def endpoint() -> Endpoint:
+    if os.environ.get("DOCKER_HOST"):
+        return Endpoint(os.environ["DOCKER_HOST"], source="DOCKER_HOST")
+    name, source = os.environ.get("DOCKER_CONTEXT"), "DOCKER_CONTEXT"
+    config = os.path.join(_docker_config_dir(), "config.json")
+    if not name:
+        name, source = _read_json_field(config, "currentContext"), config
+    if not name or name == "default":
+        return Endpoint(DEFAULT_HOST)
+    # The CLI's context store: contexts/meta/<sha256 of the name>/meta.json.
+    meta = os.path.join(_docker_config_dir(), "contexts", "meta", hashlib.sha256(name.encode()).hexdigest(),
+                        "meta.json")
+    endpoints = _read_json_field(meta, "Endpoints")
+    host = (endpoints or {}).get("docker", {}).get("Host") if isinstance(endpoints, dict) else None
+    if not host:
+        raise EnvironmentMissing(f"docker context {name!r} (from {source}) does not exist or names no engine "
+                                 f"(read {meta})", hint="`docker context ls` lists the contexts; "
+                                 "`docker context use default` or DOCKER_HOST chooses another engine")
+    return Endpoint(host, context=name, source=source)
+
+
+def _read_json_field(path: str, field: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data.get(field) if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True)
@@ -56,8 +107,9 @@ class ImageInfo:
 class Engine:
     """A connected Docker engine. `connect()` makes one or says (exit 3) how to get one."""
 
-    def __init__(self, client):
+    def __init__(self, client, where: Endpoint):
         self.client = client
+        self.where = where
 
     @classmethod
     def connect(cls, timeout: int = 30) -> "Engine":
@@ -66,17 +118,25 @@ class Engine:
             from docker.errors import DockerException
         except ImportError as exc:  # a broken install; pip install rocmkit brings the SDK
             raise EnvironmentMissing(f"the docker Python SDK cannot be imported ({exc})",
-                                     hint="pip install 'docker>=5.0.3'") from None
+                                     hint="pip install 'docker>=7.1.0'") from None
+        where = endpoint()
         try:
-            client = docker.from_env(timeout=timeout)
+            if where.context:  # the SDK's from_env ignores contexts; its ContextAPI (docker >= 4.3) reads them
+                from docker.context import ContextAPI
+
+                ctx = ContextAPI.get_context(where.context)
+                client = docker.DockerClient(base_url=where.host, tls=ctx.TLSConfig if ctx else False,
+                                             timeout=timeout)
+            else:
+                client = docker.from_env(timeout=timeout)
             client.ping()
         except DockerException as exc:
-            raise EnvironmentMissing(f"no Docker engine reachable at {_engine_address()}: {_reason(exc)}",
+            raise EnvironmentMissing(f"no Docker engine reachable at {where.describe()}: {_reason(exc)}",
                                      hint=NO_ENGINE_HINT) from None
         except Exception as exc:  # requests' connection errors and timeouts, depending on SDK version
-            raise EnvironmentMissing(f"no Docker engine reachable at {_engine_address()}: {_reason(exc)}",
+            raise EnvironmentMissing(f"no Docker engine reachable at {where.describe()}: {_reason(exc)}",
                                      hint=NO_ENGINE_HINT) from None
-        return cls(client)
+        return cls(client, where)
 
     def info(self) -> EngineInfo:
         version = self.client.version()
@@ -88,7 +148,7 @@ class Engine:
             arch=str(info.get("Architecture", version.get("Arch", "?"))),
             ncpu=int(info.get("NCPU") or 1),
             mem_total=int(info.get("MemTotal") or 0),
-            address=_engine_address(),
+            address=self.where.describe(),
         )
         if _version_tuple(engine.version) < MIN_BUILDKIT_VERSION and not engine.version.startswith("?"):
             raise EnvironmentMissing(f"Docker engine {engine.version} at {engine.address} has no BuildKit "
@@ -172,8 +232,11 @@ class Engine:
 
 def ping() -> dict:
     """Whether the engine answers and lets this user in — the engine API's `/_ping`, spoken directly on the
-    Unix socket: the doctor's level 1 runs in about 0.15 s, and importing the SDK alone takes 0.22 s."""
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    Unix socket of endpoint(): the doctor's level 1 runs in about 0.15 s, and importing the SDK alone takes 0.22 s."""
+    try:
+        host = endpoint().host
+    except EnvironmentMissing as exc:
+        return {"host": "?", "status": "unchecked", "reason": exc.message}
     if not host.startswith("unix://"):
         return {"host": host, "status": "unchecked", "reason": "non-unix DOCKER_HOST is not probed at level 1"}
     sock = host[len("unix://"):]
@@ -332,6 +395,19 @@ def find_cli(explicit: str | None = None) -> DockerCLI:
         raise EnvironmentMissing("no docker client found (none on PATH, none in " + ", ".join(WELL_KNOWN_CLIS) + ")",
                                  hint=_CLI_HINT)
     raise EnvironmentMissing("no docker client here can build with BuildKit:\n  " + "\n  ".join(rejected), hint=_CLI_HINT)
+
+
+def run_cli(explicit: str | None = None) -> str:
+    """The docker client to run containers with: the one named (--docker or $ROCMKIT_DOCKER), else the
+    first on PATH or in the well-known places. Running needs no BuildKit, so nothing is probed."""
+    named = explicit or os.environ.get(CLI_ENV_VAR)
+    if named:
+        return named
+    clis = candidate_clis()
+    if not clis:
+        raise EnvironmentMissing("no docker client found to run the container",
+                                 hint=f"install one, or name it with --docker PATH or {CLI_ENV_VAR}=PATH")
+    return clis[0]
 
 
 _CLI_HINT = (f"install the docker buildx plugin (Debian/Ubuntu: docker-buildx or docker-buildx-plugin), or use a "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import proc
-from ..errors import EnvironmentMissing, UsageError
+from ..errors import UsageError
 from ..host.reader import DeviceNodes, read_device_nodes
 from .settings import Settings
 from .workspace import Workspace
@@ -75,16 +75,14 @@ def resolve(s: Settings) -> Target:
     """The target, checked: the image present in the engine (exit 2 if not, 3 without an engine)."""
     if not s.image:
         return Target(image=None, image_id=None, record=host_record())
-    from ..engine import CLI_ENV_VAR, Engine, candidate_clis
+    from ..engine import Engine, run_cli
 
     engine = Engine.connect()
     info = engine.image(s.image)
     if info is None:
         raise UsageError(f"image {s.image!r} is not in the Docker engine",
                          hint="build it (rocmkit build) or pull it (docker pull) first; `docker images` lists what is there")
-    clis = [os.environ[CLI_ENV_VAR]] if os.environ.get(CLI_ENV_VAR) else candidate_clis()
-    if not clis:
-        raise EnvironmentMissing("no docker client found to run the image", hint=f"install one, or name it with {CLI_ENV_VAR}")
+    docker = run_cli()
     notes = []
     try:
         manifest = engine.read_json(info.id, MANIFEST_PATH)
@@ -95,7 +93,7 @@ def resolve(s: Settings) -> Target:
         notes.append(f"{MANIFEST_PATH} in the image is not JSON")
     record = {"image": s.image, "id": info.id, "repo_digests": list(info.digests), "tags": list(info.tags),
               "labels": info.labels, "manifest": manifest}
-    return Target(image=s.image, image_id=info.id, record=record, docker=clis[0], notes=notes,
+    return Target(image=s.image, image_id=info.id, record=record, docker=docker, notes=notes,
                   nodes=read_device_nodes())
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import click
 
 from .. import archs
-from ..errors import DeadlinePassed, EnvironmentMissing, Failed, RocmkitError, UsageError
+from ..errors import DeadlinePassed, Failed, RocmkitError, UsageError
 from ..output import dumps
 from .common import json_option
 
@@ -119,7 +118,7 @@ def _level2(facts) -> list:
 def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None,
               timeout_s: float) -> None:
     from ..cluster.container import ULIMIT_NOTE, run_container
-    from ..engine import CLI_ENV_VAR, Engine, candidate_clis
+    from ..engine import Engine, run_cli
     from ..host.model import Finding
     from ..host.reader import read_device_nodes
     from ..host.report import table
@@ -128,13 +127,11 @@ def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | N
     info = engine.image(image)
     if info is None:
         raise UsageError(f"image {image!r} is not in the Docker engine", hint="build it (rocmkit build) or pull it")
-    clis = [os.environ[CLI_ENV_VAR]] if os.environ.get(CLI_ENV_VAR) else candidate_clis()
-    if not clis:
-        raise EnvironmentMissing("no docker client found", hint="install one, or name it with ROCMKIT_DOCKER")
+    docker = run_cli()
     inner = ["rocmkit", "doctor", "--json", "--level", str(level)]
     inner += ["--arch", arch] if arch else []
     inner += ["--only", only] if only else []
-    result, ulimits = run_container(info.id, inner, what=f"doctor in {image}", timeout=timeout_s, docker=clis[0],
+    result, ulimits = run_container(info.id, inner, what=f"doctor in {image}", timeout=timeout_s, docker=docker,
                                     nodes=read_device_nodes(), skip_missing=True, keep_stdout=True)
     notes = [] if ulimits else [ULIMIT_NOTE]
     if result.timed_out:

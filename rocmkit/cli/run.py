@@ -65,6 +65,7 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     The container is labelled and removed however rocmkit ends: its own exit (rocmkit exits with the
     container's code), --timeout (124), SIGINT or SIGTERM to rocmkit (130/143).
     """
+    from ..engine import run_cli
     from ..host.reader import read_device_nodes
 
     no_gpus = gpus == "none"
@@ -92,9 +93,8 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
 
     flags = dict(render_nodes=render_nodes, nodes=host, privileged=privileged, env=env, mounts=mounts, name=name,
                  extra=extra, shm_size=shm_size, gpus=not no_gpus)
-    docker = docker_cli or "docker"
-    if print_only:
-        click.echo(shlex.join(argv_for(docker=docker)))
+    if print_only:  # a line for another host: its own `docker`, unless one is named
+        click.echo(shlex.join(argv_for(docker=docker_cli or "docker")))
         return
     # docker's own message for a missing device node is an OCI runtime error; say what is wrong instead.
     absent = [a.split("=", 1)[1] for a in argv_for() if a.startswith("--device=")
@@ -104,6 +104,7 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
                                  hint="--print gives the docker run line to use on a GPU host; --gpus none runs a "
                                       "CPU stack's image without GPUs")
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    docker = run_cli(docker_cli)
     result, ulimits = run_container(image, list(command), what=f"the container of {image}", timeout=timeout_s,
                                     docker=docker, passthrough=interactive,
                                     on_line=None if interactive else click.echo, **flags)
