@@ -41,6 +41,21 @@ def test_cpu_device_document_and_findings():
     assert "1 GPU visible" in findings[-1].title
 
 
+def test_progress_shows_each_probe_before_it_runs_and_its_result_after():
+    import io
+
+    from rocmkit.progress import Display
+
+    out = io.StringIO()
+    with Display("probe", mode="plain", stream=out) as shown:
+        probes.measure(devices=["cpu"], budget_s=0.5, sizes=TINY, progress=shown)
+    lines = out.getvalue().splitlines()
+    for key in ("gemm.bf16", "hbm", "d2h"):
+        started = next(i for i, line in enumerate(lines) if line.startswith("probe: cpu") and f") {key} — up to" in line)
+        result = next(i for i, line in enumerate(lines) if f": {key} " in line and " in " in line and "up to" not in line)
+        assert started < result, lines
+
+
 @pytest.mark.slow
 def test_two_cpu_ranks_all_reduce_in_the_document():
     doc = probes.measure(devices=["cpu", "cpu"], budget_s=0.3, sizes=TINY, progress=None)

@@ -14,7 +14,6 @@ its share of `budget_s` seconds per GPU.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 from .. import archs
 from ..errors import EnvironmentMissing, UsageError
+from ..progress import Display
 from .model import Finding, Status
 from .probes_judge import judge
 from .probes_measure import ProbeError, allreduce, device_copy, gemm, host_copy
@@ -98,13 +98,13 @@ def _unavailable(missing: str, reason: str) -> dict[str, Any]:
 
 def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFAULT_BUDGET_S, sizes: Sizes = Sizes(),
             with_allreduce: bool = True, devices: list[str] | None = None,
-            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+            progress: Display | None = None) -> dict[str, Any]:
     """Measure every visible GPU (or the torch device indices in `gpus`) and return the figures document.
 
     `devices` overrides the device list ("cuda:N" or "cpu"): "cpu" measures the host through the same code,
-    for testing the path on a machine without a GPU.
+    for testing the path on a machine without a GPU. `progress` shows the probe running and each result.
     """
-    say = progress or (lambda _msg: None)
+    say = progress or _Quiet()
     started = time.perf_counter()
     try:
         import torch
@@ -139,7 +139,7 @@ def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFA
         info = _gpu_info(torch, dev, facts)
         doc["gpus"].append(_measure_device(torch, dev, info, budget_s, sizes, say))
     if with_allreduce and len(devices) >= 2:
-        say(f"all-reduce across {len(devices)} devices")
+        say.stage(f"all-reduce across {len(devices)} devices")
         ar: dict[str, Any] = {"gpus": [g["index"] for g in doc["gpus"]]}
         try:
             ar["figure"] = allreduce(devices, nbytes=sizes.allreduce_bytes, budget_s=ALLREDUCE_BUDGET_S).to_json()
@@ -148,12 +148,13 @@ def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFA
         doc["allreduce"] = ar
     elif with_allreduce:
         doc["allreduce"] = None
+    say.done()
     doc["seconds"] = round(time.perf_counter() - started, 2)
     return doc
 
 
 def _measure_device(torch, dev: str, info: dict[str, Any], budget_s: float, sizes: Sizes,
-                    say: Callable[[str], None]) -> dict[str, Any]:
+                    say: Display | _Quiet) -> dict[str, Any]:
     device = torch.device(dev)
     t0 = time.perf_counter()
     figures: dict[str, Any] = {}
@@ -173,13 +174,14 @@ def _measure_device(torch, dev: str, info: dict[str, Any], budget_s: float, size
     for key, run in probes:
         if run is None:
             continue
+        say.stage(f"{dev} ({info['name']}) {key}", f"up to {SHARE[key] * budget_s:.1f} s")
         try:
             fig = run(SHARE[key] * budget_s)
             figures[key] = fig.to_json()
-            say(f"{dev} ({info['name']}): {key} {fig.value:.1f} {fig.unit} in {fig.seconds:.2f} s")
+            say.note(f"{dev} ({info['name']}): {key} {fig.value:.1f} {fig.unit} in {fig.seconds:.2f} s")
         except ProbeError as exc:
             errors[key] = str(exc)
-            say(f"{dev} ({info['name']}): {key} failed: {exc}")
+            say.note(f"{dev} ({info['name']}): {key} failed: {exc}")
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()  # give the memory back before the next GPU and the all-reduce workers
@@ -195,13 +197,16 @@ def findings_for(doc: dict[str, Any]) -> list[Finding]:
     return judge(doc)
 
 
-def stderr_progress(msg: str) -> None:
-    """Plain progress lines on stderr (stdout may carry --json)."""
-    print(f"probe: {msg}", file=sys.stderr, flush=True)
+class _Quiet:
+    """A display that shows nothing (measure() called from code, tests, certify's own display)."""
+
+    def stage(self, name: str, detail: str = "") -> None: ...
+    def note(self, text: str) -> None: ...
+    def done(self) -> None: ...
 
 
 def run_probes(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFAULT_BUDGET_S,
-               require_gpu: bool = True, progress: Callable[[str], None] | None = stderr_progress) -> list[Finding]:
+               require_gpu: bool = True, progress: str = "auto") -> list[Finding]:
     """Measure and judge: one finding per measure (probe.gemm.bf16, probe.gemm.fp8, probe.hbm, probe.h2d,
     probe.d2h, probe.allreduce), every figure with its samples in the evidence.
 
@@ -211,7 +216,8 @@ def run_probes(facts=None, *, gpus: list[int] | None = None, budget_s: float = D
     if facts is not None and not getattr(facts, "live", True):
         raise UsageError("--level 2 measures this machine's GPUs; a captured tree (--root) has none to measure",
                          hint="run `rocmkit doctor --level 2` on the host itself")
-    doc = measure(facts, gpus=gpus, budget_s=budget_s, progress=progress)
+    with Display("probe", mode=progress) as shown:  # on stderr: stdout may carry --json
+        doc = measure(facts, gpus=gpus, budget_s=budget_s, progress=shown)
     if require_gpu and not doc.get("available", True):
         raise _missing(doc)
     return findings_for(doc)
