@@ -1,5 +1,6 @@
 """Offline validation of verl overrides against the installed verl's own config, before any GPU time is
-spent: `python -m rocmkit.certify.verl_check OVERRIDES.json` prints a JSON verdict.
+spent: `python -m rocmkit.certify.verl_check [--structure] OVERRIDES.json` prints a JSON verdict
+(--structure: the configuration alone, reading no data, reward or model files).
 
 Steps (research/smoke-grpo.md §1.3): Hydra compose of verl's `ppo_trainer` config (renamed or removed keys
 fail here), missing mandatory values, interpolation, verl's validate_config, conversion of the sections
@@ -18,7 +19,8 @@ from pathlib import Path
 ROLLOUTS = ("vllm", "sglang", "trtllm")
 
 
-def check(overrides: list[str]) -> dict:
+def check(overrides: list[str], files: bool = True) -> dict:
+    """files=False checks the configuration alone (rocmkit tune): no data, reward or model files are read."""
     import importlib.util
 
     from hydra import compose, initialize_config_dir
@@ -53,9 +55,9 @@ def check(overrides: list[str]) -> dict:
     if OmegaConf.select(cfg, "custom_reward_function.path"):
         result["errors"].append("custom_reward_function.* is ignored by verl 0.9's main_ppo: use reward.custom_reward_function.*")
     reward_path = OmegaConf.select(cfg, "reward.custom_reward_function.path")
-    if reward_path and not os.path.exists(reward_path):
+    if files and reward_path and not os.path.exists(reward_path):
         result["errors"].append(f"reward.custom_reward_function.path={reward_path}: no such file")
-    for key in ("data.train_files", "data.val_files"):
+    for key in ("data.train_files", "data.val_files") if files else ():
         for path in (lambda v: v if isinstance(v, (list, tuple)) or OmegaConf.is_list(v) else [v])(OmegaConf.select(cfg, key)):
             if not os.path.exists(str(path)):
                 result["errors"].append(f"{key}={path}: no such file")
@@ -75,6 +77,8 @@ def check(overrides: list[str]) -> dict:
         result["errors"].append(f"validate_config: {type(exc).__name__}: {exc}")
     for section, target in (("algorithm", None), ("actor_rollout_ref.actor", None),
                             ("actor_rollout_ref.rollout", None), ("actor_rollout_ref.model", HFModelConfig)):
+        if target is HFModelConfig and not files:
+            continue
         try:
             node = OmegaConf.select(cfg, section)
             omega_conf_to_dataclass(node, target) if target else omega_conf_to_dataclass(node)
@@ -86,8 +90,10 @@ def check(overrides: list[str]) -> dict:
 
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    overrides = json.loads(Path(sys.argv[1]).read_text())
-    print(json.dumps(check(overrides)))
+    files = "--structure" not in sys.argv[1:]
+    path = next(a for a in sys.argv[1:] if a != "--structure")
+    overrides = json.loads(Path(path).read_text())
+    print(json.dumps(check(overrides, files=files)))
 
 
 if __name__ == "__main__":

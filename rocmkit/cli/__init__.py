@@ -22,6 +22,7 @@ COMMANDS = {
     "wheelhouse": "rocmkit.cli.wheelhouse:wheelhouse",
     "doctor": "rocmkit.cli.doctor:doctor",
     "vf-configs": "rocmkit.cli.vf_configs:vf_configs",
+    "tune": "rocmkit.cli.tune:tune",
     "certify": "rocmkit.cli.certify:certify",
     "run": "rocmkit.cli.run:run",
     "slurm": "rocmkit.cli.slurm:slurm",

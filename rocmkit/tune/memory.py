@@ -1,0 +1,121 @@
+"""The memory model: bytes on one GPU for a training step of the actor and for the rollout engine.
+
+Pure arithmetic on a ModelSpec. P = parameters, t = tokens of one micro batch, V = vocabulary, L = layers.
+Each estimate keeps its parts by name, so `rocmkit tune --json` shows where the memory goes.
+
+Training step, per GPU, the peak of three moments:
+  forward end   states + bf16 working weights + saved activations + bf16 logits
+  backward      states + working weights + saved activations + logits' backward + the output layer's gradient
+  optimizer     states + gradients + AdamW's temporary (torch's foreach AdamW holds one fp32 copy of the
+                parameters, the sqrt of the second moment, while it steps)
+  states        fp32 master weights 4P + AdamW's two fp32 moments 8P, divided over the FSDP shards
+  gradients     fp32, 4P, sharded the same way
+Activations saved per token and layer (bf16 compute, flash/sdpa attention, SwiGLU MLP), counted from what
+autograd keeps: the two norms' fp32 inputs and normalised outputs, the projections' bf16 inputs (under
+autocast each linear casts its own copy), q/k/v after rotary, the attention output twice (kept by the
+kernel and by o_proj after the reshape), the MLP's gate, up, activation and product (4 x intermediate).
+With gradient checkpointing only each layer's input stays (r x hidden), plus one layer recomputed.
+Logits: the plain step keeps bf16 logits (2), fp32 log-softmax (4) and softmax (4) for the entropy, and
+its backward adds the gather's zero-filled fp32 gradient (4) and the entropy product's two (8): 22 bytes
+per token and vocabulary entry. verl's actor, per seed
+001, uses 4 (fp32) + 2 (autocast) + 1 bytes for the entropy beside its bf16 logits: 9.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .models import ModelSpec
+
+GIB = 1 << 30
+PLAIN_LOGITS_BYTES = 22
+VERL_LOGITS_BYTES = 9  # seed 001, "Memory optimization for entropy calculation from logits", + bf16 logits
+# What the rollout engine needs beyond weights and KV cache: CUDA/HIP graphs, sampler, activations of one
+# batch of max_num_batched_tokens. vLLM profiles this at start; 2 GiB + the prefill activations is typical.
+ENGINE_OVERHEAD = 2 * GIB
+
+
+@dataclass
+class Estimate:
+    parts: dict[str, int] = field(default_factory=dict)
+    phase: str = ""
+
+    @property
+    def peak(self) -> int:
+        return sum(self.parts.values())
+
+    def gib(self) -> dict[str, float]:
+        return {k: round(v / GIB, 2) for k, v in self.parts.items()}
+
+
+def activation_bytes_per_token_layer(spec: ModelSpec, residual_bytes: int) -> int:
+    """Everything autograd keeps for one token in one decoder layer (no checkpointing)."""
+    h, q, kv, inter = spec.hidden, spec.q_dim, spec.kv_dim, spec.intermediate or spec.moe_intermediate
+    autocast_copies = residual_bytes == 4  # fp32 residual: each linear casts its own bf16 input
+    norms = 2 * (4 * h + residual_bytes * h)
+    linear_inputs = (3 + 2) * 2 * h if autocast_copies else 2 * 2 * h
+    attention = 2 * (q + 2 * kv) + 2 * q + 2 * q
+    mlp = 4 * 2 * inter * (spec.experts_per_token if spec.experts else 1)
+    return norms + linear_inputs + attention + mlp
+
+
+def saved_activations(spec: ModelSpec, *, tokens: int, grad_ckpt: bool, residual_bytes: int = 2) -> int:
+    per_layer = activation_bytes_per_token_layer(spec, residual_bytes)
+    if grad_ckpt:  # each layer's input, and one layer recomputed in the backward
+        return tokens * spec.layers * residual_bytes * spec.hidden + tokens * per_layer
+    return tokens * spec.layers * per_layer
+
+
+def actor_step(spec: ModelSpec, *, tokens: int, micro_batch: int = 1, grad_ckpt: bool = True, plain: bool = False,
+               shards: int = 1, offload: bool = False) -> Estimate:
+    """Peak bytes on one GPU of one actor training step on `tokens` tokens.
+
+    plain: one GPU, fp32 weights under bf16 autocast, torch AdamW (what benchmarks/tune_memory.py measures).
+    Otherwise verl's FSDP2 actor: fp32 master weights sharded over `shards` GPUs, bf16 compute weights
+    gathered a layer at a time (two in flight with prefetch), bf16 activations; `offload` is FSDP2's CPU
+    offload policy (states, gradients and the optimizer step live on the host).
+    """
+    p = spec.params
+    activations = saved_activations(spec, tokens=tokens, grad_ckpt=grad_ckpt, residual_bytes=4 if plain else 2)
+    logits_bytes = PLAIN_LOGITS_BYTES if plain else VERL_LOGITS_BYTES
+    output_layer = spec.vocab * spec.hidden
+    states = 0 if offload else (4 + 8) * p // shards
+    grads = 0 if offload else 4 * p // shards
+    if plain:
+        # autocast's cached bf16 casts live until the forward's autocast region ends; without checkpointing
+        # autograd keeps them for the backward as well, with it only the recomputed layer's are rebuilt.
+        fwd_weights = 2 * p
+        bwd_weights = 2 * p if not grad_ckpt else 2 * (spec.layer_params + output_layer)
+    else:
+        fwd_weights = bwd_weights = 2 * (2 * spec.layer_params + output_layer)
+    forward = Estimate({"master_weights_and_adam": states, "working_weights_bf16": fwd_weights,
+                        "activations": activations, "logits": tokens * spec.vocab * 2}, "forward end")
+    backward = Estimate({"master_weights_and_adam": states, "working_weights_bf16": bwd_weights,
+                         "activations": activations, "logits": tokens * spec.vocab * logits_bytes,
+                         "output_layer_grad": 4 * output_layer // (1 if plain else shards)}, "backward")
+    optimizer = Estimate({"master_weights_and_adam": states, "grads": grads,
+                          "adamw_temporary": 0 if offload else 4 * p // shards}, "optimizer step")
+    return max((forward, backward, optimizer), key=lambda e: e.peak)
+
+
+def forward_only(spec: ModelSpec, *, tokens: int) -> int:
+    """Extra bytes of a forward-only pass (old/ref log-probs): one layer's activations and the logits."""
+    return tokens * (activation_bytes_per_token_layer(spec, 2) + spec.vocab * (2 + 7))
+
+
+def rollout_static(spec: ModelSpec, *, tp: int) -> int:
+    """The rollout engine's weights on one GPU (bf16, split over tensor parallelism)."""
+    return 2 * spec.params // tp
+
+
+def kv_bytes(spec: ModelSpec, *, tokens: int, tp: int) -> int:
+    """KV cache for `tokens` tokens on one GPU: K and V heads split over TP (replicated when kv_heads < tp)."""
+    shards = min(tp, spec.kv_heads)
+    return tokens * spec.kv_bytes_per_token // shards
+
+
+def megatron_states(spec: ModelSpec, *, tp: int, pp: int, dp: int) -> int:
+    """Megatron-core with the distributed optimizer: bf16 weights 2P and fp32 main gradients 4P split over
+    TP x PP; fp32 master weights and Adam moments 12P further over DP."""
+    model_parallel = tp * pp
+    return (2 + 4) * spec.params // model_parallel + 12 * spec.params // (model_parallel * dp)

@@ -1,0 +1,276 @@
+"""The decisions: verl overrides for a model on a set of GPUs, each with its reason and source.
+
+Sources: "seed 000" (AMD's verl GRPO study on 8 x MI300X: TP=1 rollout 2.3-4.3x faster when the model fits,
+PP=1 best), "guide" (verl's performance tuning guide, seed 001), "verl" (verl 0.9.1's own rules, e.g. its
+batch divisibility checks), "arithmetic" (the memory model in rocmkit.tune.memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from . import memory
+from .memory import GIB
+from .models import ModelSpec
+
+TP_CHOICES = (1, 2, 4, 8)
+HEADROOM = 0.90  # of a GPU's memory a plan may fill: the allocator's fragmentation, NCCL and HIP/CUDA context
+MIN_KV_SEQUENCES = 32  # concurrent full-length sequences a rollout replica needs to keep its decode batch busy
+MAX_UTILIZATION = 0.70  # guide: 0.5-0.7 balances throughput against OOM
+
+
+@dataclass
+class Setting:
+    key: str
+    value: object
+    reason: str
+    source: str
+
+    def override(self) -> str:
+        v = self.value
+        return f"{self.key}={str(v) if not isinstance(v, bool) else ('True' if v else 'False')}"
+
+
+@dataclass
+class Job:
+    model: ModelSpec
+    gpu_name: str
+    gpu_bytes: int
+    gpus_per_node: int = 8
+    nodes: int = 1
+    prompt_len: int = 1024
+    response_len: int = 1024
+    n: int = 5
+    train_batch: int = 1024
+    rollout: str = "vllm"
+    backend: str = "fsdp"
+    micro_batch: int | None = None  # asked for: the single step to report
+    seq_len: int | None = None
+    grad_ckpt: bool | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def seq(self) -> int:
+        return self.prompt_len + self.response_len
+
+
+@dataclass
+class Plan:
+    job: Job
+    settings: list[Setting] = field(default_factory=list)
+    memory: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, key: str, value, reason: str, source: str) -> None:
+        self.settings.append(Setting(key, value, reason, source))
+
+    def value(self, key: str):
+        return next(s.value for s in self.settings if s.key == key)
+
+    def overrides(self) -> list[str]:
+        return [s.override() for s in self.settings]
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def _rollout(job: Job, plan: Plan, budget: int) -> None:
+    m = job.model
+    need = {}
+    for tp in TP_CHOICES:
+        if tp > job.gpus_per_node or job.gpus % tp or m.heads % tp:
+            continue
+        need[tp] = memory.rollout_static(m, tp=tp) + memory.kv_bytes(m, tokens=MIN_KV_SEQUENCES * job.seq, tp=tp) \
+            + memory.ENGINE_OVERHEAD
+        if need[tp] <= budget:
+            break
+    else:
+        smallest = min(need.values()) if need else 0
+        raise UsageError(f"{m.name} does not fit the rollout engine on {job.gpu_name}: weights + KV cache for "
+                         f"{MIN_KV_SEQUENCES} sequences of {job.seq} tokens need {_gib(smallest)} per GPU at "
+                         f"TP={max(need) if need else '?'}, {_gib(smallest - budget)} more than the "
+                         f"{_gib(budget)} the engine may take ({MAX_UTILIZATION} of the GPU)",
+                         hint="more GPUs per node (a larger TP), a GPU with more memory, or a smaller model")
+    replicas = job.gpus // tp
+    if tp == 1:
+        why = (f"weights {_gib(memory.rollout_static(m, tp=1))} + KV for {MIN_KV_SEQUENCES} sequences fit one GPU: "
+               f"TP=1 gives {replicas} replicas, the fastest rollout (TP=1 2.3-4.3x faster than larger TP on MI300X)")
+    else:
+        why = (f"TP={tp // 2} needs {_gib(need[tp // 2])} per GPU for weights + KV, more than the {_gib(budget)} "
+               f"the engine may take ({MAX_UTILIZATION} of the GPU): TP={tp} is the smallest that fits ({replicas} replicas)")
+    plan.add("actor_rollout_ref.rollout.tensor_model_parallel_size", tp, why, "seed 000 + arithmetic")
+    engine_bytes = need[tp] + memory.kv_bytes(m, tokens=job.train_batch * job.n * job.seq // replicas, tp=tp)
+    engine_bytes = min(engine_bytes, budget)
+    fraction = round(engine_bytes / job.gpu_bytes, 2)
+    if job.rollout == "sglang":
+        # SGLang's fraction is of the free memory at start, for static memory (weights + KV).
+        free = int(job.gpu_bytes * HEADROOM)
+        fraction = min(round(engine_bytes / free, 2), 0.85)
+        why = (f"SGLang reads it as a fraction of the free memory for weights + KV ({_gib(engine_bytes)} of "
+               f"about {_gib(free)} free beside the offloaded actor)")
+    else:
+        fraction = max(min(fraction, MAX_UTILIZATION), round(need[tp] / job.gpu_bytes + 0.01, 2))
+        why = (f"vLLM >= 0.7 reads it as a fraction of total memory: {_gib(int(fraction * job.gpu_bytes))} of "
+               f"{_gib(job.gpu_bytes)} holds the weights and the KV of the whole batch's rollouts where it fits "
+               f"(capped at {MAX_UTILIZATION}: the guide's 0.5-0.7 balances throughput and OOM)")
+    plan.add("actor_rollout_ref.rollout.gpu_memory_utilization", fraction, why, "guide + arithmetic")
+    plan.add("actor_rollout_ref.rollout.max_num_batched_tokens", max(8192, job.seq),
+             "above 2048 for throughput, and at least one whole prompt + response", "guide")
+    plan.memory["rollout_engine_gib"] = round(fraction * job.gpu_bytes / GIB, 2)
+    plan.memory["rollout_weights_kv_min_gib"] = round(need[tp] / GIB, 2)
+
+
+def _batches(job: Job, plan: Plan, dp: int) -> int:
+    """The mini batch, checked against verl's divisibility rules; returns the per-GPU share of a mini batch."""
+    if (job.train_batch * job.n) % job.gpus:
+        good = next(b for b in range(job.train_batch, job.train_batch + job.gpus + 1) if (b * job.n) % job.gpus == 0)
+        raise UsageError(f"--train-batch {job.train_batch} x --n {job.n} = {job.train_batch * job.n} responses "
+                         f"do not divide over {job.gpus} GPUs (verl's check in validate_config)",
+                         hint=f"--train-batch {good}")
+    mini = job.train_batch
+    for parts in (4, 2):
+        cand = job.train_batch // parts
+        if job.train_batch % parts == 0 and (cand * job.n) % dp == 0 and cand * job.n // dp >= 1:
+            mini = cand
+            break
+    plan.add("actor_rollout_ref.actor.ppo_mini_batch_size", mini,
+             f"{job.train_batch // mini} updates a step; {mini} x n={job.n} responses divide over DP={dp}", "seed 000 + verl")
+    return mini * job.n // dp
+
+
+def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
+    m, limit = job.model, int(job.gpu_bytes * HEADROOM)
+    shards = job.gpus
+    chosen = None
+    for factor in (3, 2, 1):
+        tokens = factor * job.seq
+        for ckpt in (False, True):
+            est = memory.actor_step(m, tokens=tokens, grad_ckpt=ckpt, shards=shards)
+            if est.peak <= limit:
+                chosen = (factor, ckpt, est, False)
+                break
+        if chosen:
+            break
+    if not chosen:
+        for factor in (2, 1):
+            est = memory.actor_step(m, tokens=factor * job.seq, grad_ckpt=True, shards=shards, offload=True)
+            if est.peak <= limit:
+                chosen = (factor, True, est, True)
+                break
+    if not chosen:
+        est = memory.actor_step(m, tokens=job.seq, grad_ckpt=True, shards=shards, offload=True)
+        raise UsageError(f"one training sequence of {job.seq} tokens of {m.name} needs {_gib(est.peak)} per GPU "
+                         f"even with checkpointing and CPU offload, {_gib(est.peak - limit)} more than "
+                         f"{HEADROOM:.0%} of the {job.gpu_name}'s {_gib(job.gpu_bytes)}",
+                         hint="shorter --prompt-len/--response-len, sequence parallelism (ulysses), or more memory")
+    factor, ckpt, est, offload = chosen
+    max_tokens = factor * job.seq
+    plan.add("actor_rollout_ref.model.use_remove_padding", m.remove_padding,
+             f"sequence packing is tested for model type {m.model_type}" if m.remove_padding else
+             f"verl has not tested packing for model type {m.model_type}", "guide")
+    plan.add("actor_rollout_ref.actor.use_dynamic_bsz", True,
+             "packs micro batches to a token budget: fewer, fuller forward passes", "guide")
+    plan.add("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", max_tokens,
+             f"{factor} x (prompt + response); the step's peak is {_gib(est.peak)} of {_gib(job.gpu_bytes)}"
+             + ("" if factor == 3 else " (3x does not fit)"), "guide + arithmetic")
+    for key in ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+                "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"):
+        plan.add(key, 2 * max_tokens, "forward only: 2x the training budget", "guide")
+    plan.add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", max(1, min(per_gpu_mini, max_tokens // job.seq)),
+             "whole sequences in the token budget (used when dynamic batching is off)", "arithmetic")
+    plan.add("actor_rollout_ref.model.enable_gradient_checkpointing", ckpt,
+             "activations of the token budget do not fit without it" if ckpt else
+             "the step fits without recomputation, which costs about a third more compute", "guide + arithmetic")
+    plan.add("actor_rollout_ref.actor.fsdp_config.offload_policy", offload,
+             "the sharded states do not fit beside the step: FSDP2 keeps them on the host" if offload else
+             f"states sharded over {shards} GPUs fit ({_gib(est.parts['master_weights_and_adam'])} per GPU)",
+             "arithmetic")
+    plan.memory["actor_step_peak_gib"] = round(est.peak / GIB, 2)
+    plan.memory["actor_step_phase"] = est.phase
+    plan.memory["actor_step_breakdown_gib"] = est.gib()
+
+
+def _megatron(job: Job, plan: Plan) -> tuple[int, int]:
+    m, limit = job.model, int(job.gpu_bytes * HEADROOM)
+    act = memory.saved_activations(m, tokens=job.seq, grad_ckpt=True)
+    for tp in (t for t in TP_CHOICES if t <= job.gpus_per_node):
+        for pp in (1, 2, 4, 8):
+            if job.gpus % (tp * pp) or m.layers % pp:
+                continue
+            states = memory.megatron_states(m, tp=tp, pp=pp, dp=job.gpus // (tp * pp))
+            if states + act // (tp * pp) <= limit:
+                why = ("the model's states fit one GPU with the distributed optimizer over DP: TP=1, PP=1 is fastest"
+                       if tp == pp == 1 else f"states need {_gib(states)} per GPU at TP={tp}, PP={pp}; smaller splits do not fit")
+                plan.add("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", tp, why, "seed 000 + arithmetic")
+                plan.add("actor_rollout_ref.actor.megatron.pipeline_model_parallel_size", pp,
+                         "PP=1 measured best (MFU 14.0 % vs 11.3 % with PP)" if pp == 1 else
+                         "tensor parallelism within the node is not enough", "seed 000")
+                plan.memory["megatron_states_gib"] = round(states / GIB, 2)
+                return tp, pp
+    raise UsageError(f"{m.name}'s Megatron states do not fit {job.gpus} x {job.gpu_name} at any TP x PP",
+                     hint="more nodes, or the FSDP backend with CPU offload")
+
+
+def make(job: Job) -> Plan:
+    if job.rollout not in ("vllm", "sglang") or job.backend not in ("fsdp", "megatron"):
+        raise UsageError("--rollout is vllm or sglang; --backend is fsdp or megatron")
+    plan = Plan(job)
+    plan.add("data.train_batch_size", job.train_batch, "as asked", "user")
+    plan.add("data.max_prompt_length", job.prompt_len, "as asked", "user")
+    plan.add("data.max_response_length", job.response_len, "as asked", "user")
+    plan.add("actor_rollout_ref.rollout.n", job.n, "as asked", "user")
+    plan.add("actor_rollout_ref.rollout.name", job.rollout, "as asked", "user")
+    plan.add("trainer.n_gpus_per_node", job.gpus_per_node, "as asked", "user")
+    plan.add("trainer.nnodes", job.nodes, "as asked", "user")
+    # Colocated: while the engine generates, the actor's and ref's weights and optimizer wait on the host.
+    plan.add("actor_rollout_ref.actor.fsdp_config.param_offload" if job.backend == "fsdp" else
+             "actor_rollout_ref.actor.megatron.param_offload", True,
+             "colocated: the actor's weights leave the GPU while the rollout engine runs", "seed 000")
+    plan.add("actor_rollout_ref.actor.fsdp_config.optimizer_offload" if job.backend == "fsdp" else
+             "actor_rollout_ref.actor.megatron.optimizer_offload", True,
+             "colocated: AdamW's states leave the GPU while the rollout engine runs", "seed 000")
+    # The engine's share: what the offloaded actor leaves, capped at the guide's 0.7 (sleep mode does not always
+    # give every page back: vllm-project/vllm#37533), so a model that needs nearly the whole GPU gets a larger TP.
+    budget = min(int(job.gpu_bytes * HEADROOM) - memory.ENGINE_OVERHEAD // 2, int(job.gpu_bytes * MAX_UTILIZATION))
+    _rollout(job, plan, budget)
+    if job.backend == "megatron":
+        plan.settings.insert(0, Setting("model_engine", "megatron", "verl 0.9's Megatron actor "
+                                        "(ppo_megatron_trainer is a deprecated alias)", "verl"))
+        tp, pp = _megatron(job, plan)
+        dp = job.gpus // (tp * pp)
+        per_gpu = _batches(job, plan, dp)
+        micro = next(b for b in (4, 2, 1) if b <= per_gpu and (job.train_batch * job.n) % (dp * b) == 0)
+        plan.add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro,
+                 "seed 000's 4 where verl's rule (train batch x n divisible by DP x micro batch) allows", "seed 000 + verl")
+        plan.add("actor_rollout_ref.actor.use_dynamic_bsz", False, "fixed micro batches, as in seed 000", "seed 000")
+    else:
+        per_gpu = _batches(job, plan, job.gpus)
+        _fsdp(job, plan, per_gpu)
+    plan.add("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", 2 * plan.value(
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"), "forward only: 2x the training micro batch", "guide")
+    plan.add("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", 2 * plan.value(
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"), "forward only: 2x the training micro batch", "guide")
+    if job.micro_batch or job.seq_len or job.grad_ckpt is not None:
+        _asked_step(job, plan)
+    return plan
+
+
+def _asked_step(job: Job, plan: Plan) -> None:
+    """The step the user asked about: its predicted peak (one GPU: the plain step the benchmark measures)."""
+    batch, seq = job.micro_batch or 1, job.seq_len or job.seq
+    ckpt = True if job.grad_ckpt is None else job.grad_ckpt
+    plain = job.gpus == 1
+    est = memory.actor_step(job.model, tokens=batch * seq, micro_batch=batch, grad_ckpt=ckpt, plain=plain,
+                            shards=job.gpus)
+    plan.memory.update(actor_step_peak_gib=round(est.peak / GIB, 2), actor_step_phase=est.phase,
+                       actor_step_breakdown_gib=est.gib(),
+                       actor_step=({"micro_batch": batch, "seq_len": seq, "grad_ckpt": ckpt,
+                                    "kind": "plain single-GPU step" if plain else f"FSDP over {job.gpus} GPUs"}))
+    if est.peak > job.gpu_bytes:
+        plan.notes.append(f"the asked step needs {_gib(est.peak)}, more than the {_gib(job.gpu_bytes)} of a "
+                          f"{job.gpu_name}: it will run out of memory")

@@ -1,0 +1,171 @@
+"""`rocmkit tune`: the model table, the memory model against recorded GPU measurements, the decisions the
+issue names (seed 000's case, large models, small ones), verl's divisibility rules and monotonicity as
+properties, verl 0.9.1's own config accepting the overrides, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocmkit.errors import UsageError
+from rocmkit.tune import memory, models, plan
+from rocmkit.tune.memory import GIB
+
+DATA = Path(__file__).parent / "data" / "tune"
+TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
+
+
+def job(model: str, gpu_gib: float, **kw) -> plan.Job:
+    return plan.Job(models.lookup(model), "test GPU", int(gpu_gib * GIB), **kw)
+
+
+def tune(*args: str, python: str = sys.executable) -> subprocess.CompletedProcess:
+    return subprocess.run([python, "-m", "rocmkit", "tune", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_table_parameter_counts_match_the_published_ones():
+    for name, entry in models.table().items():
+        spec = models.from_config(entry, name, entry["source"])
+        assert abs(spec.params / 1e9 / entry["params_b"] - 1) < 0.02, name
+    moe = models.lookup("Qwen3-30B-A3B")
+    assert moe.experts == 128 and 3.0e9 < moe.active_params < 3.6e9
+
+
+def test_memory_model_within_20_percent_of_real_steps():
+    """Peaks of real training steps (benchmarks/tune_memory.py on an H100; random-initialised Qwen2 0.5B
+    and 1.5B, fp32 weights, bf16 autocast, AdamW, fp32 log-softmax and entropy), predicted again now."""
+    doc = json.loads((DATA / "h100_steps.json").read_text())
+    assert len(doc["rows"]) >= 8
+    for row in doc["rows"]:
+        spec = models.lookup(row["model"])
+        est = memory.actor_step(spec, tokens=row["batch"] * row["seq"], micro_batch=row["batch"],
+                                grad_ckpt=row["grad_ckpt"], plain=True)
+        assert abs(est.peak / row["measured_bytes"] - 1) <= 0.20, row
+    # checkpointing must be predicted to save what it saved
+    on = [r for r in doc["rows"] if r["grad_ckpt"]]
+    assert all(r["measured_bytes"] < next(o["measured_bytes"] for o in doc["rows"] if not o["grad_ckpt"]
+                                          and (o["model"], o["batch"], o["seq"]) == (r["model"], r["batch"], r["seq"]))
+               for r in on)
+
+
+@pytest.mark.parametrize("backend", ["fsdp", "megatron"])
+def test_seed_000_case(backend):
+    p = plan.make(job("Qwen2-7B-Instruct", 192, prompt_len=1024, response_len=1024, n=5, train_batch=1024,
+                      backend=backend))
+    assert p.value(TP) == 1 and "TP=1" in next(s.reason for s in p.settings if s.key == TP)
+    if backend == "megatron":
+        assert p.value("actor_rollout_ref.actor.megatron.tensor_model_parallel_size") == 1
+        assert p.value("actor_rollout_ref.actor.megatron.pipeline_model_parallel_size") == 1
+        assert p.overrides()[0] == "model_engine=megatron"
+    else:
+        assert p.value("actor_rollout_ref.model.use_remove_padding") is True
+        assert p.value("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") >= 2 * 2048
+    assert all(s.reason and s.source for s in p.settings)
+
+
+@pytest.mark.parametrize(("model", "gpu", "at_least"), [
+    ("Qwen2-72B-Instruct", "MI300X", 2), ("Qwen2.5-32B-Instruct", "H100", 2),
+    ("Qwen2-7B-Instruct", "MI355X", 1), ("Qwen2-7B-Instruct", "H100", 1)])
+def test_rollout_tp_for_large_and_small_models(model, gpu, at_least):
+    out = tune("--model", model, "--gpu", gpu, "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    tp = next(s for s in doc["settings"] if s["key"] == TP)
+    assert (tp["value"] >= 2) if at_least == 2 else (tp["value"] == 1), tp
+    assert "fit" in tp["reason"] and doc["schema"] == "rocmkit.tune/v1"
+
+
+def test_single_step_question_and_its_breakdown():
+    out = tune("--model", "Qwen2-0.5B-Instruct", "--gpu", "H100", "--gpus-per-node", "1", "--train-batch", "8",
+               "--n", "2", "--micro-batch", "4", "--seq-len", "1024", "--grad-ckpt", "--json")
+    doc = json.loads(out.stdout)
+    mem = doc["memory"]
+    expected = memory.actor_step(models.lookup("Qwen2-0.5B-Instruct"), tokens=4096, grad_ckpt=True, plain=True)
+    assert mem["actor_step_peak_gib"] == round(expected.peak / GIB, 2)
+    assert mem["actor_step"]["kind"] == "plain single-GPU step" and "logits" in mem["actor_step_breakdown_gib"]
+
+
+names = sorted(models.table())
+
+
+@settings(max_examples=150, deadline=None)
+@given(model=st.sampled_from(names), gib=st.sampled_from([64, 80, 141, 192, 256, 288]),
+       per_node=st.sampled_from([1, 2, 4, 8]), nodes=st.integers(1, 4), n=st.integers(1, 16),
+       batch=st.integers(1, 2048), backend=st.sampled_from(["fsdp", "megatron"]))
+def test_every_plan_satisfies_verls_divisibility_rules(model, gib, per_node, nodes, n, batch, backend):
+    j = job(model, gib, gpus_per_node=per_node, nodes=nodes, n=n, train_batch=batch, backend=backend)
+    try:
+        p = plan.make(j)
+    except UsageError as exc:
+        assert exc.hint  # an impossible job says what would work
+        return
+    gpus = per_node * nodes
+    assert (batch * n) % gpus == 0
+    tp = p.value(TP)
+    assert gpus % tp == 0 and tp <= per_node
+    if backend == "megatron":
+        dp = gpus // (p.value("actor_rollout_ref.actor.megatron.tensor_model_parallel_size")
+                      * p.value("actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"))
+        assert (batch * n) % (dp * p.value("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")) == 0
+    else:
+        dp = gpus
+    mini = p.value("actor_rollout_ref.actor.ppo_mini_batch_size")
+    assert batch % mini == 0 and (mini * n) % dp == 0 and mini * n // dp >= 1
+    assert 0 < p.value("actor_rollout_ref.rollout.gpu_memory_utilization") <= 0.85
+
+
+@settings(max_examples=100, deadline=None)
+@given(model=st.sampled_from(names), small=st.integers(24, 300), more=st.integers(1, 300))
+def test_more_memory_never_gives_a_larger_tp(model, small, more):
+    def tp(gib):
+        try:
+            return plan.make(job(model, gib)).value(TP)
+        except UsageError:
+            return 99  # does not fit at all: "larger" than any TP
+    assert tp(small + more) <= tp(small)
+
+
+def test_a_config_json_directory(tmp_path):
+    entry = dict(models.table()["Qwen/Qwen2-1.5B-Instruct"])
+    (tmp_path / "config.json").write_text(json.dumps(entry))
+    assert models.lookup(str(tmp_path)).params == models.lookup("Qwen2-1.5B-Instruct").params
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--model", "no-such-model", "--gpu", "MI300X"], "not in rocmkit's model table"),
+    (["--model", "Qwen2-7B-Instruct", "--gpu", "MI999"], "--gpu MI999: not in rocmkit's arch table"),
+    (["--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--train-batch", "1023", "--n", "3"], "hint: --train-batch 1024"),
+    (["--model", "Qwen3-235B-A22B", "--gpu", "H100", "--gpus-per-node", "4"], "more than the 56.0 GiB"),
+    (["--model", "Qwen2-7B-Instruct"], "--model and --gpu are required"),
+])
+def test_bad_input_is_a_clear_error(args, says):
+    out = tune(*args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_config_missing_a_field_is_named(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8, "model_type": "llama"}))
+    out = tune("--model", str(tmp_path), "--gpu", "MI300X")
+    assert out.returncode == 2 and "num_hidden_layers" in out.stderr and "config.json" in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["fsdp", "megatron"])
+def test_verl_accepts_the_overrides(backend):
+    """The seed-000 plan composed and validated by verl 0.9.1's own config (the verl-cpu venv)."""
+    python = os.environ.get("ROCMKIT_VERL_CPU_PYTHON")
+    if not python:
+        if os.environ.get("ROCMKIT_REQUIRE_VERL_CPU") == "1":
+            pytest.fail("ROCMKIT_VERL_CPU_PYTHON is not set: .ci/provision/50-verl-cpu.sh makes the verl-cpu venv")
+        pytest.skip("ROCMKIT_VERL_CPU_PYTHON is not set")
+    out = tune("--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--backend", backend, "--json", python=python)
+    assert out.returncode == 0, out.stderr
+    check = json.loads(out.stdout)["verl_check"]
+    assert check["ok"] and check["verl"] == "0.9.1"
