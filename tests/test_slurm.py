@@ -96,3 +96,24 @@ def test_committed_examples_are_current(tmp_path):
         assert path.exists(), f"run `rocmkit slurm --examples slurm` ({name} missing)"
         assert path.read_text() == slurm.render(s), f"slurm/{name} is stale: run `rocmkit slurm --examples slurm`"
     assert sorted(p.name for p in (REPO / "slurm").iterdir()) == sorted(slurm.example_specs())
+
+
+def test_tune_plan_goes_before_the_users_overrides(tmp_path):
+    runner = CliRunner()
+    plan = runner.invoke(cli, ["tune", "--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--nodes", "2", "--json"])
+    assert plan.exit_code == 0, plan.output
+    (tmp_path / "plan.json").write_text(plan.output)
+    r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
+                            str(tmp_path / "plan.json"), "--", "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"])
+    assert r.exit_code == 0, r.output
+    script = r.output
+    assert "actor_rollout_ref.rollout.tensor_model_parallel_size=1" in script
+    assert "gpu_memory_utilization=0.5" in script and script.count("gpu_memory_utilization=") == 1
+    assert script.count("trainer.nnodes=") == 1  # the script's own, not the plan's again
+    wrong = runner.invoke(cli, ["slurm", "--nodes", "4", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
+                                str(tmp_path / "plan.json")])
+    assert wrong.exit_code == 2 and "trainer.nnodes=2, the job for 4" in wrong.output
+    (tmp_path / "bad.json").write_text("{}")
+    bad = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
+                              str(tmp_path / "bad.json")])
+    assert bad.exit_code == 2 and "rocmkit.tune/v1" in bad.output

@@ -46,6 +46,33 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
                           "rocmkit builds carry it in the label io.rocmkit.ray-version when present locally")
 
 
+def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str, ...]) -> tuple[str, ...]:
+    """The overrides of a `rocmkit tune --json` document, then OVERRIDES; the script adds trainer.nnodes and
+    trainer.n_gpus_per_node itself, so the plan's must agree with --nodes and --gpus-per-node."""
+    import json
+
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UsageError(f"--tune {path}: cannot read ({exc.strerror})") from None
+    except ValueError as exc:
+        raise UsageError(f"--tune {path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != "rocmkit.tune/v1" or not isinstance(doc.get("overrides"), list):
+        raise UsageError(f"--tune {path}: not a `rocmkit tune --json` document (schema rocmkit.tune/v1 with overrides)")
+    planned = {"trainer.nnodes": nodes, "trainer.n_gpus_per_node": gpus_per_node}
+    tuned = []
+    for item in doc["overrides"]:
+        key, _, value = str(item).partition("=")
+        if key in planned:
+            if value != str(planned[key]):
+                raise UsageError(f"--tune {path}: the plan is for {key}={value}, the job for {planned[key]}",
+                                 hint="run rocmkit tune with the same --nodes and --gpus-per-node")
+            continue
+        tuned.append(str(item))
+    mine = {o.split("=", 1)[0].lstrip("+~") for o in given}
+    return tuple(o for o in tuned if o.split("=", 1)[0] not in mine) + tuple(given)
+
+
 @click.command()
 @click.option("--nodes", type=int, required=False, help="Number of nodes (one Ray node each).")
 @click.option("--gpus-per-node", type=int, default=8, show_default=True,
@@ -78,9 +105,13 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
 @click.option("--force", is_flag=True, help="Overwrite --output.")
 @click.option("--examples", "examples_dir", type=click.Path(file_okay=False), default=None,
               help="Regenerate the example scripts (one per runtime) into this folder, e.g. slurm/.")
+@click.option("--tune", "tune_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="A `rocmkit tune --json` document: its overrides go before OVERRIDES (an override given in "
+                   "OVERRIDES replaces the tuned one of the same key); its nodes and GPUs per node must match.")
 @click.argument("overrides", nargs=-1)
 def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, cpus_per_task, job_name, ray_version,
-          stack_name, ray_port, join_timeout, entrypoint, env_pairs, output, force, examples_dir, overrides) -> None:
+          stack_name, ray_port, join_timeout, entrypoint, env_pairs, output, force, examples_dir, tune_file,
+          overrides) -> None:
     """Render an sbatch script: a Ray cluster on N nodes, then verl with OVERRIDES.
 
     The script starts one container per node (removed however the job ends), the Ray head on the first
@@ -96,6 +127,8 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
         return
     if nodes is None:
         raise UsageError("--nodes is required")
+    if tune_file:
+        overrides = tuned_overrides(tune_file, nodes, gpus_per_node, overrides)
     version, source = _ray_version(ray_version, stack_name, image, runtime)
     env = {}
     for pair in env_pairs:
