@@ -31,8 +31,20 @@ from .common import json_option
                    "ROCm device flags, and report its result.")
 @click.option("--timeout", "timeout_s", type=click.IntRange(min=1), default=600, show_default=True, metavar="SECONDS",
               help="With --image: stop the container after this long (exit 124).")
+@click.option("--save-baseline", "save_baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also write this run (its JSON document: findings, figures, fingerprint) to FILE, as the "
+                   "baseline of a good host. Replaces FILE only if it is a doctor document.")
+@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              metavar="FILE", help="Compare this run with a saved one (driver, firmware, ROCm, kernel, partition "
+                                   "modes, NUMA, probe figures within --tolerance, checks that passed there).")
+@click.option("--compare", "compare_files", nargs=2, type=click.Path(dir_okay=False, exists=True), default=None,
+              metavar="A B", help="Compare two saved runs (doctor --json or --save-baseline files), B against A; "
+                                  "reads nothing of this host.")
+@click.option("--tolerance", type=click.FloatRange(0.01, 0.9), default=0.10, show_default=True,
+              help="A probe figure this far below the baseline warns; twice as far fails.")
 @click.pass_context
-def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s) -> None:
+def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, save_baseline,
+           baseline_file, compare_files, tolerance) -> None:
     """Check a ROCm host or container and say what to fix.
 
     Level 1 reads sysfs, procfs, /dev and the environment: amdgpu driver, /dev/kfd and render-node
@@ -46,6 +58,12 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     3 when --image has no Docker engine or --level 2 finds no GPU, 124 when --image runs past
     --timeout, 130/143 when interrupted (the container is removed either way).
     """
+    if compare_files:
+        if image or root or capture_dir or baseline_file or save_baseline:
+            raise UsageError("--compare A B compares two saved runs; it takes no --image, --root, --capture, "
+                             "--baseline or --save-baseline")
+        _compare(ctx, compare_files, tolerance, as_json, strict)
+        return
     if image:
         if root or capture_dir:
             raise UsageError("--image runs the doctor inside the image; it takes no --root or --capture")
@@ -86,7 +104,14 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
                    f"`rocmkit doctor --root {out}`", err=True)
     if level >= 2:
         findings += [f for f in _level2(facts) if selected(f, only_ids)]
+    if baseline_file:
+        from ..host.baseline import compare
+
+        now = doctor_document(findings, facts, level=level, strict=strict)
+        findings += compare(load_run(baseline_file), now, tolerance=tolerance, base_name=baseline_file)
     code = exit_code(findings, strict)
+    if save_baseline:
+        _save(save_baseline, doctor_document(findings, facts, level=level, strict=strict))
     if as_json:
         click.echo(dumps(doctor_document(findings, facts, level=level, strict=strict)), nl=False)
     else:
@@ -94,8 +119,51 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     ctx.exit(code)
 
 
+def load_run(path: str) -> dict:
+    """A saved doctor run; anything else is a usage error naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != "rocmkit.doctor/v1" or not isinstance(doc.get("findings"), list):
+        raise UsageError(f"{path}: not a saved doctor run (a `rocmkit doctor --json` document, schema rocmkit.doctor/v1)")
+    return doc
+
+
+def _save(path: str, doc: dict) -> None:
+    import os
+
+    from ..fileio import write_atomic
+
+    if os.path.exists(path):
+        load_run(path)  # only a doctor document is replaced: never a user's other file
+    write_atomic(path, dumps(doc))
+    click.echo(f"saved this run as a baseline in {path}", err=True)
+
+
+def _compare(ctx, files: tuple[str, str], tolerance: float, as_json: bool, strict: bool) -> None:
+    from ..host.baseline import compare
+    from ..host.report import counts, exit_code, table
+    from ..output import document
+
+    base, now = (load_run(f) for f in files)
+    findings = compare(base, now, tolerance=tolerance, base_name=files[0])
+    code = exit_code(findings, strict)
+    if as_json:
+        click.echo(dumps(document("doctor-compare", {"a": files[0], "b": files[1], "tolerance": tolerance,
+                                                      "findings": [f.to_json() for f in findings],
+                                                      "summary": counts(findings), "exit_code": code})), nl=False)
+    else:
+        click.echo(table(findings, f"rocmkit doctor --compare: {files[1]} against {files[0]}",
+                         color=sys.stdout.isatty()), nl=False)
+    ctx.exit(code)
+
+
 # First parts of the ids the checks and probes produce, whether or not this host produced one this time.
-ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor"}
+ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor", "baseline"}
 
 
 def _level2(facts) -> list:

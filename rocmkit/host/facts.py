@@ -66,6 +66,8 @@ class Facts:
     process: dict | None = None  # see collect_process(); None when not available (captured tree without it)
     read_errors: list[tuple[str, str]] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)
+    kernel_release: str | None = None  # proc/sys/kernel/osrelease
+    amdgpu_version: str | None = None  # sys/module/amdgpu/version (the DKMS driver; absent for the in-tree one)
 
     @property
     def env(self) -> dict[str, str]:
@@ -86,6 +88,8 @@ def collect(root: str = "/", *, process: bool | None = None) -> Facts:
         for minor in d.render_minors:
             facts.render[minor] = dev_node(reader, f"dev/dri/renderD{minor}", live)
     facts.amdgpu_initstate = reader.line("sys/module/amdgpu/initstate")
+    facts.amdgpu_version = reader.line("sys/module/amdgpu/version")
+    facts.kernel_release = reader.line("proc/sys/kernel/osrelease")
     facts.cmdline = reader.line("proc/cmdline")
     facts.numa_balancing = reader.line("proc/sys/kernel/numa_balancing")
     facts.rocm_version = reader.line("opt/rocm/.info/version")

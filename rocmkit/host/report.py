@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..output import document
+from .baseline import fingerprint
 from .facts import Facts
 from .model import Finding, Status
 
@@ -66,6 +67,7 @@ def doctor_document(findings: list[Finding], facts: Facts, *, level: int, strict
             "rocm": facts.rocm_version,
             "cmdline": facts.cmdline,
         },
+        "fingerprint": fingerprint(facts),
         "findings": [f.to_json() for f in findings],
         "summary": counts(findings),
         "exit_code": exit_code(findings, strict),

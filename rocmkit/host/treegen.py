@@ -77,6 +77,8 @@ class HostSpec:
     gpu_numa: tuple[int, ...] = ()  # NUMA node per GPU; default: first half node 0, rest node 1
     manifest: dict | None = None
     process: dict | None = field(default_factory=healthy_process)
+    amdgpu_version: str = "6.12.12"  # the DKMS driver's sys/module/amdgpu/version
+    kernel_release: str = "6.8.0-57-generic"
 
 
 def _product(name: str) -> archs.Product:
@@ -139,8 +141,10 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
         _touch(root / "dev/kfd")
     if spec.amdgpu is not None:
         _write(root / "sys/module/amdgpu/initstate", spec.amdgpu + "\n")
+        _write(root / "sys/module/amdgpu/version", spec.amdgpu_version + "\n")
     _write(root / "proc/cmdline", spec.cmdline + "\n")
     _write(root / "proc/sys/kernel/numa_balancing", spec.numa_balancing + "\n")
+    _write(root / "proc/sys/kernel/osrelease", spec.kernel_release + "\n")
     _write(root / "proc/cpuinfo", f"processor\t: 0\nvendor_id\t: {spec.cpu_vendor}\n")
     if spec.proc_self:
         _write_proc_self(root, spec.process or {})

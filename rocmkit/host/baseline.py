@@ -1,0 +1,145 @@
+"""Fleet depth: what identifies a host's setup (its fingerprint), and the comparison of a run against a good
+host's saved run. Every `rocmkit doctor --json` document carries the fingerprint, so any two saved runs
+compare; `--save-baseline FILE` writes one, `--baseline FILE` compares this run with it, `--compare A B`
+compares two files. Pure: documents in, findings out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .facts import Facts
+from .model import Finding, Status
+
+TOLERANCE = 0.10  # a probe figure this much below the baseline warns; twice this much fails
+AREA = "baseline"
+
+
+def fingerprint(facts: Facts) -> dict[str, Any]:
+    """The facts a fleet's hosts should share: kernel, driver, ROCm, and per GPU its product, partition mode,
+    memory partition, firmware and NUMA node."""
+    gpus = {}
+    for i, d in enumerate(facts.devices):
+        gpus[d.pci_address or f"gpu{i}"] = {
+            "product": d.product.name if d.product else d.device_id, "gfx": d.gfx, "mode": d.partition_mode,
+            "memory_partition": d.memory_partition, "partitions": d.partitions,
+            "fw_mec": d.props.get("fw_version"), "fw_sdma": d.props.get("sdma_fw_version"),
+            "numa": facts.gpu_numa.get(d.pci_address or ""),
+        }
+    return {"kernel": facts.kernel_release, "amdgpu": facts.amdgpu_version, "rocm": facts.rocm_version,
+            "gpus": gpus}
+
+
+def figures(findings: list[dict]) -> dict[str, dict]:
+    """Each probe figure of a run: "probe.hbm GPU 0" → {value, unit}."""
+    out = {}
+    for f in findings:
+        if not str(f.get("id", "")).startswith("probe."):
+            continue
+        ev = f.get("evidence") or {}
+        if isinstance(ev.get("value"), (int, float)):
+            out[f["id"]] = {"value": ev["value"], "unit": ev.get("unit", "")}
+        for row in ev.get("gpus") or []:
+            if isinstance(row, dict) and isinstance(row.get("value"), (int, float)):
+                out[f"{f['id']} GPU {row.get('gpu', row.get('index', '?'))}"] = {"value": row["value"],
+                                                                                  "unit": row.get("unit", "")}
+    return out
+
+
+def _finding(fid: str, status: Status, title: str, fix: str | None = None, **evidence) -> Finding:
+    return Finding(id=fid, area=AREA, status=status, title=title, evidence=evidence, fix=fix)
+
+
+def _changes(base: dict, now: dict, keys) -> list[str]:
+    return [f"{k} {base.get(k)!r} → {now.get(k)!r}" for k in keys if base.get(k) != now.get(k)]
+
+
+def compare(base: dict, now: dict, *, tolerance: float = TOLERANCE, base_name: str = "the baseline") -> list[Finding]:
+    """Findings for `now` against `base` (two doctor documents)."""
+    out: list[Finding] = []
+    bfp, nfp = base.get("fingerprint"), now.get("fingerprint")
+    if isinstance(bfp, dict) and isinstance(nfp, dict):
+        changed = _changes(bfp, nfp, ("kernel", "amdgpu", "rocm"))
+        out.append(_finding("baseline.software", Status.WARN if changed else Status.PASS,
+                            ("kernel, driver or ROCm differ from " + base_name + ": " + "; ".join(changed)) if changed
+                            else f"kernel, amdgpu driver and ROCm as in {base_name}",
+                            fix="bring the host to the fleet's kernel, amdgpu driver and ROCm" if changed else None,
+                            changes=changed))
+        out += _gpus(bfp.get("gpus") or {}, nfp.get("gpus") or {}, base_name)
+    else:
+        out.append(_finding("baseline.software", Status.SKIP, "no fingerprint in one of the runs (saved by an "
+                            "older rocmkit): only findings and figures are compared"))
+    out.append(_figures(figures(base.get("findings") or []), figures(now.get("findings") or []), tolerance, base_name))
+    out.append(_regressions(base.get("findings") or [], now.get("findings") or [], base_name))
+    return out
+
+
+def _grouped(changes: list[tuple[str, str]]) -> str:
+    """"mode 'SPX' → 'CPX' on 8 GPUs; fw_mec 177 → 178 on 0000:15:00.0": one change, the GPUs it is on."""
+    by: dict[str, list[str]] = {}
+    for pci, change in changes:
+        by.setdefault(change, []).append(pci)
+    return "; ".join(f"{c} on " + (pcis[0] if len(pcis) == 1 else f"{len(pcis)} GPUs") for c, pcis in by.items())
+
+
+def _gpus(base: dict, now: dict, base_name: str) -> list[Finding]:
+    missing = sorted(set(base) - set(now))
+    added = sorted(set(now) - set(base))
+    setup, firmware = [], []
+    for pci in sorted(set(base) & set(now)):
+        setup += [(pci, c) for c in _changes(base[pci], now[pci], ("product", "gfx", "mode", "memory_partition",
+                                                                    "partitions", "numa"))]
+        firmware += [(pci, c) for c in _changes(base[pci], now[pci], ("fw_mec", "fw_sdma"))]
+    status = Status.FAIL if missing else (Status.WARN if setup or added else Status.PASS)
+    title = (f"GPUs {', '.join(missing)} of {base_name} are missing" if missing else
+             f"GPU setup differs from {base_name}: " + _grouped(setup + [(a, "new") for a in added]) if status is Status.WARN
+             else f"{len(now)} GPUs, products, partition modes and NUMA nodes as in {base_name}")
+    return [
+        _finding("baseline.gpus", status, title, fix="reseat or re-enable the missing GPUs; set the fleet's partition "
+                 "modes (amd-smi set --compute-partition / --memory-partition)" if status is not Status.PASS else None,
+                 missing=missing, added=added, changes=[f"{pci}: {c}" for pci, c in setup]),
+        _finding("baseline.firmware", Status.WARN if firmware else Status.PASS,
+                 f"GPU firmware differs from {base_name}: " + _grouped(firmware) if firmware
+                 else f"GPU firmware (MEC, SDMA) as in {base_name}",
+                 fix="flash the fleet's firmware bundle (PLDM) on this host" if firmware else None,
+                 changes=[f"{pci}: {c}" for pci, c in firmware]),
+    ]
+
+
+def _figures(base: dict, now: dict, tolerance: float, base_name: str) -> Finding:
+    if not base or not now:
+        return _finding("baseline.figures", Status.SKIP, "probe figures not compared: "
+                        + ("the baseline has none" if not base else "this run has none (level 2 measures them)"))
+    rows, worst = [], Status.PASS
+    for key in sorted(set(base) & set(now)):
+        b, n = base[key]["value"], now[key]["value"]
+        if not b:
+            continue
+        ratio = n / b
+        status = Status.FAIL if ratio < 1 - 2 * tolerance else Status.WARN if ratio < 1 - tolerance else Status.PASS
+        rows.append({"figure": key, "baseline": b, "now": n, "unit": now[key]["unit"], "ratio": round(ratio, 3),
+                     "status": status.value})
+        if status is Status.FAIL or (status is Status.WARN and worst is Status.PASS):
+            worst = status
+    low = [r for r in rows if r["status"] != Status.PASS.value]
+    low.sort(key=lambda r: r["ratio"])
+    title = (f"{len(low)} probe figure(s) below {base_name}: " + "; ".join(
+        f"{r['figure']} {r['now']:g} vs {r['baseline']:g} {r['unit']} ({r['ratio'] - 1:+.0%})" for r in low[:3])
+        if low else f"{len(rows)} probe figures within {tolerance:.0%} of {base_name}")
+    return _finding("baseline.figures", worst, title, fix="look at this GPU's clocks, power cap, PCIe/xGMI links and "
+                    "ECC counters (rocmkit doctor), then RVS or rccl-tests" if low else None,
+                    tolerance=tolerance, figures=rows)
+
+
+def _regressions(base: list[dict], now: list[dict], base_name: str) -> Finding:
+    before = {f.get("id"): f.get("status") for f in base}
+    worse = [f for f in now if before.get(f.get("id")) == Status.PASS.value
+             and f.get("status") in (Status.WARN.value, Status.FAIL.value) and not str(f.get("id")).startswith("probe.")]
+    status = Status.FAIL if any(f["status"] == Status.FAIL.value for f in worse) else \
+        Status.WARN if worse else Status.PASS
+    return _finding("baseline.findings", status,
+                    f"{len(worse)} check(s) passed on {base_name} and do not now: "
+                    + ", ".join(f"{f['id']} ({f['status']})" for f in worse[:5]) if worse
+                    else f"no check that passed on {base_name} fails or warns now",
+                    fix="see those checks' own fixes above" if worse else None,
+                    regressed=[{"id": f["id"], "status": f["status"], "title": f.get("title")} for f in worse])

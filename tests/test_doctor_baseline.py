@@ -1,0 +1,97 @@
+"""Fleet depth: a good host's run saved as the baseline, this host compared with it, two saved runs compared.
+Trees are generated (rocmkit.host.treegen); probe figures are the ones recorded on real GPUs
+(tests/data/probes), lowered by hand to make a slow GPU."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rocmkit.cli import cli
+from rocmkit.host import probes
+from rocmkit.host.baseline import compare
+from rocmkit.host.facts import collect
+from rocmkit.host.model import Status
+from rocmkit.host.report import doctor_document
+from rocmkit.host.treegen import HostSpec, write_tree
+
+PROBES = Path(__file__).parent / "data" / "probes"
+
+
+def doctor(*args: str):
+    return CliRunner().invoke(cli, ["doctor", *args])
+
+
+def by_id(findings) -> dict:
+    return {(f["id"] if isinstance(f, dict) else f.id): f for f in findings}
+
+
+def test_a_changed_firmware_is_flagged_against_the_baseline(tmp_path):
+    good, bad = write_tree(tmp_path / "good", HostSpec()), write_tree(tmp_path / "bad", HostSpec(fw_versions=(177, 178)))
+    base = tmp_path / "base.json"
+    out = doctor("--root", str(good), "--save-baseline", str(base))
+    assert out.exit_code == 0, out.output
+    saved = json.loads(base.read_text())
+    assert saved["fingerprint"]["gpus"]["0000:15:00.0"]["fw_mec"] == 177 and saved["fingerprint"]["kernel"]
+    out = doctor("--root", str(bad), "--baseline", str(base), "--json")
+    found = by_id(json.loads(out.stdout)["findings"])
+    assert found["baseline.firmware"]["status"] == "warn"
+    assert "fw_mec 177 → 178 on 0000:15:00.0" in found["baseline.firmware"]["title"]
+    assert found["baseline.software"]["status"] == "pass" and found["baseline.gpus"]["status"] == "pass"
+    same = json.loads(doctor("--root", str(good), "--baseline", str(base), "--json").stdout)["findings"]
+    assert {f["status"] for f in same if f["id"].startswith("baseline.")} == {"pass", "skip"}
+
+
+def test_partition_mode_missing_gpus_and_regressed_checks(tmp_path):
+    base = doctor_document([], collect(str(write_tree(tmp_path / "a", HostSpec()))), level=1, strict=False)
+    facts = collect(str(write_tree(tmp_path / "b", HostSpec(gpus=7, mode="CPX"))))
+    now = doctor_document([], facts, level=1, strict=False)
+    found = by_id(compare(base, now))
+    assert found["baseline.gpus"].status is Status.FAIL and "0000:75:00.0" in found["baseline.gpus"].title
+    base["findings"] = [{"id": "kernel.numa_balancing", "status": "pass"}]
+    now["findings"] = [{"id": "kernel.numa_balancing", "status": "fail", "title": "NUMA balancing is on"}]
+    assert by_id(compare(base, now))["baseline.findings"].status is Status.FAIL
+
+
+def run_with_figures(scale_gpu1: float = 1.0) -> dict:
+    doc = json.loads((PROBES / "h200-x2.json").read_text())
+    doc = copy.deepcopy(doc)
+    for fig in doc["gpus"][1]["figures"].values():
+        fig["value"] *= scale_gpu1
+        fig["samples"] = [s * scale_gpu1 for s in fig["samples"]]
+    return {"schema": "rocmkit.doctor/v1", "findings": [f.to_json() for f in probes.findings_for(doc)]}
+
+
+@pytest.mark.parametrize(("scale", "status"), [(0.97, "pass"), (0.85, "warn"), (0.78, "fail")])
+def test_a_probe_figure_below_the_baseline(tmp_path, scale, status):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(run_with_figures()))
+    b.write_text(json.dumps(run_with_figures(scale)))
+    out = doctor("--compare", str(a), str(b), "--json")
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == "rocmkit.doctor-compare/v1"
+    figures = by_id(doc["findings"])["baseline.figures"]
+    assert figures["status"] == status, figures["title"]
+    if status != "pass":
+        assert "GPU 1" in figures["title"] and "GPU 0" not in figures["title"].split(":")[1]
+        assert out.exit_code == (1 if status == "fail" else 0)
+
+
+def test_bad_files_are_named_and_nothing_is_overwritten(tmp_path):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("my notes")
+    out = doctor("--compare", str(junk), str(junk))
+    assert out.exit_code == 2 and "notes.txt: not JSON" in out.output
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1}')
+    out = doctor("--compare", str(other), str(other))
+    assert out.exit_code == 2 and "not a saved doctor run" in out.output
+    tree = write_tree(tmp_path / "t", HostSpec())
+    out = doctor("--root", str(tree), "--save-baseline", str(other))
+    assert out.exit_code == 2 and other.read_text() == '{"a": 1}'
+    out = doctor("--compare", str(other), str(other), "--root", str(tree))
+    assert out.exit_code == 2 and "takes no" in out.output
