@@ -132,6 +132,21 @@ def test_more_memory_never_gives_a_larger_tp(model, small, more):
     assert tp(small + more) <= tp(small)
 
 
+@pytest.mark.parametrize(("mode", "gib"), [("SPX", 192.0), ("CPX", 24.0)])
+def test_gpu_auto_reads_the_host_and_divides_partitions(tmp_path, mode, gib):
+    from rocmkit.host.treegen import HostSpec, write_tree
+
+    root = write_tree(tmp_path / "host", HostSpec(product="MI300X", mode=mode))
+    out = tune("--model", "Qwen2-0.5B-Instruct", "--gpu", "auto", "--root", str(root), "--json")
+    assert out.returncode == 0, out.stderr
+    gpu = json.loads(out.stdout)["gpu"]
+    assert gpu["memory_gib"] == gib and gpu["name"].startswith("MI300X")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = tune("--model", "Qwen2-0.5B-Instruct", "--gpu", "auto", "--root", str(empty))
+    assert out.returncode == 2 and "no GPU of rocmkit's arch table" in out.stderr
+
+
 def test_a_config_json_directory(tmp_path):
     entry = dict(models.table()["Qwen/Qwen2-1.5B-Instruct"])
     (tmp_path / "config.json").write_text(json.dumps(entry))

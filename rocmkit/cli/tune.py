@@ -11,7 +11,7 @@ from ..output import document
 from .common import echo_json, json_option
 
 
-def gpu_memory(name: str) -> tuple[str, int]:
+def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
     """(product name, bytes a job may count on per visible GPU) for --gpu NAME or auto."""
     from .. import archs
     from ..tune.memory import GIB
@@ -24,9 +24,10 @@ def gpu_memory(name: str) -> tuple[str, int]:
         return product.name, product.memory_gib * GIB
     from ..host.facts import collect
 
-    devices = [d for d in collect("/").devices if d.product and d.product.memory_gib]
+    devices = [d for d in collect(root).devices if d.product and d.product.memory_gib]
     if not devices:
-        raise UsageError("--gpu auto: no GPU of rocmkit's arch table on this host (the doctor's reader found none)",
+        where = "this host" if root == "/" else root
+        raise UsageError(f"--gpu auto: no GPU of rocmkit's arch table on {where} (the doctor's reader found none)",
                          hint="name it: --gpu MI300X")
     d = devices[0]
     # Partitions of one GPU share its HBM: a job on all of them gets memory / partitions each.
@@ -39,6 +40,8 @@ def gpu_memory(name: str) -> tuple[str, int]:
                    "or its last part, e.g. Qwen2-7B-Instruct).")
 @click.option("--gpu", default=None, metavar="G", help="MI300X, MI325X, MI350X, MI355X, H100, H200, ... or auto "
               "(this host's, through the doctor's reader; CPX/DPX partitions divide the memory).")
+@click.option("--root", type=click.Path(file_okay=False, exists=True), default="/", show_default=True,
+              help="With --gpu auto: read the GPUs from this captured tree (rocmkit doctor --capture) instead.")
 @click.option("--gpus-per-node", type=click.IntRange(1, 64), default=8, show_default=True)
 @click.option("--nodes", type=click.IntRange(1, 4096), default=1, show_default=True)
 @click.option("--prompt-len", type=click.IntRange(1), default=1024, show_default=True)
@@ -55,7 +58,7 @@ def gpu_memory(name: str) -> tuple[str, int]:
                    "printed (default: this Python, when it has verl; otherwise the composition is skipped and said).")
 @click.option("--list-models", is_flag=True, help="List rocmkit's model table and exit.")
 @json_option
-def tune(model, gpu, gpus_per_node, nodes, prompt_len, response_len, rollouts, train_batch, rollout, backend,
+def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollouts, train_batch, rollout, backend,
          micro_batch, seq_len, grad_ckpt, verl_python, list_models, as_json) -> None:
     """Compute verl settings for a model on a set of GPUs, each with its reason and source.
 
@@ -77,7 +80,7 @@ def tune(model, gpu, gpus_per_node, nodes, prompt_len, response_len, rollouts, t
     if not model or not gpu:
         raise UsageError("--model and --gpu are required", hint="e.g. rocmkit tune --model Qwen2-7B-Instruct --gpu MI300X")
     spec = models.lookup(model)
-    gpu_name, gpu_bytes = gpu_memory(gpu)
+    gpu_name, gpu_bytes = gpu_memory(gpu, root)
     job = plan.Job(spec, gpu_name, gpu_bytes, gpus_per_node=gpus_per_node, nodes=nodes, prompt_len=prompt_len,
                    response_len=response_len, n=rollouts, train_batch=train_batch, rollout=rollout, backend=backend,
                    micro_batch=micro_batch, seq_len=seq_len, grad_ckpt=grad_ckpt)
