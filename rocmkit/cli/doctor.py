@@ -31,8 +31,12 @@ from .common import json_option
                    "ROCm device flags, and report its result.")
 @click.option("--timeout", "timeout_s", type=click.IntRange(min=1), default=600, show_default=True, metavar="SECONDS",
               help="With --image: stop the container after this long (exit 124).")
+@click.option("--code-objects", "code_objects", is_flag=True,
+              help="Also audit the GPU code objects of every shared object in this Python environment's "
+                   "site-packages against the target archs, and the aiter / torch-extension JIT caches (reads "
+                   "every .so: seconds, not level 1's fraction of one). --image always does it.")
 @click.pass_context
-def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s) -> None:
+def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, code_objects) -> None:
     """Check a ROCm host or container and say what to fix.
 
     Level 1 reads sysfs, procfs, /dev and the environment: amdgpu driver, /dev/kfd and render-node
@@ -68,6 +72,10 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
                        else None) \
         or None
     only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
+    if code_objects and facts.process is not None and root is None:
+        from ..host.image_audit_facts import audit_environment
+
+        facts.process.update(audit_environment())
     findings = run_checks(facts, Context(arch=targets))
     if only_ids:
         # A typo in --only would otherwise select nothing and pass: refuse ids outside every known area.
@@ -95,7 +103,7 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
 
 
 # First parts of the ids the checks and probes produce, whether or not this host produced one this time.
-ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor"}
+ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor", "image"}
 
 
 def _level2(facts) -> list:
@@ -128,7 +136,7 @@ def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | N
     if info is None:
         raise UsageError(f"image {image!r} is not in the Docker engine", hint="build it (rocmkit build) or pull it")
     docker = run_cli()
-    inner = ["rocmkit", "doctor", "--json", "--level", str(level)]
+    inner = ["rocmkit", "doctor", "--json", "--level", str(level), "--code-objects"]
     inner += ["--arch", arch] if arch else []
     inner += ["--only", only] if only else []
     result, ulimits = run_container(info.id, inner, what=f"doctor in {image}", timeout=timeout_s, docker=docker,
