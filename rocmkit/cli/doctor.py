@@ -31,6 +31,10 @@ from .common import json_option
                    "ROCm device flags, and report its result.")
 @click.option("--timeout", "timeout_s", type=click.IntRange(min=1), default=600, show_default=True, metavar="SECONDS",
               help="With --image: stop the container after this long (exit 124).")
+@click.option("--code-objects", "code_objects", is_flag=True,
+              help="Also audit the GPU code objects of every shared object in this Python environment's "
+                   "site-packages against the target archs, and the aiter / torch-extension JIT caches (reads "
+                   "every .so: seconds, not level 1's fraction of one). --image always does it.")
 @click.option("--save-baseline", "save_baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write this run (its JSON document: findings, figures, fingerprint) to FILE, as the "
                    "baseline of a good host. Replaces FILE only if it is a doctor document.")
@@ -43,7 +47,7 @@ from .common import json_option
 @click.option("--tolerance", type=click.FloatRange(0.01, 0.9), default=0.10, show_default=True,
               help="A probe figure this far below the baseline warns; twice as far fails.")
 @click.pass_context
-def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, save_baseline,
+def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, code_objects, save_baseline,
            baseline_file, compare_files, tolerance) -> None:
     """Check a ROCm host or container and say what to fix.
 
@@ -86,6 +90,10 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
                        else None) \
         or None
     only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
+    if code_objects and facts.process is not None and root is None:
+        from ..host.image_audit_facts import audit_environment
+
+        facts.process.update(audit_environment())
     findings = run_checks(facts, Context(arch=targets))
     if only_ids:
         # A typo in --only would otherwise select nothing and pass: refuse ids outside every known area.
@@ -163,7 +171,8 @@ def _compare(ctx, files: tuple[str, str], tolerance: float, as_json: bool, stric
 
 
 # First parts of the ids the checks and probes produce, whether or not this host produced one this time.
-ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor", "baseline"}
+ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor", "baseline",
+               "image"}
 
 
 def _level2(facts) -> list:
@@ -196,7 +205,7 @@ def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | N
     if info is None:
         raise UsageError(f"image {image!r} is not in the Docker engine", hint="build it (rocmkit build) or pull it")
     docker = run_cli()
-    inner = ["rocmkit", "doctor", "--json", "--level", str(level)]
+    inner = ["rocmkit", "doctor", "--json", "--level", str(level), "--code-objects"]
     inner += ["--arch", arch] if arch else []
     inner += ["--only", only] if only else []
     result, ulimits = run_container(info.id, inner, what=f"doctor in {image}", timeout=timeout_s, docker=docker,

@@ -32,10 +32,10 @@ def valid_process(d) -> bool:
         return False
     if any(not (v is None or isinstance(v, int)) for v in memlock.values()):
         return False
-    lists = ("ray_noset_vars", "sglang_vf_missing", "groups")
+    lists = ("ray_noset_vars", "sglang_vf_missing", "groups", "duplicate_distributions")
     if any(d.get(k) is not None and not isinstance(d.get(k), list) for k in lists):
         return False
-    dicts = ("gpu_libraries", "docker", "ray_amd")
+    dicts = ("gpu_libraries", "docker", "ray_amd", "code_objects", "jit_caches")
     if any(d.get(k) is not None and not isinstance(d.get(k), dict) for k in dicts):
         return False
     return all(d.get(k) is None or isinstance(d.get(k), str) for k in ("torch_hip", "sglang_dir"))
@@ -67,7 +67,17 @@ def collect_process(vf_host: bool = False) -> dict:
         "sglang_vf_missing": _sglang_vf_missing() if vf_host else None,
         "gpu_libraries": _gpu_libraries(),
         "docker": ping(),
+        "duplicate_distributions": _duplicates(),
     }
+
+
+def _duplicates() -> list[dict] | None:
+    from .envaudit import duplicate_distributions
+
+    try:
+        return duplicate_distributions()
+    except Exception:  # noqa: BLE001 - an odd environment is a missing fact, not a crash
+        return None
 
 
 def _packages() -> dict[str, str | None]:

@@ -1,0 +1,156 @@
+"""Images that cannot run on the host's GPU: shared objects without a code object for the target arch,
+two distributions providing one import name, JIT caches built for another torch or arch."""
+
+from __future__ import annotations
+
+import time
+
+from ... import archs
+from ..codeobjects import lacking, runs_on, targets_of
+from ..facts import Facts
+from ..model import Status
+from . import Context, documents, finding, not_captured
+
+REF_ARCH = "ROCm/aiter#3846; ROCm/ATOM#69; https://llvm.org/docs/AMDGPUUsage.html#amdgpu-generic-processor-table"
+
+
+def _archs(f: Facts, ctx: Context) -> list[str]:
+    """The archs code must run on: --arch or the image's manifest targets, else the GPUs found here."""
+    if ctx.arch and not ctx.cpu:
+        return archs.split_targets(ctx.arch)
+    return sorted({d.gfx for d in f.devices if d.gfx})
+
+
+@documents("image.code_objects", "image.code_objects.unreadable",
+           what="with `--code-objects` (always in `doctor --image`): every `.so` in site-packages carrying GPU code (clang offload bundles in `.hip_fatbin` or elsewhere) has a code object for each target arch (a generic target such as gfx9-4-generic counts for its processors)")
+def check_code_objects(f: Facts, ctx: Context):
+    if f.process is None:
+        return
+    audit = f.process.get("code_objects")
+    if audit is None:
+        return  # not asked for (level 1 stays fast)
+    files = [r for r in audit.get("files", []) if isinstance(r, dict)]
+    with_code = [r for r in files if r.get("bundles")]
+    broken = [r for r in files if r.get("error")]
+    if broken:
+        yield finding("image.code_objects.unreadable", "software", Status.WARN,
+                      f"{len(broken)} shared object(s) could not be fully read for GPU code objects",
+                      fix="reinstall the package that owns each file (pip install --force-reinstall NAME)",
+                      files=[{"path": r.get("path"), "error": r.get("error")} for r in broken[:20]])
+    want = _archs(f, ctx)
+    if ctx.cpu:
+        return
+    if not want:
+        yield finding("image.code_objects", "software", Status.SKIP,
+                      f"{len(with_code)} shared object(s) carry GPU code; no target arch to judge them against "
+                      "(give --arch, or run in a rocmkit image or on an AMD GPU host)",
+                      files=[{"path": r.get("path"), "targets": targets_of(r)} for r in with_code[:50]])
+        return
+    bad, unread = [], []
+    for r in with_code:
+        miss = {a: lacking(r, a) for a in want}
+        if all(v is None for v in miss.values()):
+            unread.append(r.get("path"))
+            continue
+        missing = {a: n for a, n in miss.items() if n}
+        if missing:
+            total = sum(int(b.get("count", 1)) for b in r["bundles"] if b.get("targets"))
+            bad.append({"path": r.get("path"), "has": targets_of(r),
+                        "missing": {a: f"{n} of {total} bundles" for a, n in missing.items()}})
+    scanned = f"{audit.get('files_scanned')} shared objects scanned in {audit.get('seconds')} s"
+    if bad:
+        names = ", ".join(b["path"].rsplit("/", 1)[-1] for b in bad[:5]) + (" …" if len(bad) > 5 else "")
+        yield finding("image.code_objects", "software", Status.FAIL,
+                      f"{len(bad)} shared object(s) have no code object for {'/'.join(want)}: {names} — their "
+                      "kernels fail with 'invalid device function' (hipErrorNoBinaryForGpu)",
+                      fix=f"rebuild them with PYTORCH_ROCM_ARCH / GPU_ARCHS including {';'.join(want)} (rocmkit build "
+                          "--arch sets every arch variable), or install wheels built for it",
+                      ref=REF_ARCH, archs=want, files=bad[:50], compressed_unread=unread[:50], scanned=scanned)
+    elif with_code:
+        yield finding("image.code_objects", "software", Status.PASS if not unread else Status.WARN,
+                      f"{len(with_code) - len(unread)} shared object(s) with GPU code all carry {'/'.join(want)}"
+                      + (f"; {len(unread)} compressed, targets not read (no zstd module)" if unread else ""),
+                      fix="pip install zstandard, then run again" if unread else None,
+                      archs=want, compressed_unread=unread[:50], scanned=scanned)
+    else:
+        yield finding("image.code_objects", "software", Status.PASS,
+                      f"no shared object in site-packages carries GPU code ({scanned})", archs=want)
+
+
+@documents("image.duplicate_dists",
+           what="no two installed distributions provide one import name (opencv-python and opencv-python-headless, pynvml and nvidia-ml-py, triton and pytorch-triton-rocm): read from each dist-info's top_level.txt and RECORD")
+def check_duplicate_dists(f: Facts, ctx: Context):
+    if f.process is None:
+        yield not_captured("image.duplicate_dists", "software", "installed distributions")
+        return
+    dups = f.process.get("duplicate_distributions")
+    if dups is None:
+        yield finding("image.duplicate_dists", "software", Status.SKIP,
+                      "installed distributions were not read (older capture, or the metadata could not be read)")
+        return
+    dups = [d for d in dups if isinstance(d, dict) and len(d.get("distributions") or []) == 2]
+    if not dups:
+        yield finding("image.duplicate_dists", "software", Status.PASS,
+                      "no two installed distributions provide one import name")
+        return
+    for d in dups:
+        a, b = (f"{x.get('name')} {x.get('version')}" for x in d["distributions"])
+        how = {"overlap": f"both installed {d.get('shared_count')} same file(s), e.g. "
+                          f"{', '.join(d.get('shared_files') or [])}: the last install won file by file",
+               "shadow": "from two locations on sys.path: the first one shadows the other",
+               }.get(d.get("kind"), "their files are not recorded")
+        yield finding(f"image.duplicate_dists.{d.get('import')}", "software", Status.WARN,
+                      f"import {d.get('import')!r} is provided by {a} and {b}; {how}",
+                      fix=f"pip uninstall -y {d['distributions'][0].get('name')} {d['distributions'][1].get('name')}"
+                          f" && pip install <the one you want> (keep one of them)",
+                      duplicate=d)
+
+
+def _stale(module: dict, caches: dict, want: list[str]) -> list[str]:
+    why = []
+    built = module.get("mtime")
+    for pkg in ("torch", "aiter"):
+        installed = caches.get(f"{pkg}_installed")
+        if isinstance(built, (int, float)) and isinstance(installed, (int, float)) and built < installed:
+            why.append(f"built {time.strftime('%Y-%m-%d', time.gmtime(built))}, before the {pkg} installed now "
+                       f"({time.strftime('%Y-%m-%d', time.gmtime(installed))})")
+    has = module.get("targets") or module.get("offload_arch") or []
+    missing = [a for a in want if has and not any(runs_on(t, a) for t in has)]
+    if missing:
+        why.append(f"built for {', '.join(has)}, not {', '.join(missing)}")
+    return why
+
+
+@documents("image.jit_cache",
+           what="with `--code-objects`: aiter's JIT modules (AITER_JIT_DIR, aiter/jit, ~/.aiter/jit) and torch extensions (~/.cache/torch_extensions/py<ver>_<accel>, TORCH_EXTENSIONS_DIR) were built after the torch (and aiter) installed now and for the target arch: neither tool rebuilds a module when torch or the arch changes")
+def check_jit_caches(f: Facts, ctx: Context):
+    if f.process is None:
+        return
+    caches = f.process.get("jit_caches")
+    if not isinstance(caches, dict):
+        return
+    want = [] if ctx.cpu else _archs(f, ctx)
+    found = False
+    for cache in caches.get("caches") or []:
+        if not isinstance(cache, dict):
+            continue
+        stale = [(m.get("path"), why) for m in cache.get("modules") or [] if isinstance(m, dict)
+                 for why in [_stale(m, caches, want)] if why]
+        found = found or bool(cache.get("modules"))
+        if stale:
+            clear = "rm -rf " + cache.get("dir", "") + ("/*.so " + cache.get("dir", "") + "/build"
+                                                       if cache.get("kind") == "aiter" else "")
+            yield finding(f"image.jit_cache.{cache.get('kind')}", "software", Status.WARN,
+                          f"{len(stale)} {cache.get('kind')} JIT module(s) in {cache.get('dir')} are stale: "
+                          f"{stale[0][0].rsplit('/', 1)[-1]} {stale[0][1][0]}",
+                          fix=f"{clear} (they are rebuilt on first use)", ref="ROCm/aiter#4437",
+                          modules=[{"path": p, "why": w} for p, w in stale[:30]])
+    if caches.get("caches") is not None and not any(
+            isinstance(c, dict) and any(_stale(m, caches, want) for m in c.get("modules") or [] if isinstance(m, dict))
+            for c in caches.get("caches") or []):
+        yield finding("image.jit_cache", "software", Status.PASS,
+                      "JIT caches match the torch installed and the target arch" if found
+                      else "no aiter or torch-extension JIT modules cached")
+
+
+CHECKS = [check_code_objects, check_duplicate_dists, check_jit_caches]
