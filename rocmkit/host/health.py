@@ -61,7 +61,7 @@ class Bridge:
     pci: str
     config_bytes: int | None = None  # bytes of config space readable (64: not root); None: unreadable
     acs_control: int | None = None  # the ACS control register; None where the bridge has no ACS capability
-    link: Link | None = None
+    link: Link | None = None  # read for the bridge nearest a GPU or NIC only
     error: str | None = None
 
 
@@ -157,12 +157,15 @@ def _bridges(reader: Reader, h: HealthFacts, real: str) -> list[str]:
         pci, base = parts[i], "/".join(parts[:i + 1])
         chain.append(pci)
         if pci not in h.bridges:
-            h.bridges[pci] = _bridge(reader, pci, base)
+            h.bridges[pci] = _bridge(reader, pci, base, link=not chain[:-1])
+        elif not chain[:-1] and h.bridges[pci].link is None:
+            h.bridges[pci].link = _link(reader, base)
     return chain
 
 
-def _bridge(reader: Reader, pci: str, base: str) -> Bridge:
-    b = Bridge(pci=pci, link=_link(reader, base))
+def _bridge(reader: Reader, pci: str, base: str, link: bool = True) -> Bridge:
+    # the link of the bridge nearest a device is its evidence; those further up are not read (speed)
+    b = Bridge(pci=pci, link=_link(reader, base) if link else None)
     data, b.error = read_bytes(reader, f"{base}/config", 4096)
     if data is None:
         return b
