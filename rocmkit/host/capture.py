@@ -21,6 +21,13 @@ def capture(facts: Facts, dest: str) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         root = Path(facts.root)
+        # sysfs links first (a PCI device's path names the bridges above it), so the files read through
+        # them land where the links lead
+        for link, dest in sorted((facts.health.links if facts.health else {}).items()):
+            (tmp / dest).mkdir(parents=True, exist_ok=True)
+            (tmp / link).parent.mkdir(parents=True, exist_ok=True)
+            if not (tmp / link).is_symlink():
+                os.symlink(os.path.relpath(tmp / dest, (tmp / link).parent), tmp / link)
         for rel in sorted(set(facts.files_read)):
             src = root / rel
             try:

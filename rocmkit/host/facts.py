@@ -17,6 +17,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .health import HealthFacts, read_health
 from .kfd import MODES, Device, Node
 from .process import collect_process, valid_process
 
@@ -68,6 +69,7 @@ class Facts:
     files_read: list[str] = field(default_factory=list)
     kernel_release: str | None = None  # proc/sys/kernel/osrelease
     amdgpu_version: str | None = None  # sys/module/amdgpu/version (the DKMS driver; absent for the in-tree one)
+    health: HealthFacts | None = None  # RAS, PCIe links and ACS, KFD processes, power caps (health.py)
 
     @property
     def env(self) -> dict[str, str]:
@@ -114,6 +116,7 @@ def collect(root: str = "/", *, process: bool | None = None) -> Facts:
             facts.devices[i] = dataclasses.replace(
                 d, compute_partition=compute if compute in MODES else None,
                 memory_partition=memory if memory and re.fullmatch(r"NPS\d", memory) else None)
+    read_health(reader, facts)
     manifest = reader.text("opt/rocmkit/manifest.json")
     if manifest:
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 from .. import archs
 from .facts import KFD_TOPOLOGY, PROCESS_FILE, READ_ERRORS_FILE
 from .kfd import MODES, XCC_PER_GPU
+from .treegen_health import write_kfd_procs, write_pci_health
 
 # SIMDs per XCC; MI300X: 38 CUs × 4 SIMDs. Products without an XCC count (MI210) get 8 here: generated
 # trees of them exercise the parsers, not a real layout.
@@ -79,6 +80,19 @@ class HostSpec:
     process: dict | None = field(default_factory=healthy_process)
     amdgpu_version: str = "6.12.12"  # the DKMS driver's sys/module/amdgpu/version
     kernel_release: str = "6.8.0-57-generic"
+    # Hardware health (rocmkit/host/health.py), keyed by physical GPU index. The files follow the kernel's
+    # formats (amdgpu_ras.c, pci-sysfs.c, kfd_process.c, amdgpu_pm.c) and the PCIe spec's config space.
+    ras: dict[int, dict[str, tuple[int, int]]] = field(default_factory=dict)  # block -> (ue, ce); others 0
+    bad_pages: dict[int, str] = field(default_factory=dict)  # flags of the GPU's bad pages, e.g. "RRP"
+    ras_sysfs: bool = True  # amdgpu's ras/ folder (absent where RAS is not supported or disabled)
+    links: dict[int, tuple[float, int]] = field(default_factory=dict)  # current (GT/s, width); default 32 x16
+    acs: dict[int, int] = field(default_factory=dict)  # ACS control of the switch port above the GPU (0: off)
+    config_root: bool = True  # False: config files as a non-root reader sees them (first 64 bytes)
+    kfd_procs: dict[int, dict[int, int]] = field(default_factory=dict)  # other pid -> {GPU: VRAM bytes}
+    power_caps: dict[int, int] = field(default_factory=dict)  # power1_cap in W; default and max 750 W
+    rdma_nics: int = 0  # RDMA NICs; NIC i sits beside GPU i under one PCIe switch
+    nic_links: dict[int, tuple[float, int]] = field(default_factory=dict)
+    self_pid: int = 4242  # the doctor's own pid (proc/self/stat), which holds no VRAM
 
 
 def _product(name: str) -> archs.Product:
@@ -105,10 +119,13 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
             "drm_render_minor": 0, "hive_id": 0, "max_engine_clk_ccompute": 2400})
         (root / f"sys/devices/system/node/node{cpu}").mkdir(parents=True, exist_ok=True)
         index += 1
+    first_nodes = {}  # GPU -> index of its first KFD node (its gpu_id names it in kfd/proc)
     for g in range(spec.gpus):
         bus = 0x05 + 0x10 * g
+        first_nodes[g] = index
         numa = spec.gpu_numa[g] if g < len(spec.gpu_numa) else (0 if g < spec.gpus / 2 else 1) % max(spec.cpu_nodes, 1)
         bdf = f"0000:{bus:02x}:00.0"
+        write_pci_health(root, spec, g, bus)
         numa_file = root / f"sys/bus/pci/devices/{bdf}/numa_node"
         numa_file.parent.mkdir(parents=True, exist_ok=True)
         numa_file.write_text(f"{numa}\n")
@@ -139,6 +156,7 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
             index += 1
     if spec.kfd:
         _touch(root / "dev/kfd")
+        write_kfd_procs(root, spec, first_nodes)
     if spec.amdgpu is not None:
         _write(root / "sys/module/amdgpu/initstate", spec.amdgpu + "\n")
         _write(root / "sys/module/amdgpu/version", spec.amdgpu_version + "\n")
@@ -147,7 +165,7 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
     _write(root / "proc/sys/kernel/osrelease", spec.kernel_release + "\n")
     _write(root / "proc/cpuinfo", f"processor\t: 0\nvendor_id\t: {spec.cpu_vendor}\n")
     if spec.proc_self:
-        _write_proc_self(root, spec.process or {})
+        _write_proc_self(root, spec.process or {}, spec.self_pid)
     if spec.rocm:
         _write(root / "opt/rocm/.info/version", spec.rocm + "-1\n")
     if spec.container:
@@ -161,8 +179,9 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
     return root
 
 
-def _write_proc_self(root: Path, process: dict) -> None:
-    """What the kernel shows for the doctor's own process: its mounts and resource limits."""
+def _write_proc_self(root: Path, process: dict, pid: int = 4242) -> None:
+    """What the kernel shows for the doctor's own process: its pid, mounts and resource limits."""
+    _write(root / "proc/self/stat", f"{pid} (rocmkit) R 1 {pid} {pid} 0 -1 4194304\n")
     shm = process.get("shm_bytes") if isinstance(process.get("shm_bytes"), int) else 64 << 30
     _write(root / "proc/self/mounts", "overlay / overlay rw,relatime 0 0\nproc /proc proc rw 0 0\n"
                                      f"shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size={shm // 1024}k 0 0\n")

@@ -31,7 +31,7 @@ class Context:
 GPU_ONLY = ("gpu", "rocm", "numa", "kernel.iommu", "kernel.pci_realloc", "kernel.pci_bfsort", "env.ray_noset",
             "env.ray_rocr", "env.arch", "env.hsa_override_gfx_version", "env.hip_force_dev_kernarg",
             "env.hsa_no_scratch_reclaim", "env.nccl_min_nchannels", "software.vllm_amdsmi", "software.amdsmi",
-            "software.pyamdgpuinfo", "software.ray_gpus", "software.vf_configs", "probe")
+            "software.pyamdgpuinfo", "software.ray_gpus", "software.vf_configs", "probe", "pcie.acs")
 
 
 def for_cpu_target(f: Finding) -> Finding:

@@ -1,0 +1,263 @@
+"""Hardware health facts of each GPU and RDMA NIC, read from sysfs through the doctor's reader: amdgpu's RAS
+error counters and bad pages, PCIe link state, ACS on the bridges above them, KFD processes holding VRAM,
+and the power cap.
+
+Formats, from the kernel:
+- `<pci>/ras/<block>_err_count`: "ue: N\\nce: M" (newer kernels add "de: K", deferred errors);
+  `<pci>/ras/gpu_vram_bad_pages`: "0x<pfn> : 0x<size> : R|P|F" per page (R retired, P pending, F failed)
+  (drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c, Documentation/gpu/amdgpu/ras.rst).
+- `<pci>/{current,max}_link_{speed,width}`: "32.0 GT/s PCIe", "16" (drivers/pci/pci-sysfs.c).
+- `<pci>/config`: the binary config space; a reader without CAP_SYS_ADMIN gets its first 64 bytes only, so
+  the extended capabilities (ACS, id 0x000D, from offset 0x100) need root (PCIe base spec, 7.7.8).
+- `/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>`: bytes of VRAM that process holds on that GPU; gpu_id is
+  the topology node's `gpu_id` file (amdkfd/kfd_process.c).
+- `<pci>/hwmon/hwmon*/power1_cap{,_max,_default}`: microwatts (amdgpu_pm.c).
+Where the bridges above a device are found: the realpath of /sys/bus/pci/devices/<pci> nests the device
+under every bridge on its way to the root complex. Those links are recorded (HealthFacts.links) so that a
+capture can recreate them and `--root` sees the same chain.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .reader import KFD_TOPOLOGY, Reader
+
+if TYPE_CHECKING:
+    from .facts import Facts
+
+PCI_DEVICES = "sys/bus/pci/devices"
+KFD_PROC = "sys/class/kfd/kfd/proc"
+INFINIBAND = "sys/class/infiniband"
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+ACS_ID = 0x000D
+# ACS control register bits (PCIe base spec 7.7.8.3), lspci's names
+ACS_BITS = {0: "SrcValid", 1: "TransBlk", 2: "ReqRedir", 3: "CmpltRedir", 4: "UpstreamFwd", 5: "EgressCtrl",
+            6: "DirectTrans"}
+
+
+@dataclass
+class Link:
+    current_speed: str | None = None
+    current_width: str | None = None
+    max_speed: str | None = None
+    max_width: str | None = None
+
+    def gts(self, which: str) -> float | None:
+        m = re.match(r"\s*([0-9.]+)\s*GT/s", getattr(self, f"{which}_speed") or "")
+        return float(m.group(1)) if m else None
+
+    def lanes(self, which: str) -> int | None:
+        w = (getattr(self, f"{which}_width") or "").strip().lstrip("x")
+        return int(w) if w.isdigit() else None
+
+
+@dataclass
+class Bridge:
+    pci: str
+    config_bytes: int | None = None  # bytes of config space readable (64: not root); None: unreadable
+    acs_control: int | None = None  # the ACS control register; None where the bridge has no ACS capability
+    link: Link | None = None  # read for the bridge nearest a GPU or NIC only
+    error: str | None = None
+
+
+@dataclass
+class PciHealth:
+    """One GPU or RDMA NIC: its link, the bridges above it (nearest first) and, for GPUs, RAS and power."""
+
+    pci: str
+    link: Link | None = None
+    bridges: list[str] = field(default_factory=list)
+    ras: dict[str, dict[str, int]] | None = None  # block -> {"ue": N, "ce": M, ...}; None: no ras folder
+    ras_errors: list[str] = field(default_factory=list)  # ras files that could not be read or parsed
+    bad_pages: list[tuple[str, str, str]] | None = None  # (pfn, size, flag)
+    power: dict[str, int] | None = None  # power1_cap, power1_cap_max, power1_cap_default (µW)
+
+
+@dataclass
+class KfdProcess:
+    pid: int
+    comm: str | None
+    vram: dict[str, int]  # PCI address of the GPU (or "gpu_id N" when unknown) -> bytes
+
+
+@dataclass
+class HealthFacts:
+    gpus: dict[str, PciHealth] = field(default_factory=dict)
+    nics: dict[str, PciHealth] = field(default_factory=dict)  # RDMA device name -> its PCI function
+    bridges: dict[str, Bridge] = field(default_factory=dict)
+    kfd_procs: list[KfdProcess] | None = None  # None: no KFD proc folder readable
+    self_pid: int | None = None
+    links: dict[str, str] = field(default_factory=dict)  # symlink (root-relative) -> its target (root-relative)
+
+
+def read_health(reader: Reader, facts: Facts) -> None:
+    h = HealthFacts()
+    facts.health = h
+    stat_line = reader.line("proc/self/stat") or ""
+    h.self_pid = int(stat_line.split()[0]) if stat_line.split()[:1] and stat_line.split()[0].isdigit() else None
+    for d in facts.devices:
+        if d.pci_address and d.pci_address not in h.gpus:
+            h.gpus[d.pci_address] = _gpu(reader, h, d.pci_address)
+    for name in _listdir(reader, INFINIBAND):
+        real = _resolve(reader, h, f"{INFINIBAND}/{name}/device")
+        pci = real.rsplit("/", 1)[-1] if real else None
+        if pci and PCI_ADDRESS.fullmatch(pci):
+            h.nics[name] = PciHealth(pci=pci, link=_link(reader, real), bridges=_bridges(reader, h, real))
+    h.kfd_procs = _kfd_processes(reader, facts)
+
+
+def _gpu(reader: Reader, h: HealthFacts, pci: str) -> PciHealth:
+    base = _resolve(reader, h, f"{PCI_DEVICES}/{pci}") or f"{PCI_DEVICES}/{pci}"
+    g = PciHealth(pci=pci, link=_link(reader, base), bridges=_bridges(reader, h, base))
+    ras_dir = f"{base}/ras"
+    if reader.path(ras_dir).is_dir():
+        g.ras = {}
+        for name in sorted(_listdir(reader, ras_dir)):
+            if not name.endswith("_err_count"):
+                continue
+            text = reader.text(f"{ras_dir}/{name}", limit=4096)
+            counts = {k: int(v) for k, v in re.findall(r"^\s*(\w+)\s*:\s*([0-9]+)\s*$", text or "", re.M)}
+            if "ue" in counts or "ce" in counts:
+                g.ras[name[:-len("_err_count")]] = counts
+            else:
+                g.ras_errors.append(name)
+        if reader.path(f"{ras_dir}/gpu_vram_bad_pages").exists():
+            text = reader.text(f"{ras_dir}/gpu_vram_bad_pages")
+            if text is None:
+                g.ras_errors.append("gpu_vram_bad_pages")
+            else:
+                g.bad_pages = re.findall(r"^\s*(0x[0-9a-fA-F]+)\s*:\s*(0x[0-9a-fA-F]+)\s*:\s*([RPF])\s*$", text, re.M)
+    for hw in sorted(_listdir(reader, f"{base}/hwmon")):
+        values = {k: reader.line(f"{base}/hwmon/{hw}/{k}")
+                  for k in ("power1_cap", "power1_cap_max", "power1_cap_default")}
+        if values["power1_cap"] is not None:
+            g.power = {k: int(v) for k, v in values.items() if v and v.isdigit()}
+            break
+    return g
+
+
+def _link(reader: Reader, base: str) -> Link | None:
+    link = Link(*(reader.line(f"{base}/{k}") for k in ("current_link_speed", "current_link_width", "max_link_speed",
+                                                         "max_link_width")))
+    return link if link.current_speed or link.current_width else None
+
+
+def _bridges(reader: Reader, h: HealthFacts, real: str) -> list[str]:
+    """The PCI bridges above a device (nearest first), from its sysfs path, each read once."""
+    parts = real.split("/")
+    chain = []
+    for i in range(len(parts) - 2, -1, -1):
+        if not PCI_ADDRESS.fullmatch(parts[i]):
+            break
+        pci, base = parts[i], "/".join(parts[:i + 1])
+        chain.append(pci)
+        if pci not in h.bridges:
+            h.bridges[pci] = _bridge(reader, pci, base, link=not chain[:-1])
+        elif not chain[:-1] and h.bridges[pci].link is None:
+            h.bridges[pci].link = _link(reader, base)
+    return chain
+
+
+def _bridge(reader: Reader, pci: str, base: str, link: bool = True) -> Bridge:
+    # the link of the bridge nearest a device is its evidence; those further up are not read (speed)
+    b = Bridge(pci=pci, link=_link(reader, base) if link else None)
+    data, b.error = read_bytes(reader, f"{base}/config", 4096)
+    if data is None:
+        return b
+    b.config_bytes = len(data)
+    off, seen = 0x100, set()
+    # the extended capability list: a header of id (16 bits), version (4), next offset (12), from 0x100
+    while len(data) >= off + 8 and 0x100 <= off and off not in seen:
+        seen.add(off)
+        header = int.from_bytes(data[off:off + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            break
+        if header & 0xFFFF == ACS_ID:
+            b.acs_control = int.from_bytes(data[off + 6:off + 8], "little")
+            break
+        off = (header >> 20) & 0xFFC
+    return b
+
+
+def read_bytes(reader: Reader, rel: str, limit: int) -> tuple[bytes | None, str | None]:
+    """A binary file read as Reader.text reads text (non-blocking, regular files only, recorded)."""
+    rel = rel.lstrip("/")
+    if rel in reader.recorded_errors:
+        reader.facts.read_errors.append((rel, reader.recorded_errors[rel]))
+        return None, reader.recorded_errors[rel]
+    try:
+        fd = os.open(reader.path(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                why = "not a regular file"
+            else:
+                data = f.read(limit)
+                reader.facts.files_read.append(rel)
+                return data, None
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or type(exc).__name__)
+    reader.facts.read_errors.append((rel, why))
+    return None, why
+
+
+def _resolve(reader: Reader, h: HealthFacts, rel: str) -> str | None:
+    """A sysfs link resolved inside the root (a link leading out of a captured tree is not followed)."""
+    root = os.path.realpath(reader.root)
+    try:
+        real = os.path.realpath(reader.path(rel))
+    except (OSError, ValueError):
+        return None
+    if real != root and not real.startswith(root.rstrip("/") + "/"):
+        return None
+    out = os.path.relpath(real, root)
+    if out != rel and not os.path.exists(real):
+        return None
+    if out != rel:
+        h.links[rel] = out
+    return out
+
+
+def _listdir(reader: Reader, rel: str) -> list[str]:
+    try:
+        return os.listdir(reader.path(rel))
+    except (OSError, ValueError):
+        return []
+
+
+def _kfd_processes(reader: Reader, facts: Facts) -> list[KfdProcess] | None:
+    if not reader.path(KFD_PROC).is_dir():
+        return None
+    procs, ids = [], None
+    for pid in sorted(_listdir(reader, KFD_PROC), key=lambda p: (len(p), p)):
+        if not pid.isdigit():
+            continue
+        vram: dict[str, int] = {}
+        for name in sorted(_listdir(reader, f"{KFD_PROC}/{pid}")):
+            if not name.startswith("vram_"):
+                continue
+            v = reader.line(f"{KFD_PROC}/{pid}/{name}")
+            if v and v.isdigit() and int(v) > 0:
+                if ids is None:  # gpu_id -> PCI address, read only when some process holds VRAM
+                    ids = _gpu_ids(reader, facts)
+                gid = name[len("vram_"):]
+                vram[ids.get(gid, f"gpu_id {gid}")] = vram.get(ids.get(gid, f"gpu_id {gid}"), 0) + int(v)
+        comm = reader.line(f"proc/{pid}/comm") if vram else None
+        procs.append(KfdProcess(pid=int(pid), comm=comm, vram=vram))
+    return procs
+
+
+def _gpu_ids(reader: Reader, facts: Facts) -> dict[str, str]:
+    out = {}
+    for d in facts.devices:
+        for n in d.nodes:
+            gid = reader.line(f"{KFD_TOPOLOGY}/nodes/{n.index}/gpu_id")
+            if gid and gid.isdigit() and d.pci_address:
+                out[gid] = d.pci_address
+    return out
