@@ -52,6 +52,10 @@ def test_partition_mode_missing_gpus_and_regressed_checks(tmp_path):
     now = doctor_document([], facts, level=1, strict=False)
     found = by_id(compare(base, now))
     assert found["baseline.gpus"].status is Status.FAIL and "0000:75:00.0" in found["baseline.gpus"].title
+    slow = doctor_document([], collect(str(write_tree(tmp_path / "c", HostSpec(links={2: (16.0, 16)})))),
+                           level=1, strict=False)
+    gpus = by_id(compare(base, slow))["baseline.gpus"]
+    assert gpus.status is Status.WARN and "pcie '32.0 GT/s PCIe x16' → '16.0 GT/s PCIe x16' on 0000:25:00.0" in gpus.title
     base["findings"] = [{"id": "kernel.numa_balancing", "status": "pass"}]
     now["findings"] = [{"id": "kernel.numa_balancing", "status": "fail", "title": "NUMA balancing is on"}]
     assert by_id(compare(base, now))["baseline.findings"].status is Status.FAIL

@@ -17,14 +17,17 @@ AREA = "baseline"
 
 def fingerprint(facts: Facts) -> dict[str, Any]:
     """The facts a fleet's hosts should share: kernel, driver, ROCm, and per GPU its product, partition mode,
-    memory partition, firmware and NUMA node."""
+    memory partition, firmware, NUMA node and PCIe link."""
     gpus = {}
+    health = facts.health.gpus if facts.health else {}
     for i, d in enumerate(facts.devices):
+        link = (health.get(d.pci_address or "") or None) and health[d.pci_address].link
         gpus[d.pci_address or f"gpu{i}"] = {
             "product": d.product.name if d.product else d.device_id, "gfx": d.gfx, "mode": d.partition_mode,
             "memory_partition": d.memory_partition, "partitions": d.partitions,
             "fw_mec": d.props.get("fw_version"), "fw_sdma": d.props.get("sdma_fw_version"),
             "numa": facts.gpu_numa.get(d.pci_address or ""),
+            "pcie": f"{link.current_speed} x{link.current_width}" if link and link.current_speed else None,
         }
     return {"kernel": facts.kernel_release, "amdgpu": facts.amdgpu_version, "rocm": facts.rocm_version,
             "gpus": gpus}
@@ -88,7 +91,7 @@ def _gpus(base: dict, now: dict, base_name: str) -> list[Finding]:
     setup, firmware = [], []
     for pci in sorted(set(base) & set(now)):
         setup += [(pci, c) for c in _changes(base[pci], now[pci], ("product", "gfx", "mode", "memory_partition",
-                                                                    "partitions", "numa"))]
+                                                                    "partitions", "numa", "pcie"))]
         firmware += [(pci, c) for c in _changes(base[pci], now[pci], ("fw_mec", "fw_sdma"))]
     status = Status.FAIL if missing else (Status.WARN if setup or added else Status.PASS)
     title = (f"GPUs {', '.join(missing)} of {base_name} are missing" if missing else
