@@ -31,8 +31,11 @@ from .common import json_option
                    "ROCm device flags, and report its result.")
 @click.option("--timeout", "timeout_s", type=click.IntRange(min=1), default=600, show_default=True, metavar="SECONDS",
               help="With --image: stop the container after this long (exit 124).")
+@click.option("--multi-node", is_flag=True,
+              help="Also run the RDMA preflight of a multi-node job: an ACTIVE port, the RoCE v2 GID index "
+                   "(NCCL_IB_GID_INDEX) and the devices for NCCL_IB_HCA.")
 @click.pass_context
-def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s) -> None:
+def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, multi_node) -> None:
     """Check a ROCm host or container and say what to fix.
 
     Level 1 reads sysfs, procfs, /dev and the environment: amdgpu driver, /dev/kfd and render-node
@@ -49,7 +52,7 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     if image:
         if root or capture_dir:
             raise UsageError("--image runs the doctor inside the image; it takes no --root or --capture")
-        _in_image(image, level, as_json, strict, arch, only, timeout_s)
+        _in_image(image, level, as_json, strict, arch, only, timeout_s, multi_node)
         return
     from ..host import facts as facts_mod
     from ..host.checks import Context, run_checks, selected
@@ -61,14 +64,14 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
         raise UsageError("--level 2 measures this host's GPUs; a captured tree (--root) is checked at level 1")
     if arch:
         archs.parse_targets(arch)  # an unknown --arch is a usage error, before anything is read or written
-    facts = facts_mod.collect(root or "/")
+    facts = facts_mod.collect(root or "/", rdma=multi_node)
     # The image's own targets are compared as written (gpu.arch), never refused: a report beats exit 2.
     manifest_targets = (facts.manifest or {}).get("targets") if isinstance(facts.manifest, dict) else None
     targets = arch or (archs.join_targets(str(t) for t in manifest_targets) if isinstance(manifest_targets, list)
                        else None) \
         or None
     only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
-    findings = run_checks(facts, Context(arch=targets))
+    findings = run_checks(facts, Context(arch=targets, multi_node=multi_node))
     if only_ids:
         # A typo in --only would otherwise select nothing and pass: refuse ids outside every known area.
         areas = {f.id.split(".")[0] for f in findings} | ID_PREFIXES
@@ -95,7 +98,7 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
 
 
 # First parts of the ids the checks and probes produce, whether or not this host produced one this time.
-ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor"}
+ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor", "rdma"}
 
 
 def _level2(facts) -> list:
@@ -116,7 +119,7 @@ def _level2(facts) -> list:
 
 
 def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None,
-              timeout_s: float) -> None:
+              timeout_s: float, multi_node: bool = False) -> None:
     from ..cluster.container import ULIMIT_NOTE, run_container
     from ..engine import Engine, run_cli
     from ..host.model import Finding
@@ -131,6 +134,7 @@ def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | N
     inner = ["rocmkit", "doctor", "--json", "--level", str(level)]
     inner += ["--arch", arch] if arch else []
     inner += ["--only", only] if only else []
+    inner += ["--multi-node"] if multi_node else []
     result, ulimits = run_container(info.id, inner, what=f"doctor in {image}", timeout=timeout_s, docker=docker,
                                     nodes=read_device_nodes(), skip_missing=True, keep_stdout=True)
     notes = [] if ulimits else [ULIMIT_NOTE]

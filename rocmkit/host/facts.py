@@ -17,8 +17,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from . import kernlog
 from .kfd import MODES, Device, Node
 from .process import collect_process, valid_process
+from .rdma import RdmaFacts, read_rdma
 
 # KFD_TOPOLOGY, READ_ERRORS_FILE and CONTAINER_MARKERS are named here too: the capture and the tree generator
 # write what the reader reads.
@@ -66,6 +68,8 @@ class Facts:
     process: dict | None = None  # see collect_process(); None when not available (captured tree without it)
     read_errors: list[tuple[str, str]] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)
+    kernel_log: kernlog.KernelLog | None = None  # the kernel log since boot (kernlog.py)
+    rdma: RdmaFacts | None = None  # RDMA ports and GIDs, read only for --multi-node (rdma.py)
 
     @property
     def env(self) -> dict[str, str]:
@@ -75,7 +79,7 @@ class Facts:
         return (self.process or {}).get("packages", {}).get(name)
 
 
-def collect(root: str = "/", *, process: bool | None = None) -> Facts:
+def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False) -> Facts:
     """Read everything the checks need. root "/" is the live host; any other root is a captured tree."""
     live = os.path.realpath(root) == "/"
     facts = Facts(root=root, live=live)
@@ -140,6 +144,9 @@ def collect(root: str = "/", *, process: bool | None = None) -> Facts:
             facts.rocm_smi_lib = ("/" + rel, reader.path(rel).is_file())
         except (OSError, ValueError):  # a path too long or with a NUL byte from a recorded environment
             facts.rocm_smi_lib = ("/" + rel, False)
+    facts.kernel_log = kernlog.read(reader, live)
+    if rdma:  # hundreds of GID files on a RoCE host: only when a multi-node job asks
+        facts.rdma = read_rdma(reader)
     return facts
 
 
