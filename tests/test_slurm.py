@@ -117,3 +117,26 @@ def test_tune_plan_goes_before_the_users_overrides(tmp_path):
     bad = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
                               str(tmp_path / "bad.json")])
     assert bad.exit_code == 2 and "rocmkit.tune/v1" in bad.output
+
+
+@pytest.mark.parametrize("runtime", slurm.RUNTIMES, ids=lambda r: f"runtime-{r}")
+def test_preflight_runs_the_doctor_on_every_node_before_ray(find_tool, tmp_path, runtime):
+    text = slurm.render(spec(runtime=runtime, image=None if runtime == "none" else "img:1", preflight=True))
+    path = tmp_path / "job.sbatch"
+    path.write_text(text)
+    r = subprocess.run([find_tool("shellcheck"), "-x", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout
+    assert "PREFLIGHT=(rocmkit doctor --multi-node --only 'rdma,kernel.log')" in text
+    assert text.index('for node in "${NODES[@]}"') < text.index("PREFLIGHT=(") < text.index("ray start --head")
+    assert 'log "ERROR: preflight failed on node(s): ${FAILED[*]}' in text
+    if runtime == "docker":  # its own throwaway container, able to read the host's kernel log
+        assert "docker run --rm --init --network=host --device=/dev/kmsg:/dev/kmsg:r --cap-add=SYSLOG" in text
+    assert "PREFLIGHT" not in slurm.render(spec(runtime=runtime, image=None if runtime == "none" else "img:1"))
+
+
+def test_preflight_flag_reaches_the_script(tmp_path):
+    out = tmp_path / "job.sbatch"
+    r = CliRunner().invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1",
+                                 "--preflight", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "run_once" in out.read_text()

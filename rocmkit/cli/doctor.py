@@ -46,9 +46,12 @@ from .common import json_option
                                   "reads nothing of this host.")
 @click.option("--tolerance", type=click.FloatRange(0.01, 0.9), default=0.10, show_default=True,
               help="A probe figure this far below the baseline warns; twice as far fails.")
+@click.option("--multi-node", is_flag=True,
+              help="Also run the RDMA preflight of a multi-node job: an ACTIVE port, the RoCE v2 GID index "
+                   "(NCCL_IB_GID_INDEX) and the devices for NCCL_IB_HCA.")
 @click.pass_context
 def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, code_objects, save_baseline,
-           baseline_file, compare_files, tolerance) -> None:
+           baseline_file, compare_files, tolerance, multi_node) -> None:
     """Check a ROCm host or container and say what to fix.
 
     Level 1 reads sysfs, procfs, /dev and the environment: amdgpu driver, /dev/kfd and render-node
@@ -71,7 +74,7 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     if image:
         if root or capture_dir:
             raise UsageError("--image runs the doctor inside the image; it takes no --root or --capture")
-        _in_image(image, level, as_json, strict, arch, only, timeout_s)
+        _in_image(image, level, as_json, strict, arch, only, timeout_s, multi_node)
         return
     from ..host import facts as facts_mod
     from ..host.checks import Context, run_checks, selected
@@ -83,7 +86,7 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
         raise UsageError("--level 2 measures this host's GPUs; a captured tree (--root) is checked at level 1")
     if arch:
         archs.parse_targets(arch)  # an unknown --arch is a usage error, before anything is read or written
-    facts = facts_mod.collect(root or "/")
+    facts = facts_mod.collect(root or "/", rdma=multi_node)
     # The image's own targets are compared as written (gpu.arch), never refused: a report beats exit 2.
     manifest_targets = (facts.manifest or {}).get("targets") if isinstance(facts.manifest, dict) else None
     targets = arch or (archs.join_targets(str(t) for t in manifest_targets) if isinstance(manifest_targets, list)
@@ -94,7 +97,7 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
         from ..host.image_audit_facts import audit_environment
 
         facts.process.update(audit_environment())
-    findings = run_checks(facts, Context(arch=targets))
+    findings = run_checks(facts, Context(arch=targets, multi_node=multi_node))
     if only_ids:
         # A typo in --only would otherwise select nothing and pass: refuse ids outside every known area.
         areas = {f.id.split(".")[0] for f in findings} | ID_PREFIXES
@@ -172,7 +175,7 @@ def _compare(ctx, files: tuple[str, str], tolerance: float, as_json: bool, stric
 
 # First parts of the ids the checks and probes produce, whether or not this host produced one this time.
 ID_PREFIXES = {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor", "baseline",
-               "image"}
+               "image", "rdma", "nic", "pcie"}
 
 
 def _level2(facts) -> list:
@@ -193,7 +196,7 @@ def _level2(facts) -> list:
 
 
 def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None,
-              timeout_s: float) -> None:
+              timeout_s: float, multi_node: bool = False) -> None:
     from ..cluster.container import ULIMIT_NOTE, run_container
     from ..engine import Engine, run_cli
     from ..host.model import Finding
@@ -208,6 +211,7 @@ def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | N
     inner = ["rocmkit", "doctor", "--json", "--level", str(level), "--code-objects"]
     inner += ["--arch", arch] if arch else []
     inner += ["--only", only] if only else []
+    inner += ["--multi-node"] if multi_node else []
     result, ulimits = run_container(info.id, inner, what=f"doctor in {image}", timeout=timeout_s, docker=docker,
                                     nodes=read_device_nodes(), skip_missing=True, keep_stdout=True)
     notes = [] if ulimits else [ULIMIT_NOTE]

@@ -108,10 +108,14 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
 @click.option("--tune", "tune_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="A `rocmkit tune --json` document: its overrides go before OVERRIDES (an override given in "
                    "OVERRIDES replaces the tuned one of the same key); its nodes and GPUs per node must match.")
+@click.option("--preflight", is_flag=True,
+              help="Before Ray starts, run `rocmkit doctor --multi-node --only rdma,kernel.log` on every node (in a "
+                   "throwaway container for --runtime docker, given /dev/kmsg read-only and CAP_SYSLOG); the job "
+                   "fails naming the nodes where it fails (no ACTIVE RDMA port, GPU or PCIe faults in the log).")
 @click.argument("overrides", nargs=-1)
 def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, cpus_per_task, job_name, ray_version,
           stack_name, ray_port, join_timeout, entrypoint, env_pairs, output, force, examples_dir, tune_file,
-          overrides) -> None:
+          preflight, overrides) -> None:
     """Render an sbatch script: a Ray cluster on N nodes, then verl with OVERRIDES.
 
     The script starts one container per node (removed however the job ends), the Ray head on the first
@@ -144,7 +148,7 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
         nodes=nodes, gpus_per_node=gpus_per_node, image=image, runtime=runtime, ray_version=version,
         partition=partition, time=time_limit, ib_hcas=tuple(h for h in (ib_hcas or "").split(",") if h),
         job_name=job_name, cpus_per_task=cpus_per_task, ray_port=ray_port, join_timeout=join_timeout,
-        entrypoint=entry, overrides=tuple(overrides), extra_env=env)
+        entrypoint=entry, overrides=tuple(overrides), extra_env=env, preflight=preflight)
     text = slurm_mod.render(spec)
     click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)
     if output:

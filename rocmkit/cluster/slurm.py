@@ -35,6 +35,12 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 PARTITION_RE = re.compile(r"^[A-Za-z0-9_,.-]{1,64}$")
 TIME_RE = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$|^\d+$")
 HCA_RE = re.compile(r"^[A-Za-z0-9_:.-]+$")
+# What --preflight runs on every node: the RDMA ports and GIDs, and faults in the kernel log since boot.
+PREFLIGHT_IDS = ("rdma", "kernel.log")
+PREFLIGHT = ("rocmkit", "doctor", "--multi-node", "--only", ",".join(PREFLIGHT_IDS))
+# The preflight's own throwaway container (not the Ray one) reads the host's kernel log: /dev/kmsg read-only, and
+# CAP_SYSLOG, which reading it needs under kernel.dmesg_restrict=1 (Docker's default capabilities lack it).
+PREFLIGHT_DOCKER_FLAGS = ("--init", "--network=host", "--device=/dev/kmsg:/dev/kmsg:r", "--cap-add=SYSLOG")
 # A verl/Hydra override: key=value, +key=value, ~key, with dotted keys.
 OVERRIDE_RE = re.compile(r"^[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\[\]-]*(=.*)?$", re.S)
 
@@ -56,6 +62,7 @@ class SlurmSpec:
     entrypoint: tuple[str, ...] = DEFAULT_ENTRYPOINT
     overrides: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
+    preflight: bool = False  # run PREFLIGHT on every node before Ray starts; the job fails naming the nodes
 
     @property
     def noset_var(self) -> str:
@@ -159,7 +166,10 @@ def render(spec: SlurmSpec) -> str:
         args = [f"trainer.nnodes={spec.nodes}", f"trainer.n_gpus_per_node={spec.gpus_per_node}", *args]
     return env.get_template("slurm/ray-job.sbatch.j2").render(
         spec=spec, env=environment(spec), docker_flags=docker_flags if spec.gpus_per_node else
-        [f for f in docker_flags if not f.startswith("--device=")], driver=[*spec.entrypoint, *args])
+        [f for f in docker_flags if not f.startswith("--device=")], driver=[*spec.entrypoint, *args],
+        # the id list quoted although a comma is not special to bash: unquoted, shellcheck reads it as a typo (SC2054)
+        preflight=" ".join(f"'{a}'" if "," in a else shlex.quote(a) for a in PREFLIGHT),
+        preflight_docker_flags=PREFLIGHT_DOCKER_FLAGS)
 
 
 def example_specs() -> dict[str, SlurmSpec]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .facts import CONTAINER_MARKERS, PROCESS_FILE, READ_ERRORS_FILE, Facts
+from .kernlog import write_capture as write_kmsg
 
 
 def capture(facts: Facts, dest: str) -> Path:
@@ -58,6 +59,8 @@ def capture(facts: Facts, dest: str) -> Path:
             for rel in errors:  # keep the entry (a KFD node not granted) so the tree lists it
                 (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / rel).touch()
+        if facts.kernel_log is not None and facts.live:  # /dev/kmsg is a device: its records are written
+            write_kmsg(tmp, facts.kernel_log)
         if facts.process is not None:
             (tmp / PROCESS_FILE).write_text(json.dumps(facts.process, indent=1, default=str))
         if target.exists():

@@ -18,8 +18,10 @@ import re
 from dataclasses import dataclass, field
 
 from .health import HealthFacts, read_health
+from . import kernlog
 from .kfd import MODES, Device, Node
 from .process import collect_process, valid_process
+from .rdma import RdmaFacts, read_rdma
 
 # KFD_TOPOLOGY, READ_ERRORS_FILE and CONTAINER_MARKERS are named here too: the capture and the tree generator
 # write what the reader reads.
@@ -70,6 +72,8 @@ class Facts:
     kernel_release: str | None = None  # proc/sys/kernel/osrelease
     amdgpu_version: str | None = None  # sys/module/amdgpu/version (the DKMS driver; absent for the in-tree one)
     health: HealthFacts | None = None  # RAS, PCIe links and ACS, KFD processes, power caps (health.py)
+    kernel_log: kernlog.KernelLog | None = None  # the kernel log since boot (kernlog.py)
+    rdma: RdmaFacts | None = None  # RDMA ports and GIDs, read only for --multi-node (rdma.py)
 
     @property
     def env(self) -> dict[str, str]:
@@ -79,7 +83,7 @@ class Facts:
         return (self.process or {}).get("packages", {}).get(name)
 
 
-def collect(root: str = "/", *, process: bool | None = None) -> Facts:
+def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False) -> Facts:
     """Read everything the checks need. root "/" is the live host; any other root is a captured tree."""
     live = os.path.realpath(root) == "/"
     facts = Facts(root=root, live=live)
@@ -147,6 +151,9 @@ def collect(root: str = "/", *, process: bool | None = None) -> Facts:
             facts.rocm_smi_lib = ("/" + rel, reader.path(rel).is_file())
         except (OSError, ValueError):  # a path too long or with a NUL byte from a recorded environment
             facts.rocm_smi_lib = ("/" + rel, False)
+    facts.kernel_log = kernlog.read(reader, live)
+    if rdma:  # hundreds of GID files on a RoCE host: only when a multi-node job asks
+        facts.rdma = read_rdma(reader)
     return facts
 
 

@@ -11,8 +11,10 @@ from pathlib import Path
 
 from .. import archs
 from .facts import KFD_TOPOLOGY, PROCESS_FILE, READ_ERRORS_FILE
+from .kernlog import KMSG_FILE, format_records
 from .kfd import MODES, XCC_PER_GPU
 from .treegen_health import write_kfd_procs, write_pci_health
+from .rdma import write_rdma
 
 # SIMDs per XCC; MI300X: 38 CUs × 4 SIMDs. Products without an XCC count (MI210) get 8 here: generated
 # trees of them exercise the parsers, not a real layout.
@@ -48,6 +50,23 @@ def healthy_process(**overrides) -> dict:
         else:
             p[k] = v
     return p
+
+
+# What amdgpu logs bringing up an MI300X (the kernel's message formats; not a captured log): no faults.
+HEALTHY_KMSG = format_records([
+    (5, "Linux version 6.8.0-51-generic (buildd@lcy02-amd64-045) #52-Ubuntu SMP PREEMPT_DYNAMIC"),
+    (6, "Command line: BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 ro iommu=pt pci=realloc=off pci=bfsort"),
+    (6, "[drm] amdgpu kernel modesetting enabled."),
+    (6, "amdgpu: Virtual CRAT table created for CPU"),
+    (6, "amdgpu 0000:05:00.0: amdgpu: Fetched VBIOS from IFWI"),
+    (6, "amdgpu 0000:05:00.0: amdgpu: VRAM: 196592M 0x0000008000000000 - 0x000000BFFEFFFFFF (196592M used)"),
+    (6, "amdgpu 0000:05:00.0: amdgpu: SECUREDISPLAY: securedisplay ta ucode is not available"),
+    (6, "amdgpu 0000:05:00.0: amdgpu: SMU is initialized successfully!"),
+    (6, "kfd kfd: amdgpu: added device 1002:74a1"),
+    (6, "[drm] amdgpu: 196592M of VRAM memory ready"),
+    (6, "[drm] Initialized amdgpu 3.57.0 20150101 for 0000:05:00.0 on minor 1"),
+    (4, "pcieport 0000:00:01.1: AER: enabled with IRQ 28"),
+])
 
 
 @dataclass
@@ -93,6 +112,10 @@ class HostSpec:
     rdma_nics: int = 0  # RDMA NICs; NIC i sits beside GPU i under one PCIe switch
     nic_links: dict[int, tuple[float, int]] = field(default_factory=dict)
     self_pid: int = 4242  # the doctor's own pid (proc/self/stat), which holds no VRAM
+    # the kernel log (/dev/kmsg records, kernlog.format_records) as a capture holds it; None: no such file
+    kmsg: str | None = field(default_factory=lambda: HEALTHY_KMSG)
+    kmsg_error: str | None = None  # the log was not readable where the tree was "captured" (this reason)
+    rdma: tuple = ()  # rdma.Port: RDMA ports in /sys/class/infiniband (rdma.healthy_ports())
 
 
 def _product(name: str) -> archs.Product:
@@ -172,6 +195,12 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
         _touch(root / ".dockerenv")
     if spec.manifest is not None:
         _write(root / "opt/rocmkit/manifest.json", json.dumps(spec.manifest))
+    if spec.kmsg_error:
+        read_errors[KMSG_FILE] = spec.kmsg_error
+        _touch(root / KMSG_FILE)
+    elif spec.kmsg is not None:
+        _write(root / KMSG_FILE, spec.kmsg)
+    write_rdma(root, spec.rdma)
     if read_errors:
         _write(root / READ_ERRORS_FILE, json.dumps(read_errors, indent=1))
     if spec.process is not None:

@@ -19,6 +19,7 @@ class Context:
     """What the user or the image says the environment should be."""
 
     arch: str | None = None  # --arch, or the targets of the image's manifest
+    multi_node: bool = False  # --multi-node: the RDMA preflight runs
 
     @property
     def cpu(self) -> bool:
