@@ -115,10 +115,9 @@ class Engine:
     def connect(cls, timeout: int = 30) -> "Engine":
         try:
             import docker
-            from docker.errors import DockerException
         except ImportError as exc:  # a broken install; pip install rocmkit brings the SDK
             raise EnvironmentMissing(f"the docker Python SDK cannot be imported ({exc})",
-                                     hint="pip install 'docker>=7.1.0'") from None
+                                     hint="pip install 'docker>=5.0.3'") from None
         where = endpoint()
         try:
             if where.context:  # the SDK's from_env ignores contexts; its ContextAPI (docker >= 4.3) reads them
@@ -130,10 +129,11 @@ class Engine:
             else:
                 client = docker.from_env(timeout=timeout)
             client.ping()
-        except DockerException as exc:
-            raise EnvironmentMissing(f"no Docker engine reachable at {where.describe()}: {_reason(exc)}",
-                                     hint=NO_ENGINE_HINT) from None
-        except Exception as exc:  # requests' connection errors and timeouts, depending on SDK version
+        except Exception as exc:  # DockerException, or requests' errors and timeouts, depending on SDK version
+            if "http+docker" in str(exc):  # docker < 7.1 under requests >= 2.32 cannot speak to any engine
+                raise EnvironmentMissing(f"the docker Python SDK {docker.__version__} cannot talk to an engine with "
+                                         "the requests library installed here (needs docker >= 7.1 with requests "
+                                         ">= 2.32)", hint="pip install 'docker>=7.1'") from None
             raise EnvironmentMissing(f"no Docker engine reachable at {where.describe()}: {_reason(exc)}",
                                      hint=NO_ENGINE_HINT) from None
         return cls(client, where)
