@@ -95,8 +95,8 @@ _PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory
                    "pcie_gbps", "link_topology", "link_count", "link_gbps", "expect"}
 
 # What level-2 probes measure, as keys of an [expect] table: bf16/fp8 GEMM vs peak_*_tflops, device copy vs
-# hbm_tbps, pinned host copies vs pcie_gbps, all-reduce bus bandwidth vs the links.
-EXPECT_KEYS = {"gemm_bf16", "gemm_fp8", "hbm", "pcie", "allreduce"}
+# hbm_tbps, pinned host copies vs pcie_gbps, all-reduce bus bandwidth and pairwise P2P copies vs the links.
+EXPECT_KEYS = {"gemm_bf16", "gemm_fp8", "hbm", "pcie", "allreduce", "p2p"}
 
 
 @functools.cache

@@ -33,12 +33,13 @@ def test_cpu_device_document_and_findings():
     assert set(gpu["figures"]) == {"gemm.bf16", "gemm.fp8", "hbm", "h2d", "d2h"} and not gpu["errors"]
     assert all(f["value"] > 0 and f["samples"] for f in gpu["figures"].values())
     findings = probes.findings_for(doc)
-    assert [f.id for f in findings] == IDS + ["probe.allreduce"]
+    assert [f.id for f in findings] == IDS + ["probe.allreduce", "probe.p2p", "probe.vram_release"]
     # A CPU is no product of the arch table: measured, shown, not judged.
     assert all(f.status is Status.SKIP for f in findings)
     assert "not in rocmkit's arch table" in findings[0].title and "TFLOP/s" in findings[0].title
     assert findings[0].evidence["gpus"][0]["figure"]["samples"]
-    assert "1 GPU visible" in findings[-1].title
+    assert "1 GPU visible" in findings[-3].title and "no pair" in findings[-2].title
+    assert findings[-1].status is Status.SKIP and "needs a GPU" in findings[-1].title
 
 
 def test_progress_shows_each_probe_before_it_runs_and_its_result_after():
@@ -61,8 +62,11 @@ def test_two_cpu_ranks_all_reduce_in_the_document():
     doc = probes.measure(devices=["cpu", "cpu"], budget_s=0.3, sizes=TINY, progress=None)
     ar = doc["allreduce"]
     assert ar["figure"]["params"]["correct_sum"] and ar["figure"]["value"] > 0
-    f = probes.findings_for(doc)[-1]
-    assert f.id == "probe.allreduce" and f.status is Status.SKIP and "not judged" in f.title
+    f = next(f for f in probes.findings_for(doc) if f.id == "probe.allreduce")
+    assert f.status is Status.SKIP and "not judged" in f.title
+    # two CPU "devices" are no GPU pair, and the VRAM probe needs a GPU: both say so
+    assert doc["p2p"]["available"] is False and "no pair" in doc["p2p"]["reason"]
+    assert doc["vram_release"] == {"available": False, "reason": "needs a GPU (device cpu)"}
 
 
 @no_gpu
@@ -101,7 +105,7 @@ def test_gpu_index_out_of_range_is_usage_error():
 
 @pytest.mark.gpu
 def test_probes_on_gpu():
-    doc = probes.measure(gpus=[0], with_allreduce=False, progress=print)
+    doc = probes.measure(gpus=[0], with_allreduce=False, progress=None)
     gpu = doc["gpus"][0]
     assert gpu["arch"] and gpu["name"] and not gpu["errors"], gpu["errors"]
     for key in ("gemm.bf16", "hbm", "h2d", "d2h"):
@@ -118,12 +122,15 @@ def test_probes_on_gpu():
 def test_allreduce_on_gpus():
     if torch.cuda.device_count() < 2:
         pytest.skip("one GPU: nothing to all-reduce across")
-    doc = probes.measure(budget_s=1.0, progress=print)
+    doc = probes.measure(budget_s=1.0, progress=None)
     ar = doc["allreduce"]
     assert "error" not in ar, ar
     assert ar["figure"]["params"]["correct_sum"] and ar["figure"]["params"]["backend"] == "nccl"
-    f = probes.findings_for(doc)[-1]
-    assert f.id == "probe.allreduce" and f.status is not Status.FAIL, f.title
+    f = next(f for f in probes.findings_for(doc) if f.id == "probe.allreduce")
+    assert f.status is not Status.FAIL, f.title
+    p2p = next(f for f in probes.findings_for(doc) if f.id == "probe.p2p")
+    assert p2p.status is not Status.FAIL and len(p2p.evidence["pairs"]) == torch.cuda.device_count() * (
+        torch.cuda.device_count() - 1), p2p.title
 
 
 @pytest.mark.gpu
@@ -134,5 +141,17 @@ def test_doctor_level2_json_on_gpu():
     assert "probe: cuda:0" in r.stderr  # progress lines go to stderr, the document to stdout
     doc = json.loads(r.stdout)
     ids = [f["id"] for f in doc["findings"]]
-    assert ids[:5] == IDS and ids[-1] == "probe.allreduce"
+    assert ids[:5] == IDS and ids[-3:] == ["probe.allreduce", "probe.p2p", "probe.vram_release"]
     assert doc["findings"][0]["evidence"]["gpus"][0]["figure"]["samples"]
+
+
+@pytest.mark.gpu
+def test_vram_release_on_gpu():
+    from rocmkit.host.probes_vram import judge_vram, measure_vram
+
+    doc = measure_vram(0, cycles=2)
+    torch_mode = doc["modes"]["torch"]
+    assert "error" not in torch_mode and len(torch_mode["cycles"]) == 2, torch_mode
+    assert all(c["taken"] > 1 << 30 for c in torch_mode["cycles"])
+    f = judge_vram(doc)
+    assert f.status is Status.PASS, f.title  # a healthy test machine gives its memory back

@@ -25,6 +25,8 @@ from ..progress import Display
 from .model import Finding, Status
 from .probes_judge import judge
 from .probes_measure import ProbeError, allreduce, device_copy, gemm, host_copy
+from .probes_p2p import P2P_BYTES, measure_p2p
+from .probes_vram import measure_vram
 from .reader import read_pci_device
 
 DEFAULT_BUDGET_S = 4.0  # seconds of measuring per GPU, split by SHARE; each probe usually stops sooner
@@ -43,6 +45,7 @@ class Sizes:
     hbm_bytes: int = 1 << 30
     host_bytes: int = 256 << 20
     allreduce_bytes: int = 1 << 30
+    p2p_bytes: int = P2P_BYTES
 
 
 def _gpu_info(torch, device: str, facts) -> dict[str, Any]:
@@ -98,7 +101,7 @@ def _unavailable(missing: str, reason: str) -> dict[str, Any]:
 
 def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFAULT_BUDGET_S, sizes: Sizes = Sizes(),
             with_allreduce: bool = True, devices: list[str] | None = None,
-            progress: Display | None = None) -> dict[str, Any]:
+            progress: Display | None = None, with_p2p: bool = True, with_vram: bool = True) -> dict[str, Any]:
     """Measure every visible GPU (or the torch device indices in `gpus`) and return the figures document.
 
     `devices` overrides the device list ("cuda:N" or "cpu"): "cpu" measures the host through the same code,
@@ -148,6 +151,14 @@ def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFA
         doc["allreduce"] = ar
     elif with_allreduce:
         doc["allreduce"] = None
+    if with_p2p:
+        doc["p2p"] = measure_p2p(devices, nbytes=sizes.p2p_bytes, say=say) if len(devices) >= 2 else None
+    if with_vram:  # last: it takes most of the first GPU's free memory, in a process of its own
+        if devices[0].startswith("cuda:"):
+            say.stage(f"VRAM release on {devices[0]}", "a fresh process, a few cycles")
+            doc["vram_release"] = measure_vram(int(devices[0].split(":")[1]))
+        else:
+            doc["vram_release"] = {"available": False, "reason": f"needs a GPU (device {devices[0]})"}
     say.done()
     doc["seconds"] = round(time.perf_counter() - started, 2)
     return doc
@@ -208,7 +219,7 @@ class _Quiet:
 def run_probes(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFAULT_BUDGET_S,
                require_gpu: bool = True, progress: str = "auto") -> list[Finding]:
     """Measure and judge: one finding per measure (probe.gemm.bf16, probe.gemm.fp8, probe.hbm, probe.h2d,
-    probe.d2h, probe.allreduce), every figure with its samples in the evidence.
+    probe.d2h, probe.allreduce, probe.p2p, probe.vram_release), every figure with its samples in the evidence.
 
     With no torch or no GPU: EnvironmentMissing when `require_gpu` (level 2 asked for explicitly: exit 3),
     else a single skip finding saying why.
