@@ -4,13 +4,10 @@ tag, push, reading a file out of an image), and the choice of a docker CLI that 
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import re
 import shutil
-import tarfile
 from dataclasses import dataclass
 
 from .errors import EnvironmentMissing, Failed, UsageError
@@ -63,6 +60,8 @@ def endpoint() -> Endpoint:
         name, source = _read_json_field(config, "currentContext"), config
     if not name or name == "default":
         return Endpoint(DEFAULT_HOST)
+    import hashlib  # here: the doctor's level 1 imports this module and rarely needs it
+
     # The CLI's context store: contexts/meta/<sha256 of the name>/meta.json.
     meta = os.path.join(_docker_config_dir(), "contexts", "meta", hashlib.sha256(name.encode()).hexdigest(),
                         "meta.json")
@@ -198,6 +197,9 @@ class Engine:
 
     def read_file(self, image_id: str, path: str) -> bytes | None:
         """A file's bytes from an image, without running it: create a container, copy out, remove it."""
+        import io
+        import tarfile
+
         from docker.errors import NotFound
 
         container = self.client.containers.create(image_id, command=["true"], network_disabled=True)

@@ -10,7 +10,6 @@ import sys
 
 import click
 
-from .. import __version__
 from ..errors import RocmkitError
 
 # name -> "module:attribute"; the order here is the order `rocmkit --help` lists them.
@@ -54,7 +53,7 @@ class RocmkitGroup(click.Group):
 
 
 @click.group(cls=RocmkitGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="rocmkit")
+@click.version_option(package_name="rocmkit", prog_name="rocmkit")
 @click.option("--debug", is_flag=True, envvar="ROCMKIT_DEBUG", help="Show tracebacks for errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
