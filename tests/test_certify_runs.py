@@ -173,6 +173,28 @@ def test_verl_dry_run_checks_the_target_and_writes_nothing(tmp_path, tiny_model)
     assert not out.exists()  # the setup ran in a temporary folder
 
 
+def test_a_tuned_plan_is_checked_by_the_targets_verl(tmp_path):
+    """certify --tune: the target's own verl composes the user's plan (rocmkit tune's, for the seed-000 case);
+    a plan with a key verl removed fails, naming it."""
+    python = verl_cpu_python()
+    plan = subprocess.run([python, "-m", "rocmkit", "tune", "--model", "Qwen2-7B-Instruct", "--gpu", "MI300X",
+                           "--json"], capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 0, plan.stderr
+    good = tmp_path / "plan.json"
+    good.write_text(plan.stdout)
+    r = certify_with(python, "--host", "--engine", "verl", "--gpus", "0", "--out", str(tmp_path / "c"), "--dry-run",
+                     "--tune", str(good))
+    assert r.returncode == 0 and "verl 0.9.1 accepts the tuned plan" in r.stdout, r.stderr[-3000:]
+    doc = json.loads(plan.stdout)
+    doc["overrides"].append("actor_rollout_ref.actor.megatron.grad_offload=True")  # removed in verl 0.9 (seed 000)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    r = certify_with(python, "--host", "--engine", "verl", "--gpus", "0", "--out", str(tmp_path / "c"), "--dry-run",
+                     "--tune", str(bad))
+    assert r.returncode == 1 and "verl rejects the tuned plan" in r.stdout and "grad_offload" in r.stdout, r.stdout
+    assert certify("--engine", "trl", "--tune", str(good), "--out", str(tmp_path / "t")).returncode == 2
+
+
 @pytest.mark.slow
 def test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default(tmp_path):
     out = tmp_path / "cert"

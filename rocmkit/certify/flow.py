@@ -65,6 +65,7 @@ def config(s: Settings, ws: Workspace, target: Target) -> dict:
            "imports": ["trl"] if s.engine is Engine.TRL else ["verl"]}
     if s.engine is Engine.VERL:
         cfg["verl_overrides"] = verl_overrides.overrides(verl_run(s, ws, target))
+        cfg["tune_overrides"] = list(s.tune)
     else:
         cfg["trl"] = {"model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "out_dir": str(ws.run_dir),
                       "steps": s.steps, "seed": s.seed, "device": "cpu" if s.on_cpu else "auto", **TRL_DEFAULTS,
@@ -125,7 +126,18 @@ def setup_checks(report: dict) -> list[dict]:
         out.append(check("engine imports", False, "; ".join(f"{k}: {v}" for k, v in report["import_errors"].items())))
     elif report.get("error"):
         out.append(check("setup ran", False, report["error"]))
-    return out
+    return out + [c for c in tune_checks(report) if not c["passed"]]
+
+
+def tune_checks(report: dict) -> list[dict]:
+    """--tune: whether the target's own verl composes and validates the plan (the user's real job, not the smoke
+    run's): a plan the stack's verl rejects fails the certificate."""
+    v = report.get("tune_validation")
+    if not v:
+        return []
+    detail = (f"verl {v.get('verl')} composes and validates the plan's overrides" if v["ok"]
+              else "; ".join(v["errors"])[:600])
+    return [check("tuned plan accepted by this stack's verl", v["ok"], detail)]
 
 
 def device_used(s: Settings, report: dict) -> str:
@@ -257,7 +269,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     if s.dry_run:
         plan = {"schema": "rocmkit.certify-plan/v1", "command": argv, "env": env, "shell": shell_line(argv, env, target),
                 "target": target.record, "setup": report, "setup_failures": failed_setup,
-                "verl_validation": validation, "notes": target.notes}
+                "verl_validation": validation, "tune_validation": report.get("tune_validation"),
+                "notes": target.notes}
         return Outcome(exit_code=1 if failed_setup else 0, plan=plan)
     if failed_setup:
         return _stop_early(s, ws, base, Verdict(Status.FAIL, setup_checks(report)), report, target, files, None)
@@ -281,7 +294,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                                                       probes=probes, extra=setup_checks(report)).checks)
     else:
         verdict = judge(steps, s.steps, status, require_learning=s.learning_required, probes=probes,
-                        extra=setup_checks(report))
+                        extra=setup_checks(report) + tune_checks(report))
     timings.lap("judge")
     timings["whole_s"] = round(time.monotonic() - timings.started, 3)
     cert = build(**base, verdict=verdict, run=run_doc, device=device_used(s, report), steps=steps, info=info,

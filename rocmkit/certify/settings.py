@@ -49,6 +49,7 @@ class Settings:
     force: bool = False
     dry_run: bool = False
     seed: int = 0
+    tune: tuple[str, ...] = ()  # a `rocmkit tune` plan's overrides, checked against the target's verl
 
     @property
     def builtin(self) -> bool:
@@ -76,6 +77,8 @@ def check(s: Settings) -> Settings:
     if s.engine is Engine.VERL and s.on_cpu and s.rollout is not Rollout.VLLM:
         raise UsageError("--gpus 0 with the verl engine runs vLLM's CPU build; SGLang has no CPU rollout in verl",
                          hint="leave out --rollout, or give GPUs")
+    if s.tune and s.engine is not Engine.VERL:
+        raise UsageError("--tune checks a verl plan: it needs --engine verl")
     if s.image is not None and not IMAGE_REF_RE.match(s.image):
         raise UsageError(f"--image {s.image!r} is not an image reference",
                          hint="[registry/]repository[:tag][@sha256:digest] with a lower-case repository, or an image id")

@@ -45,10 +45,13 @@ from .common import json_option
 @click.option("--dry-run", is_flag=True,
               help="Check everything inside the target (Python, rocmkit, torch, the engine, GPUs, verl's own check "
                    "of the overrides) in a temporary folder, print the command; write nothing to --out.")
+@click.option("--tune", "tune_file", type=click.Path(dir_okay=False, exists=True), default=None, metavar="PLAN.json",
+              help="With --engine verl: also check that the target's verl composes and validates this `rocmkit tune "
+                   "--json` plan (your real job's settings); a rejected plan fails the certificate.")
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, require_learning, size, rollout,
-            timeout, no_probes, progress, dry_run, as_json) -> None:
+            timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated inside the
@@ -71,10 +74,16 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, r
 
     if image and on_host:
         raise UsageError("--image and --host are alternatives; give one")
+    if tune_file:
+        from ..tune.planfile import load_overrides
+
+        tuned = tuple(load_overrides(tune_file))
+    else:
+        tuned = ()
     s = Settings(engine=Engine(engine), image=image, model=Path(model) if model else None,
                  data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
-                 timeout=timeout, probes=not no_probes, force=force, dry_run=dry_run)
+                 timeout=timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned)
     with Display("certify", progress) as display:
         outcome = run_certify(s, display)
     if outcome.plan is not None:
@@ -91,6 +100,10 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, r
                 click.echo(f"setup: {c['name']}: {c['detail']}")
             if plan["verl_validation"]:
                 click.echo(f"verl {plan['verl_validation']['verl']} accepts the configuration")
+            if plan["tune_validation"]:
+                tv = plan["tune_validation"]
+                click.echo(f"verl {tv['verl']} accepts the tuned plan" if tv["ok"] else
+                           "verl rejects the tuned plan: " + "; ".join(tv["errors"]))
             click.echo(plan["shell"])
     elif outcome.certificate is not None:
         from ..certify.certificate import markdown

@@ -49,26 +49,19 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
 def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str, ...]) -> tuple[str, ...]:
     """The overrides of a `rocmkit tune --json` document, then OVERRIDES; the script adds trainer.nnodes and
     trainer.n_gpus_per_node itself, so the plan's must agree with --nodes and --gpus-per-node."""
-    import json
+    from ..tune.planfile import load_overrides
 
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise UsageError(f"--tune {path}: cannot read ({exc.strerror})") from None
-    except ValueError as exc:
-        raise UsageError(f"--tune {path}: not JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != "rocmkit.tune/v1" or not isinstance(doc.get("overrides"), list):
-        raise UsageError(f"--tune {path}: not a `rocmkit tune --json` document (schema rocmkit.tune/v1 with overrides)")
+    overrides = load_overrides(path)
     planned = {"trainer.nnodes": nodes, "trainer.n_gpus_per_node": gpus_per_node}
     tuned = []
-    for item in doc["overrides"]:
-        key, _, value = str(item).partition("=")
+    for item in overrides:
+        key, _, value = item.partition("=")
         if key in planned:
             if value != str(planned[key]):
                 raise UsageError(f"--tune {path}: the plan is for {key}={value}, the job for {planned[key]}",
                                  hint="run rocmkit tune with the same --nodes and --gpus-per-node")
             continue
-        tuned.append(str(item))
+        tuned.append(item)
     mine = {o.split("=", 1)[0].lstrip("+~") for o in given}
     return tuple(o for o in tuned if o.split("=", 1)[0] not in mine) + tuple(given)
 
