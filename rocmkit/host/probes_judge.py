@@ -174,6 +174,25 @@ def _title(label: str, rows: list[dict[str, Any]], status: Status) -> str:
             + _unsteady(worst) + f", below the healthy {fmt(worst['pass_at'])} ({what}){tail}")
 
 
+def link_budget(gpus: list[dict], key: str, peak_of) -> tuple[Any, float | None, float | None, str | None]:
+    """(product, link peak, expected fraction, None), or the reason a link figure of these GPUs is not judged:
+    one known, unpartitioned product with link figures and an expected fraction `key` in the arch table."""
+    products = {g.get("product") for g in gpus}
+    if len(products) != 1 or None in products:
+        return None, None, None, f"products {sorted(str(p) for p in products)}: not one known product"
+    if any(int(g.get("partitions") or 1) > 1 for g in gpus):
+        return None, None, None, "partitioned GPUs: the data sheet gives no per-partition link figure"
+    product = archs.product_named(next(iter(products)))
+    if product is None:
+        return None, None, None, f"{next(iter(products))} is not in the arch table"
+    peak, fraction = peak_of(product), product.expected_fraction(key)
+    if peak is None:
+        return product, None, None, f"no GPU-to-GPU link figures for {product.name} in the arch table"
+    if fraction is None:
+        return product, peak, None, f"no expected fraction '{key}' for {product.name} in the arch table"
+    return product, peak, fraction, None
+
+
 def _finding(fid: str, label: str, rows: list[dict[str, Any]], fix: str, reference: str,
              extra: dict[str, Any] | None = None) -> Finding:
     rows.sort(key=lambda r: (_ORDER[r["status"]], r.get("of_expected", 9)))
@@ -252,20 +271,7 @@ def judge_allreduce(ar: dict[str, Any] | None, gpus: list[dict[str, Any]],
         return Finding(fid, "probe", Status.FAIL, f"all-reduce across {ranks} GPUs returned a wrong sum",
                        evidence, ALLREDUCE_FIX, ALLREDUCE_REF)
     head = f"{label} across {ranks} GPUs {fmt(fig['value'])} GB/s"
-    products = {g.get("product") for g in members}
-    reason = None
-    if len(products) != 1 or None in products:
-        reason = f"products {sorted(str(p) for p in products)}: not one known product"
-    elif any(int(g.get("partitions") or 1) > 1 for g in members):
-        reason = "partitioned GPUs: the data sheet gives no per-partition link figure"
-    else:
-        product = archs.product_named(next(iter(products)))
-        peak = allreduce_peak(product, ranks) if product else None
-        fraction = product.expected_fraction("allreduce") if product else None
-        if peak is None:
-            reason = f"no GPU-to-GPU link figures for {product.name} in the arch table"
-        elif fraction is None:
-            reason = f"no expected fraction 'allreduce' for {product.name} in the arch table"
+    product, peak, fraction, reason = link_budget(members, "allreduce", lambda p: allreduce_peak(p, ranks))
     if reason:
         evidence["reason"] = reason
         return Finding(fid, "probe", Status.SKIP, f"{head}, not judged: {reason}", evidence, None, ALLREDUCE_REF)

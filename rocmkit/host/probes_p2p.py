@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import archs
 from .model import Finding, Status
-from .probes_judge import PASS_AT, WARN_AT, fmt, verdict
+from .probes_judge import PASS_AT, WARN_AT, fmt, link_budget, verdict
 from .probes_measure import GB, ProbeError, _first_line, _measure
 
 P2P_BYTES = 256 << 20
@@ -120,22 +120,10 @@ def judge_p2p(doc: dict[str, Any] | None, gpus: list[dict[str, Any]], context: d
     for r in measured:
         r["value"] = r["figure"]["value"]
     by_index = {g.get("index"): g for g in gpus}
-    products = {by_index.get(i, {}).get("product") for r in rows for i in (r["src"], r["dst"])}
-    reason = None
+    pair_gpus = [by_index.get(i, {}) for r in rows for i in (r["src"], r["dst"])]
+    product, peak, fraction, reason = link_budget(pair_gpus or gpus, "p2p", pair_peak)
     if not measured:
         reason = "no pair measured"
-    elif len(products) != 1 or None in products:
-        reason = f"products {sorted(str(p) for p in products)}: not one known product"
-    elif any(int(g.get("partitions") or 1) > 1 for g in gpus):
-        reason = "partitioned GPUs: the data sheet gives no per-partition link figure"
-    else:
-        product = archs.product_named(next(iter(products)))
-        peak = pair_peak(product) if product else None
-        fraction = product.expected_fraction("p2p") if product else None
-        if peak is None:
-            reason = f"no GPU-to-GPU link figures for {product.name} in the arch table"
-        elif fraction is None:
-            reason = f"no expected fraction 'p2p' for {product.name} in the arch table"
     if failed:
         r = failed[0]
         return Finding(fid, "probe", Status.FAIL, f"{label} {_pair(r)} failed: {r['error']}", evidence, FIX, REFERENCE)
