@@ -10,7 +10,6 @@ import os
 import re
 from pathlib import Path
 
-from ..engine import ping
 
 # Environment variables the checks look at (and the only ones a capture records).
 ENV_PREFIXES = ("HIP_", "HSA_", "ROCR_", "ROCM_", "CUDA_VISIBLE", "NCCL_", "RCCL_", "RAY_", "PYTORCH_",
@@ -66,7 +65,7 @@ def collect_process(vf_host: bool = False) -> dict:
         "sglang_dir": _package_dir("sglang"),
         "sglang_vf_missing": _sglang_vf_missing() if vf_host else None,
         "gpu_libraries": _gpu_libraries(),
-        "docker": ping(),
+        "docker": _docker(),
         "duplicate_distributions": _duplicates(),
     }
 
@@ -78,6 +77,12 @@ def _duplicates() -> list[dict] | None:
         return duplicate_distributions()
     except Exception:  # noqa: BLE001 - an odd environment is a missing fact, not a crash
         return None
+
+
+def _docker() -> dict:
+    from ..engine import ping  # only a live run asks the engine; --root runs never import it
+
+    return ping()
 
 
 def _packages() -> dict[str, str | None]:
