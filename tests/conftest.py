@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from provisioned import provisioned
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
@@ -80,10 +81,4 @@ def find_tool():
 def base_image() -> str:
     """The local base image .ci/provision/20-docker.sh builds (no registry is reachable for a real one).
     Missing: a failure where CI provisioned the engine, a skip elsewhere."""
-    value = os.environ.get("ROCMKIT_TEST_BASE_IMAGE")
-    if not value:
-        message = "ROCMKIT_TEST_BASE_IMAGE is not set: .ci/provision/20-docker.sh provides the base image"
-        if os.environ.get("ROCMKIT_REQUIRE_DOCKER") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return value
+    return provisioned("ROCMKIT_TEST_BASE_IMAGE", ".ci/provision/20-docker.sh provides the base image", "DOCKER")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import stackgen
+from provisioned import provisioned
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -25,15 +26,7 @@ FUNCTIONS = 500
 
 
 def _provisioned(var: str, what: str) -> str:
-    """The value .ci/provision/20-docker.sh exported for `var`; its absence fails where CI provisioned
-    the engine (ROCMKIT_REQUIRE_DOCKER=1) and skips elsewhere."""
-    value = os.environ.get(var)
-    if not value:
-        message = f"{var} is not set: .ci/provision/20-docker.sh provides {what}"
-        if os.environ.get("ROCMKIT_REQUIRE_DOCKER") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return value
+    return provisioned(var, f".ci/provision/20-docker.sh provides {what}", "DOCKER")
 
 
 def _base_image() -> str:

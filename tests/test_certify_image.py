@@ -17,6 +17,7 @@ import uuid
 
 import pytest
 import stackgen
+from provisioned import provisioned
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 DOCKER = os.environ.get("ROCMKIT_DOCKER", "docker")
@@ -49,13 +50,7 @@ def no_torch_image(tmp_path_factory, base_image):
 
 @pytest.fixture(scope="module")
 def verl_cpu_image():
-    tag = os.environ.get("ROCMKIT_TEST_VERL_CPU_IMAGE")
-    if not tag:
-        message = "ROCMKIT_TEST_VERL_CPU_IMAGE is not set: .ci/image-gate.sh builds the verl-cpu image"
-        if os.environ.get("ROCMKIT_REQUIRE_VERL_CPU") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return tag
+    return provisioned("ROCMKIT_TEST_VERL_CPU_IMAGE", ".ci/image-gate.sh builds the verl-cpu image", "VERL_CPU")
 
 
 def test_an_image_without_torch_is_not_certified_and_names_what_is_missing(tmp_path, no_torch_image):

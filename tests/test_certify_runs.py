@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from provisioned import provisioned
 
 from rocmkit.certify import verl_overrides
 
@@ -144,13 +145,7 @@ def test_known_bad_overrides_are_rejected(tmp_path, tiny_model, bad, message):
 
 def verl_cpu_python() -> str:
     """A Python with the verl-cpu stack's packages and rocmkit (.ci/provision/50-verl-cpu.sh makes it)."""
-    python = os.environ.get("ROCMKIT_VERL_CPU_PYTHON")
-    if not python:
-        message = "ROCMKIT_VERL_CPU_PYTHON is not set: .ci/provision/50-verl-cpu.sh makes the verl-cpu venv"
-        if os.environ.get("ROCMKIT_REQUIRE_VERL_CPU") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return python
+    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-verl-cpu.sh makes the verl-cpu venv", "VERL_CPU")
 
 
 def certify_with(python: str, *args, timeout=1200):

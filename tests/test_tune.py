@@ -5,7 +5,6 @@ properties, verl 0.9.1's own config accepting the overrides, and clear errors fo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from provisioned import provisioned
 
 from rocmkit.errors import UsageError
 from rocmkit.tune import memory, models, plan
@@ -175,11 +175,7 @@ def test_a_config_missing_a_field_is_named(tmp_path):
 @pytest.mark.parametrize("backend", ["fsdp", "megatron"])
 def test_verl_accepts_the_overrides(backend):
     """The seed-000 plan composed and validated by verl 0.9.1's own config (the verl-cpu venv)."""
-    python = os.environ.get("ROCMKIT_VERL_CPU_PYTHON")
-    if not python:
-        if os.environ.get("ROCMKIT_REQUIRE_VERL_CPU") == "1":
-            pytest.fail("ROCMKIT_VERL_CPU_PYTHON is not set: .ci/provision/50-verl-cpu.sh makes the verl-cpu venv")
-        pytest.skip("ROCMKIT_VERL_CPU_PYTHON is not set")
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-verl-cpu.sh makes the verl-cpu venv", "VERL_CPU")
     out = tune("--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--backend", backend, "--json", python=python)
     assert out.returncode == 0, out.stderr
     check = json.loads(out.stdout)["verl_check"]
