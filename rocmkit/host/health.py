@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -166,7 +165,7 @@ def _bridges(reader: Reader, h: HealthFacts, real: str) -> list[str]:
 def _bridge(reader: Reader, pci: str, base: str, link: bool = True) -> Bridge:
     # the link of the bridge nearest a device is its evidence; those further up are not read (speed)
     b = Bridge(pci=pci, link=_link(reader, base) if link else None)
-    data, b.error = read_bytes(reader, f"{base}/config", 4096)
+    data, b.error = reader.raw(f"{base}/config", 4096)
     if data is None:
         return b
     b.config_bytes = len(data)
@@ -182,29 +181,6 @@ def _bridge(reader: Reader, pci: str, base: str, link: bool = True) -> Bridge:
             break
         off = (header >> 20) & 0xFFC
     return b
-
-
-def read_bytes(reader: Reader, rel: str, limit: int) -> tuple[bytes | None, str | None]:
-    """A binary file read as Reader.text reads text (non-blocking, regular files only, recorded)."""
-    rel = rel.lstrip("/")
-    if rel in reader.recorded_errors:
-        reader.facts.read_errors.append((rel, reader.recorded_errors[rel]))
-        return None, reader.recorded_errors[rel]
-    try:
-        fd = os.open(reader.path(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                why = "not a regular file"
-            else:
-                data = f.read(limit)
-                reader.facts.files_read.append(rel)
-                return data, None
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or type(exc).__name__)
-    reader.facts.read_errors.append((rel, why))
-    return None, why
 
 
 def _resolve(reader: Reader, h: HealthFacts, rel: str) -> str | None:

@@ -50,30 +50,34 @@ class Reader:
     def path(self, rel: str) -> Path:
         return self.root / rel.lstrip("/")
 
-    def text(self, rel: str, limit: int = 1 << 20) -> str | None:
-        p = self.path(rel)
-        if rel.lstrip("/") in self.recorded_errors:
-            self.facts.read_errors.append((rel, self.recorded_errors[rel.lstrip("/")]))
-            return None
+    def raw(self, rel: str, limit: int = 1 << 20) -> tuple[bytes | None, str | None]:
+        """(the file's first `limit` bytes, None), or (None, why it could not be read); a missing file is
+        (None, None). Every failure is recorded in facts.read_errors, every read in facts.files_read."""
+        rel = rel.lstrip("/")
+        if rel in self.recorded_errors:
+            self.facts.read_errors.append((rel, self.recorded_errors[rel]))
+            return None, self.recorded_errors[rel]
         try:
             # Non-blocking, and regular files only: a FIFO or device planted in a captured tree would
             # otherwise hang the doctor (sysfs and procfs files are all regular files).
-            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(self.path(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             with open(fd, "rb") as f:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    self.facts.read_errors.append((rel, "not a regular file"))
-                    return None
-                data = f.read(limit)
+                    why = "not a regular file"
+                else:
+                    data = f.read(limit)
+                    self.facts.files_read.append(rel)
+                    return data, None
         except FileNotFoundError:
-            return None
-        except PermissionError:
-            self.facts.read_errors.append((rel, "permission denied"))
-            return None
+            return None, None
         except OSError as exc:
-            self.facts.read_errors.append((rel, exc.strerror or type(exc).__name__))
-            return None
-        self.facts.files_read.append(rel.lstrip("/"))
-        return data.decode("utf-8", errors="replace")
+            why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or type(exc).__name__)
+        self.facts.read_errors.append((rel, why))
+        return None, why
+
+    def text(self, rel: str, limit: int = 1 << 20) -> str | None:
+        data, _ = self.raw(rel, limit)
+        return data.decode("utf-8", errors="replace") if data is not None else None
 
     def line(self, rel: str) -> str | None:
         t = self.text(rel)
