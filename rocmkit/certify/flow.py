@@ -273,7 +273,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                 "notes": target.notes}
         return Outcome(exit_code=1 if failed_setup else 0, plan=plan)
     if failed_setup:
-        return _stop_early(s, ws, base, Verdict(Status.FAIL, setup_checks(report)), report, target, files, None)
+        return _stop_early(s, ws, base, Verdict(Status.FAIL, failed_setup), report, target, files, None)
 
     if not s.on_cpu and s.probes:
         display.stage("probes", "GPU figures where the run happens")
@@ -291,10 +291,10 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     run_doc = {"status": status.value, "exit_code": run.returncode, "wall_s": round(run.seconds, 2)}
     if status is RunStatus.TIMED_OUT:
         verdict = not_certified(Reason.TIMEOUT, judge(steps, s.steps, status, require_learning=s.learning_required,
-                                                      probes=probes, extra=setup_checks(report)).checks)
+                                                      probes=probes, extra=tune_checks(report)).checks)
     else:
         verdict = judge(steps, s.steps, status, require_learning=s.learning_required, probes=probes,
-                        extra=setup_checks(report) + tune_checks(report))
+                        extra=tune_checks(report))  # setup failures stopped the run above
     timings.lap("judge")
     timings["whole_s"] = round(time.monotonic() - timings.started, 3)
     cert = build(**base, verdict=verdict, run=run_doc, device=device_used(s, report), steps=steps, info=info,
