@@ -96,7 +96,7 @@ def main() -> int:
                 except torch.OutOfMemoryError:
                     torch.cuda.empty_cache()
                     measured = None
-                predicted = actor_step(spec, tokens=batch * seq, micro_batch=batch, grad_ckpt=ckpt, plain=True)
+                predicted = actor_step(spec, tokens=batch * seq, grad_ckpt=ckpt, plain=True)
                 row = {"model": name, "params": spec.params, "batch": batch, "seq": seq, "grad_ckpt": ckpt,
                        "predicted_bytes": predicted.peak, "breakdown": predicted.parts, "measured_bytes": measured,
                        "ratio": round(predicted.peak / measured, 3) if measured else None,

@@ -45,7 +45,7 @@ def test_memory_model_within_20_percent_of_real_steps():
     assert len(doc["rows"]) >= 8
     for row in doc["rows"]:
         spec = models.lookup(row["model"])
-        est = memory.actor_step(spec, tokens=row["batch"] * row["seq"], micro_batch=row["batch"],
+        est = memory.actor_step(spec, tokens=row["batch"] * row["seq"],
                                 grad_ckpt=row["grad_ckpt"], plain=True)
         assert abs(est.peak / row["measured_bytes"] - 1) <= 0.20, row
     # checkpointing must be predicted to save what it saved

@@ -66,7 +66,7 @@ def saved_activations(spec: ModelSpec, *, tokens: int, grad_ckpt: bool, residual
     return tokens * spec.layers * per_layer
 
 
-def actor_step(spec: ModelSpec, *, tokens: int, micro_batch: int = 1, grad_ckpt: bool = True, plain: bool = False,
+def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: bool = False,
                shards: int = 1, offload: bool = False) -> Estimate:
     """Peak bytes on one GPU of one actor training step on `tokens` tokens.
 

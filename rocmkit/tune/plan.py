@@ -146,29 +146,17 @@ def _batches(job: Job, plan: Plan, dp: int) -> int:
 def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
     m, limit = job.model, int(job.gpu_bytes * HEADROOM)
     shards = job.gpus
-    chosen = None
-    for factor in (3, 2, 1):
-        tokens = factor * job.seq
-        for ckpt in (False, True):
-            est = memory.actor_step(m, tokens=tokens, grad_ckpt=ckpt, shards=shards)
-            if est.peak <= limit:
-                chosen = (factor, ckpt, est, False)
-                break
-        if chosen:
+    # Cheapest first: the largest token budget without recomputation, then with it; CPU offload last.
+    tries = [(f, ckpt, False) for f in (3, 2, 1) for ckpt in (False, True)] + [(f, True, True) for f in (2, 1)]
+    for factor, ckpt, offload in tries:
+        est = memory.actor_step(m, tokens=factor * job.seq, grad_ckpt=ckpt, shards=shards, offload=offload)
+        if est.peak <= limit:
             break
-    if not chosen:
-        for factor in (2, 1):
-            est = memory.actor_step(m, tokens=factor * job.seq, grad_ckpt=True, shards=shards, offload=True)
-            if est.peak <= limit:
-                chosen = (factor, True, est, True)
-                break
-    if not chosen:
-        est = memory.actor_step(m, tokens=job.seq, grad_ckpt=True, shards=shards, offload=True)
+    else:  # est: one sequence, checkpointed and offloaded, the last try
         raise UsageError(f"one training sequence of {job.seq} tokens of {m.name} needs {_gib(est.peak)} per GPU "
                          f"even with checkpointing and CPU offload, {_gib(est.peak - limit)} more than "
                          f"{HEADROOM:.0%} of the {job.gpu_name}'s {_gib(job.gpu_bytes)}",
                          hint="shorter --prompt-len/--response-len, sequence parallelism (ulysses), or more memory")
-    factor, ckpt, est, offload = chosen
     max_tokens = factor * job.seq
     plan.add("actor_rollout_ref.model.use_remove_padding", m.remove_padding,
              f"sequence packing is tested for model type {m.model_type}" if m.remove_padding else
@@ -265,7 +253,7 @@ def _asked_step(job: Job, plan: Plan) -> None:
     batch, seq = job.micro_batch or 1, job.seq_len or job.seq
     ckpt = True if job.grad_ckpt is None else job.grad_ckpt
     plain = job.gpus == 1
-    est = memory.actor_step(job.model, tokens=batch * seq, micro_batch=batch, grad_ckpt=ckpt, plain=plain,
+    est = memory.actor_step(job.model, tokens=batch * seq, grad_ckpt=ckpt, plain=plain,
                             shards=job.gpus)
     plan.memory.update(actor_step_peak_gib=round(est.peak / GIB, 2), actor_step_phase=est.phase,
                        actor_step_breakdown_gib=est.gib(),
