@@ -121,10 +121,11 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
         now = doctor_document(findings, facts, level=level, strict=strict)
         findings += compare(load_run(baseline_file), now, tolerance=tolerance, base_name=baseline_file)
     code = exit_code(findings, strict)
+    doc = doctor_document(findings, facts, level=level, strict=strict) if save_baseline or as_json else None
     if save_baseline:
-        _save(save_baseline, doctor_document(findings, facts, level=level, strict=strict))
+        _save(save_baseline, doc)
     if as_json:
-        click.echo(dumps(doctor_document(findings, facts, level=level, strict=strict)), nl=False)
+        click.echo(dumps(doc), nl=False)
     else:
         click.echo(table(findings, heading(facts), color=sys.stdout.isatty()), nl=False)
     ctx.exit(code)
