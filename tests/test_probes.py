@@ -33,12 +33,13 @@ def test_cpu_device_document_and_findings():
     assert set(gpu["figures"]) == {"gemm.bf16", "gemm.fp8", "hbm", "h2d", "d2h"} and not gpu["errors"]
     assert all(f["value"] > 0 and f["samples"] for f in gpu["figures"].values())
     findings = probes.findings_for(doc)
-    assert [f.id for f in findings] == IDS + ["probe.allreduce", "probe.p2p", "probe.vram_release"]
+    assert [f.id for f in findings] == IDS + ["probe.allreduce", "probe.p2p", "probe.megatron", "probe.vram_release"]
     # A CPU is no product of the arch table: measured, shown, not judged.
     assert all(f.status is Status.SKIP for f in findings)
     assert "not in rocmkit's arch table" in findings[0].title and "TFLOP/s" in findings[0].title
     assert findings[0].evidence["gpus"][0]["figure"]["samples"]
-    assert "1 GPU visible" in findings[-3].title and "no pair" in findings[-2].title
+    assert "1 GPU visible" in findings[-4].title and "no pair" in findings[-3].title
+    assert findings[-2].status is Status.SKIP and "needs a GPU (device cpu)" in findings[-2].title
     assert findings[-1].status is Status.SKIP and "needs a GPU" in findings[-1].title
 
 
@@ -67,6 +68,7 @@ def test_two_cpu_ranks_all_reduce_in_the_document():
     # two CPU "devices" are no GPU pair, and the VRAM probe needs a GPU: both say so
     assert doc["p2p"]["available"] is False and "no pair" in doc["p2p"]["reason"]
     assert doc["vram_release"] == {"available": False, "reason": "needs a GPU (device cpu)"}
+    assert doc["megatron"] == {"available": False, "reason": "needs a GPU (device cpu)"}  # its CPU path: test_probes_megatron
 
 
 @no_gpu
@@ -141,7 +143,7 @@ def test_doctor_level2_json_on_gpu():
     assert "probe: cuda:0" in r.stderr  # progress lines go to stderr, the document to stdout
     doc = json.loads(r.stdout)
     ids = [f["id"] for f in doc["findings"]]
-    assert ids[:5] == IDS and ids[-3:] == ["probe.allreduce", "probe.p2p", "probe.vram_release"]
+    assert ids[:5] == IDS and ids[-4:] == ["probe.allreduce", "probe.p2p", "probe.megatron", "probe.vram_release"]
     assert doc["findings"][0]["evidence"]["gpus"][0]["figure"]["samples"]
 
 

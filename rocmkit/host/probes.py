@@ -7,8 +7,9 @@
 
 Per GPU, one after another (so a shared PCIe switch or power budget does not blur whose figure is whose):
 bf16 GEMM, fp8 GEMM where the arch has fp8, device-memory copy, pinned host-to-device and device-to-host
-copies; then one all-reduce across all of them, one process per GPU. Each probe stops once steady, within
-its share of `budget_s` seconds per GPU.
+copies; then one all-reduce across all of them, one process per GPU; P2P copies between every pair; a small
+Megatron GPT trained with TP over the first one or two (probes_megatron); VRAM release on the first. Each
+measuring probe stops once steady, within its share of `budget_s` seconds per GPU.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..progress import Display
 from .model import Finding, Status
 from .probes_judge import judge
 from .probes_measure import ProbeError, allreduce, device_copy, gemm, host_copy
+from .probes_megatron import measure_megatron
 from .probes_p2p import P2P_BYTES, measure_p2p
 from .probes_vram import measure_vram
 from .reader import read_pci_device
@@ -101,7 +103,8 @@ def _unavailable(missing: str, reason: str) -> dict[str, Any]:
 
 def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFAULT_BUDGET_S, sizes: Sizes = Sizes(),
             with_allreduce: bool = True, devices: list[str] | None = None,
-            progress: Display | None = None, with_p2p: bool = True, with_vram: bool = True) -> dict[str, Any]:
+            progress: Display | None = None, with_p2p: bool = True, with_vram: bool = True,
+            with_megatron: bool = True) -> dict[str, Any]:
     """Measure every visible GPU (or the torch device indices in `gpus`) and return the figures document.
 
     `devices` overrides the device list ("cuda:N" or "cpu"): "cpu" measures the host through the same code,
@@ -153,6 +156,13 @@ def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFA
         doc["allreduce"] = None
     if with_p2p:
         doc["p2p"] = measure_p2p(devices, nbytes=sizes.p2p_bytes, say=say) if len(devices) >= 2 else None
+    if with_megatron:  # a small GPT trained with TP over the first one or two GPUs, in processes of its own
+        if devices[0].startswith("cuda:"):
+            tp = min(len(devices), 2)
+            say.stage(f"Megatron GPT, TP={tp} on {', '.join(devices[:tp])}", "a few training steps")
+            doc["megatron"] = measure_megatron(devices[:tp])
+        else:  # the CPU/gloo path is measure_megatron's own (tests); here it would only repeat level 2's CPU run
+            doc["megatron"] = {"available": False, "reason": f"needs a GPU (device {devices[0]})"}
     if with_vram:  # last: it takes most of the first GPU's free memory, in a process of its own
         if devices[0].startswith("cuda:"):
             say.stage(f"VRAM release on {devices[0]}", "a fresh process, a few cycles")
@@ -219,7 +229,7 @@ class _Quiet:
 def run_probes(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFAULT_BUDGET_S,
                require_gpu: bool = True, progress: str = "auto") -> list[Finding]:
     """Measure and judge: one finding per measure (probe.gemm.bf16, probe.gemm.fp8, probe.hbm, probe.h2d,
-    probe.d2h, probe.allreduce, probe.p2p, probe.vram_release), every figure with its samples in the evidence.
+    probe.d2h, probe.allreduce, probe.p2p, probe.megatron, probe.vram_release), every figure with its samples in the evidence.
 
     With no torch or no GPU: EnvironmentMissing when `require_gpu` (level 2 asked for explicitly: exit 3),
     else a single skip finding saying why.

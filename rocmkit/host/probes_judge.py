@@ -296,11 +296,14 @@ def judge(doc: dict[str, Any]) -> list[Finding]:
     findings = judge_gpus(gpus, context)
     if "allreduce" in doc:
         findings.append(judge_allreduce(doc.get("allreduce"), gpus, context))
+    from .probes_megatron import judge_megatron
     from .probes_p2p import judge_p2p  # these import this module's verdict lines
     from .probes_vram import judge_vram
 
     if "p2p" in doc:  # documents recorded before these probes have neither key
         findings.append(judge_p2p(doc.get("p2p"), gpus, context))
+    if "megatron" in doc:
+        findings.append(judge_megatron(doc.get("megatron"), context))
     if "vram_release" in doc:
         findings.append(judge_vram(doc.get("vram_release"), context))
     return findings

@@ -1,0 +1,123 @@
+"""probe.megatron: the real worker on the CPU (megatron-core's local layers, gloo, TP=1 in one process and
+TP=2 in two), its failure and skip paths, and the judge on a document recorded by that CPU run
+(tests/data/probes/megatron-cpu-tp2.json) and on the same document changed the way a fault changes it.
+
+The GPU path (TransformerEngine layers, NCCL/RCCL, bf16) needs a GPU: benchmarks/probe_megatron.py is what
+a GPU machine runs (README, "What is verified, and how"). CI provisions megatron-core
+(.ci/provision/55-megatron.sh) and the verl-cpu venv whose torch brings the triton megatron-core imports
+(50-verl-cpu.sh): there these tests fail, not skip, when either is missing.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from provisioned import provisioned
+from rocmkit.host.model import Status
+from rocmkit.host.probes_judge import judge
+from rocmkit.host.probes_megatron import GPT, judge_megatron, measure_megatron
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "tests" / "data" / "probes" / "megatron-cpu-tp2.json"
+SMALL = GPT(hidden=64, heads=4, ffn=256, vocab=256, seq=32)
+
+
+@pytest.fixture
+def megatron_python(monkeypatch) -> str:
+    """The verl-cpu venv's Python with megatron-core (and this checkout) on its path."""
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-verl-cpu.sh makes the verl-cpu venv", "VERL_CPU")
+    path = provisioned("ROCMKIT_MEGATRON_PATH", ".ci/provision/55-megatron.sh installs megatron-core", "MEGATRON")
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{path}")
+    return python
+
+
+@pytest.mark.slow
+def test_tp1_and_tp2_train_on_cpu_with_gloo(megatron_python):
+    one = measure_megatron(["cpu"], steps=4, model=SMALL, python=megatron_python)
+    two = measure_megatron(["cpu", "cpu"], steps=4, model=SMALL, python=megatron_python)
+    for doc, tp in ((one, 1), (two, 2)):
+        json.dumps(doc)  # plain data, as the figures document embeds it
+        assert doc["available"] and "error" not in doc, doc
+        assert (doc["tp"], doc["layers"], doc["backend"], doc["megatron_core"]) == (tp, "local", "gloo", "0.18.0")
+        assert len(doc["losses"]) == 4 and all(math.isfinite(x) for x in doc["losses"]) and len(doc["step_s"]) == 4
+        f = judge_megatron(doc)
+        assert f.status is Status.PASS, f.title
+        assert f"megatron-core local layers, TP={tp}" in f.title and "4 steps, loss" in f.title and "ms/step" in f.title
+    # TP=2 splits heads, FFN and vocab across two ranks: the same model, so the same losses as one rank
+    assert two["parameters_per_rank"] < one["parameters_per_rank"]
+    assert two["losses"] == pytest.approx(one["losses"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_broken_transformer_engine_is_a_failure_naming_it(megatron_python):
+    # Asked for TE layers where transformer_engine does not import: what a broken TE build looks like
+    doc = measure_megatron(["cpu"], steps=2, model=SMALL, python=megatron_python, layers="te")
+    f = judge_megatron(doc)
+    assert f.status is Status.FAIL and f.fix, f.title
+    assert "TransformerEngine layers, TP=1" in f.title and "rank 0: ModuleNotFoundError" in f.title
+    assert "transformer_engine" in f.title
+
+
+def test_no_megatron_core_is_a_skip_saying_so(monkeypatch):
+    if importlib.util.find_spec("megatron") is not None:
+        pytest.skip("megatron is importable in this venv: its absence cannot be shown here")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    doc = measure_megatron(["cpu"], steps=2, model=SMALL, python=sys.executable)
+    assert doc["available"] is False and doc["missing"] == "megatron-core"
+    f = judge_megatron(doc)
+    assert f.status is Status.SKIP and "not run: megatron-core is not installed" in f.title
+
+
+def recorded() -> dict:
+    return json.loads(RECORDED.read_text())
+
+
+def test_recorded_cpu_run_passes_with_its_figures():
+    f = judge_megatron(recorded(), {"torch": "2.13.0+cpu"})
+    assert f.status is Status.PASS and f.fix is None
+    assert f.title.startswith("Megatron GPT training (megatron-core local layers, TP=2 on cpu, cpu): 6 steps, loss 5.56")
+    ev = f.evidence
+    assert ev["tp"] == 2 and ev["loss_last"] < ev["loss_first"] * ev["fall_at"] and ev["step_s_median"] > 0
+    assert ev["torch"] == "2.13.0+cpu" and ev["model"]["hidden"] == 64
+
+
+def test_faults_fail_with_the_reason():
+    nan = recorded()
+    nan["losses"][2:] = [float("nan")]
+    f = judge_megatron(nan)
+    assert f.status is Status.FAIL and "loss nan at step 3 of 3" in f.title and f.fix
+
+    flat = recorded()
+    flat["losses"] = [5.56, 5.55, 5.57, 5.54, 5.55, 5.53]
+    f = judge_megatron(flat)
+    assert f.status is Status.FAIL and "did not fall below 90% of the first" in f.title
+
+    crashed = copy.deepcopy(recorded())
+    crashed.update(losses=[], step_s=[], error="worker exited 1: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp")
+    f = judge_megatron(crashed)
+    assert f.status is Status.FAIL and "failed: worker exited 1: RuntimeError: NCCL error" in f.title
+
+    other_rank = recorded()
+    other_rank["rank_errors"] = ["rank 1: RuntimeError: HIP error: invalid device function"]
+    f = judge_megatron(other_rank)
+    assert f.status is Status.FAIL and "rank 1: RuntimeError: HIP error" in f.title
+
+    one_step = recorded()
+    one_step["losses"] = one_step["losses"][:1]
+    assert "1 step(s) ran, 2 needed" in judge_megatron(one_step).title
+
+
+def test_in_the_figures_document_before_vram_release():
+    doc = {"gpus": [], "megatron": recorded(), "vram_release": {"available": False, "reason": "needs a GPU"}}
+    ids = [f.id for f in judge(doc)]
+    assert ids == ["probe.megatron", "probe.vram_release"]
+    unmeasured = {"gpus": [], "megatron": {"available": False, "reason": "needs a GPU (device cpu)"}}
+    (f,) = judge(unmeasured)
+    assert f.status is Status.SKIP and f.title == "Megatron GPT training not run: needs a GPU (device cpu)"
