@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from provisioned import provisioned
+
 from rocmkit.host.model import Status
 from rocmkit.host.probes_judge import judge
 from rocmkit.host.probes_megatron import GPT, judge_megatron, measure_megatron

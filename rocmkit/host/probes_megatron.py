@@ -185,14 +185,19 @@ def _train(torch, args: dict[str, Any], tp: int, cpu: bool) -> dict[str, Any]:
     import megatron.core
     from megatron.core import parallel_state
     from megatron.core.models.gpt.gpt_model import GPTModel
-    from megatron.core.tensor_parallel.random import initialize_rng_tracker, model_parallel_cuda_manual_seed
+    from megatron.core.tensor_parallel.random import (
+        initialize_rng_tracker,
+        model_parallel_cuda_manual_seed,
+    )
 
     # the distribution's version: megatron.core.__version__ appends the git commit of the working directory
     info: dict[str, Any] = {"megatron_core": _version("megatron-core") or getattr(megatron.core, "__version__", None),
                             "torch": torch.__version__}
     if args["layers"] == "te":
         import transformer_engine
-        from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_with_transformer_engine_spec
+        from megatron.core.models.gpt.gpt_layer_specs import (
+            get_gpt_layer_with_transformer_engine_spec,
+        )
 
         info["transformer_engine"] = getattr(transformer_engine, "__version__", None) or _version("transformer-engine")
         spec = get_gpt_layer_with_transformer_engine_spec()
