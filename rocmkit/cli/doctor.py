@@ -15,7 +15,8 @@ from .common import json_option
 
 @click.command()
 @click.option("--level", type=click.IntRange(1, 2), default=1, show_default=True,
-              help="1: static checks, reads only (well under a second). 2: adds GPU measurements.")
+              help="1: static checks, reads only (well under a second). 2: adds GPU measurements (GEMM, memory, links, "
+                   "all-reduce, P2P, a few Megatron training steps, VRAM release).")
 @json_option
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), default=None,

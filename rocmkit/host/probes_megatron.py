@@ -136,9 +136,14 @@ def _config(torch, args: dict[str, Any], tp: int, cpu: bool):
         num_layers=m["layers"], hidden_size=m["hidden"], num_attention_heads=m["heads"], ffn_hidden_size=m["ffn"],
         tensor_model_parallel_size=tp, use_cpu_initialization=cpu, params_dtype=dtype, bf16=not cpu,
         pipeline_dtype=dtype, hidden_dropout=0.0, attention_dropout=0.0,
-        # fused kernels only where there is a GPU to run them; on the CPU every fusion is off
-        gradient_accumulation_fusion=False, masked_softmax_fusion=not cpu, bias_activation_fusion=not cpu,
+        # fused kernels only where there is a GPU to run them; on the CPU every fusion is off. Local layers'
+        # fused softmax is apex's extension: used (so tested) where apex built it, torch's softmax elsewhere.
+        gradient_accumulation_fusion=False, masked_softmax_fusion=fused_softmax(cpu), bias_activation_fusion=not cpu,
         bias_dropout_fusion=not cpu, apply_rope_fusion=False, persist_layer_norm=False)
+
+
+def fused_softmax(cpu: bool) -> bool:
+    return not cpu and _installed("scaled_upper_triang_masked_softmax_cuda")
 
 
 def _rank(rank: int, args: dict[str, Any]) -> None:
@@ -218,6 +223,7 @@ def _train(torch, args: dict[str, Any], tp: int, cpu: bool) -> dict[str, Any]:
                      max_sequence_length=m["seq"])
     device = torch.device("cpu") if cpu else torch.device("cuda", torch.cuda.current_device())
     model.to(device)
+    info["fused_softmax"] = fused_softmax(cpu)
     info["parameters_per_rank"] = sum(p.numel() for p in model.parameters())
     optim = torch.optim.Adam(model.parameters(), lr=float(args["lr"]))
     gen = torch.Generator().manual_seed(0)  # the same batch on every rank: TP ranks must see one input
@@ -299,7 +305,7 @@ def judge_megatron(doc: dict[str, Any] | None, context: dict[str, Any] | None = 
     losses = [float(x) for x in doc.get("losses") or []]
     times = [float(x) for x in doc.get("step_s") or []]
     evidence: dict[str, Any] = {k: doc.get(k) for k in ("layers", "tp", "devices", "backend", "steps", "lr", "model",
-                                                          "megatron_core", "transformer_engine", "torch",
+                                                          "megatron_core", "transformer_engine", "torch", "fused_softmax",
                                                           "parameters_per_rank", "build_s", "seconds")
                                 if doc.get(k) is not None}
     evidence.update(losses=losses, step_s=times, fall_at=FALL_AT, **(context or {}))
