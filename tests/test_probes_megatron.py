@@ -121,3 +121,18 @@ def test_in_the_figures_document_before_vram_release():
     unmeasured = {"gpus": [], "megatron": {"available": False, "reason": "needs a GPU (device cpu)"}}
     (f,) = judge(unmeasured)
     assert f.status is Status.SKIP and f.title == "Megatron GPT training not run: needs a GPU (device cpu)"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tp", [1, 2])
+def test_on_gpu(tp):
+    """What a GPU session runs (with megatron-core on the path): the doctor's own call, TE layers where TE is."""
+    torch = pytest.importorskip("torch")
+    if importlib.util.find_spec("megatron") is None:
+        pytest.skip("megatron-core is not installed (pip install --target DIR megatron-core==0.18.0 --no-deps)")
+    if torch.cuda.device_count() < tp:
+        pytest.skip(f"TP={tp} needs {tp} GPUs")
+    doc = measure_megatron([f"cuda:{i}" for i in range(tp)])
+    f = judge_megatron(doc)
+    assert f.status is Status.PASS, f.title
+    assert doc["backend"] == "nccl" and doc["tp"] == tp and len(doc["losses"]) == doc["steps"]
