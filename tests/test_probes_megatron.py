@@ -15,6 +15,7 @@ import importlib.util
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,14 @@ def test_broken_transformer_engine_is_a_failure_naming_it(megatron_python):
     assert f.status is Status.FAIL and f.fix, f.title
     assert "TransformerEngine layers, TP=1" in f.title and "rank 0: ModuleNotFoundError" in f.title
     assert "transformer_engine" in f.title
+
+
+def test_a_worker_past_its_deadline_is_stopped_and_fails(megatron_python):
+    started = time.monotonic()
+    doc = measure_megatron(["cpu", "cpu"], steps=2, model=SMALL, python=megatron_python, timeout_s=3)
+    f = judge_megatron(doc)
+    assert f.status is Status.FAIL and "failed: did not finish within 3 s" in f.title, f.title
+    assert time.monotonic() - started < 30  # the process tree was stopped, not waited for
 
 
 def test_no_megatron_core_is_a_skip_saying_so(monkeypatch):

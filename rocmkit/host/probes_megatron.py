@@ -29,6 +29,8 @@ import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from .model import Finding, Status
@@ -96,10 +98,14 @@ def measure_megatron(devices: list[str], *, steps: int = STEPS, model: GPT = GPT
         if os.path.exists(result):
             with open(result) as f:
                 doc.update(json.load(f))
-        else:
+        if (run.timed_out or run.returncode != 0) and doc.get("available", True) and not doc.get("error"):
+            # a hang (one rank failed, the others wait in a collective) or a rank that died without a word
             said = [ln.strip() for ln in run.tail if ln.strip()]
-            doc["error"] = (f"did not finish within {timeout_s:.0f} s" if run.timed_out else
-                            f"worker exited {run.returncode}: {_last_error(said)}")
+            ranks = [json.loads(Path(tmp, n).read_text()).get("error") for n in sorted(os.listdir(tmp))
+                     if n.startswith("result.json.rank") and not n.endswith(".tmp")]
+            doc["error"] = ((f"did not finish within {timeout_s:.0f} s" if run.timed_out else
+                             f"worker exited {run.returncode}: {_last_error(said)}")
+                            + "".join(f"; {e}" for e in ranks if e))
     doc["seconds"] = round(time.perf_counter() - started, 2)
     return doc
 
@@ -158,10 +164,11 @@ def _rank(rank: int, args: dict[str, Any]) -> None:
     try:
         if not cpu:
             torch.cuda.set_device(torch.device(args["devices"][rank]))
-        dist.init_process_group(args["backend"], rank=rank, world_size=tp)
+        # a failed rank leaves the others waiting in a collective: bounded, well inside the worker's deadline
+        dist.init_process_group(args["backend"], rank=rank, world_size=tp, timeout=timedelta(seconds=120))
         out.update(_train(torch, args, tp, cpu))
     except Exception as exc:  # noqa: BLE001 - the error is the finding
-        traceback.print_exc()  # on stderr: the whole story for `rocmkit doctor -v` and the logs
+        traceback.print_exc()  # on stderr: the worker's output, whose last error line names a crash
         text = str(exc).strip().splitlines()
         out["error"] = f"rank {rank}: {type(exc).__name__}: {text[0][:300] if text else ''}"
     if rank == 0 or "error" in out:  # rank 0 reports; another rank reports only its own failure
