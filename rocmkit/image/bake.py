@@ -19,6 +19,10 @@ REGISTRY_VAR = "REGISTRY"
 DEFAULT_REGISTRY = "rocmkit"
 MAX_JOBS_VAR = "MAX_JOBS"
 DOCKERFILES_DIR = "dockerfiles"
+# BuildKit's own attestations beside the image's /opt/rocmkit/sbom.cdx.json: SLSA provenance with every build
+# arg and step, and BuildKit's SPDX scan. Builders that keep them: docker-container, kubernetes and remote
+# drivers (and the docker driver with the containerd image store), when pushing or writing an OCI output.
+ATTEST = ("type=provenance,mode=max", "type=sbom")
 
 
 def target_name(plan: BuildPlan) -> str:
@@ -44,6 +48,7 @@ def definition(plans: list[BuildPlan], *, dockerfiles_dir: str = DOCKERFILES_DIR
             "args": {"MAX_JOBS": f"${{{MAX_JOBS_VAR}}}"},
             "tags": [f"${{{REGISTRY_VAR}}}/{image}:{version}"],
             "labels": dict(plan.labels),
+            "attest": list(ATTEST),
         }
     return {
         "variable": {
