@@ -72,6 +72,7 @@ def test_targets_groups_args_tags_labels():
         assert t["tags"] == [plan.tag.replace("rocmkit/", "${REGISTRY}/", 1)]
         assert t["labels"] == plan.labels
         assert t["labels"]["org.opencontainers.image.title"] == f"rocmkit/{stack.name}"
+        assert t["attest"] == ["type=provenance,mode=max", "type=sbom"]
 
 
 def test_builtin_stacks_by_default():
@@ -101,6 +102,8 @@ def test_context_dir_holds_what_the_targets_need(tmp_path):
         assert "--mount=type=bind,source=rocmkit-dist" in dockerfile.read_text()
     wheels = list((ctx / "rocmkit-dist").glob("*.whl"))
     assert len(wheels) == 1 and wheels[0].name.startswith("rocmkit-")
+    # The CycloneDX library the final stage's SBOM step mounts.
+    assert (ctx / "rocmkit-dist" / "sbom-lib" / "cyclonedx" / "__init__.py").is_file()
     # Run again: still one wheel, the bake file regenerated in place.
     r2 = rocmkit("bake", "--stack-file", str(DEV), "--context-dir", str(ctx))
     assert r2.returncode == 0, r2.stderr

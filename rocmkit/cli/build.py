@@ -11,7 +11,9 @@ from .. import stacks
 from ..engine import check_ref
 from ..errors import Failed, UsageError
 from ..image.build import DEFAULT_TIMEOUT_S
+from ..fileio import write_atomic
 from ..image.plan import DEFAULT_MAX_JOBS, LABEL_PREFIX, MANIFEST_PATH, make_plan, plan_document
+from ..image.sbom import SBOM_PATH
 from ..image.sources import parse_source_options
 from ..image.wheelhouse import check_dir
 from ..output import document
@@ -72,9 +74,13 @@ NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
                    "/usr/local/bin/docker) that has a buildx plugin or a built-in BuildKit that works.")
 @click.option("--timeout", "timeout_s", type=click.IntRange(min=1), default=DEFAULT_TIMEOUT_S, show_default=True,
               metavar="SECONDS", help="Stop the build after this long.")
+@click.option("--sbom-out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the host copy of the image's CycloneDX SBOM (/opt/rocmkit/sbom.cdx.json) here. "
+                   "Default: beside the build log, <log name>.cdx.json.")
 @json_option
 def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, base_image, source_opts,
-          cache_from, cache_to, wheelhouse_dir, network, progress, log_file, docker_cli, timeout_s, as_json) -> None:
+          cache_from, cache_to, wheelhouse_dir, network, progress, log_file, docker_cli, timeout_s, sbom_out,
+          as_json) -> None:
     """Build a stack's image for an arch with BuildKit (default stack: verl-vllm).
 
     The Docker engine is reached through the docker SDK (DOCKER_HOST is honoured); the build runs
@@ -82,7 +88,10 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
     independent ones at the same time, each cached on its own. On failure the failing stage and
     component are named, the tail of its output is printed, the exit code is 1 and nothing is tagged.
     After success the image is tagged (and pushed with --push), inspected, and its tag, id, size and
-    manifest summary are printed (--json: a rocmkit.build/v1 document).
+    manifest summary are printed (--json: a rocmkit.build/v1 document). Every image carries a CycloneDX
+    SBOM (/opt/rocmkit/sbom.cdx.json: Python distributions, dpkg packages, git commits, base image),
+    written with the CycloneDX library of `pip install 'rocmkit[sbom]'` mounted for that step only; its
+    host copy goes to --sbom-out.
 
     With --dry-run, print the build plan instead: the stages, which of them BuildKit builds in parallel,
     build args, the default tag (stack, ROCm version, arch and a hash of every input, so identical
@@ -103,6 +112,8 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
     if network is not None and not NETWORK_RE.match(network):
         raise UsageError(f"--network {network!r} is not a network name", hint="e.g. none, host, default")
     wheels = check_dir(Path(wheelhouse_dir)) if wheelhouse_dir else None
+    if sbom_out and Path(sbom_out).exists():
+        raise UsageError(f"--sbom-out {sbom_out} already exists", hint="remove it, or name another file")
     for w in plan.warnings:
         warn(w)
     if dry_run:
@@ -115,16 +126,18 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
         _print_plan(plan, doc)
         return
     _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, wheels, network,
-           progress, log_file, docker_cli, timeout_s, as_json)
+           progress, log_file, docker_cli, timeout_s, sbom_out, as_json)
 
 
 def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, wheels, network,
-           progress, log_file, docker_cli, timeout_s, as_json) -> None:
+           progress, log_file, docker_cli, timeout_s, sbom_out, as_json) -> None:
     from ..engine import Engine, find_cli
     from ..image.build import BuildOptions, build_image, default_log_path, failure
     from ..image.jobs import auto_max_jobs, gib_per_job
     from ..image.render import render_dockerfile
+    from ..image.sbomlib import check_installed
 
+    check_installed()
     engine = Engine.connect()
     info = engine.info()
     cli = find_cli(docker_cli)
@@ -166,9 +179,14 @@ def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_fr
             problems.append("label io.rocmkit.inputs-hash differs from the plan")
         if not manifest or manifest.get("inputs_hash") != plan.inputs_hash:
             problems.append(f"{MANIFEST_PATH} is missing or differs from the plan")
+        sbom = engine.read_file(outcome.image_id, SBOM_PATH)
+        if not sbom:
+            problems.append(f"{SBOM_PATH} is missing")
     if problems:
         raise Failed("the built image is not what was planned: " + "; ".join(problems), hint=f"full log: {log_path}")
 
+    # The host copy of the SBOM, byte for byte the image's.
+    sbom_path = write_atomic(Path(sbom_out).resolve() if sbom_out else log_path.with_suffix(".cdx.json"), sbom)
     final_tags = tags or [plan.tag]
     for ref in final_tags:
         engine.tag(outcome.image_id, ref)
@@ -180,6 +198,7 @@ def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_fr
                                                               if not tty else None)})
     image = engine.image(outcome.image_id)
     doc = _result_document(plan, image, manifest, outcome, final_tags, pushed, jobs, jobs_reason, cli, info)
+    doc["sbom"] = {"image_path": SBOM_PATH, "host_path": str(sbom_path)}
     if as_json:
         echo_json(document("build", doc))
     else:
@@ -248,6 +267,7 @@ def _print_result(doc: dict) -> None:
         click.echo(f"  {c['name']:<{width}}  {pin}")
     for p in doc["pushed"]:
         click.echo(f"pushed    {p['tag']} {p['digest'] or ''}".rstrip())
+    click.echo(f"sbom      {doc['sbom']['image_path']}; host copy {doc['sbom']['host_path']}")
     click.echo(f"log       {b['log']}")
 
 

@@ -19,6 +19,10 @@ REGISTRY_VAR = "REGISTRY"
 DEFAULT_REGISTRY = "rocmkit"
 MAX_JOBS_VAR = "MAX_JOBS"
 DOCKERFILES_DIR = "dockerfiles"
+# BuildKit's own attestations beside the image's /opt/rocmkit/sbom.cdx.json: SLSA provenance with every build
+# arg and step, and BuildKit's SPDX scan. Builders that keep them: docker-container, kubernetes and remote
+# drivers (and the docker driver with the containerd image store), when pushing or writing an OCI output.
+ATTEST = ("type=provenance,mode=max", "type=sbom")
 
 
 def target_name(plan: BuildPlan) -> str:
@@ -44,6 +48,7 @@ def definition(plans: list[BuildPlan], *, dockerfiles_dir: str = DOCKERFILES_DIR
             "args": {"MAX_JOBS": f"${{{MAX_JOBS_VAR}}}"},
             "tags": [f"${{{REGISTRY_VAR}}}/{image}:{version}"],
             "labels": dict(plan.labels),
+            "attest": list(ATTEST),
         }
     return {
         "variable": {
@@ -107,16 +112,17 @@ def header(context_dir: str | None) -> str:
 
 
 def prepare_context(plans: list[BuildPlan], context_dir: Path, dockerfiles_dir: str = DOCKERFILES_DIR) -> list[Path]:
-    """Write rocmkit-dist/ (rocmkit's own wheel), an empty wheelhouse/ and the rendered Dockerfiles into
-    context_dir."""
+    """Write rocmkit-dist/ (rocmkit's own wheel and the CycloneDX library of the SBOM step), an empty
+    wheelhouse/ and the rendered Dockerfiles into context_dir."""
     from ..fileio import write_atomic
     from .build import DIST_DIR, fill_wheelhouse
+    from .sbomlib import LIB_DIR, vendor
     from .selfwheel import build_self_wheel
 
     dist = context_dir / DIST_DIR
     for old in dist.glob("rocmkit-*.whl") if dist.is_dir() else ():
         old.unlink()  # one wheel only: the Dockerfile installs rocmkit-dist/*.whl
-    written = [build_self_wheel(dist)]
+    written = [build_self_wheel(dist), vendor(dist / LIB_DIR)]
     fill_wheelhouse(context_dir, None)
     for plan in plans:
         path = context_dir / dockerfiles_dir / dockerfile_name(plan.stack.name, plan.targets)

@@ -18,6 +18,7 @@ from ..errors import DeadlinePassed, EnvironmentMissing, Failed, UsageError
 from .buildlog import BuildLog, Event, EventKind, Step, StepStatus
 from .plan import BuildPlan
 from .render import WHEELHOUSE_DIR, WHEELHOUSE_MOUNT, image_slug
+from .sbomlib import LIB_DIR, vendor
 from .selfwheel import build_self_wheel
 from .sources import copy_tree, tree_digest
 
@@ -74,9 +75,10 @@ def fill_wheelhouse(ctx: Path, wheelhouse: Path | None) -> None:
 
 def prepare_context(plan: BuildPlan, dockerfile: str, ctx: Path, wheelhouse: Path | None = None) -> Path:
     """Fill `ctx` with what the rendered Dockerfile reads: rocmkit-dist/ (rocmkit's own wheel, installed in
-    the final stage), wheelhouse/ and sources/<name>/ for each local component. Returns the Dockerfile's path."""
+    the final stage, and the CycloneDX library its SBOM step mounts), wheelhouse/ and sources/<name>/ for each local component. Returns the Dockerfile's path."""
     ctx.mkdir(parents=True, exist_ok=True)
     build_self_wheel(ctx / DIST_DIR)
+    vendor(ctx / DIST_DIR / LIB_DIR)
     fill_wheelhouse(ctx, wheelhouse)
     for stage in plan.stages:
         if not stage.local:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import archs
 from .plan import CONSTRAINED_PACKAGES, CONSTRAINTS_PATH, MANIFEST_PATH, BuildPlan
+from .sbom import SBOM_PATH
 
 # The first line of every rendered file; `render --all` only ever replaces or removes files that start so.
 RENDERED_MARK = "# Rendered by rocmkit"
@@ -98,6 +99,7 @@ def render_dockerfile(plan: BuildPlan) -> str:
         constrained=_constrained(plan),
         constraints_path=CONSTRAINTS_PATH,
         manifest_path=MANIFEST_PATH,
+        sbom_path=SBOM_PATH,
         manifest_json=json.dumps(plan.manifest, separators=(",", ":")),
         local_stages=[s for s in plan.stages if s.local],
         blocks=parts,
