@@ -95,8 +95,9 @@ def findings(inv: Invocation, verdict: dict) -> list[Finding]:
         change = verl_history.lookup(o.key)
         kind = change.kind if change else "unknown"
         first = r["error"].splitlines()[0]
+        guess = f"did you mean {r['nearest']}?" if r.get("nearest") else None
         out.append(Finding("error", inv.file, o.line, f"{o.text}: {kind} key: {verl}: {first}", key=o.key,
-                           instead=verl_history.instead(change) if change else None))
+                           instead=verl_history.instead(change) if change else guess))
     for key in verdict.get("absent_keys", []):
         o = by_key[key]
         change = verl_history.lookup(key)

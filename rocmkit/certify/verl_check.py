@@ -11,6 +11,7 @@ custom_reward_function, which 0.9 silently ignores).
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -162,6 +163,13 @@ def check_recipe(doc: dict) -> dict:
     result["rejected"] = [{"index": i, "override": overrides[i], "error": m} for i, m in sorted(rejected.items())]
     if cfg is None:
         return result
+    for r in result["rejected"]:  # a typo's nearest key among its siblings in the composed config
+        key = r["override"].lstrip("+~").partition("=")[0]
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+        if OmegaConf.is_dict(node):
+            close = difflib.get_close_matches(leaf, [str(k) for k in node.keys()], n=1)
+            r["nearest"] = f"{parent}.{close[0]}" if close and parent else (close[0] if close else None)
     absent = object()
     result["absent_keys"] = [k for k in doc.get("probe_keys", [])
                              if OmegaConf.select(cfg, k, default=absent, throw_on_missing=False) is absent]
