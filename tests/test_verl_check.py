@@ -188,3 +188,13 @@ def test_a_target_without_megatron_is_not_certified_and_named(tmp_path):
                   "--out", str(tmp_path / "run"), python=verl_python())
     assert out.returncode == 3, out.stderr
     assert "lacks megatron, mbridge" in out.stderr
+
+
+@pytest.mark.slow
+def test_a_config_name_verl_does_not_have(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo \\\n  -cn ppo_trainer_v2 \\\n  trainer.nnodes=1\n")
+    out = rocmkit("verl-check", "--verl-python", verl_python(), "--json", str(script))
+    assert out.returncode == 1, out.stderr
+    (f,) = json.loads(out.stdout)["findings"]
+    assert f["line"] == 2 and "has no such config" in f["message"] and "ppo_trainer" in f["instead"]

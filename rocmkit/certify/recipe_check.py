@@ -168,8 +168,7 @@ def on_host(invocations: list[Invocation], python: str | None, timeout: float) -
     with tempfile.TemporaryDirectory(prefix="rocmkit-verl-check-") as tmp:
         _inputs(Path(tmp), invocations)
         result = proc.run([python, f"{tmp}/verl_check.py", "--recipe", f"{tmp}/recipes.json"], cwd=tmp,
-                          timeout=timeout, keep_stdout=True, what="verl's config check",
-                          env=None)
+                          timeout=timeout, keep_stdout=True, what="verl's config check")
     if result.timed_out:
         raise Failed(f"verl's config check did not finish within {timeout:g} s")
     return _parse(result, where), where
