@@ -30,7 +30,6 @@ class Word:
     text: str
     line: int
     unresolved: list[str] = field(default_factory=list)  # what the text depends on and the script does not set
-    quoted: bool = False
 
 
 @dataclass
@@ -77,13 +76,13 @@ def _lex(text: str, env: _Vars, on_command) -> None:
     i, n, line = 0, len(text), 1
     words: list[Word] = []
     cur: list[str] = []
-    cur_line, cur_unres, cur_started, cur_quoted = 1, [], False, False
+    cur_line, cur_unres, cur_started = 1, [], False
 
     def flush_word():
-        nonlocal cur, cur_started, cur_unres, cur_quoted
+        nonlocal cur, cur_started, cur_unres
         if cur_started:
-            words.append(Word("".join(cur), cur_line, cur_unres, cur_quoted))
-        cur, cur_started, cur_unres, cur_quoted = [], False, [], False
+            words.append(Word("".join(cur), cur_line, cur_unres))
+        cur, cur_started, cur_unres = [], False, []
 
     def start():
         nonlocal cur_started, cur_line
@@ -97,7 +96,7 @@ def _lex(text: str, env: _Vars, on_command) -> None:
             on_command(words, sep)
         words = []
 
-    def expand(j: int, in_dq: bool) -> tuple[int, str | None, str | None]:
+    def expand(j: int) -> tuple[int, str | None, str | None]:
         """At text[j] == '$': (next index, value or None, what is unresolved)."""
         nxt = text[j + 1] if j + 1 < n else ""
         if nxt == "(":  # $( ... ) or $(( ... )): find the matching parenthesis, value unknown
@@ -172,11 +171,9 @@ def _lex(text: str, env: _Vars, on_command) -> None:
             k = n if k < 0 else k
             chunk = text[i + 1:k]
             cur.append(chunk)
-            cur_quoted = True
             line += chunk.count("\n")
             i = k + 1
         elif c == '"':
-            cur_quoted = True
             i += 1
             while i < n and text[i] != '"':
                 if text[i] == "\\" and i + 1 < n and text[i + 1] in '$`"\\\n':
@@ -186,7 +183,7 @@ def _lex(text: str, env: _Vars, on_command) -> None:
                         cur.append(text[i + 1])
                     i += 2
                 elif text[i] == "$":
-                    i, value, missing = expand(i, True)
+                    i, value, missing = expand(i)
                     cur.append(value or "")
                     if missing:
                         cur_unres.append(missing)
@@ -201,7 +198,7 @@ def _lex(text: str, env: _Vars, on_command) -> None:
                     i += 1
             i += 1
         elif c == "$":
-            i, value, missing = expand(i, False)
+            i, value, missing = expand(i)
             cur.append(value or "")
             if missing:
                 cur_unres.append(missing)
@@ -282,7 +279,6 @@ def read_script(path: str, text: str) -> list[Invocation]:
     (a comment or a missing backslash ended the command before them)."""
     env = _Vars()
     found: list[Invocation] = []
-    last_sep = ["\n"]
     strays: list[Word] = []
 
     def on_command(words: list[Word], sep: str):
@@ -306,7 +302,6 @@ def read_script(path: str, text: str) -> list[Invocation]:
                         env.unknown.pop(m.group(1), None)
             elif found and OVERRIDE_RE.match(words[0].text) and "." in words[0].text.partition("=")[0]:
                 strays.extend(w for w in words if OVERRIDE_RE.match(w.text))
-        last_sep[0] = sep
 
     _lex(text, env, on_command)
     for w in strays:

@@ -167,7 +167,7 @@ def check_recipe(doc: dict) -> dict:
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
         if OmegaConf.is_dict(node):
-            close = difflib.get_close_matches(leaf, [str(k) for k in node.keys()], n=1)
+            close = difflib.get_close_matches(leaf, [str(k) for k in node], n=1)
             r["nearest"] = f"{parent}.{close[0]}" if close and parent else (close[0] if close else None)
     absent = object()
     result["absent_keys"] = [k for k in doc.get("probe_keys", [])
