@@ -53,7 +53,7 @@ def verl_run(s: Settings, ws: Workspace, target: Target) -> verl_overrides.VerlR
         model_dir=str(ws.model_dir), train_file=str(ws.train_file), val_file=str(ws.val_file),
         reward_file=str(ws.reward_file), gpus=s.gpus, steps=s.steps, rollout=s.rollout.value, lr=VERL_LR[size],
         max_response_length=VERL_RESPONSE_TOKENS["builtin" if s.data is None else "user"],
-        ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}")
+        ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}", backend=s.backend.value, train_tp=s.tp, train_pp=s.pp)
 
 
 def config(s: Settings, ws: Workspace, target: Target) -> dict:
@@ -83,7 +83,7 @@ def command(s: Settings, ws: Workspace, target: Target, cfg: dict) -> tuple[list
 
 
 def setup_command(s: Settings, ws: Workspace, target: Target) -> list[str]:
-    modules = setup_mod.required_modules(s.engine.value, s.rollout.value)
+    modules = setup_mod.required_modules(s.engine.value, s.rollout.value, s.backend.value)
     return [target.python, "-c", setup_mod.BOOTSTRAP, ",".join(modules), str(ws.config)]
 
 
@@ -152,6 +152,8 @@ def settings_doc(s: Settings, argv: list[str]) -> dict:
             "model": str(s.model) if s.model else f"built-in {s.size}",
             "data": str(s.data) if s.data else "built-in digits task",
             "rollout": s.rollout.value if s.engine is Engine.VERL else None, "timeout_s": s.timeout,
+            "backend": s.backend.value if s.engine is Engine.VERL else None,
+            "megatron": {"tp": s.tp, "pp": s.pp} if s.backend.value == "megatron" else None,
             "learning_required": s.learning_required, "command": argv}
 
 

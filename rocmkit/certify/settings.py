@@ -15,6 +15,11 @@ class Engine(TextEnum):
     VERL = "verl"
 
 
+class Backend(TextEnum):
+    FSDP = "fsdp"
+    MEGATRON = "megatron"
+
+
 class Rollout(TextEnum):
     VLLM = "vllm"
     SGLANG = "sglang"
@@ -50,6 +55,9 @@ class Settings:
     dry_run: bool = False
     seed: int = 0
     tune: tuple[str, ...] = ()  # a `rocmkit tune` plan's overrides, checked against the target's verl
+    backend: Backend = Backend.FSDP  # verl's actor: FSDP, or Megatron (model_engine=megatron, mbridge)
+    tp: int = 1  # Megatron tensor and pipeline parallel sizes of the actor (and reference)
+    pp: int = 1
 
     @property
     def builtin(self) -> bool:
@@ -77,6 +85,10 @@ def check(s: Settings) -> Settings:
     if s.engine is Engine.VERL and s.on_cpu and s.rollout is not Rollout.VLLM:
         raise UsageError("--gpus 0 with the verl engine runs vLLM's CPU build; SGLang has no CPU rollout in verl",
                          hint="leave out --rollout, or give GPUs")
+    if s.backend is Backend.MEGATRON:
+        megatron_checks(s)
+    elif (s.tp, s.pp) != (1, 1):
+        raise UsageError("--tp and --pp size verl's Megatron actor: they need --backend megatron")
     if s.tune and s.engine is not Engine.VERL:
         raise UsageError("--tune checks a verl plan: it needs --engine verl")
     if s.image is not None and not IMAGE_REF_RE.match(s.image):
@@ -94,3 +106,27 @@ def check(s: Settings) -> Settings:
             raise UsageError(f"--data {s.data}: not a parquet file",
                              hint="a parquet file with verl's columns: prompt, data_source, reward_model.ground_truth")
     return Settings(**{**s.__dict__, "model": model, "data": data, "out": Path(s.out).absolute()})
+
+
+def megatron_checks(s: Settings) -> None:
+    """What rocmkit knows before verl is asked: Megatron is verl's, trains on GPUs only, and the built-in model's
+    heads and layers bound TP and PP. Whether TP x PP fits the GPUs is verl's own rule (its validate_config)."""
+    if s.engine is not Engine.VERL:
+        raise UsageError("--backend megatron is verl's Megatron actor: it needs --engine verl")
+    if s.on_cpu:
+        raise UsageError("--backend megatron trains on GPUs only (megatron-core's fused kernels and NCCL/RCCL); "
+                         "--gpus 0 is refused", hint="give --gpus N on a GPU host, or leave out --backend to train "
+                                                     "with FSDP on the CPU (the verl-cpu stack)")
+    for name, value in (("--tp", s.tp), ("--pp", s.pp)):
+        if value < 1:
+            raise UsageError(f"{name} {value}: a parallel size, at least 1")
+    if s.model is None:
+        from .tinymodel import SIZES
+
+        _, _, layers, heads, kv_heads = SIZES[s.size]
+        if heads % s.tp or kv_heads % s.tp:
+            raise UsageError(f"--tp {s.tp}: the built-in {s.size} model has {heads} attention and {kv_heads} KV "
+                             "heads; TP must divide both", hint=f"--tp {kv_heads} at most")
+        if s.pp > layers:
+            raise UsageError(f"--pp {s.pp}: the built-in {s.size} model has {layers} layers",
+                             hint=f"--pp {layers} at most" + (", or --size 0.5b" if s.size == "tiny" else ""))

@@ -28,12 +28,13 @@ BOOTSTRAP = (
 )
 
 
-def required_modules(engine: str, rollout: str) -> list[str]:
-    """Import names the run needs in the target, in the order a user would install them."""
+def required_modules(engine: str, rollout: str, backend: str = "fsdp") -> list[str]:
+    """Import names the run needs in the target, in the order a user would install them (top-level names:
+    the bootstrap's find_spec cannot look inside a package that is absent)."""
     base = ["rocmkit", "torch", "transformers", "tokenizers", "pyarrow"]
     if engine == "trl":
         return base + ["trl", "datasets", "accelerate"]
-    return base + ["verl", "hydra", "ray", rollout]
+    return base + ["verl", "hydra", "ray", rollout] + (["megatron", "mbridge"] if backend == "megatron" else [])
 
 
 def emit(doc: dict) -> None:

@@ -22,7 +22,10 @@ class VerlRun:
     max_prompt_length: int = 128
     max_response_length: int = 32
     lr: float = 1e-5
-    tensor_parallel: int = 1
+    tensor_parallel: int = 1  # the rollout's
+    backend: str = "fsdp"  # or "megatron": verl's Megatron actor and reference (model_engine=megatron)
+    train_tp: int = 1  # Megatron's tensor and pipeline parallel sizes
+    train_pp: int = 1
     attn_sdpa: bool = False  # images without flash-attention
     ray_temp_dir: str | None = None  # a short path: Ray's socket paths must stay under 107 bytes
 
@@ -34,8 +37,10 @@ class VerlRun:
 def overrides(r: VerlRun) -> list[str]:
     """The overrides, in `key=value` form. trainer.n_gpus_per_node and nnodes are filled in here."""
     workers = max(1, r.gpus)
-    micro = max(1, r.batch_size * r.n // (2 * workers))
-    out = [
+    data_parallel = max(1, workers // (r.train_tp * r.train_pp)) if r.backend == "megatron" else workers
+    micro = max(1, r.batch_size * r.n // (2 * data_parallel))
+    out = megatron_overrides(r) if r.backend == "megatron" else []
+    out += [
         "algorithm.adv_estimator=grpo",
         f"data.train_files={r.train_file}", f"data.val_files={r.val_file}",
         f"data.train_batch_size={r.batch_size}",
@@ -75,6 +80,17 @@ def overrides(r: VerlRun) -> list[str]:
                 "actor_rollout_ref.model.use_remove_padding=False"]
     if r.on_cpu:
         out += cpu_overrides()
+    return out
+
+
+def megatron_overrides(r: VerlRun) -> list[str]:
+    """verl 0.9's Megatron actor and reference: the model engine first (it picks the config groups the keys below
+    live in), TP and PP for both, and mbridge, which verl 0.9.1 asserts (use_mbridge)."""
+    out = ["model_engine=megatron"]
+    for role in ("actor", "ref"):
+        out += [f"actor_rollout_ref.{role}.megatron.tensor_model_parallel_size={r.train_tp}",
+                f"actor_rollout_ref.{role}.megatron.pipeline_model_parallel_size={r.train_pp}",
+                f"actor_rollout_ref.{role}.megatron.use_mbridge=True"]
     return out
 
 

@@ -22,6 +22,7 @@ COMMANDS = {
     "doctor": "rocmkit.cli.doctor:doctor",
     "vf-configs": "rocmkit.cli.vf_configs:vf_configs",
     "tune": "rocmkit.cli.tune:tune",
+    "verl-check": "rocmkit.cli.verl_check:verl_check",
     "certify": "rocmkit.cli.certify:certify",
     "run": "rocmkit.cli.run:run",
     "slurm": "rocmkit.cli.slurm:slurm",

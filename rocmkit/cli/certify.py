@@ -36,6 +36,12 @@ from .common import json_option
               help="Size of the built-in model: tiny (1.3M parameters) or 0.5b (Qwen2.5-0.5B-shaped, random).")
 @click.option("--rollout", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
               help="verl's rollout engine.")
+@click.option("--backend", type=click.Choice(["fsdp", "megatron"]), default="fsdp", show_default=True,
+              help="verl's actor: FSDP, or Megatron (model_engine=megatron with mbridge; GPUs only, and an image "
+                   "with megatron-core and mbridge).")
+@click.option("--tp", type=int, default=1, show_default=True, help="With --backend megatron: tensor parallel size "
+              "of the actor and reference. verl refuses a TP x PP that does not divide --gpus.")
+@click.option("--pp", type=int, default=1, show_default=True, help="With --backend megatron: pipeline parallel size.")
 @click.option("--timeout", type=int, default=3600, show_default=True,
               help="Seconds for the whole certification; at the deadline everything it started is stopped (exit 124).")
 @click.option("--no-probes", is_flag=True,
@@ -51,7 +57,7 @@ from .common import json_option
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, require_learning, size, rollout,
-            timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
+            backend, tp, pp, timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated inside the
@@ -69,7 +75,7 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, r
     130/143 interrupted. Whatever the exit, nothing rocmkit started is left running.
     """
     from ..certify.flow import certify as run_certify
-    from ..certify.settings import Engine, Rollout, Settings
+    from ..certify.settings import Backend, Engine, Rollout, Settings
     from ..progress import Display
 
     if image and on_host:
@@ -83,7 +89,8 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, r
     s = Settings(engine=Engine(engine), image=image, model=Path(model) if model else None,
                  data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
-                 timeout=timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned)
+                 timeout=timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
+                 backend=Backend(backend), tp=tp, pp=pp)
     with Display("certify", progress) as display:
         outcome = run_certify(s, display)
     if outcome.plan is not None:

@@ -1,0 +1,195 @@
+"""`rocmkit verl-check`: a user's launch scripts or overrides files checked against the verl of the image
+(or of a Python on this host) before any job starts. The files are read here (launch_script), the overrides
+composed and validated by that verl's own config (verl_check.py, run as a file in the target, so the target
+needs verl but not rocmkit), and each finding tied to FILE:LINE, with what verl's history says to use instead
+(verl_history)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import proc
+from ..errors import EnvironmentMissing, Failed, InputFileError, UsageError
+from . import launch_script, verl_check, verl_history
+from .launch_script import Invocation
+
+SCHEMA = "rocmkit.verl-check/v1"
+SEVERITIES = ("error", "warning", "note")
+
+
+@dataclass
+class Finding:
+    severity: str
+    file: str
+    line: int | None
+    message: str
+    key: str | None = None
+    instead: str | None = None
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def to_json(self) -> dict:
+        return {"severity": self.severity, "file": self.file, "line": self.line, "key": self.key,
+                "message": self.message, "instead": self.instead}
+
+
+# ---- reading ----
+
+def read_files(paths: list[str]) -> list[Invocation]:
+    out = []
+    for path in paths:
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputFileError(path, "", f"cannot be read ({exc})") from None
+        found = launch_script.read(path, text)
+        if not found:
+            raise InputFileError(path, "", f"runs no {launch_script.ENTRY_MODULE} and holds no Hydra overrides",
+                                 allowed="a launch script that runs python3 -m verl.trainer.main_ppo, or one "
+                                         "override (key=value) a line")
+        out += found
+    return out
+
+
+def request(inv: Invocation) -> dict:
+    """What the target's verl is asked about one main_ppo command."""
+    return {"overrides": [o.text for o in inv.overrides if o.text is not None],
+            "probe_keys": [o.key for o in inv.overrides if o.text is None and o.prefix in ("", "++")],
+            "config_name": inv.config_name}
+
+
+# ---- judging (pure) ----
+
+def findings(inv: Invocation, verdict: dict) -> list[Finding]:
+    """The parser's problems, what verl rejected, and what its history says, for one command."""
+    out = [Finding(sev, inv.file, line, msg) for sev, line, msg in inv.problems]
+    resolved = [o for o in inv.overrides if o.text is not None]
+    by_key = {o.key: o for o in inv.overrides}
+    verl = f"verl {verdict.get('verl')}"
+    cfg = verdict.get("config") or {}
+    if inv.config_name in verl_history.CONFIG_NAMES:
+        use, source = verl_history.CONFIG_NAMES[inv.config_name]
+        said = cfg.get("header") or ("is deprecated" if cfg.get("exists") else "does not exist")
+        out.append(Finding("warning" if cfg.get("exists", True) else "error", inv.file,
+                           inv.config_name_line or inv.line, f"--config-name={inv.config_name}: {verl}: {said}",
+                           key=inv.config_name, instead=f"use {use}; {source}"))
+    elif cfg.get("header"):
+        out.append(Finding("warning", inv.file, inv.config_name_line or inv.line,
+                           f"--config-name={inv.config_name}: {verl}: {cfg['header']}", key=inv.config_name))
+    elif cfg and not cfg.get("exists"):
+        out.append(Finding("error", inv.file, inv.config_name_line or inv.line,
+                           f"--config-name={inv.config_name}: {verl} has no such config",
+                           instead="one of: " + ", ".join(cfg.get("names", []))))
+    if inv.config_path and cfg.get("exists"):
+        out.append(Finding("note", inv.file, inv.config_name_line or inv.line,
+                           f"--config-path={inv.config_path}: checked against {verl}'s own {inv.config_name}"))
+    rejected = {r["index"] for r in verdict.get("rejected", [])}
+    for r in verdict.get("rejected", []):
+        o = resolved[r["index"]]
+        change = verl_history.lookup(o.key)
+        kind = change.kind if change else "unknown"
+        first = r["error"].splitlines()[0]
+        guess = f"did you mean {r['nearest']}?" if r.get("nearest") else None
+        out.append(Finding("error", inv.file, o.line, f"{o.text}: {kind} key: {verl}: {first}", key=o.key,
+                           instead=verl_history.instead(change) if change else guess))
+    for key in verdict.get("absent_keys", []):
+        o = by_key[key]
+        change = verl_history.lookup(key)
+        out.append(Finding("error", inv.file, o.line, f"{key}: {change.kind if change else 'unknown'} key: "
+                                                      f"{verl} has no such key", key=key,
+                           instead=verl_history.instead(change) if change else None))
+    for i, o in enumerate(resolved):  # accepted, but verl's history says it is deprecated or ignored
+        change = verl_history.lookup(o.key)
+        if i not in rejected and change and change.kind in ("deprecated", "ignored"):
+            out.append(Finding("error" if change.kind == "ignored" else "warning", inv.file, o.line,
+                               f"{o.text}: {change.kind} in {change.since}", key=o.key,
+                               instead=verl_history.instead(change)))
+    unresolved = [o for o in inv.overrides if o.text is None]
+    for o in unresolved:
+        out.append(Finding("note", inv.file, o.line, f"{o.key}: the value depends on {', '.join(o.unresolved)}, "
+                                                     "which the script does not set: the key is checked, its value "
+                                                     "is not", key=o.key))
+    for e in verdict.get("errors", []):
+        if "ignored by verl 0.9" in e and any(f.key and f.key.startswith("custom_reward_function") for f in out):
+            continue  # said above, on its line
+        # With unresolved values verl validated its own defaults in their place: a doubt, not a verdict.
+        severity = "warning" if unresolved and not e.startswith("compose") else "error"
+        out.append(Finding(severity, inv.file, inv.line, f"{verl}: {e}"
+                           + (" (values left unresolved were validated at verl's defaults)" if severity == "warning"
+                              else "")))
+    return sorted(out, key=lambda f: (f.line or 0, SEVERITIES.index(f.severity)))
+
+
+def document(invocations: list[Invocation], verdicts: list[dict], where: str) -> dict:
+    found = [f for inv, v in zip(invocations, verdicts) for f in findings(inv, v)]
+    counts = {s: sum(f.severity == s for f in found) for s in SEVERITIES}
+    return {"schema": SCHEMA, "target": where, "verl": next((v.get("verl") for v in verdicts), None),
+            "commands": [{"file": inv.file, "line": inv.line, "config_name": inv.config_name,
+                          "overrides": [o.to_json() for o in inv.overrides]} for inv in invocations],
+            "findings": [f.to_json() for f in found], "counts": counts, "exit_code": 1 if counts["error"] else 0}
+
+
+# ---- the edge: verl_check.py in the target ----
+
+def _parse(result: proc.Result, where: str) -> list[dict]:
+    for line in reversed(result.stdout or []):
+        if line.startswith(verl_check.RECIPE_MARK):
+            return json.loads(line[len(verl_check.RECIPE_MARK):])
+    said = " | ".join(line for line in result.tail[-6:] if line.strip())[:600]
+    raise Failed(f"verl's config could not be read in {where} (exit {result.returncode}): {said}",
+                 hint="the target needs Python with verl (and Hydra) installed")
+
+
+def _inputs(tmp: Path, invocations: list[Invocation]) -> None:
+    shutil.copyfile(verl_check.__file__, tmp / "verl_check.py")
+    (tmp / "recipes.json").write_text(json.dumps([request(inv) for inv in invocations]))
+    tmp.chmod(0o755)
+    for p in tmp.iterdir():
+        p.chmod(0o644)
+
+
+def on_host(invocations: list[Invocation], python: str | None, timeout: float) -> tuple[list[dict], str]:
+    import importlib.util
+
+    if python is None:
+        if importlib.util.find_spec("verl") is None:
+            raise EnvironmentMissing("verl is not installed in this Python", hint="--verl-python names a Python "
+                                     "that has it, or --image an image")
+        python = sys.executable
+    elif not Path(python).exists() and shutil.which(python) is None:
+        raise UsageError(f"--verl-python {python}: no such file")
+    where = f"{python} on this host"
+    with tempfile.TemporaryDirectory(prefix="rocmkit-verl-check-") as tmp:
+        _inputs(Path(tmp), invocations)
+        result = proc.run([python, f"{tmp}/verl_check.py", "--recipe", f"{tmp}/recipes.json"], cwd=tmp,
+                          timeout=timeout, keep_stdout=True, what="verl's config check")
+    if result.timed_out:
+        raise Failed(f"verl's config check did not finish within {timeout:g} s")
+    return _parse(result, where), where
+
+
+def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple[list[dict], str]:
+    from ..cluster.container import run_container
+    from ..engine import Engine, run_cli
+
+    engine = Engine.connect()
+    info = engine.image(image)
+    if info is None:
+        raise UsageError(f"image {image!r} is not in the Docker engine", hint="build it (rocmkit build) or pull it")
+    where = f"image {image} ({info.id[:19]})"
+    with tempfile.TemporaryDirectory(prefix="rocmkit-verl-check-") as tmp:
+        _inputs(Path(tmp), invocations)
+        inside = "/rocmkit-verl-check"
+        result, _ = run_container(info.id, ["python3", f"{inside}/verl_check.py", "--recipe", f"{inside}/recipes.json"],
+                                  what=f"verl's config check in {image}", timeout=timeout, docker=run_cli(),
+                                  keep_stdout=True, mounts=[(tmp, inside, "ro")], workdir="/tmp",
+                                  env={"HF_HUB_OFFLINE": "1"}, gpus=False, skip_missing=True)
+    if result.timed_out:
+        raise Failed(f"verl's config check in {image} did not finish within {timeout:g} s")
+    return _parse(result, where), where

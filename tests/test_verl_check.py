@@ -1,0 +1,200 @@
+"""`rocmkit verl-check` and `certify --backend megatron`: launch scripts read the way bash reads them, then
+composed and validated by verl 0.9.1's real config (the verl-cpu venv CI provisions; a failure under CI when
+it is missing), and Megatron certification refused or accepted by verl's own rules."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from provisioned import provisioned
+
+from rocmkit.certify import launch_script, verl_history, verl_overrides
+from rocmkit.certify.settings import Backend, Engine, Settings, check
+
+DATA = Path(__file__).parent / "data" / "verl_check"
+SEED = DATA / "seed000_grpo_megatron.sh"
+FIXED = DATA / "seed000_fixed.sh"
+EDGE = DATA / "edge_cases.sh"
+
+
+def rocmkit(*args, python=sys.executable, timeout=600):
+    return subprocess.run([python, "-m", "rocmkit", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+
+
+def verl_python() -> str:
+    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-verl-cpu.sh makes the verl-cpu venv", "VERL_CPU")
+
+
+def by_line(doc: dict, file: Path) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = {}
+    for f in doc["findings"]:
+        if f["file"] == str(file):
+            out.setdefault(f["line"], []).append(f)
+    return out
+
+
+# ---- reading scripts (no verl) ----
+
+def test_the_seed_recipe_is_read_with_its_lines_and_variables():
+    (inv,) = launch_script.read(str(SEED), SEED.read_text())
+    assert len(inv.overrides) == 33 and inv.line == 22
+    assert (inv.config_name, inv.config_name_line, inv.config_path) == ("ppo_megatron_trainer", 22, "./config")
+    lines = {o.key: o for o in inv.overrides}
+    assert lines["actor_rollout_ref.actor.megatron.grad_offload"].line == 39
+    assert lines["trainer.experiment_name"].text == "trainer.experiment_name=ROLLOUTTP1-TRAINTP1-TRAINPP1"
+    assert lines["trainer.logger"].text == "trainer.logger=[console,wandb]"  # bash removes the quotes
+    train = lines["data.train_files"]
+    assert train.text is None and train.unresolved == ["$train_files (from $HOME)"]  # named, not guessed
+
+
+def test_shell_features_and_mistakes():
+    (inv,) = launch_script.read(str(EDGE), EDGE.read_text())
+    got = {o.key: o for o in inv.overrides}
+    assert got["actor_rollout_ref.actor.optim.lr"].text.endswith("=1e-6")  # export
+    assert got["trainer.logger"].text == 'trainer.logger=["console","wandb"]'  # single quotes keep the rest
+    assert got["trainer.experiment_name"].text == "trainer.experiment_name=exp run-2"  # ${TP:-2} in "..."
+    assert got["trainer.n_gpus_per_node"].unresolved == ["$NODES (from $(nproc))"]
+    assert got["actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"].unresolved == ["$PP (from a for loop)"]
+    strays = [(line, msg) for sev, line, msg in inv.problems if sev == "error"]
+    assert [line for line, _ in strays] == [23, 24] and "not passed to main_ppo" in strays[0][1]
+    assert "reward.num_workers" not in got
+
+
+def test_an_overrides_file_and_a_file_that_is_neither(tmp_path):
+    f = tmp_path / "ov.txt"
+    f.write_text("# mine\nalgorithm.adv_estimator=grpo\n\n+trainer.x=1 \\\nnot an override\n")
+    (inv,) = launch_script.read(str(f), f.read_text())
+    assert [(o.line, o.key, o.prefix) for o in inv.overrides] == [(2, "algorithm.adv_estimator", ""),
+                                                                   (4, "trainer.x", "+")]
+    assert inv.problems == [("error", 5, "'not an override' is not a Hydra override")]
+    g = tmp_path / "notes.md"
+    g.write_text("hello world\n")
+    out = rocmkit("verl-check", str(g))
+    assert out.returncode == 2 and "notes.md" in out.stderr and "main_ppo" in out.stderr, out.stderr
+
+
+def test_history_lookup_covers_the_keys_below_an_entry():
+    assert verl_history.lookup("actor_rollout_ref.actor.router_replay.mode").kind == "renamed"
+    assert verl_history.lookup("actor_rollout_ref.actor.megatron.grad_offload").use is None
+    assert verl_history.lookup("reward_model.reward_manager").use == "reward.reward_manager.name"
+    assert verl_history.lookup("actor_rollout_ref.actor.optim.lr") is None
+
+
+# ---- against verl 0.9.1's own config ----
+
+def megatron_file(tmp_path: Path, name: str, gpus: int, tp: int, pp: int) -> Path:
+    """certify --backend megatron's own overrides (the verl_overrides the certification runs), one a line."""
+    run = verl_overrides.VerlRun(model_dir="/m", train_file="/t.parquet", val_file="/v.parquet", reward_file="/r.py",
+                                 gpus=gpus, backend="megatron", train_tp=tp, train_pp=pp)
+    path = tmp_path / name
+    path.write_text("\n".join(verl_overrides.overrides(run)) + "\n")
+    return path
+
+
+@pytest.mark.slow
+def test_verl_names_what_the_seed_recipe_must_change_and_refuses_megatron_that_does_not_fit(tmp_path):
+    bad = megatron_file(tmp_path, "megatron-3gpus-tp2.txt", gpus=3, tp=2, pp=1)
+    out = rocmkit("verl-check", "--verl-python", verl_python(), "--json", str(SEED), str(EDGE), str(bad))
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["verl"] == "0.9.1" and doc["schema"] == "rocmkit.verl-check/v1"
+    seed = by_line(doc, SEED)
+    (removed,) = [f for f in seed[39] if f["severity"] == "error"]
+    assert removed["key"] == "actor_rollout_ref.actor.megatron.grad_offload" and "removed key" in removed["message"]
+    assert "no replacement" in removed["instead"] and "/pull/7544" in removed["instead"]
+    (alias,) = [f for f in seed[22] if f["severity"] == "warning"]
+    assert "ppo_megatron_trainer" in alias["message"] and "Deprecated" in alias["message"]
+    assert "--config-name=ppo_trainer" in alias["instead"] and "model_engine=megatron" in alias["instead"]
+    assert [f["line"] for f in doc["findings"] if f["file"] == str(SEED) and f["severity"] == "error"] == [39]
+
+    edge = by_line(doc, EDGE)
+    assert "deprecated" in edge[18][0]["message"] and "ppo_micro_batch_size_per_gpu" in edge[18][0]["instead"]
+    assert "renamed key" in edge[19][0]["message"] and "megatron.router_replay" in edge[19][0]["instead"]
+    assert "unknown key" in edge[20][0]["message"] and edge[20][0]["instead"] == \
+        "did you mean actor_rollout_ref.actor.optim.lr?"
+    assert edge[21][0]["severity"] == "error" and "reward.custom_reward_function" in edge[21][0]["instead"]
+    assert all(f["severity"] == "error" for f in edge[23] + edge[24])
+    assert edge[16][0]["severity"] == "note" and "$(nproc)" in edge[16][0]["message"]
+
+    refused = [f for f in doc["findings"] if f["file"] == str(bad) and f["severity"] == "error"]
+    assert len(refused) == 1 and "n_gpus (3) must be divisible by model_parallel_size (2)" in refused[0]["message"]
+
+
+@pytest.mark.slow
+def test_verl_accepts_the_fixed_recipe_and_certifys_megatron_overrides(tmp_path):
+    good = [megatron_file(tmp_path, f"megatron-{g}-{tp}-{pp}.txt", g, tp, pp) for g, tp, pp in ((2, 2, 1), (4, 2, 2))]
+    out = rocmkit("verl-check", "--verl-python", verl_python(), str(FIXED), *map(str, good))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "verl 0.9.1" in out.stdout and "accepted; 0 error(s), 0 warning(s)" in out.stdout
+    assert "model_engine=megatron" in good[0].read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_verl_check_in_an_image():
+    image = provisioned("ROCMKIT_TEST_VERL_CPU_IMAGE", ".ci/image-gate.sh builds the verl-cpu image", "VERL_CPU")
+    out = rocmkit("verl-check", "--image", image, "--json", str(SEED))
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["target"].startswith(f"image {image}") and doc["verl"] == "0.9.1"
+    assert [f["line"] for f in doc["findings"] if f["severity"] == "error"] == [39]
+
+
+def test_no_verl_to_check_against():
+    out = rocmkit("verl-check", "--verl-python", "/no/such/python", str(SEED))
+    assert out.returncode == 2 and "--verl-python /no/such/python: no such file" in out.stderr
+    if importlib.util.find_spec("verl") is None:  # rocmkit's own venv: no verl, and no guess
+        out = rocmkit("verl-check", str(SEED))
+        assert out.returncode == 3 and "verl is not installed in this Python" in out.stderr
+
+
+# ---- certify --backend megatron: what is refused before verl is asked ----
+
+@pytest.mark.parametrize(("kw", "says"), [
+    ({"gpus": 0}, "trains on GPUs only"),
+    ({"engine": Engine.TRL}, "needs --engine verl"),
+    ({"tp": 4}, "the built-in tiny model has 4 attention and 2 KV heads"),
+    ({"pp": 3}, "the built-in tiny model has 2 layers"),
+    ({"tp": 0}, "--tp 0"),
+])
+def test_megatron_settings_refused(kw, says):
+    from rocmkit.errors import UsageError
+
+    s = Settings(**{"engine": Engine.VERL, "backend": Backend.MEGATRON, "gpus": 2, **kw})
+    with pytest.raises(UsageError) as err:
+        check(s)
+    assert says in err.value.message
+
+
+def test_tp_without_megatron_is_refused_and_gpus_0_said_on_the_command_line(tmp_path):
+    out = rocmkit("certify", "--engine", "verl", "--tp", "2", "--out", str(tmp_path / "a"))
+    assert out.returncode == 2 and "need --backend megatron" in out.stderr
+    out = rocmkit("certify", "--engine", "verl", "--backend", "megatron", "--gpus", "0", "--out", str(tmp_path / "b"))
+    assert out.returncode == 2 and "trains on GPUs only" in out.stderr and "hint:" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow
+def test_a_target_without_megatron_is_not_certified_and_named(tmp_path):
+    """verl-cpu has verl but not megatron-core or mbridge: exit 3 before any training, naming both."""
+    out = rocmkit("certify", "--engine", "verl", "--backend", "megatron", "--gpus", "2", "--tp", "2", "--dry-run",
+                  "--out", str(tmp_path / "run"), python=verl_python())
+    assert out.returncode == 3, out.stderr
+    assert "lacks megatron, mbridge" in out.stderr
+
+
+@pytest.mark.slow
+def test_a_config_name_verl_does_not_have(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo \\\n  -cn ppo_trainer_v2 \\\n  trainer.nnodes=1\n")
+    out = rocmkit("verl-check", "--verl-python", verl_python(), "--json", str(script))
+    assert out.returncode == 1, out.stderr
+    (f,) = json.loads(out.stdout)["findings"]
+    assert f["line"] == 2 and "has no such config" in f["message"] and "ppo_trainer" in f["instead"]
