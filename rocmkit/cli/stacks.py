@@ -38,9 +38,11 @@ def _stack_json(s: stacks_mod.Stack) -> dict:
                    "dependencies are resolved too (repeatable). Without it they are not read.")
 @click.option("--find-links", "find_links", multiple=True, metavar="DIR|URL",
               help="With --resolve: also look for wheels here (a local wheelhouse or mirror; repeatable).")
+@click.option("--index-url", default=None, metavar="URL",
+              help="With --resolve: the package index in place of PyPI (a mirror), as pip's --index-url.")
 @json_option
 def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_opts: tuple[str, ...],
-           find_links: tuple[str, ...], as_json: bool) -> None:
+           find_links: tuple[str, ...], index_url: str | None, as_json: bool) -> None:
     """List the built-in stacks, or show one stack's components and pins; with --resolve, check that pip can
     install them together before any build.
 
@@ -49,10 +51,10 @@ def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_op
     rocmkit/resources/stacks/*.toml; `--stack-file` on other commands takes your own.
     """
     if do_resolve:
-        _resolve(name, stack_file, source_opts, list(find_links), as_json)
+        _resolve(name, stack_file, source_opts, list(find_links), index_url, as_json)
         return
-    if stack_file or source_opts or find_links:
-        raise UsageError("--stack-file, --source and --find-links go with --resolve")
+    if stack_file or source_opts or find_links or index_url:
+        raise UsageError("--stack-file, --source, --find-links and --index-url go with --resolve")
     selected = [stacks_mod.load_builtin(name)] if name else stacks_mod.all_builtin()
     if as_json:
         echo_json(document("stacks", {"stacks": [_stack_json(s) for s in selected]}))
@@ -78,9 +80,9 @@ def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_op
 
 
 def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, ...], find_links: list[str],
-             as_json: bool) -> None:
+             index_url: str | None, as_json: bool) -> None:
     from ..image.sources import parse_source_options
-    from ..stacks.resolve import resolve
+    from ..stacks.resolve import PYPI, resolve
 
     if name and stack_file:
         raise UsageError("give a stack NAME or --stack-file, not both")
@@ -91,7 +93,7 @@ def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, .
     results = []
     for s in selected:
         sources = parse_source_options(source_opts, [c.name for c in s.git_components]) if source_opts else {}
-        r = resolve(s, {k: v.path for k, v in sources.items()}, find_links)
+        r = resolve(s, {k: v.path for k, v in sources.items()}, find_links, index_url or PYPI)
         results.append(r)
         if not as_json:
             print_resolution(r)

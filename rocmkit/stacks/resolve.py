@@ -102,9 +102,31 @@ def stack_pins(stack: Stack) -> tuple[list[Pin], list[Pin]]:
     return [p for p in pins if not p.no_deps], [p for p in pins if p.no_deps]
 
 
-def git_requirement_args(stack: Stack, sources: dict[str, str]) -> tuple[list[str], list[dict]]:
-    """pip arguments for the requirements git components declare, read from local sources; a note per component."""
-    args: list[str] = []
+def _requirement_file(path: Path, seen: set[Path]) -> list[Pin]:
+    """The requirements of a pip requirements file, each with its file:line (`-r` files followed; other
+    options, such as index URLs, are not the stack's and are left out)."""
+    if path in seen or not path.is_file():
+        return []
+    seen.add(path)
+    out: list[Pin] = []
+    for i, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if line.startswith(("-r ", "--requirement ")):
+            out += _requirement_file(path.parent / line.split(None, 1)[1].strip(), seen)
+            continue
+        if not line or line.startswith("-"):
+            continue
+        try:
+            Requirement(line)
+        except InvalidRequirement:
+            continue
+        out.append(Pin(line, f"{path}:{i}"))
+    return out
+
+
+def git_requirement_pins(stack: Stack, sources: dict[str, str]) -> tuple[list[Pin], list[dict]]:
+    """The requirements git components declare, read from local sources; a note per component."""
+    pins: list[Pin] = []
     notes: list[dict] = []
     for c in stack.git_components:
         src = sources.get(c.name)
@@ -118,7 +140,7 @@ def git_requirement_args(stack: Stack, sources: dict[str, str]) -> tuple[list[st
             if not f.is_file():
                 notes.append({"component": c.name, "read": False, "detail": f"{f}: no such requirements file"})
                 continue
-            args += ["-r", str(f)]
+            pins += _requirement_file(f, set())
             read.append(rel)
         pyproject = root / (c.pyproject or "pyproject.toml")
         if pyproject.is_file():
@@ -130,11 +152,11 @@ def git_requirement_args(stack: Stack, sources: dict[str, str]) -> tuple[list[st
                         Requirement(d)
                     except InvalidRequirement:
                         continue
-                    args.append(d)
+                    pins.append(Pin(d, f"{pyproject} [project].dependencies"))
                 read.append(f"{pyproject.name} [project].dependencies ({len(deps)})")
         notes.append({"component": c.name, "read": bool(read),
                       "detail": ("read " + ", ".join(read)) if read else "declares no requirements rocmkit can read"})
-    return args, notes
+    return pins, notes
 
 
 def _stub_wheel(directory: Path, requirement: str) -> None:
@@ -239,7 +261,7 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
     started = time.monotonic()
     result = Result(stack=stack.name, python=stack.python)
     pins, no_deps_pins = stack_pins(stack)
-    git_args, result.git_requirements = git_requirement_args(stack, sources or {})
+    git_pins, result.git_requirements = git_requirement_pins(stack, sources or {})
     if _is_url(index_url) and not reachable(index_url):
         result.status = "offline"
         result.seconds = time.monotonic() - started
@@ -275,13 +297,13 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
                         "why": f"served only by {' / '.join(unreachable)}, unreachable from here; stood in by an "
                                "empty wheel of that name and version, so its own dependencies are not checked"})
             source_args += ["--find-links", str(stubs)]
-        runs = [(pins, git_args, False), (no_deps_pins, [], True)]
-        for i, (run_pins, extra, no_deps) in enumerate(runs):
-            if not run_pins and not extra:
+        runs = [(pins + git_pins, False), (no_deps_pins, True)]
+        for i, (run_pins, no_deps) in enumerate(runs):
+            if not run_pins:
                 continue
             report = Path(tmp) / f"report{i}.json"
             argv = _pip_base(stack, report, interpreter) + _cert_args() + source_args + (["--no-deps"] if no_deps else [])
-            argv += [p.requirement for p in run_pins] + extra
+            argv += [p.requirement for p in run_pins]
             r = proc.capture(argv, timeout=RESOLVE_TIMEOUT_S)
             if not r.ok:
                 result.pip_tail = [ln for ln in r.tail if not ln.lstrip().startswith(("Collecting", "Using", "Downloading"))]
@@ -311,6 +333,10 @@ def _served_locally(requirement: str, find_links: list[str]) -> bool:
 
 def _where(side: dict, pins: list[Pin]) -> str:
     """The stack line of a conflict side: the pin itself, or the pin of the package that asked for it."""
+    if side["by"] == "the stack":  # a requirement as given: the pin's own line (stack or requirements file)
+        exact = next((p.where for p in pins if p.requirement == side["requirement"]), None)
+        if exact:
+            return exact
     asked_by = side["by"].split("==")[0]
     candidates = [side["requirement"]] if side["by"] == "the stack" else [asked_by, side["requirement"]]
     for text in candidates:
