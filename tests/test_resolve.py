@@ -213,3 +213,19 @@ def test_pypi_modelopt_against_setuptools_79_names_both_sides(tmp_path):
     assert sides["setuptools==79.0.1"]["where"] == _line(path, "setuptools==79.0.1")
     assert sides["setuptools>=80"]["by"] == "nvidia-modelopt==0.44.0"
     assert sides["setuptools>=80"]["where"] == _line(path, "nvidia-modelopt==0.44.0")
+
+
+def test_build_resolves_first_and_stops_on_a_conflict_before_building(tmp_path):
+    from provisioned import provisioned
+
+    base = provisioned("ROCMKIT_TEST_BASE_IMAGE", ".ci/provision/20-docker.sh provides the base image", "DOCKER")
+    path = _pypi_stack(tmp_path, [], '[[component]]\nname = "bridge"\npip = ["megatron-bridge==0.5.2"]\n')
+    path.write_text(path.read_text().replace(f'image = "python:{PY}-slim"', f'image = "{base}"')
+                    .replace('targets = ["cpu"]', 'targets = ["gfx942"]'))
+    log = tmp_path / "build.log"
+    p = subprocess.run([sys.executable, "-m", "rocmkit", "build", "--arch", "gfx942", "--stack-file", str(path),
+                        "--log-file", str(log), "--progress", "plain"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stderr
+    assert "megatron-bridge: no version 0.5.2 on the index" in p.stderr
+    assert "does not resolve: nothing was built" in p.stderr
+    assert not log.exists()  # the build never started

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from .. import stacks as stacks_mod
@@ -110,19 +112,20 @@ def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, .
                                  hint="give their wheels with --find-links DIR to check them too")
 
 
-def print_resolution(r) -> None:
-    """The text form of one stack's resolve (also what `rocmkit build` prints before building)."""
+def print_resolution(r, err: bool = False) -> None:
+    """The text form of one stack's resolve (also what `rocmkit build` prints, on stderr, before building)."""
+    echo = functools.partial(click.echo, err=err)
     head = {"ok": "resolves", "partial": "resolves, PARTLY CHECKED", "conflict": "DOES NOT RESOLVE",
             "offline": "NOT RESOLVED (index unreachable)"}[r.status]
-    click.echo(f"{r.stack} (Python {r.python}): {head} [{r.seconds:.1f}s, {len(r.resolved)} distributions]")
+    echo(f"{r.stack} (Python {r.python}): {head} [{r.seconds:.1f}s, {len(r.resolved)} distributions]")
     if r.mode:
-        click.echo(f"  pip ran {r.mode}")
+        echo(f"  pip ran {r.mode}")
     for c in r.conflicts:
-        click.echo(f"  CONFLICT {c['message']}")
+        echo(f"  CONFLICT {c['message']}")
         for side in c["sides"]:
             where = f"  [{side['where']}]" if side.get("where") else ""
-            click.echo(f"    {side['by']} requires {side['requirement']}{where}")
+            echo(f"    {side['by']} requires {side['requirement']}{where}")
     for n in r.not_checked:
-        click.echo(f"  NOT CHECKED {n['requirement']}  [{n['where']}]: {n['why']}")
+        echo(f"  NOT CHECKED {n['requirement']}  [{n['where']}]: {n['why']}")
     for g in r.git_requirements:
-        click.echo(f"  git {g['component']}: {g['detail']}")
+        echo(f"  git {g['component']}: {g['detail']}")
