@@ -163,6 +163,13 @@ def test_the_cli_exits_1_and_prints_both_sides(tmp_path, index):
     assert "DOES NOT RESOLVE" in p.stdout
     assert f"the stack requires setupx==79.0.1  [{_line(path, 'setupx==79.0.1')}]" in p.stdout
     assert f"modelx==0.44.0 requires setupx>=80  [{_line(path, 'modelx==0.44.0')}]" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "rocmkit", "stacks", "--resolve", "--stack-file", str(path),
+                        "--index-url", index, "--json"], capture_output=True, text=True, timeout=300)
+    doc = json.loads(p.stdout)
+    assert p.returncode == 1 and doc["schema"] == "rocmkit.stacks-resolve/v1"
+    [res] = doc["results"]
+    assert res["status"] == "conflict" and {s["requirement"] for c in res["conflicts"] for s in c["sides"]} == {
+        "setupx==79.0.1", "setupx>=80"}
     p = subprocess.run([sys.executable, "-m", "rocmkit", "stacks", "--find-links", "x"], capture_output=True, text=True)
     assert p.returncode == 2 and "go with --resolve" in p.stderr
 
