@@ -236,3 +236,16 @@ def test_build_resolves_first_and_stops_on_a_conflict_before_building(tmp_path):
     assert "megatron-bridge: no version 0.5.2 on the index" in p.stderr
     assert "does not resolve: nothing was built" in p.stderr
     assert not log.exists()  # the build never started
+
+
+def test_without_a_local_python_of_the_stacks_version_pip_resolves_by_tags_wheels_only(tmp_path, index):
+    # No machine here has a Python 3.99: pip resolves for it by --python-version/--platform, wheels only.
+    path = _stack(tmp_path, ["setupx==79.0.1"], '[[component]]\nname = "modelx"\npip = ["modelx==0.44.0"]\n'
+                  '[[component]]\nname = "bridgex"\npip = ["bridgex==0.5.2"]\nno_deps = true\n')
+    path.write_text(path.read_text().replace(f'python = "{PY}"', 'python = "3.99"'))
+    r = resolve(stacks.load_file(path), index_url=index)
+    assert r.mode.startswith("by tags, Python 3.99") and r.status == "conflict"
+    messages = [c["message"] for c in r.conflicts]
+    assert "the stack requires setupx==79.0.1; modelx==0.44.0 requires setupx>=80" in messages
+    assert any(m.startswith("bridgex: no version 0.5.2 on the index (available: 0.5.0); pip looked at wheels only")
+               for m in messages), messages

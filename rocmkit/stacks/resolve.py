@@ -310,6 +310,9 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
                 conflicts = parse_pip_failure(r.tail) or [{"message": "pip could not resolve the stack: "
                                                            + " | ".join(result.pip_tail[-3:]), "sides": []}]
                 for c in conflicts:
+                    if not interpreter and (": no version " in c["message"] or ": no distribution " in c["message"]):
+                        c["message"] += (f"; pip looked at wheels only (no local Python {stack.python}), so an "
+                                         "sdist-only release is not seen: a local Python of that version lets pip use it")
                     for s in c["sides"]:
                         s["where"] = _where(s, run_pins)
                 result.conflicts += conflicts
