@@ -158,19 +158,19 @@ def test_git_requirements_are_read_from_a_local_source_and_said_unread_without_o
 def test_the_cli_exits_1_and_prints_both_sides(tmp_path, index):
     path = _stack(tmp_path, ["setupx==79.0.1"], '[[component]]\nname = "modelx"\npip = ["modelx==0.44.0"]\n')
     p = subprocess.run([sys.executable, "-m", "rocmkit", "stacks", "--resolve", "--stack-file", str(path),
-                        "--index-url", index], capture_output=True, text=True, timeout=300)
+                        "--index-url", index], check=False, capture_output=True, text=True, timeout=300)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "DOES NOT RESOLVE" in p.stdout
     assert f"the stack requires setupx==79.0.1  [{_line(path, 'setupx==79.0.1')}]" in p.stdout
     assert f"modelx==0.44.0 requires setupx>=80  [{_line(path, 'modelx==0.44.0')}]" in p.stdout
     p = subprocess.run([sys.executable, "-m", "rocmkit", "stacks", "--resolve", "--stack-file", str(path),
-                        "--index-url", index, "--json"], capture_output=True, text=True, timeout=300)
+                        "--index-url", index, "--json"], check=False, capture_output=True, text=True, timeout=300)
     doc = json.loads(p.stdout)
     assert p.returncode == 1 and doc["schema"] == "rocmkit.stacks-resolve/v1"
     [res] = doc["results"]
     assert res["status"] == "conflict" and {s["requirement"] for c in res["conflicts"] for s in c["sides"]} == {
         "setupx==79.0.1", "setupx>=80"}
-    p = subprocess.run([sys.executable, "-m", "rocmkit", "stacks", "--find-links", "x"], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "rocmkit", "stacks", "--find-links", "x"], check=False, capture_output=True, text=True)
     assert p.returncode == 2 and "go with --resolve" in p.stderr
 
 
@@ -231,7 +231,7 @@ def test_build_resolves_first_and_stops_on_a_conflict_before_building(tmp_path):
                     .replace('targets = ["cpu"]', 'targets = ["gfx942"]'))
     log = tmp_path / "build.log"
     p = subprocess.run([sys.executable, "-m", "rocmkit", "build", "--arch", "gfx942", "--stack-file", str(path),
-                        "--log-file", str(log), "--progress", "plain"], capture_output=True, text=True, timeout=300)
+                        "--log-file", str(log), "--progress", "plain"], check=False, capture_output=True, text=True, timeout=300)
     assert p.returncode == 1, p.stderr
     assert "megatron-bridge: no version 0.5.2 on the index" in p.stderr
     assert "does not resolve: nothing was built" in p.stderr

@@ -12,6 +12,7 @@ is still checked against it; the result then says plainly which pins were not ch
 
 from __future__ import annotations
 
+import http.client
 import re
 import sys
 import tempfile
@@ -84,7 +85,7 @@ def reachable(url: str) -> bool:
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=PROBE_TIMEOUT_S) as r:
             return r.status < 400
-    except Exception:  # DNS, refused, TLS, timeout, HTTP error: not reachable from here, whatever the cause
+    except (OSError, ValueError, http.client.HTTPException):  # DNS, refused, TLS, timeout, HTTP error
         return False
 
 
@@ -210,7 +211,7 @@ def parse_pip_failure(lines: list[str]) -> list[dict]:
                 name = r.name
             except InvalidRequirement:
                 spec, name = "", wanted
-            version = spec[2:] if spec.startswith("==") else spec
+            version = spec.removeprefix("==")
             available = (nf.group(2) or "none").strip()
             msg = (f"{name}: no version {version} on the index (available: {available})" if spec
                    else f"{name}: no distribution for this Python and platform (available: {available})")
