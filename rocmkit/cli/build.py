@@ -77,9 +77,13 @@ NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 @click.option("--sbom-out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write the host copy of the image's CycloneDX SBOM (/opt/rocmkit/sbom.cdx.json) here. "
                    "Default: beside the build log, <log name>.cdx.json.")
+@click.option("--no-resolve", is_flag=True,
+              help="Skip the resolve that runs first (`rocmkit stacks --resolve`: pip's resolver over the stack's pins, "
+                   "seconds, before any build). It is skipped by itself for an offline build (--network none, "
+                   "--wheelhouse) or when the index is unreachable.")
 @json_option
 def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, base_image, source_opts,
-          cache_from, cache_to, wheelhouse_dir, network, progress, log_file, docker_cli, timeout_s, sbom_out,
+          cache_from, cache_to, wheelhouse_dir, network, progress, log_file, docker_cli, timeout_s, sbom_out, no_resolve,
           as_json) -> None:
     """Build a stack's image for an arch with BuildKit (default stack: verl-vllm).
 
@@ -126,11 +130,32 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
         _print_plan(plan, doc)
         return
     _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, wheels, network,
-           progress, log_file, docker_cli, timeout_s, sbom_out, as_json)
+           progress, log_file, docker_cli, timeout_s, sbom_out, as_json, no_resolve)
+
+
+def _resolve_first(stack, sources, wheels, network) -> None:
+    """Resolve the stack with pip before building: a conflict stops the build in seconds, not hours."""
+    from ..stacks.resolve import resolve
+    from .stacks import print_resolution
+
+    if wheels or network == "none":
+        click.echo("resolve skipped: an offline build (--network none or --wheelhouse) installs nothing from the "
+                   "index; check with `rocmkit stacks --resolve --find-links DIR`", err=True)
+        return
+    r = resolve(stack, {k: v.path for k, v in sources.items()})
+    if r.status == "offline":
+        click.echo("resolve skipped: the package index is not reachable from here", err=True)
+        return
+    print_resolution(r, err=True)
+    if r.status == "conflict":
+        raise Failed(f"{stack.name} does not resolve: nothing was built",
+                     hint="fix the pins named above, or build anyway with --no-resolve")
+    if r.status == "partial":
+        warn("some pins could not be checked before the build (NOT CHECKED above)")
 
 
 def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, wheels, network,
-           progress, log_file, docker_cli, timeout_s, sbom_out, as_json) -> None:
+           progress, log_file, docker_cli, timeout_s, sbom_out, as_json, no_resolve=False) -> None:
     from ..engine import Engine, find_cli
     from ..image.build import BuildOptions, build_image, default_log_path, failure
     from ..image.jobs import auto_max_jobs, gib_per_job
@@ -141,6 +166,8 @@ def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_fr
     engine = Engine.connect()
     info = engine.info()
     cli = find_cli(docker_cli)
+    if not no_resolve:
+        _resolve_first(stack, sources, wheels, network)
     if jobs == "auto":
         width = max((len(level) for level in plan.levels()), default=1)
         choice = auto_max_jobs(info.mem_total, info.ncpu, width, gib_per_job(stack.rocm))

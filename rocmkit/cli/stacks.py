@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from .. import stacks as stacks_mod
+from ..errors import EnvironmentMissing, Failed, UsageError
 from ..output import document
 from .common import echo_json, json_option
 
@@ -26,14 +29,34 @@ def _stack_json(s: stacks_mod.Stack) -> dict:
 
 @click.command()
 @click.argument("name", required=False)
+@click.option("--resolve", "do_resolve", is_flag=True,
+              help="Run pip's resolver (a dry run for the stack's Python and Linux x86_64) over the stack's pins and "
+                   "the requirements of its git components; report conflicts naming both sides and the stack line. "
+                   "Exit 1 on a conflict, 3 when some pins could not be checked from here (their index unreachable).")
+@click.option("--stack-file", type=click.Path(dir_okay=False), default=None,
+              help="With --resolve: a stack file of your own instead of a built-in stack.")
+@click.option("--source", "source_opts", multiple=True, metavar="COMPONENT=DIR",
+              help="With --resolve: a git component's local source, whose requirement files and pyproject "
+                   "dependencies are resolved too (repeatable). Without it they are not read.")
+@click.option("--find-links", "find_links", multiple=True, metavar="DIR|URL",
+              help="With --resolve: also look for wheels here (a local wheelhouse or mirror; repeatable).")
+@click.option("--index-url", default=None, metavar="URL",
+              help="With --resolve: the package index in place of PyPI (a mirror), as pip's --index-url.")
 @json_option
-def stacks(name: str | None, as_json: bool) -> None:
-    """List the built-in stacks, or show one stack's components and pins.
+def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_opts: tuple[str, ...],
+           find_links: tuple[str, ...], index_url: str | None, as_json: bool) -> None:
+    """List the built-in stacks, or show one stack's components and pins; with --resolve, check that pip can
+    install them together before any build.
 
     A stack declares a base image, ROCm and Python versions, the targets it supports (GPU archs, or cpu) and its
     components, each pinned by a full git commit or an exact pip version. Built-in stacks live in
     rocmkit/resources/stacks/*.toml; `--stack-file` on other commands takes your own.
     """
+    if do_resolve:
+        _resolve(name, stack_file, source_opts, list(find_links), index_url, as_json)
+        return
+    if stack_file or source_opts or find_links or index_url:
+        raise UsageError("--stack-file, --source, --find-links and --index-url go with --resolve")
     selected = [stacks_mod.load_builtin(name)] if name else stacks_mod.all_builtin()
     if as_json:
         echo_json(document("stacks", {"stacks": [_stack_json(s) for s in selected]}))
@@ -56,3 +79,53 @@ def stacks(name: str | None, as_json: bool) -> None:
         flags = (" [single-arch]" if c.single_arch else "") + (" [MUTABLE]" if c.mutable else "")
         source = c.git if c.kind == "git" else "PyPI"
         click.echo(f"  {c.name:<20} {c.pin():<40} {source}{flags}")
+
+
+def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, ...], find_links: list[str],
+             index_url: str | None, as_json: bool) -> None:
+    from ..image.sources import parse_source_options
+    from ..stacks.resolve import PYPI, resolve
+
+    if name and stack_file:
+        raise UsageError("give a stack NAME or --stack-file, not both")
+    selected = ([stacks_mod.load_file(stack_file)] if stack_file else
+                [stacks_mod.load_builtin(name)] if name else stacks_mod.all_builtin())
+    if source_opts and len(selected) != 1:
+        raise UsageError("--source needs one stack: give NAME or --stack-file")
+    results = []
+    for s in selected:
+        sources = parse_source_options(source_opts, [c.name for c in s.git_components]) if source_opts else {}
+        r = resolve(s, {k: v.path for k, v in sources.items()}, find_links, index_url or PYPI)
+        results.append(r)
+        if not as_json:
+            print_resolution(r)
+    if as_json:
+        echo_json(document("stacks-resolve", {"results": [r.as_json() for r in results]}))
+    statuses = {r.status for r in results}
+    if "conflict" in statuses:
+        raise Failed("pip cannot install " + ", ".join(r.stack for r in results if r.status == "conflict")
+                     + " as declared", hint="see each conflict above: both sides and the stack line")
+    if "offline" in statuses:
+        raise EnvironmentMissing("the package index is not reachable from here; nothing was resolved")
+    if "partial" in statuses:
+        raise EnvironmentMissing("some pins could not be checked from here (listed above as NOT CHECKED)",
+                                 hint="give their wheels with --find-links DIR to check them too")
+
+
+def print_resolution(r, err: bool = False) -> None:
+    """The text form of one stack's resolve (also what `rocmkit build` prints, on stderr, before building)."""
+    echo = functools.partial(click.echo, err=err)
+    head = {"ok": "resolves", "partial": "resolves, PARTLY CHECKED", "conflict": "DOES NOT RESOLVE",
+            "offline": "NOT RESOLVED (index unreachable)"}[r.status]
+    echo(f"{r.stack} (Python {r.python}): {head} [{r.seconds:.1f}s, {len(r.resolved)} distributions]")
+    if r.mode:
+        echo(f"  pip ran {r.mode}")
+    for c in r.conflicts:
+        echo(f"  CONFLICT {c['message']}")
+        for side in c["sides"]:
+            where = f"  [{side['where']}]" if side.get("where") else ""
+            echo(f"    {side['by']} requires {side['requirement']}{where}")
+    for n in r.not_checked:
+        echo(f"  NOT CHECKED {n['requirement']}  [{n['where']}]: {n['why']}")
+    for g in r.git_requirements:
+        echo(f"  git {g['component']}: {g['detail']}")

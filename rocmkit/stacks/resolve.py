@@ -1,0 +1,363 @@
+"""Resolve a stack before building it: pip's own resolver, as a dry run, over what the image would install.
+
+What is resolved: the base pins and every pip component's pins together (a component's pin of a package the
+base also pins replaces the base one, as the final stage's `pip install` upgrades it), plus the requirement
+files and pyproject dependencies of git components whose source is given (`--source NAME=DIR`). Pins of
+`no_deps` components are checked apart, with `--no-deps`, as the image installs them.
+
+A pin served only by an index or find-links page that cannot be reached from here (a local version such as
+`+rocm7.0.2` or `+cpu`) is stood in by an empty wheel of the same name and version, so that everything else
+is still checked against it; the result then says plainly which pins were not checked and is partial.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from .. import proc
+from ..tomlread import load_toml_file
+from .model import Stack, _canon
+
+PYPI = "https://pypi.org/simple/"
+# Ubuntu 22.04's glibc (2.35) is the oldest among the built-in stacks' bases; pip does not widen a
+# manylinux tag to older ones by itself, so every older tag is listed.
+PLATFORMS = [f"manylinux_2_{m}_x86_64" for m in range(35, 4, -1)] + [
+    "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
+PROBE_TIMEOUT_S = 6.0
+RESOLVE_TIMEOUT_S = 600.0
+
+
+@dataclass
+class Pin:
+    requirement: str
+    where: str  # "file:line" of the pin in the stack file, or the requirement file it came from
+    no_deps: bool = False
+
+
+@dataclass
+class Result:
+    stack: str
+    python: str
+    status: str = "ok"  # ok | conflict | partial | offline
+    mode: str = ""  # how pip ran: under a local Python X.Y (sdists allowed), or by tags (wheels only)
+    seconds: float = 0.0
+    conflicts: list[dict] = field(default_factory=list)  # {"message", "sides": [{"requirement", "where"}]}
+    not_checked: list[dict] = field(default_factory=list)  # {"requirement", "where", "why"}
+    git_requirements: list[dict] = field(default_factory=list)  # {"component", "read": bool, "detail"}
+    resolved: dict[str, str] = field(default_factory=dict)  # name -> version pip chose
+    pip_tail: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        return {"stack": self.stack, "python": self.python, "status": self.status, "mode": self.mode, "seconds": round(self.seconds, 1),
+                "conflicts": self.conflicts, "not_checked": self.not_checked,
+                "git_requirements": self.git_requirements, "resolved": self.resolved}
+
+
+def stack_text(stack: Stack) -> str:
+    """The stack file's raw text, for line numbers (a built-in stack is read from the package)."""
+    path = Path(stack.path)
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    from importlib import resources
+    res = resources.files("rocmkit.resources.stacks").joinpath(f"{stack.name}.toml")
+    return res.read_text(encoding="utf-8") if res.is_file() else ""
+
+
+def pin_line(stack: Stack, text: str, requirement: str) -> str:
+    """`file:line` of the quoted requirement in the stack file (the first line that has it)."""
+    for i, line in enumerate(text.splitlines(), 1):
+        if f'"{requirement}"' in line or f"'{requirement}'" in line:
+            return f"{stack.path}:{i}"
+    return stack.path
+
+
+def reachable(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=PROBE_TIMEOUT_S) as r:
+            return r.status < 400
+    except (OSError, ValueError, http.client.HTTPException):  # DNS, refused, TLS, timeout, HTTP error
+        return False
+
+
+def _is_url(s: str) -> bool:
+    return s.startswith(("http://", "https://"))
+
+
+def stack_pins(stack: Stack) -> tuple[list[Pin], list[Pin]]:
+    """(pins resolved with their dependencies, no_deps pins), each with its stack line."""
+    text = stack_text(stack)
+    comp_reqs = [(r, c.no_deps) for c in stack.pip_components for r in c.pip]
+    repinned = {_canon(Requirement(r).name) for r, _ in comp_reqs}
+    pins = [Pin(r, pin_line(stack, text, r)) for r in stack.base.pip if _canon(Requirement(r).name) not in repinned]
+    pins += [Pin(r, pin_line(stack, text, r), no_deps) for r, no_deps in comp_reqs]
+    return [p for p in pins if not p.no_deps], [p for p in pins if p.no_deps]
+
+
+def _requirement_file(path: Path, seen: set[Path]) -> list[Pin]:
+    """The requirements of a pip requirements file, each with its file:line (`-r` files followed; other
+    options, such as index URLs, are not the stack's and are left out)."""
+    if path in seen or not path.is_file():
+        return []
+    seen.add(path)
+    out: list[Pin] = []
+    for i, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if line.startswith(("-r ", "--requirement ")):
+            out += _requirement_file(path.parent / line.split(None, 1)[1].strip(), seen)
+            continue
+        if not line or line.startswith("-"):
+            continue
+        try:
+            Requirement(line)
+        except InvalidRequirement:
+            continue
+        out.append(Pin(line, f"{path}:{i}"))
+    return out
+
+
+def git_requirement_pins(stack: Stack, sources: dict[str, str]) -> tuple[list[Pin], list[dict]]:
+    """The requirements git components declare, read from local sources; a note per component."""
+    pins: list[Pin] = []
+    notes: list[dict] = []
+    for c in stack.git_components:
+        src = sources.get(c.name)
+        if not src:
+            notes.append({"component": c.name, "read": False, "detail": "requirements not read (source not available)"})
+            continue
+        root = Path(src) / c.subdir
+        read: list[str] = []
+        for rel in c.requirements:
+            f = root / rel
+            if not f.is_file():
+                notes.append({"component": c.name, "read": False, "detail": f"{f}: no such requirements file"})
+                continue
+            pins += _requirement_file(f, set())
+            read.append(rel)
+        pyproject = root / (c.pyproject or "pyproject.toml")
+        if pyproject.is_file():
+            project = load_toml_file(pyproject).get("project") or {}
+            deps = project.get("dependencies") if "dependencies" not in (project.get("dynamic") or []) else None
+            if isinstance(deps, list):
+                for d in deps:
+                    try:
+                        Requirement(d)
+                    except InvalidRequirement:
+                        continue
+                    pins.append(Pin(d, f"{pyproject} [project].dependencies"))
+                read.append(f"{pyproject.name} [project].dependencies ({len(deps)})")
+        notes.append({"component": c.name, "read": bool(read),
+                      "detail": ("read " + ", ".join(read)) if read else "declares no requirements rocmkit can read"})
+    return pins, notes
+
+
+def _stub_wheel(directory: Path, requirement: str) -> None:
+    """An empty wheel of the pinned name and version: stands in for a pin whose source is unreachable."""
+    req = Requirement(requirement)
+    version = next(iter(req.specifier)).version
+    dist = re.sub(r"[-_.]+", "_", req.name).lower()
+    info = f"{dist}-{version}.dist-info"
+    with zipfile.ZipFile(directory / f"{dist}-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {req.name}\nVersion: {version}\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: rocmkit\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+
+
+_USER = re.compile(r"^The user requested (\S+?)(?: \(from (.+)\))?$")
+_DEPENDS = re.compile(r"^(\S+) (\S+) depends on (.+)$")
+_NOT_FOUND = re.compile(r"^ERROR: Could not find a version that satisfies the requirement (.+?)(?: \(from versions: (.*)\))?$")
+
+
+def parse_pip_failure(lines: list[str]) -> list[dict]:
+    """pip's ResolutionImpossible / no-matching-distribution output -> conflicts, each naming its sides."""
+    conflicts: list[dict] = []
+    sides: list[dict] = []
+    in_cause = False
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("The conflict is caused by"):
+            in_cause, sides = True, []
+            continue
+        if in_cause:
+            m = _USER.match(line)
+            d = _DEPENDS.match(line)
+            if m:
+                sides.append({"requirement": m.group(1), "by": "the stack" if not m.group(2) else m.group(2)})
+            elif d:
+                sides.append({"requirement": d.group(3), "by": f"{d.group(1)}=={d.group(2)}"})
+            elif not line or line.startswith(("Additionally", "To fix")):
+                if sides:
+                    conflicts.append({"message": "; ".join(
+                        f"{s['by']} requires {s['requirement']}" for s in sides), "sides": sides})
+                in_cause, sides = False, []
+            continue
+        nf = _NOT_FOUND.match(line)
+        if nf:
+            req_text = nf.group(1)
+            wanted = re.sub(r" \(from .*\)$", "", req_text)
+            by = re.search(r" \(from (.+)\)$", req_text)
+            try:
+                r = Requirement(wanted.split(";")[0])
+                spec = str(r.specifier)
+                name = r.name
+            except InvalidRequirement:
+                spec, name = "", wanted
+            version = spec.removeprefix("==")
+            available = (nf.group(2) or "none").strip()
+            msg = (f"{name}: no version {version} on the index (available: {available})" if spec
+                   else f"{name}: no distribution for this Python and platform (available: {available})")
+            conflicts.append({"message": msg, "sides": [
+                {"requirement": wanted, "by": by.group(1) if by else "the stack"}]})
+    return conflicts
+
+
+def find_interpreter(version: str) -> str | None:
+    """A Python X.Y on this machine (PATH, then pyenv's versions), checked by running it."""
+    import glob
+    import shutil
+    candidates = [shutil.which(f"python{version}")] + sorted(
+        glob.glob(str(Path.home() / f".pyenv/versions/{version}.*/bin/python{version}")), reverse=True)
+    for c in candidates:
+        if not c:
+            continue
+        r = proc.capture([c, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=20)
+        if r.ok and r.tail and r.tail[-1].strip() == version:
+            return c
+    return None
+
+
+def _pip_base(stack: Stack, report: Path, interpreter: str | None) -> list[str]:
+    """pip under the stack's Python when this machine has one (sdists allowed: pip builds their metadata);
+    else for its version and Linux x86_64 by tags, which pip allows for wheels only."""
+    argv = [sys.executable, "-m", "pip"] + (["--python", interpreter] if interpreter else []) + [
+        "install", "--isolated", "--dry-run", "--ignore-installed", "--disable-pip-version-check",
+        "--progress-bar", "off", "--report", str(report)]
+    if interpreter:
+        return argv
+    argv += ["--python-version", stack.python, "--only-binary=:all:"]
+    for p in PLATFORMS:
+        argv += ["--platform", p]
+    return argv
+
+
+def _cert_args() -> list[str]:
+    import os
+    # --isolated drops pip's environment; a CA bundle is trust, not a package source, so it is kept.
+    cert = os.environ.get("PIP_CERT") or os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
+    return ["--cert", cert] if cert else []
+
+
+def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: list[str] | None = None,
+            index_url: str = PYPI) -> Result:
+    """Dry-run pip over the stack; see the module doc. Never raises for a conflict: the Result says it."""
+    started = time.monotonic()
+    result = Result(stack=stack.name, python=stack.python)
+    pins, no_deps_pins = stack_pins(stack)
+    git_pins, result.git_requirements = git_requirement_pins(stack, sources or {})
+    if _is_url(index_url) and not reachable(index_url):
+        result.status = "offline"
+        result.seconds = time.monotonic() - started
+        return result
+    urls = [u for u in (stack.base.pip_extra_index_url, stack.base.pip_find_links) if u]
+    urls += [c.extra_index_url for c in stack.pip_components if c.extra_index_url]
+    unreachable = [u for u in urls if _is_url(u) and not reachable(u)]
+    interpreter = find_interpreter(stack.python)
+    result.mode = (f"under {interpreter} (sdists allowed)" if interpreter else
+                   f"by tags, Python {stack.python} manylinux x86_64 (wheels only: no local Python {stack.python})")
+    with tempfile.TemporaryDirectory(prefix="rocmkit-resolve-") as tmp:
+        stubs = Path(tmp) / "stubs"
+        stubs.mkdir()
+        source_args = ["--index-url", index_url]
+        if stack.base.pip_extra_index_url and stack.base.pip_extra_index_url not in unreachable:
+            source_args += ["--extra-index-url", stack.base.pip_extra_index_url]
+        for c in stack.pip_components:
+            if c.extra_index_url and c.extra_index_url not in unreachable:
+                source_args += ["--extra-index-url", c.extra_index_url]
+        if stack.base.pip_find_links and stack.base.pip_find_links not in unreachable:
+            source_args += ["--find-links", stack.base.pip_find_links]
+        for f in find_links or []:
+            source_args += ["--find-links", f]
+        if unreachable:
+            # A local version label is served only by the stack's own sources, never by the index.
+            for p in pins + no_deps_pins:
+                spec = list(Requirement(p.requirement).specifier)
+                if len(spec) == 1 and spec[0].operator == "==" and "+" in spec[0].version \
+                        and not _served_locally(p.requirement, find_links or []):
+                    _stub_wheel(stubs, p.requirement)
+                    result.not_checked.append({
+                        "requirement": p.requirement, "where": p.where,
+                        "why": f"served only by {' / '.join(unreachable)}, unreachable from here; stood in by an "
+                               "empty wheel of that name and version, so its own dependencies are not checked"})
+            source_args += ["--find-links", str(stubs)]
+        runs = [(pins + git_pins, False), (no_deps_pins, True)]
+        for i, (run_pins, no_deps) in enumerate(runs):
+            if not run_pins:
+                continue
+            report = Path(tmp) / f"report{i}.json"
+            argv = _pip_base(stack, report, interpreter) + _cert_args() + source_args + (["--no-deps"] if no_deps else [])
+            argv += [p.requirement for p in run_pins]
+            r = proc.capture(argv, timeout=RESOLVE_TIMEOUT_S)
+            if not r.ok:
+                result.pip_tail = [ln for ln in r.tail if not ln.lstrip().startswith(("Collecting", "Using", "Downloading"))]
+                conflicts = parse_pip_failure(r.tail) or [{"message": "pip could not resolve the stack: "
+                                                           + " | ".join(result.pip_tail[-3:]), "sides": []}]
+                for c in conflicts:
+                    if not interpreter and (": no version " in c["message"] or ": no distribution " in c["message"]):
+                        c["message"] += (f"; pip looked at wheels only (no local Python {stack.python}), so an "
+                                         "sdist-only release is not seen: a local Python of that version lets pip use it")
+                    for s in c["sides"]:
+                        s["where"] = _where(s, run_pins)
+                result.conflicts += conflicts
+                continue
+            result.resolved.update(_report_versions(report))
+    if result.conflicts:
+        result.status = "conflict"
+    elif result.not_checked:
+        result.status = "partial"
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _served_locally(requirement: str, find_links: list[str]) -> bool:
+    """Whether a --find-links folder given by the user holds a wheel of this exact pin."""
+    req = Requirement(requirement)
+    version = next(iter(req.specifier)).version
+    dist = re.sub(r"[-_.]+", "_", req.name).lower()
+    return any(Path(f).is_dir() and any(Path(f).glob(f"{dist}-{version}-*.whl")) for f in find_links)
+
+
+def _where(side: dict, pins: list[Pin]) -> str:
+    """The stack line of a conflict side: the pin itself, or the pin of the package that asked for it."""
+    if side["by"] == "the stack":  # a requirement as given: the pin's own line (stack or requirements file)
+        exact = next((p.where for p in pins if p.requirement == side["requirement"]), None)
+        if exact:
+            return exact
+    asked_by = side["by"].split("==")[0]
+    candidates = [side["requirement"]] if side["by"] == "the stack" else [asked_by, side["requirement"]]
+    for text in candidates:
+        try:
+            name = _canon(Requirement(text.split(";")[0].strip()).name)
+        except InvalidRequirement:
+            continue
+        for p in pins:
+            if _canon(Requirement(p.requirement).name) == name:
+                return p.where
+    return ""
+
+
+def _report_versions(report: Path) -> dict[str, str]:
+    import json
+    try:
+        doc = json.loads(report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {i["metadata"]["name"]: i["metadata"]["version"] for i in doc.get("install", []) if "metadata" in i}

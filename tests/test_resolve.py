@@ -1,0 +1,251 @@
+"""`rocmkit stacks --resolve`: pip's real resolver, against a local HTTP index of tiny wheels (fast,
+deterministic: how conflicts are named, stack lines, unreachable sources, git requirements) and, in two
+tests, against the real PyPI (verl's [megatron] extra as published; nvidia-modelopt vs setuptools 79)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+import threading
+import zipfile
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from rocmkit import stacks
+from rocmkit.stacks.resolve import parse_pip_failure, resolve
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+# name -> {version: [Requires-Dist, ...]}
+WHEELS = {
+    "setupx": {"79.0.1": [], "80.9.0": []},
+    "modelx": {"0.44.0": ["setupx>=80"]},
+    "bridgex": {"0.5.0": ["cudaonly>=1"]},  # cudaonly is on no index: bridgex installs only without deps
+    "corex": {"0.18.0": ["numx"]},
+    "numx": {"2.2.6": []},
+    "torchx": {"1.0+local": []},  # served by no index: stood in when its find-links page is unreachable
+    "visionx": {"0.5": ["torchx==1.0+local"]},
+}
+
+
+def _wheel(directory: Path, name: str, version: str, requires: list[str]) -> None:
+    info = f"{name}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(directory / f"{name}-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(f"{name}/__init__.py", "")
+        z.writestr(f"{info}/METADATA", meta)
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """A PEP 503 index (http.server's folder listings) of the WHEELS, on a real local HTTP server."""
+    root = tmp_path_factory.mktemp("index")
+    for name, versions in WHEELS.items():
+        if name == "torchx":
+            continue
+        d = root / "simple" / name
+        d.mkdir(parents=True)
+        for version, requires in versions.items():
+            _wheel(d, name, version, requires)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    server.shutdown()
+
+
+def _stack(tmp_path: Path, base_pip: list[str], components: str, extra_base: str = "") -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(f'''schema = "rocmkit.stack/v1"
+name = "resolvetest"
+description = "resolve test"
+targets = ["cpu"]
+rocm = "none"
+python = "{PY}"
+
+[base]
+image = "python:{PY}-slim"
+python_from = "image"
+pip = {json.dumps(base_pip)}
+{extra_base}
+{components}''')
+    return path
+
+
+def _line(path: Path, text: str) -> str:
+    n = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if f'"{text}"' in ln)
+    return f"{path}:{n}"
+
+
+def test_a_two_sided_conflict_names_both_pins_and_their_stack_lines(tmp_path, index):
+    path = _stack(tmp_path, ["setupx==79.0.1"], '[[component]]\nname = "modelx"\npip = ["modelx==0.44.0"]\n')
+    r = resolve(stacks.load_file(path), index_url=index)
+    assert r.status == "conflict", r.pip_tail
+    sides = {s["requirement"]: s for c in r.conflicts for s in c["sides"]}
+    assert sides["setupx==79.0.1"]["by"] == "the stack"
+    assert sides["setupx==79.0.1"]["where"] == _line(path, "setupx==79.0.1")
+    assert sides["setupx>=80"]["by"] == "modelx==0.44.0"
+    assert sides["setupx>=80"]["where"] == _line(path, "modelx==0.44.0")
+
+
+def test_a_component_pin_replaces_the_base_pin_of_the_same_package(tmp_path, index):
+    # As the final stage's pip install upgrades what the base installed (modelopt's setuptools>=80 case).
+    path = _stack(tmp_path, ["setupx==79.0.1"],
+                  '[[component]]\nname = "modelx"\npip = ["modelx==0.44.0", "setupx==80.9.0"]\n')
+    r = resolve(stacks.load_file(path), index_url=index)
+    assert r.status == "ok", r.conflicts
+    assert r.resolved["setupx"] == "80.9.0" and r.resolved["modelx"] == "0.44.0"
+
+
+def test_a_version_the_index_lacks_is_named_with_its_stack_line(tmp_path, index):
+    path = _stack(tmp_path, [], '[[component]]\nname = "bridgex"\npip = ["bridgex==0.5.2"]\n')
+    r = resolve(stacks.load_file(path), index_url=index)
+    assert r.status == "conflict"
+    [c] = r.conflicts
+    assert c["message"] == "bridgex: no version 0.5.2 on the index (available: 0.5.0)"
+    assert c["sides"][0]["where"] == _line(path, "bridgex==0.5.2")
+
+
+def test_no_deps_pins_are_checked_without_their_dependencies(tmp_path, index):
+    comps = ('[[component]]\nname = "bridgex"\npip = ["bridgex==0.5.0"]\nno_deps = true\n'
+             '[[component]]\nname = "corex"\npip = ["corex==0.18.0"]\n')
+    r = resolve(stacks.load_file(_stack(tmp_path, [], comps)), index_url=index)
+    assert r.status == "ok", r.conflicts
+    assert {"bridgex", "corex", "numx"} <= set(r.resolved) and "cudaonly" not in r.resolved
+
+
+def test_pins_only_an_unreachable_page_serves_are_listed_not_checked(tmp_path, index):
+    # Port 9 on localhost: connection refused, as repo.radeon.com is unreachable from here.
+    path = _stack(tmp_path, ["torchx==1.0+local"], '[[component]]\nname = "visionx"\npip = ["visionx==0.5"]\n',
+                  extra_base='pip_find_links = "https://127.0.0.1:9/rocm/"')
+    r = resolve(stacks.load_file(path), index_url=index)
+    assert r.status == "partial", (r.conflicts, r.pip_tail)
+    [n] = r.not_checked
+    assert n["requirement"] == "torchx==1.0+local" and n["where"] == _line(path, "torchx==1.0+local")
+    assert "https://127.0.0.1:9/rocm/" in n["why"] and "not checked" in n["why"]
+    assert r.resolved["visionx"] == "0.5"  # the rest was checked against the stand-in
+
+
+def test_git_requirements_are_read_from_a_local_source_and_said_unread_without_one(tmp_path, index):
+    comps = ('[[component]]\nname = "modelx"\npip = ["modelx==0.44.0"]\n'
+             '[[component]]\nname = "gitc"\ngit = "https://github.com/example/gitc.git"\n'
+             'commit = "0123456789abcdef0123456789abcdef01234567"\nrequirements = ["requirements/rocm.txt"]\n')
+    stack = stacks.load_file(_stack(tmp_path, [], comps))
+    r = resolve(stack, index_url=index)
+    assert r.status == "ok" and r.git_requirements == [
+        {"component": "gitc", "read": False, "detail": "requirements not read (source not available)"}]
+    src = tmp_path / "gitc"
+    (src / "requirements").mkdir(parents=True)
+    (src / "requirements" / "rocm.txt").write_text("numx\nsetupx<80\n")
+    r = resolve(stack, {"gitc": str(src)}, index_url=index)
+    assert r.git_requirements[0]["read"] is True
+    assert r.status == "conflict"
+    sides = {s["requirement"]: s for c in r.conflicts for s in c["sides"]}
+    assert sides["setupx<80"]["where"] == f"{src}/requirements/rocm.txt:2", r.conflicts
+    assert sides["setupx>=80"]["by"] == "modelx==0.44.0"
+
+
+def test_the_cli_exits_1_and_prints_both_sides(tmp_path, index):
+    path = _stack(tmp_path, ["setupx==79.0.1"], '[[component]]\nname = "modelx"\npip = ["modelx==0.44.0"]\n')
+    p = subprocess.run([sys.executable, "-m", "rocmkit", "stacks", "--resolve", "--stack-file", str(path),
+                        "--index-url", index], check=False, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "DOES NOT RESOLVE" in p.stdout
+    assert f"the stack requires setupx==79.0.1  [{_line(path, 'setupx==79.0.1')}]" in p.stdout
+    assert f"modelx==0.44.0 requires setupx>=80  [{_line(path, 'modelx==0.44.0')}]" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "rocmkit", "stacks", "--resolve", "--stack-file", str(path),
+                        "--index-url", index, "--json"], check=False, capture_output=True, text=True, timeout=300)
+    doc = json.loads(p.stdout)
+    assert p.returncode == 1 and doc["schema"] == "rocmkit.stacks-resolve/v1"
+    [res] = doc["results"]
+    assert res["status"] == "conflict" and {s["requirement"] for c in res["conflicts"] for s in c["sides"]} == {
+        "setupx==79.0.1", "setupx>=80"}
+    p = subprocess.run([sys.executable, "-m", "rocmkit", "stacks", "--find-links", "x"], check=False, capture_output=True, text=True)
+    assert p.returncode == 2 and "go with --resolve" in p.stderr
+
+
+def test_pip_failure_parsing_on_captured_output():
+    # pip 26.3's words for the two failures, captured from real runs against PyPI.
+    lines = """ERROR: Cannot install nvidia-modelopt==0.44.0 and setuptools==79.0.1 because these package versions have conflicting dependencies.
+
+The conflict is caused by:
+    The user requested setuptools==79.0.1
+    nvidia-modelopt 0.44.0 depends on setuptools>=80
+
+Additionally, some packages in these conflicts have no matching distributions available for your environment:
+    setuptools
+ERROR: Could not find a version that satisfies the requirement megatron-bridge==0.5.2 (from versions: 0.5.0, 0.5.1, 0.6.0)
+ERROR: No matching distribution found for megatron-bridge==0.5.2""".splitlines()
+    c1, c2 = parse_pip_failure(lines)
+    assert c1["sides"] == [{"requirement": "setuptools==79.0.1", "by": "the stack"},
+                           {"requirement": "setuptools>=80", "by": "nvidia-modelopt==0.44.0"}]
+    assert c2["message"] == "megatron-bridge: no version 0.5.2 on the index (available: 0.5.0, 0.5.1, 0.6.0)"
+
+
+# ---- the real PyPI (reachable here and in CI)
+
+def _pypi_stack(tmp_path: Path, base_pip: list[str], components: str) -> Path:
+    path = _stack(tmp_path, base_pip, components)
+    path.write_text(path.read_text().replace(f'python = "{PY}"', 'python = "3.12"'))
+    return path
+
+
+def test_pypi_verl_megatron_extra_as_published_fails_on_megatron_bridge_0_5_2(tmp_path):
+    # verl 0.9.1's [megatron] extra pins these three; PyPI serves megatron-bridge 0.5.0, 0.5.1, 0.6.x, not 0.5.2.
+    path = _pypi_stack(tmp_path, [], '[[component]]\nname = "verl-megatron"\n'
+                       'pip = ["megatron-core==0.18.0", "megatron-bridge==0.5.2", "nvidia-modelopt==0.44.0"]\n')
+    r = resolve(stacks.load_file(path))
+    assert r.status == "conflict", r.pip_tail
+    [c] = r.conflicts
+    assert c["message"].startswith("megatron-bridge: no version 0.5.2 on the index (available: ")
+    assert "0.5.0" in c["message"] and c["sides"][0]["where"] == _line(path, "megatron-bridge==0.5.2")
+
+
+def test_pypi_modelopt_against_setuptools_79_names_both_sides(tmp_path):
+    path = _pypi_stack(tmp_path, ["setuptools==79.0.1"],
+                       '[[component]]\nname = "nvidia-modelopt"\npip = ["nvidia-modelopt==0.44.0"]\nno_deps = false\n')
+    r = resolve(stacks.load_file(path))
+    assert r.status == "conflict", r.pip_tail
+    sides = {s["requirement"]: s for c in r.conflicts for s in c["sides"]}
+    assert sides["setuptools==79.0.1"]["where"] == _line(path, "setuptools==79.0.1")
+    assert sides["setuptools>=80"]["by"] == "nvidia-modelopt==0.44.0"
+    assert sides["setuptools>=80"]["where"] == _line(path, "nvidia-modelopt==0.44.0")
+
+
+def test_build_resolves_first_and_stops_on_a_conflict_before_building(tmp_path):
+    from provisioned import provisioned
+
+    base = provisioned("ROCMKIT_TEST_BASE_IMAGE", ".ci/provision/20-docker.sh provides the base image", "DOCKER")
+    path = _pypi_stack(tmp_path, [], '[[component]]\nname = "bridge"\npip = ["megatron-bridge==0.5.2"]\n')
+    path.write_text(path.read_text().replace(f'image = "python:{PY}-slim"', f'image = "{base}"')
+                    .replace('targets = ["cpu"]', 'targets = ["gfx942"]'))
+    log = tmp_path / "build.log"
+    p = subprocess.run([sys.executable, "-m", "rocmkit", "build", "--arch", "gfx942", "--stack-file", str(path),
+                        "--log-file", str(log), "--progress", "plain"], check=False, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stderr
+    assert "megatron-bridge: no version 0.5.2 on the index" in p.stderr
+    assert "does not resolve: nothing was built" in p.stderr
+    assert not log.exists()  # the build never started
+
+
+def test_without_a_local_python_of_the_stacks_version_pip_resolves_by_tags_wheels_only(tmp_path, index):
+    # No machine here has a Python 3.99: pip resolves for it by --python-version/--platform, wheels only.
+    path = _stack(tmp_path, ["setupx==79.0.1"], '[[component]]\nname = "modelx"\npip = ["modelx==0.44.0"]\n'
+                  '[[component]]\nname = "bridgex"\npip = ["bridgex==0.5.2"]\nno_deps = true\n')
+    path.write_text(path.read_text().replace(f'python = "{PY}"', 'python = "3.99"'))
+    r = resolve(stacks.load_file(path), index_url=index)
+    assert r.mode.startswith("by tags, Python 3.99") and r.status == "conflict"
+    messages = [c["message"] for c in r.conflicts]
+    assert "the stack requires setupx==79.0.1; modelx==0.44.0 requires setupx>=80" in messages
+    assert any(m.startswith("bridgex: no version 0.5.2 on the index (available: 0.5.0); pip looked at wheels only")
+               for m in messages), messages
