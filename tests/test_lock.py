@@ -360,3 +360,86 @@ def test_git_commit_missing_upstream_and_remote_down(tmp_path, remote):
     code, out = lock("--stack-file", str(stack_file), "--check")
     assert code == 3 and f"unreachable component ok: {url}:" in out and "Connection refused" in out
     assert lock_path(stack_file).read_bytes() == old
+
+
+# ---- credentials: a real HTTP front that demands a login before it relays to the real registry ----
+
+class _AuthFront:
+    """Answers 401 with a Bearer challenge (Docker Hub's flow: a token from /token for user:secret over basic
+    auth) or a Basic one, and relays authorised manifest requests to the real registry unchanged."""
+
+    def __init__(self, registry_addr: str, scheme: str):
+        import http.server
+
+        front = self
+        self.scheme, self.tokens_issued = scheme, 0
+        basic = "Basic " + __import__("base64").b64encode(b"user:secret").decode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, status, headers=(), body=b""):
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path.startswith("/token"):
+                    if self.headers.get("Authorization") != basic or "scope=repository" not in self.path:
+                        return self._answer(401)
+                    front.tokens_issued += 1
+                    return self._answer(200, [("Content-Type", "application/json")], b'{"token": "t0k3n"}')
+                self.do_HEAD()
+
+            def do_HEAD(self):
+                wanted = "Bearer t0k3n" if front.scheme == "bearer" else basic
+                if self.headers.get("Authorization") != wanted:
+                    challenge = (f'Bearer realm="http://127.0.0.1:{front.port}/token",service="front"'
+                                 if front.scheme == "bearer" else 'Basic realm="front"')
+                    return self._answer(401, [("WWW-Authenticate", challenge)])
+                import urllib.request
+
+                req = urllib.request.Request(f"http://{registry_addr}{self.path}", method=self.command,
+                                             headers={"Accept": self.headers.get("Accept", "")})
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    self._answer(resp.status, [(k, v) for k, v in resp.headers.items()
+                                               if k.lower() in ("docker-content-digest", "content-type")])
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("scheme", ["bearer", "basic"])
+def test_registry_login_from_docker_config(tmp_path, pushed, scheme, monkeypatch):
+    import base64
+
+    reg = os.environ["ROCMKIT_TEST_REGISTRY"]
+    front = _AuthFront(reg.replace("localhost", "127.0.0.1"), scheme)
+    try:
+        ref = pushed["refs"][1].replace(reg, f"localhost:{front.port}")
+        stack_file = write_stack(tmp_path / "s.toml", ref)
+        config = tmp_path / "docker-config"
+        config.mkdir()
+        monkeypatch.setenv("DOCKER_CONFIG", str(config))  # the rocmkit process inherits it
+        code, out = lock("--stack-file", str(stack_file))  # no login yet: not reachable, nothing written
+        assert code == 3 and f"unreachable image {ref}" in out and "docker login" in out, out
+        assert not lock_path(stack_file).exists()
+        (config / "config.json").write_text(json.dumps({"auths": {f"localhost:{front.port}": {
+            "auth": base64.b64encode(b"user:secret").decode()}}}))
+        code, out = lock("--stack-file", str(stack_file))
+        assert code == 0, out
+        assert json.loads(lock_path(stack_file).read_text())["images"][ref] == registry.resolve_digest(pushed["refs"][1])
+        assert front.tokens_issued == (1 if scheme == "bearer" else 0)
+    finally:
+        front.close()

@@ -116,6 +116,10 @@ def _authorization(challenge: str, img: ImageName, timeout: float) -> str:
         query["service"] = fields["service"]
     token_url = fields["realm"] + ("&" if "?" in fields["realm"] else "?") + urllib.parse.urlencode(query)
     status, _, body = _request("GET", token_url, {"Authorization": basic} if basic else {}, timeout)
+    if status in (401, 403):
+        raise Unreachable(f"{img.registry}: the token service {fields['realm']} refused "
+                          f"{'the login in DOCKER_CONFIG' if creds else 'an anonymous request'} (HTTP {status}): "
+                          f"log in (`docker login {img.registry}`) or set DOCKER_CONFIG to a config.json with its auths")
     if status != 200:
         raise Unreachable(f"{img.registry}: token request to {fields['realm']} answered HTTP {status}")
     try:
