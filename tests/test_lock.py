@@ -223,6 +223,33 @@ def test_missing_tag_and_stale_lock_fail(tmp_path, pushed):
     assert lock_path(stack_file).read_bytes() == old
 
 
+@pytest.mark.docker
+@pytest.mark.slow
+def test_locked_build_pulls_by_digest_and_records_it(tmp_path, pushed):
+    """The engine builds FROM ref@digest out of the registry; the image's labels and manifest carry the digest."""
+    import docker
+
+    ref = pushed["refs"][1]
+    stack_file = write_stack(tmp_path / "s.toml", ref)
+    assert lock("--stack-file", str(stack_file))[0] == 0
+    digest = json.loads(lock_path(stack_file).read_text())["images"][ref]
+    tag = f"rocmkit-test/lockbuild:{uuid.uuid4().hex[:8]}"
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "build", "--stack-file", str(stack_file), "--arch", "gfx942",
+                        "--network", "none", "--progress", "plain", "--tag", tag, "--json"],
+                       capture_output=True, text=True, timeout=900, env={**os.environ, "CI": "true"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    client = docker.from_env(timeout=120)
+    try:
+        labels = client.images.get(tag).labels
+        assert labels["org.opencontainers.image.base.digest"] == digest
+        assert labels["org.opencontainers.image.base.name"] == ref
+        manifest = json.loads(client.containers.run(tag, ["cat", "/opt/rocmkit/manifest.json"], remove=True,
+                                                    network_disabled=True))
+        assert manifest["base_image_digest"] == digest and manifest["inputs_hash"] == json.loads(r.stdout)["inputs_hash"]
+    finally:
+        client.images.remove(tag)
+
+
 class _Relay(socketserver.ThreadingTCPServer):
     """A TCP relay on a free local port to the real registry: the registry 'goes away' when it shuts down."""
 

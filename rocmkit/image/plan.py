@@ -93,7 +93,8 @@ def make_plan(stack: Stack, targets: list[str], *, base_image: str | None = None
         f"component {c.name} is MUTABLE: built from {c.mutable_ref!r}, not a commit ({c.mutable_reason}); "
         "two builds of this stack may differ"
         for c in stack.mutable_components if c.name not in sources
-    ) + tuple(f"lock {stack.lock.path} is stale: {r}; run `rocmkit lock`" for r in (stack.lock.stale if stack.lock else ()))
+    ) + tuple(f"lock {stack.lock.path} is stale: {r}; run `rocmkit lock`"
+              for r in (stack.lock.stale if stack.lock else ()))
     manifest = _manifest(stack, targets, image, base_image is not None, sources, runtime_env)
     if digest:  # only when locked, so the inputs hash of an unlocked stack stays what it was
         manifest["base_image_digest"] = digest

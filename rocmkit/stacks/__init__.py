@@ -18,7 +18,8 @@ from .model import Base, BuildKind, Component, ComponentKind, EnvVar, PostStep, 
 from .parse import parse_stack
 
 __all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "Base", "BuildKind", "Component", "ComponentKind", "EnvVar", "PostStep",
-           "PythonFrom", "Stack", "parse_stack", "builtin_names", "builtin_lock_path", "load_builtin", "load_file", "load", "all_builtin"]
+           "PythonFrom", "Stack", "parse_stack", "builtin_names", "builtin_lock_path", "load_builtin", "load_file",
+           "load", "all_builtin"]
 
 
 def builtin_names() -> list[str]:
@@ -34,7 +35,8 @@ def load_builtin(name: str) -> Stack:
     stack = parse_stack(load_toml_text(res.read_text(encoding="utf-8"), origin), origin)
     locked = resources.files("rocmkit.resources.stacks").joinpath(f"{name}{LOCK_SUFFIX}")
     if locked.is_file():
-        stack = attach(stack, parse_lock(locked.read_text(encoding="utf-8"), f"rocmkit/resources/stacks/{name}{LOCK_SUFFIX}"))
+        origin = f"rocmkit/resources/stacks/{name}{LOCK_SUFFIX}"
+        stack = attach(stack, parse_lock(locked.read_text(encoding="utf-8"), origin))
     return stack
 
 
