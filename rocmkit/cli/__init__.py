@@ -16,6 +16,7 @@ from ..errors import RocmkitError
 COMMANDS = {
     "stacks": "rocmkit.cli.stacks:stacks",
     "render": "rocmkit.cli.render:render",
+    "lock": "rocmkit.cli.lock:lock",
     "build": "rocmkit.cli.build:build",
     "bake": "rocmkit.cli.bake:bake",
     "wheelhouse": "rocmkit.cli.wheelhouse:wheelhouse",

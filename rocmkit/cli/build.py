@@ -301,7 +301,7 @@ def _print_result(doc: dict) -> None:
 def _print_plan(plan, doc) -> None:
     s = plan.stack
     click.echo(f"stack     {s.name} for {';'.join(plan.targets)} (ROCm {s.rocm}, Python {s.python})")
-    click.echo(f"base      {plan.base_image}{' (overridden)' if plan.base_image_overridden else ''}")
+    click.echo(f"base      {plan.base_ref}{' (overridden)' if plan.base_image_overridden else ''}")
     click.echo(f"tag       {plan.tag}")
     click.echo("build args " + " ".join(f"{k}={v}" for k, v in doc["build_args"].items()))
     click.echo("stages    (each level builds in parallel; a level waits for the stages it needs)")

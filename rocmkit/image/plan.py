@@ -54,6 +54,12 @@ class BuildPlan:
     inputs_hash: str
     tag: str
     warnings: tuple[str, ...] = field(default=())
+    base_digest: str | None = None  # from the stack's lock: FROM pins the base by content, not by tag
+
+    @property
+    def base_ref(self) -> str:
+        """What FROM names: image:tag@sha256:... when locked (the tag stays for the reader; the digest decides)."""
+        return f"{self.base_image}@{self.base_digest}" if self.base_digest else self.base_image
 
     def levels(self) -> list[list[str]]:
         """Stages grouped by DAG depth: every stage of a level can build in parallel."""
@@ -82,21 +88,27 @@ def make_plan(stack: Stack, targets: list[str], *, base_image: str | None = None
     # A CPU image has no GPU arch: no arch variable is set, so no build system compiles for a GPU.
     arch_env = () if archs.is_cpu(targets) else tuple((v.name, v.value(targets)) for v in archs.build_variables())
     image = base_image or stack.base.image_for(targets)
+    digest = stack.lock.digest_for(image) if stack.lock and base_image is None and "@" not in image else None
     warnings = tuple(
         f"component {c.name} is MUTABLE: built from {c.mutable_ref!r}, not a commit ({c.mutable_reason}); "
         "two builds of this stack may differ"
         for c in stack.mutable_components if c.name not in sources
-    )
+    ) + tuple(f"lock {stack.lock.path} is stale: {r}; run `rocmkit lock`"
+              for r in (stack.lock.stale if stack.lock else ()))
     manifest = _manifest(stack, targets, image, base_image is not None, sources, runtime_env)
+    if digest:  # only when locked, so the inputs hash of an unlocked stack stays what it was
+        manifest["base_image_digest"] = digest
     inputs_hash = _inputs_hash(manifest)
     manifest["inputs_hash"] = inputs_hash
     tag = _default_tag(stack, targets, inputs_hash)
     labels = _labels(stack, targets, image, base_image is not None, sources, inputs_hash, tag)
+    if digest:
+        labels["org.opencontainers.image.base.digest"] = digest
     return BuildPlan(
         stack=stack, targets=tuple(targets), base_image=image, base_image_overridden=base_image is not None,
         stages=tuple(stages), pip_components=tuple(stack.pip_components), arch_env=arch_env,
         runtime_env=runtime_env, build_args={"MAX_JOBS": str(max_jobs)}, labels=labels, manifest=manifest,
-        inputs_hash=inputs_hash, tag=tag, warnings=warnings,
+        inputs_hash=inputs_hash, tag=tag, warnings=warnings, base_digest=digest,
     )
 
 
@@ -244,6 +256,7 @@ def plan_document(plan: BuildPlan) -> dict:
         "targets": list(plan.targets),
         "base_image": plan.base_image,
         "base_image_overridden": plan.base_image_overridden,
+        "base_image_digest": plan.base_digest,
         "tag": plan.tag,
         "inputs_hash": plan.inputs_hash,
         "stages": [

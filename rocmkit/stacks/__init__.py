@@ -13,11 +13,13 @@ from pathlib import Path
 from ..errors import UsageError
 from ..tomlread import load_toml_file, load_toml_text
 from .fields import IMAGE_RE, NAME_RE, SCHEMA
+from .lock import LOCK_SUFFIX, attach, lock_path, parse_lock
 from .model import Base, BuildKind, Component, ComponentKind, EnvVar, PostStep, PythonFrom, Stack
 from .parse import parse_stack
 
 __all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "Base", "BuildKind", "Component", "ComponentKind", "EnvVar", "PostStep",
-           "PythonFrom", "Stack", "parse_stack", "builtin_names", "load_builtin", "load_file", "load", "all_builtin"]
+           "PythonFrom", "Stack", "parse_stack", "builtin_names", "builtin_lock_path", "load_builtin", "load_file",
+           "load", "all_builtin"]
 
 
 def builtin_names() -> list[str]:
@@ -30,11 +32,26 @@ def load_builtin(name: str) -> Stack:
                                                           "or pass --stack-file PATH")
     res = resources.files("rocmkit.resources.stacks").joinpath(f"{name}.toml")
     origin = f"rocmkit/resources/stacks/{name}.toml"
-    return parse_stack(load_toml_text(res.read_text(encoding="utf-8"), origin), origin)
+    stack = parse_stack(load_toml_text(res.read_text(encoding="utf-8"), origin), origin)
+    locked = resources.files("rocmkit.resources.stacks").joinpath(f"{name}{LOCK_SUFFIX}")
+    if locked.is_file():
+        origin = f"rocmkit/resources/stacks/{name}{LOCK_SUFFIX}"
+        stack = attach(stack, parse_lock(locked.read_text(encoding="utf-8"), origin))
+    return stack
 
 
 def load_file(path: str | Path) -> Stack:
-    return parse_stack(load_toml_file(path), str(path))
+    stack = parse_stack(load_toml_file(path), str(path))
+    locked = lock_path(path)
+    if locked.is_file():
+        stack = attach(stack, parse_lock(locked.read_text(encoding="utf-8"), str(locked)))
+    return stack
+
+
+def builtin_lock_path(name: str) -> Path:
+    """Where `rocmkit lock` writes a built-in stack's lock: beside its TOML in the package (a checkout or
+    an editable install; an installed wheel's folder is not meant to be written)."""
+    return Path(str(resources.files("rocmkit.resources.stacks"))) / f"{name}{LOCK_SUFFIX}"
 
 
 def load(stack: str | None = None, stack_file: str | Path | None = None, default: str = "verl-vllm") -> Stack:

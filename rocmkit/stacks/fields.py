@@ -19,7 +19,10 @@ IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
 APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")
-GIT_URL_RE = re.compile(r"^https://[A-Za-z0-9.-]+(:\d+)?/[A-Za-z0-9._/-]+$")
+# https anywhere; git:// (no TLS, no server authentication) only from this host, as Docker allows plain
+# http only for loopback registries: a `git daemon` serving local mirrors. Same safe characters either way.
+GIT_URL_RE = re.compile(r"^(https://[A-Za-z0-9.-]+|git://(localhost|127\.0\.0\.1))(:\d+)?/[A-Za-z0-9._/-]+$")
+GIT_URL_ALLOWED = "an https:// git URL, or git://localhost[:port]/... (a git daemon on this host)"
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 REF_RE = re.compile(r"^[A-Za-z0-9._/+-]{1,200}$")
 PATH_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,200}$")

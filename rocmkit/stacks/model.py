@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 
 from .. import archs
 from ..textenum import TextEnum
+
+if TYPE_CHECKING:
+    from .lock import Lock
 
 NO_ROCM = "none"  # the `rocm` of a stack that ships none (CPU and test stacks)
 
@@ -119,6 +123,7 @@ class Stack:
     post: tuple[PostStep, ...]
     source_note: str = ""  # the recipe the stack follows (the README shows it above the stack's table)
     path: str = field(default="", compare=False)
+    lock: Lock | None = None  # the digests `rocmkit lock` resolved, read from the lock file beside the stack
 
     def component(self, name: str) -> Component | None:
         return next((c for c in self.components if c.name == name), None)

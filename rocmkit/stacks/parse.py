@@ -11,6 +11,7 @@ from .fields import (
     APT_RE,
     COMMIT_RE,
     DIST_NAME_RE,
+    GIT_URL_ALLOWED,
     GIT_URL_RE,
     IMAGE_RE,
     NAME_RE,
@@ -83,7 +84,7 @@ def _component(path: str, index: int, raw: Any) -> Component:
     return Component(
         name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
         kind=ComponentKind.GIT,
-        git=f.text("git", GIT_URL_RE, "an https:// git URL"),
+        git=f.text("git", GIT_URL_RE, GIT_URL_ALLOWED),
         commit=commit,
         tag=f.text("tag", REF_RE, "a tag name", None),
         mutable_ref=mutable_ref,

@@ -1,0 +1,81 @@
+"""`rocmkit lock`: pin every stack's base images by digest and check its git pins upstream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import stacks
+from ..errors import EnvironmentMissing, Failed
+from ..fileio import write_atomic
+from ..output import document, dumps
+from ..refs.lockrun import FAILURES, UNREACHABLE, resolve
+from ..stacks.lock import lock_path
+from .common import echo_json, json_option
+
+
+@click.command()
+@click.argument("stack_names", nargs=-1, metavar="[STACK]...")
+@click.option("--stack-file", "stack_files", multiple=True, type=click.Path(dir_okay=False),
+              help="A stack file of your own (repeatable); its lock is written beside it as <name>.lock.json.")
+@click.option("--check", is_flag=True,
+              help="Write nothing: exit 1 when a tag moved, a commit or tag is gone, or a lock is stale or missing; "
+                   "exit 3 when a registry or remote could not be reached.")
+@json_option
+def lock(stack_names, stack_files, check, as_json) -> None:
+    """Lock stacks: resolve each base image (base.image and image_per_arch) to the digest its tag names now,
+    and check each git component upstream (a declared tag still points to its commit; a commit without a
+    tag exists on the remote). The lock is written beside the stack file (built-in stacks: in
+    rocmkit/resources/stacks/), and render then uses FROM image:tag@sha256:....
+
+    Without STACK or --stack-file: every built-in stack. A stack whose refs cannot all be reached keeps
+    its old lock (nothing is rewritten) and the unreachable refs are named (exit 3); a stack pin that no
+    longer holds upstream (moved tag, missing commit) is not locked (exit 1).
+    """
+    chosen = [(stacks.load_builtin(n), stacks.builtin_lock_path(n)) for n in stack_names]
+    chosen += [(stacks.load_file(f), lock_path(f)) for f in stack_files]
+    if not chosen:
+        chosen = [(stacks.load_builtin(n), stacks.builtin_lock_path(n)) for n in stacks.builtin_names()]
+    reports = [_one(stack, Path(path), check) for stack, path in chosen]
+    if as_json:
+        echo_json(document("lock", {"check": check, "stacks": reports}))
+    else:
+        for r in reports:
+            click.echo(f"{r['stack']} ({r['lock_file']}): {r['result']}")
+            for f in r["findings"]:
+                click.echo(f"  {f['line']}")
+    failed = [r["stack"] for r in reports if r["failed"]]
+    unreachable = [f["what"] for r in reports for f in r["findings"] if f["kind"] == UNREACHABLE]
+    if failed:
+        raise Failed(f"{'lock check' if check else 'lock'} failed for {', '.join(failed)}",
+                     hint="a moved tag or missing commit: review the stack's pin; a stale or missing lock: "
+                          "run `rocmkit lock`" if check else "review the stack's pins named above")
+    if unreachable:
+        raise EnvironmentMissing(f"could not reach: {', '.join(unreachable)} (no lock file was rewritten)",
+                                 hint="run again where the registry and git remotes are reachable")
+
+
+def _one(stack, path: Path, check: bool) -> dict:
+    refs = resolve(stack)
+    kinds = refs.kinds()
+    written = False
+    if check:
+        failed = bool(kinds & set(FAILURES))
+        result = "FAILED" if failed else ("incomplete (unreachable refs)" if UNREACHABLE in kinds else "up to date")
+    else:
+        blocking = refs.blocking()
+        failed = bool(blocking)
+        if failed:
+            result = "not written: the stack's pins need review"
+        elif UNREACHABLE in kinds:
+            result = "not written (old lock kept): refs unreachable"
+        else:
+            text = dumps(refs.document())
+            if path.is_file() and path.read_text(encoding="utf-8") == text:
+                result = "unchanged"
+            else:
+                write_atomic(path, text)
+                written, result = True, "written"
+    return {"stack": stack.name, "lock_file": str(path), "written": written, "failed": failed, "result": result,
+            "findings": [{**f.as_dict(), "line": f.line()} for f in refs.findings]}

@@ -1,0 +1,106 @@
+"""One stack's refs resolved upstream and compared with its lock: the findings `rocmkit lock` reports and
+the lock document it would write. Resolving reads the network (registry, git); the comparison is data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..stacks.lock import lock_document, stack_images
+from . import NotFound, Unreachable, gitrefs, registry
+
+# Finding kinds. FAILURES make `lock --check` exit 1 (and stop `lock` from writing that stack's lock, except
+# a moved image, which is exactly what `lock` updates); UNREACHABLE makes it exit 3 and keeps the old lock.
+OK, LOCKED, MOVED, MISSING, STALE, UNLOCKED, UNREACHABLE, MUTABLE = (
+    "ok", "locked", "moved", "missing", "stale", "unlocked", "unreachable", "mutable")
+FAILURES = (MOVED, MISSING, STALE, UNLOCKED)
+COMPONENT = "component "
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    what: str  # "image REF" or "component NAME"
+    detail: str
+    old: str | None = None
+    new: str | None = None
+
+    def line(self) -> str:
+        change = f" {self.old} -> {self.new}" if self.old and self.new else f" {self.old or self.new or ''}".rstrip()
+        return f"{self.kind:<11} {self.what}:{change} {self.detail}".rstrip()
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "what": self.what, "detail": self.detail, "old": self.old, "new": self.new}
+
+
+@dataclass
+class StackRefs:
+    stack: object
+    findings: list[Finding] = field(default_factory=list)
+    images: dict[str, str] = field(default_factory=dict)  # what resolved now
+
+    def kinds(self) -> set[str]:
+        return {f.kind for f in self.findings}
+
+    def blocking(self) -> list[Finding]:
+        """What `rocmkit lock` cannot fix by writing the lock: a stack pin that no longer holds upstream."""
+        return [f for f in self.findings
+                if f.kind == MISSING or (f.kind == MOVED and f.what.startswith(COMPONENT))]
+
+    def document(self) -> dict:
+        return lock_document(self.stack, self.images)
+
+
+def resolve(stack) -> StackRefs:
+    """Every base image of the stack resolved to a digest, every pinned git component checked upstream."""
+    out = StackRefs(stack)
+    lock = stack.lock
+    if lock is None:
+        out.findings.append(Finding(UNLOCKED, f"stack {stack.name}", "has no lock file: run `rocmkit lock`"))
+    for reason in (lock.stale if lock else ()):
+        out.findings.append(Finding(STALE, f"lock {lock.path}", reason))
+    for ref in stack_images(stack):
+        out.findings.append(_image(ref, lock, out.images))
+    for c in stack.git_components:
+        if c.mutable:
+            out.findings.append(Finding(MUTABLE, f"{COMPONENT}{c.name}", f"mutable ref {c.mutable_ref}: not locked "
+                                        f"({c.mutable_reason})"))
+            continue
+        out.findings.append(_git(c))
+    return out
+
+
+def _image(ref: str, lock, resolved: dict[str, str]) -> Finding:
+    what = f"image {ref}"
+    old = lock.digest_for(ref) if lock else None
+    if "@" in ref:  # the stack pins it by digest itself
+        resolved[ref] = ref.split("@", 1)[1]
+        return Finding(OK, what, "pinned by digest in the stack")
+    try:
+        digest = registry.resolve_digest(ref)
+    except NotFound as exc:
+        return Finding(MISSING, what, str(exc), old=old)
+    except Unreachable as exc:
+        return Finding(UNREACHABLE, what, str(exc), old=old)
+    resolved[ref] = digest
+    if old is None:
+        return Finding(UNLOCKED, what, "not in the lock", new=digest)
+    if old != digest:
+        return Finding(MOVED, what, "the tag now names other content", old=old, new=digest)
+    return Finding(OK, what, digest)
+
+
+def _git(c) -> Finding:
+    what = f"{COMPONENT}{c.name}"
+    try:
+        if c.tag:
+            now = gitrefs.tag_commit(c.git, c.tag)
+            if now != c.commit:
+                return Finding(MOVED, what, f"tag {c.tag} on {c.git} moved: update the stack's commit or tag",
+                               old=c.commit, new=now)
+            return Finding(OK, what, f"tag {c.tag} -> {c.commit[:12]}")
+        gitrefs.check_commit(c.git, c.commit)
+        return Finding(OK, what, f"commit {c.commit[:12]} exists on {c.git}")
+    except NotFound as exc:
+        return Finding(MISSING, what, str(exc), old=c.commit)
+    except Unreachable as exc:
+        return Finding(UNREACHABLE, what, str(exc))

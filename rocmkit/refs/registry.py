@@ -1,0 +1,189 @@
+"""An image tag → the digest of its manifest (list), through the registry HTTP API (Docker Registry v2 / OCI
+distribution): HEAD /v2/<name>/manifests/<tag> with the manifest-list Accept headers, read
+Docker-Content-Digest. Bearer-token (Docker Hub) and basic auth, credentials from $DOCKER_CONFIG/config.json
+`auths`. Not the Docker SDK's inspect_distribution: that asks the engine to ask the registry, and `rocmkit
+lock` must run where no engine is (CI's lock job) and name the request that failed. A HEAD is not counted
+against Docker Hub's pull limit."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputFileError
+from . import NotFound, Unreachable
+
+ACCEPT = ", ".join([
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+])
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_API = "registry-1.docker.io"
+DOCKER_HUB_AUTH_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io")
+# Docker's rule: a registry on this host may speak plain http (127.0.0.0/8 is insecure by default).
+LOOPBACK = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d+)?$")
+TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ImageName:
+    registry: str  # host[:port]; docker.io for Docker Hub
+    repository: str  # library/ubuntu for Docker Hub's official images
+    tag: str
+
+
+def parse_image(ref: str) -> ImageName:
+    """Docker's normalisation: the first part is a registry when it has a dot or a port or is localhost."""
+    name, tag = ref, "latest"
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name, tag = name.rsplit(":", 1)
+    first, _, rest = name.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return ImageName(first, rest, tag)
+    return ImageName(DOCKER_HUB, name if "/" in name else f"library/{name}", tag)
+
+
+def resolve_digest(ref: str, *, timeout: float = TIMEOUT_S) -> str:
+    """The sha256 digest `ref` resolves to now; NotFound when the registry says the tag is not there."""
+    img = parse_image(ref)
+    host = DOCKER_HUB_API if img.registry == DOCKER_HUB else img.registry
+    schemes = ["https", "http"] if LOOPBACK.match(host) else ["https"]
+    for i, scheme in enumerate(schemes):
+        url = f"{scheme}://{host}/v2/{img.repository}/manifests/{urllib.parse.quote(img.tag, safe='')}"
+        try:
+            return _digest(url, img, timeout)
+        except _TlsFailed as exc:
+            if i + 1 == len(schemes):
+                raise Unreachable(f"{host}: TLS failed ({exc})") from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _TlsFailed(Exception):
+    pass
+
+
+def _digest(url: str, img: ImageName, timeout: float) -> str:
+    headers = {"Accept": ACCEPT}
+    status, reply, body = _request("HEAD", url, headers, timeout)
+    if status == 401:
+        headers["Authorization"] = _authorization(reply.get("WWW-Authenticate", ""), img, timeout)
+        status, reply, body = _request("HEAD", url, headers, timeout)
+    if status == 404:
+        raise NotFound(f"{img.registry} has no {img.repository}:{img.tag}")
+    if status in (401, 403):
+        raise Unreachable(f"{img.registry} refused access to {img.repository} (HTTP {status}): log in "
+                          f"(`docker login {img.registry}`) or set DOCKER_CONFIG to a config.json with its auths")
+    if status != 200:
+        raise Unreachable(f"{url}: HTTP {status}")
+    digest = reply.get("Docker-Content-Digest")
+    if not digest:  # a registry that leaves the header off a HEAD: the digest is the sha256 of the manifest
+        status, reply, body = _request("GET", url, headers, timeout)
+        if status != 200:
+            raise Unreachable(f"{url}: HTTP {status}")
+        digest = reply.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(body).hexdigest()
+    if not re.match(r"^sha256:[0-9a-f]{64}$", digest):
+        raise Unreachable(f"{url}: unexpected digest {digest!r}")
+    return digest
+
+
+def _authorization(challenge: str, img: ImageName, timeout: float) -> str:
+    """The Authorization header the registry's 401 challenge asks for."""
+    scheme, _, params = challenge.partition(" ")
+    fields = dict(re.findall(r'(\w+)="([^"]*)"', params))
+    creds = credentials(img.registry)
+    basic = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode() if creds else None
+    if scheme.lower() == "basic":
+        if not basic:
+            raise Unreachable(f"{img.registry} asks for a login and DOCKER_CONFIG has none for it: "
+                              f"`docker login {img.registry}`")
+        return basic
+    if scheme.lower() != "bearer" or "realm" not in fields:
+        raise Unreachable(f"{img.registry}: unsupported auth challenge {challenge!r}")
+    query = {"scope": fields.get("scope") or f"repository:{img.repository}:pull"}
+    if fields.get("service"):
+        query["service"] = fields["service"]
+    token_url = fields["realm"] + ("&" if "?" in fields["realm"] else "?") + urllib.parse.urlencode(query)
+    status, _, body = _request("GET", token_url, {"Authorization": basic} if basic else {}, timeout)
+    if status in (401, 403):
+        raise Unreachable(f"{img.registry}: the token service {fields['realm']} refused "
+                          f"{'the login in DOCKER_CONFIG' if creds else 'an anonymous request'} (HTTP {status}): "
+                          f"log in (`docker login {img.registry}`) or set DOCKER_CONFIG to a config.json with its auths")
+    if status != 200:
+        raise Unreachable(f"{img.registry}: token request to {fields['realm']} answered HTTP {status}")
+    try:
+        doc = json.loads(body)
+        return "Bearer " + (doc.get("token") or doc["access_token"])
+    except (ValueError, KeyError, TypeError):
+        raise Unreachable(f"{img.registry}: token response from {fields['realm']} has no token") from None
+
+
+def credentials(registry: str) -> tuple[str, str] | None:
+    """(user, password) for the registry from $DOCKER_CONFIG/config.json (default ~/.docker) `auths`.
+    Credential helpers (credsStore, credHelpers) are not run: a registry only they know is asked anonymously."""
+    folder = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    path = folder / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputFileError(str(path), "", f"cannot read: {exc}", "the JSON `docker login` writes") from None
+    auths = data.get("auths") if isinstance(data, dict) else None
+    if not isinstance(auths, dict):
+        return None
+    keys = DOCKER_HUB_AUTH_KEYS if registry == DOCKER_HUB else (registry,)
+    for key, entry in auths.items():
+        bare = re.sub(r"^https?://", "", key).split("/", 1)[0]
+        if (key in keys or bare in keys) and isinstance(entry, dict):
+            if entry.get("auth"):
+                try:
+                    user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+                except ValueError:
+                    raise InputFileError(str(path), f"auths.{key}.auth", "not base64 of user:password") from None
+                return user, password
+            if entry.get("username") and entry.get("password"):
+                return entry["username"], entry["password"]
+    return None
+
+
+class _NoRedirectErrors(urllib.request.HTTPErrorProcessor):
+    """Every status comes back as a response (a 401 or 404 is an answer, not an exception)."""
+
+    def http_response(self, request, response):
+        return response
+
+    https_response = http_response
+
+
+_OPENER = urllib.request.build_opener(_NoRedirectErrors)
+
+
+def _request(method: str, url: str, headers: dict[str, str], timeout: float):
+    req = urllib.request.Request(url, method=method, headers={"User-Agent": "rocmkit-lock", **headers})
+    try:
+        with _OPENER.open(req, timeout=timeout) as resp:
+            status = resp.status
+            if status in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
+                location = urllib.parse.urljoin(url, resp.headers["Location"])
+                return _request(method, location, {k: v for k, v in headers.items() if k != "Authorization"}, timeout)
+            return status, resp.headers, resp.read() if method == "GET" else b""
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ssl.SSLError):
+            raise _TlsFailed(str(exc.reason)) from None
+        raise Unreachable(f"{urllib.parse.urlsplit(url).netloc}: {exc.reason}") from None
+    except ssl.SSLError as exc:
+        raise _TlsFailed(str(exc)) from None
+    except (OSError, ValueError) as exc:  # timeouts, resets, a malformed reply
+        raise Unreachable(f"{urllib.parse.urlsplit(url).netloc}: {exc}") from None
