@@ -249,3 +249,43 @@ def test_without_a_local_python_of_the_stacks_version_pip_resolves_by_tags_wheel
     assert "the stack requires setupx==79.0.1; modelx==0.44.0 requires setupx>=80" in messages
     assert any(m.startswith("bridgex: no version 0.5.2 on the index (available: 0.5.0); pip looked at wheels only")
                for m in messages), messages
+
+
+# A pure-Python sdist with an in-tree PEP 517 backend (needs nothing from the index to build).
+_BACKEND = '''
+import zipfile
+NAME, VERSION = "antlrx", "4.9.3"
+def _meta():
+    return f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n"
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    name = f"{NAME}-{VERSION}-py3-none-any.whl"
+    info = f"{NAME}-{VERSION}.dist-info"
+    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as z:
+        z.writestr(f"{NAME}/__init__.py", "")
+        z.writestr(f"{info}/METADATA", _meta())
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
+        z.writestr(f"{info}/RECORD", "")
+    return name
+'''
+
+
+def test_wheels_only_builds_a_pure_sdist_only_requirement_here_and_resolves(tmp_path, index):
+    # hydra-core's antlr4-python3-runtime 4.9.3 is an sdist alone: by tags pip cannot see it, so it is built here.
+    import tarfile
+    pkg = tmp_path / "sdist-src" / "antlrx-4.9.3"
+    pkg.mkdir(parents=True)
+    (pkg / "backend.py").write_text(_BACKEND)
+    (pkg / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n')
+    (pkg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: antlrx\nVersion: 4.9.3\n")
+    links = tmp_path / "links"
+    links.mkdir()
+    with tarfile.open(links / "antlrx-4.9.3.tar.gz", "w:gz") as t:
+        t.add(pkg, arcname="antlrx-4.9.3")
+    _wheel(links, "hydrax", "1.3.2", ["antlrx==4.9.*"])
+    path = _stack(tmp_path, ["numx==2.2.6"], '[[component]]\nname = "hydrax"\npip = ["hydrax==1.3.2"]\n')
+    path.write_text(path.read_text().replace(f'python = "{PY}"', 'python = "3.99"'))
+    r = resolve(stacks.load_file(path), index_url=index, find_links=[str(links)])
+    assert r.built_from_sdist == ["antlrx==4.9.*"], (r.conflicts, r.pip_tail)
+    assert r.resolved.get("antlrx") == "4.9.3" and r.resolved.get("hydrax") == "1.3.2"

@@ -120,6 +120,8 @@ def print_resolution(r, err: bool = False) -> None:
     echo(f"{r.stack} (Python {r.python}): {head} [{r.seconds:.1f}s, {len(r.resolved)} distributions]")
     if r.mode:
         echo(f"  pip ran {r.mode}")
+    for b in r.built_from_sdist:
+        echo(f"  built here from its sdist (pure Python, so valid for Python {r.python}): {b}")
     for c in r.conflicts:
         echo(f"  CONFLICT {c['message']}")
         for side in c["sides"]:

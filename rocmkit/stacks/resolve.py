@@ -56,11 +56,13 @@ class Result:
     git_requirements: list[dict] = field(default_factory=list)  # {"component", "read": bool, "detail"}
     resolved: dict[str, str] = field(default_factory=dict)  # name -> version pip chose
     pip_tail: list[str] = field(default_factory=list)
+    built_from_sdist: list[str] = field(default_factory=list)  # pure-Python sdists built here (wheels-only mode)
 
     def as_json(self) -> dict:
         return {"stack": self.stack, "python": self.python, "status": self.status, "mode": self.mode, "seconds": round(self.seconds, 1),
                 "conflicts": self.conflicts, "not_checked": self.not_checked,
-                "git_requirements": self.git_requirements, "resolved": self.resolved}
+                "git_requirements": self.git_requirements, "built_from_sdist": self.built_from_sdist,
+                "resolved": self.resolved}
 
 
 def stack_text(stack: Stack) -> str:
@@ -306,6 +308,18 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
             argv = _pip_base(stack, report, interpreter) + _cert_args() + source_args + (["--no-deps"] if no_deps else [])
             argv += [p.requirement for p in run_pins]
             r = proc.capture(argv, timeout=RESOLVE_TIMEOUT_S)
+            built: set[str] = set()
+            while not r.ok and not interpreter:
+                # By tags pip sees wheels only; a requirement served as an sdist alone (hydra-core's antlr4 4.9.3)
+                # is built here once, and kept only when the wheel is pure Python, valid for any Python.
+                wanted = [c["sides"][0]["requirement"] for c in parse_pip_failure(r.tail)
+                          if len(c["sides"]) == 1 and ": no " in c["message"]
+                          and c["sides"][0]["requirement"] not in built]
+                if not wanted or not _pure_wheel(wanted[0], stubs, source_args):
+                    break
+                built.add(wanted[0])
+                result.built_from_sdist.append(wanted[0])
+                r = proc.capture(argv + ["--find-links", str(stubs)], timeout=RESOLVE_TIMEOUT_S)
             if not r.ok:
                 result.pip_tail = [ln for ln in r.tail if not ln.lstrip().startswith(("Collecting", "Using", "Downloading"))]
                 conflicts = parse_pip_failure(r.tail) or [{"message": "pip could not resolve the stack: "
@@ -325,6 +339,19 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
         result.status = "partial"
     result.seconds = time.monotonic() - started
     return result
+
+
+def _pure_wheel(requirement: str, directory: Path, source_args: list[str]) -> bool:
+    """Build a wheel of an sdist-only requirement with this Python; True when it is pure (py3-none-any)."""
+    with tempfile.TemporaryDirectory(prefix="rocmkit-sdist-") as tmp:
+        r = proc.capture([sys.executable, "-m", "pip", "wheel", "--isolated", "--no-deps", "--disable-pip-version-check",
+                          "--progress-bar", "off", "--wheel-dir", tmp, *_cert_args(), *source_args, requirement],
+                         timeout=RESOLVE_TIMEOUT_S)
+        wheels = list(Path(tmp).glob("*-none-any.whl"))
+        if not r.ok or len(wheels) != 1:
+            return False
+        wheels[0].replace(directory / wheels[0].name)
+        return True
 
 
 def _served_locally(requirement: str, find_links: list[str]) -> bool:
