@@ -4,20 +4,28 @@
 # not reachable). A ROCm stack whose torch/Triton pins only repo.radeon.com serves exits 3 where that page
 # is unreachable: everything else is resolved against stand-ins of those pins, and the unchecked pins are
 # printed; that passes here, said plainly, since no other source has those wheels.
+# The stacks resolve side by side (pip mostly waits on the index), each into its own log, printed in order.
 set -euo pipefail
 work="${ROCMKIT_CI_WORK:?set by .ci/run}"
 # shellcheck disable=SC1091
 source "$work/env"
-failed=0
-for stack in $(python -c 'from rocmkit import stacks; print(" ".join(stacks.builtin_names()))'); do
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+names=$(python -c 'from rocmkit import stacks; print(" ".join(stacks.builtin_names()))')
+for stack in $names; do
   extra=()
   if [ "$stack" = verl-cpu ] && [ -n "${ROCMKIT_VERL_CPU_WHEELHOUSE:-}" ]; then
     extra=(--find-links "$ROCMKIT_VERL_CPU_WHEELHOUSE")
   fi
-  start=$(date +%s)
-  rc=0
-  rocmkit stacks --resolve "$stack" "${extra[@]}" || rc=$?
-  took=$(( $(date +%s) - start ))
+  ( start=$(date +%s); rc=0
+    rocmkit stacks --resolve "$stack" "${extra[@]}" > "$logs/$stack.log" 2>&1 || rc=$?
+    echo "$rc $(( $(date +%s) - start ))" > "$logs/$stack.rc" ) &
+done
+wait
+failed=0
+for stack in $names; do
+  cat "$logs/$stack.log"
+  read -r rc took < "$logs/$stack.rc"
   case "$rc" in
     0) echo "resolve $stack: ok (${took}s)" ;;
     3) if [ "$stack" = verl-cpu ]; then echo "resolve $stack: NOT fully checked (${took}s)"; failed=1;
