@@ -26,6 +26,7 @@ COMMANDS = {
     "run": "rocmkit.cli.run:run",
     "slurm": "rocmkit.cli.slurm:slurm",
     "matrix": "rocmkit.cli.matrix:matrix",
+    "outdated": "rocmkit.cli.outdated:outdated",
 }
 
 
