@@ -27,6 +27,7 @@ COMMANDS = {
     "slurm": "rocmkit.cli.slurm:slurm",
     "matrix": "rocmkit.cli.matrix:matrix",
     "outdated": "rocmkit.cli.outdated:outdated",
+    "diff": "rocmkit.cli.diff:diff",
 }
 
 
