@@ -66,7 +66,7 @@ def tag_prefix(tag: str) -> str:
 
 
 def check_git(c: Component, url: str, stack: Stack) -> Finding:
-    f = Finding(c.name, "git", c.git or url, c.tag or (c.commit or c.ref))
+    f = Finding(c.name, "git", url, c.tag or (c.commit or c.ref))
     found = gitremote.tags(url)
     by_commit = {t.commit: t.name for t in found}
     current_tag = c.tag or (by_commit.get(c.commit) if c.commit else None) or (c.mutable_ref if c.mutable else None)
@@ -252,8 +252,15 @@ def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str
             placeholder.status, placeholder.note = UNREACHABLE, exc.message
             return placeholder
 
+    # The git lookups run one after another in one worker: rocmkit.proc cleans up after a run every process
+    # started meanwhile, so two concurrent runs would stop each other's. The HTTP lookups share the others.
+    git_jobs = [j for j in jobs if j[0].kind == "git"]
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        return list(pool.map(run, jobs))
+        git_done = pool.submit(lambda: [run(j) for j in git_jobs])
+        rest = dict(zip((id(j) for j in jobs if j[0].kind != "git"),
+                        pool.map(run, [j for j in jobs if j[0].kind != "git"])))
+        git_results = iter(git_done.result())
+    return [next(git_results) if j[0].kind == "git" else rest[id(j)] for j in jobs]
 
 
 def edits(findings: list[Finding]) -> list[Edit]:
