@@ -14,7 +14,7 @@ def _remotes(values: tuple[str, ...]) -> dict[str, str]:
     out = {}
     for v in values:
         name, sep, url = v.partition("=")
-        if not sep or not name or not url:
+        if not sep or not name or not url or url.startswith("-"):
             raise UsageError(f"--git-remote {v!r}: expected NAME=URL", hint="e.g. --git-remote vllm=file:///mirrors/vllm.git")
         out[name] = url
     return out

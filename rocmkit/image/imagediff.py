@@ -19,7 +19,7 @@ TIMEOUT_S = 120
 _LIST_PACKAGES = ("import json, importlib.metadata as m\n"
                   "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() if d.metadata['Name']}))")
 # Manifest fields with a section of their own; every other field is compared under "other".
-_OWN = {"components", "base_pip", "runtime_env", "targets", "inputs_hash", "base_image", "base_image_overridden"}
+_OWN = {"components", "base_pip", "runtime_env", "targets", "inputs_hash"}
 
 
 @dataclass
@@ -125,10 +125,11 @@ def _components(a: list, b: list) -> dict:
             "removed": {n: ca[n] for n in sorted(ca.keys() - cb.keys())}}
 
 
-def _base(side: Side) -> dict:
-    m = side.manifest
-    out = {"base_image": m.get("base_image"), "base_image_overridden": m.get("base_image_overridden")}
-    for k, v in (side.labels or {}).items():
+def _base(side: Side, labels: bool) -> dict:
+    """base_image, base_image_overridden, whatever else records the base (a digest, once locked), and with
+    labels (both sides images) the OCI base.* labels."""
+    out = {k: v for k, v in side.manifest.items() if k.startswith("base_image")}
+    for k, v in (side.labels or {}).items() if labels else ():
         if k.startswith("org.opencontainers.image.base."):
             out[k] = v
     return out
@@ -147,14 +148,14 @@ def compare(a: Side, b: Side) -> dict:
                                               "packages are compared between two images"}
     ta, tb = list(ma.get("targets") or []), list(mb.get("targets") or [])
     targets = {"changed": {}, "added": {t: True for t in tb if t not in ta}, "removed": {t: True for t in ta if t not in tb}}
-    other_keys = (ma.keys() | mb.keys()) - _OWN - {"schema"}
+    other_keys = {k for k in (ma.keys() | mb.keys()) - _OWN - {"schema"} if not k.startswith("base_image")}
     other = _maps({k: ma.get(k) for k in other_keys}, {k: mb.get(k) for k in other_keys})
     sections = {
         "pins": {"components": components, "base_pip": base_pip},
         "packages": packages,
         "environment": {"source": "image ENV" if both_images else "manifest runtime_env", **env},
         "targets": targets,
-        "base": _maps(_base(a), _base(b)),
+        "base": _maps(_base(a, both_images), _base(b, both_images)),
         "other": other,
     }
     different = not (_empty(components) and _empty(base_pip) and _empty(env) and _empty(targets)

@@ -12,8 +12,13 @@ from html.parser import HTMLParser
 from urllib.parse import unquote, urljoin, urlparse
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, \
-    parse_wheel_filename
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import Version
 
 from ..errors import Failed

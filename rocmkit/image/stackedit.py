@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..errors import UsageError
 
 _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-]+)\s*\]\]?\s*(#.*)?$")
-_NAME = re.compile(r'^\s*name\s*=\s*"([^"]*)"', re.M)
+_NAME = re.compile(r'^\s*name\s*=\s*"([^"]*)"', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def apply(text: str, edits: list[Edit], origin: str) -> str:
                     pat = re.compile(rf"^(\s*{re.escape(e.key)}\s*=\s*){re.escape(_q(e.old))}" if e.old is not None
                                      else "(?!)")
                     if pat.search(line):
-                        lines[i] = pat.sub(lambda m: m.group(1) + _q(e.new), line, count=1)
+                        lines[i] = pat.sub(lambda m, new=e.new: m.group(1) + _q(new), line, count=1)
                         done += 1
                 elif _q(e.old) in line:
                     lines[i] = line.replace(_q(e.old), _q(e.new))
