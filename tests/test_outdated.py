@@ -262,3 +262,17 @@ def test_stack_edit_refuses_what_it_cannot_find():
         apply(text, [Edit("a", "x==3", "x==4")], "s.toml")
     with pytest.raises(UsageError, match="table of b"):
         apply(text, [Edit("b", "x==1", "x==2")], "s.toml")
+
+
+def test_an_unreachable_extra_index_leaves_the_answer_to_the_others(tmp_path, index):
+    p = tmp_path / "stack.toml"
+    p.write_text('schema = "rocmkit.stack/v1"\nname = "x"\ndescription = "x"\ntargets = ["cpu"]\nrocm = "none"\n'
+                 'python = "3.11"\n\n[base]\nimage = "x@sha256:' + "0" * 64 + '"\n\n[[component]]\nname = "models"\n'
+                 'pip = ["tinypkg==1.0"]\nextra_index_url = "https://127.0.0.1:1/simple"\n')
+    with tinyindex.serve(index) as url:
+        r = rocmkit("outdated", "--stack-file", str(p), "--index-url", f"{url}/simple/", "--json")
+    assert r.returncode == 0, r.stderr
+    by = {f["kind"]: f for f in json.loads(r.stdout)["findings"]}
+    assert (by["pip"]["status"], by["pip"]["latest"]) == ("newer", "1.1")
+    assert by["pip"]["note"].startswith("left out: https://127.0.0.1:1/simple/tinypkg/: cannot reach the index")
+    assert by["base-image"]["note"] == "pinned by digest"

@@ -13,7 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..errors import RocmkitError
+from ..errors import Failed, RocmkitError
 from ..stacks import Component, Stack
 from ..tomlread import load_toml_text
 from . import gitremote, pkgindex, regtags
@@ -167,12 +167,18 @@ def check_pip(component: str, kind: str, requirement: str, sources: list[tuple[s
     pinned = next(iter(req.specifier)).version
     current = Version(pinned)
     f = Finding(component, kind, requirement, str(current))
-    found = []
+    found, failed = [], []
     for url, page in sources:
-        found += pkgindex.files(url, req.name, page=page)
+        try:
+            found += pkgindex.files(url, req.name, page=page)
+        except RocmkitError as exc:
+            failed.append(exc.message)
+    if len(failed) == len(sources):
+        raise Failed("; ".join(failed))
+    f.note = "; ".join(f"left out: {m}" for m in failed)  # the sources that answered still decide
     best = pkgindex.newest(found, python, pre=current.is_prerelease)
     if best is None:
-        f.note = "no installable version found on " + ", ".join(u for u, _ in sources)
+        f.note = "; ".join(filter(None, ["no installable version found on " + ", ".join(u for u, _ in sources), f.note]))
         return f
     f.latest = str(best)
     if best <= current:
