@@ -68,7 +68,10 @@ def tag_prefix(tag: str) -> str:
 def check_git(c: Component, url: str, stack: Stack) -> Finding:
     f = Finding(c.name, "git", url, c.tag or (c.commit or c.ref))
     found = gitremote.tags(url)
-    by_commit = {t.commit: t.name for t in found}
+    by_commit: dict[str, str] = {}
+    for t in found:  # a commit's version tag wins over another name for it (nightly, latest)
+        if t.commit not in by_commit or tag_version(t.name, tag_prefix(t.name)):
+            by_commit[t.commit] = t.name
     current_tag = c.tag or (by_commit.get(c.commit) if c.commit else None) or (c.mutable_ref if c.mutable else None)
     prefix = tag_prefix(current_tag) if current_tag else ""
     current = tag_version(current_tag, prefix) if current_tag else None
