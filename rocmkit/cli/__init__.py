@@ -28,6 +28,8 @@ COMMANDS = {
     "run": "rocmkit.cli.run:run",
     "slurm": "rocmkit.cli.slurm:slurm",
     "matrix": "rocmkit.cli.matrix:matrix",
+    "outdated": "rocmkit.cli.outdated:outdated",
+    "diff": "rocmkit.cli.diff:diff",
 }
 
 

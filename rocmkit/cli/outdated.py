@@ -1,0 +1,130 @@
+"""`rocmkit outdated`: the newer releases upstream of a stack's pins, and a proposed stack file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from .common import echo_json, json_option
+
+
+def _remotes(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        name, sep, url = v.partition("=")
+        if not sep or not name or not url or url.startswith("-"):
+            raise UsageError(f"--git-remote {v!r}: expected NAME=URL", hint="e.g. --git-remote vllm=file:///mirrors/vllm.git")
+        out[name] = url
+    return out
+
+
+def _source(stack_name: str | None, stack_file: str | None) -> tuple[str, str, Path | None]:
+    """The stack's text, its origin for messages, and its path on disk (None for a packaged one we cannot name)."""
+    from importlib import resources
+
+    from .. import stacks
+
+    if stack_name and stack_file:
+        raise UsageError("STACK and --stack-file are alternatives; give one")
+    if stack_file:
+        p = Path(stack_file)
+        try:
+            return p.read_text(encoding="utf-8"), str(p), p
+        except OSError as exc:
+            raise UsageError(f"{p}: cannot read ({exc.strerror})") from None
+    name = stack_name or "verl-vllm"
+    stacks.load_builtin(name)  # an unknown name is a usage error listing the built-in ones
+    res = resources.files("rocmkit.resources.stacks").joinpath(f"{name}.toml")
+    path = Path(str(res)) if Path(str(res)).is_file() else None
+    return res.read_text(encoding="utf-8"), f"rocmkit/resources/stacks/{name}.toml", path
+
+
+@click.command()
+@click.argument("stack_name", required=False, metavar="[STACK]")
+@click.option("--stack-file", type=click.Path(dir_okay=False), default=None,
+              help="A stack file of your own instead of a built-in stack.")
+@click.option("--index-url", default="https://pypi.org/simple/", show_default=True, metavar="URL",
+              help="The package index asked for PyPI pins (a PEP 691/503 simple index; a plain directory served "
+                   "over HTTP works). The stack's own extra index and find-links page are asked too.")
+@click.option("--git-remote", "git_remotes", multiple=True, metavar="NAME=URL",
+              help="Read component NAME's tags from URL (a mirror, a file:// or local copy) instead of its git "
+                   "URL; the proposed stack keeps the stack's own URL. Repeatable.")
+@click.option("--write", "write_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write a proposed stack file with every newer pin replaced in place (comments kept), after "
+                   "checking it parses and renders. FILE may be the stack file itself (said so); any other "
+                   "existing file needs --force.")
+@click.option("--force", is_flag=True, help="With --write: overwrite an existing FILE.")
+@json_option
+def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, as_json) -> None:
+    """List the newer releases upstream of each pin of STACK (default verl-vllm).
+
+    Git components: the tags of their repository (`git ls-remote --tags`), ordered as versions, newest
+    release with its commit; for a newer one, the lines of its own requirement files (pyproject.toml,
+    requirements*.txt, and those the stack names) at that tag that bind torch, ROCm, Ray and
+    transformers, each checked against the stack's pins. PyPI pins: the index's simple API. The base
+    image: the registry's tags of the same form (7.0.2-complete → 7.1.0-complete).
+
+    A commit that is no release tag cannot be ordered against the releases without its history: it is
+    reported (unordered) and not written. Exit 0 when the check ran (pins that could not be checked are
+    listed as unreachable), 2 on bad usage.
+    """
+    from ..fileio import write_atomic
+    from ..image import outdated as od
+    from ..output import document
+    from ..stacks import parse_stack
+    from ..tomlread import load_toml_text
+
+    text, origin, path = _source(stack_name, stack_file)
+    stack = parse_stack(load_toml_text(text, origin), origin)
+    remotes = _remotes(git_remotes)
+    unknown = sorted(set(remotes) - {c.name for c in stack.git_components})
+    if unknown:
+        raise UsageError(f"--git-remote {unknown[0]}=...: {stack.name} has no git component {unknown[0]!r}",
+                         hint=f"git components: {', '.join(c.name for c in stack.git_components) or '(none)'}")
+    findings = od.check(stack, index_url=index_url, git_remotes=remotes)
+    written = None
+    if write_file:
+        written = _write(write_file, text, origin, path, findings, force, write_atomic, od)
+    if as_json:
+        echo_json(document("outdated", {"stack": stack.name, "source": origin, "index_url": index_url,
+                                        "findings": [f.to_json() for f in findings], "written": written}))
+        return
+    _print(findings)
+
+
+def _write(write_file, text, origin, path, findings, force, write_atomic, od) -> str | None:
+    target = Path(write_file)
+    if not od.edits(findings):
+        click.echo(f"nothing newer to write: {target} not written", err=True)
+        return None
+    new, _ = od.proposed_text(text, origin, findings)
+    same = path is not None and target.exists() and target.resolve() == path.resolve()
+    write_atomic(target, new, force=force or same)
+    click.echo(f"{'replaced the source stack file' if same else 'wrote the proposed stack'} {target}; check it with "
+               f"`rocmkit render --stack-file {target} --arch ...`", err=True)
+    return str(target)
+
+
+def _print(findings) -> None:
+    rows = [("COMPONENT", "KIND", "CURRENT", "LATEST", "STATUS")]
+    for f in findings:
+        rows.append((f.component, f.kind, f.current if f.kind in ("git", "base-image") else f.pin,
+                     (f.latest or "-") + (f" ({f.latest_commit[:12]})" if f.latest_commit else ""), f.status))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for k, r in enumerate(rows):
+        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        f = findings[k - 1] if k else None
+        if f and f.note:
+            click.echo(f"    note: {f.note}")
+        for c in (f.constraints if f else []):
+            verdict = "" if "satisfied" not in c else (
+                f"  [stack pins {c['stack_pins']}: {'ok' if c['satisfied'] else 'CONFLICT'}]")
+            click.echo(f"    {c['file']}: {c['line']}{verdict}")
+    from ..image.outdated import NEWER, UNREACHABLE
+
+    newer = sum(f.status == NEWER for f in findings)
+    unreachable = sum(f.status == UNREACHABLE for f in findings)
+    click.echo(f"{newer} newer, {unreachable} could not be checked, {len(findings)} pins")
+

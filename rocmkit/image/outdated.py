@@ -1,0 +1,291 @@
+"""`rocmkit outdated`: for each pin of a stack, the newer release upstream — git tags (`git ls-remote`),
+PyPI versions (the simple API), registry tags of the base image — and, for a git candidate, the lines of its
+own requirement files that bind torch, ROCm, Ray and transformers, checked against the stack's own pins.
+Lookups run in parallel; one that cannot reach its upstream is reported, never fatal."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import Failed, RocmkitError
+from ..stacks import Component, Stack
+from ..tomlread import load_toml_text
+from . import gitremote, pkgindex, regtags
+from .stackedit import Edit
+
+NEWER, CURRENT, UNORDERED, UNREACHABLE, NONE_FOUND = "newer", "current", "unordered", "unreachable", "none-found"
+BINDING = ("torch", "ray", "transformers")  # the lines that decide which torch/ROCm/Ray/transformers a pin goes with
+# Besides the files the stack names: the project's own pyproject.toml and requirements files.
+_REQ_FILE = re.compile(r"pyproject\.toml|requirements[^/]*\.txt|requirements/[^/]+\.txt")
+WORKERS = 8
+_VERSIONED = re.compile(r"^(?P<pre>\D*?)(?P<ver>\d+(?:\.\d+)*)(?P<post>.*)$")
+
+
+@dataclass
+class Finding:
+    component: str  # a component's name, or "base"
+    kind: str  # git, pip, base-pip, base-image
+    pin: str  # what is checked: the requirement, the image, the git URL
+    current: str
+    status: str = NONE_FOUND
+    latest: str | None = None
+    latest_commit: str | None = None
+    note: str = ""
+    constraints: list[dict] = field(default_factory=list)
+    edits: list[Edit] = field(default_factory=list)  # what --write changes (empty: nothing to write)
+
+    def to_json(self) -> dict:
+        return {"component": self.component, "kind": self.kind, "pin": self.pin, "current": self.current,
+                "status": self.status, "latest": self.latest, "latest_commit": self.latest_commit,
+                "note": self.note, "constraints": self.constraints, "writable": bool(self.edits)}
+
+
+# ---- versions in tags ----
+
+def tag_version(tag: str, prefix: str = "") -> Version | None:
+    """The version a tag names after `prefix` ('v0.9.1' → 0.9.1; 'rocm-6.4.1' with prefix 'rocm-')."""
+    if not tag.startswith(prefix):
+        return None
+    try:
+        return Version(tag[len(prefix):])
+    except InvalidVersion:
+        return None
+
+
+def tag_prefix(tag: str) -> str:
+    """What comes before the version in a tag ('' for 'v1.2' and '1.2', 'rocm-' for 'rocm-6.4')."""
+    m = _VERSIONED.match(tag)
+    pre = m.group("pre") if m else ""
+    return "" if pre in ("", "v") else pre
+
+
+def check_git(c: Component, url: str, stack: Stack) -> Finding:
+    f = Finding(c.name, "git", url, c.tag or (c.commit or c.ref))
+    found = gitremote.tags(url)
+    by_commit: dict[str, str] = {}
+    for t in found:  # a commit's version tag wins over another name for it (nightly, latest)
+        if t.commit not in by_commit or tag_version(t.name, tag_prefix(t.name)):
+            by_commit[t.commit] = t.name
+    current_tag = c.tag or (by_commit.get(c.commit) if c.commit else None) or (c.mutable_ref if c.mutable else None)
+    prefix = tag_prefix(current_tag) if current_tag else ""
+    current = tag_version(current_tag, prefix) if current_tag else None
+    pre = bool(current and current.is_prerelease)
+    releases = [(v, t) for t in found if (v := tag_version(t.name, prefix)) and (pre or not v.is_prerelease)]
+    if not releases:
+        f.note = f"no release tag{' ' + prefix + '<version>' if prefix else ''} upstream"
+        return f
+    version, best = max(releases, key=lambda vt: vt[0])
+    f.latest, f.latest_commit = best.name, best.commit
+    if current_tag and not c.tag:
+        f.current = f"{c.commit[:12]} (= tag {current_tag})" if c.commit else current_tag
+    if best.commit == c.commit or (current is not None and version <= current):
+        f.status = CURRENT
+        return f
+    if current is None:
+        f.status = UNORDERED
+        f.note = (f"{c.commit[:12] if c.commit else c.ref} is no release tag: without its history it cannot be "
+                  f"ordered against {best.name}; not written")
+    else:
+        f.status = NEWER
+        if c.mutable:
+            f.note = "a mutable component: replace its mutable table by commit and tag by hand"
+        else:
+            f.edits = [Edit(c.name, c.commit, best.commit, key="commit"),
+                       Edit(c.name, c.tag, best.name, key="tag", add_after="commit")]
+    try:
+        f.constraints = binding_lines(url, best.name, c, stack)
+    except RocmkitError as exc:
+        f.note = (f.note + "; " if f.note else "") + f"its requirement files could not be read: {exc.message}"
+    return f
+
+
+def binding_lines(url: str, tag: str, c: Component, stack: Stack) -> list[dict]:
+    """The lines of the candidate's requirement files naming torch, ROCm, Ray or transformers, each checked
+    against the version the stack pins for that package."""
+    sub = "" if c.subdir in (".", "") else c.subdir.rstrip("/") + "/"
+    own = {sub + r for r in c.requirements}
+
+    def wanted(path: str) -> bool:
+        rel = path[len(sub):] if path.startswith(sub) else ""
+        return path in own or bool(_REQ_FILE.fullmatch(rel))
+
+    out = []
+    for path, text in sorted(gitremote.files_at_tag(url, tag, wanted).items()):
+        for line in _requirement_lines(path, text):
+            out.append(_judge(path, line, stack))
+    return out
+
+
+def _requirement_lines(path: str, text: str) -> list[str]:
+    if path.endswith(".toml"):
+        try:
+            doc = load_toml_text(text, path)
+        except RocmkitError:
+            return []
+        project = doc.get("project") or {}
+        lines = list(project.get("dependencies") or [])
+        for extra in (project.get("optional-dependencies") or {}).values():
+            lines += list(extra or [])
+        lines += list((doc.get("build-system") or {}).get("requires") or [])
+        lines = [x for x in lines if isinstance(x, str)]
+    else:
+        lines = [x.split(" #", 1)[0].strip() for x in text.splitlines()]
+    return [x for x in lines if x and not x.startswith("#") and _binds(x)]
+
+
+def _binds(line: str) -> bool:
+    if "rocm" in line.lower():
+        return True
+    try:
+        return canonicalize_name(Requirement(line).name) in BINDING
+    except InvalidRequirement:
+        return False
+
+
+def _judge(path: str, line: str, stack: Stack) -> dict:
+    entry = {"file": path, "line": line}
+    try:
+        req = Requirement(line)
+    except InvalidRequirement:
+        return entry
+    pinned = stack.pinned_version(req.name)
+    entry["package"] = canonicalize_name(req.name)
+    if pinned and req.specifier:
+        entry["stack_pins"] = pinned
+        entry["satisfied"] = req.specifier.contains(pinned, prereleases=True)
+    return entry
+
+
+# ---- PyPI pins ----
+
+def check_pip(component: str, kind: str, requirement: str, sources: list[tuple[str, bool]], python: str) -> Finding:
+    """sources: (url, is_page) — simple indexes, or find-links pages."""
+    req = Requirement(requirement)
+    pinned = next(iter(req.specifier)).version
+    current = Version(pinned)
+    f = Finding(component, kind, requirement, str(current))
+    found, failed = [], []
+    for url, page in sources:
+        try:
+            found += pkgindex.files(url, req.name, page=page)
+        except RocmkitError as exc:
+            failed.append(exc.message)
+    if len(failed) == len(sources):
+        raise Failed("; ".join(failed))
+    f.note = "; ".join(f"left out: {m}" for m in failed)  # the sources that answered still decide
+    best = pkgindex.newest(found, python, pre=current.is_prerelease)
+    if best is None:
+        f.note = "; ".join(filter(None, ["no installable version found on " + ", ".join(u for u, _ in sources), f.note]))
+        return f
+    f.latest = str(best)
+    if best <= current:
+        f.status = CURRENT
+        return f
+    f.status = NEWER
+    f.edits = [Edit(component, requirement, requirement.replace(f"=={pinned}", f"=={best}", 1))]
+    return f
+
+
+def pip_sources(stack: Stack, c: Component | None, requirement: str, index_url: str) -> list[tuple[str, bool]]:
+    """Where pip would look for this pin. A version with a local label (+rocm7.0.2...) is a build the main
+    index does not carry: only the stack's own extra index and find-links page are asked for it."""
+    local = "+" in requirement
+    extra = c.extra_index_url if c else stack.base.pip_extra_index_url
+    out = [] if local else [(index_url, False)]
+    if extra:
+        out.append((extra, False))
+    if c is None and stack.base.pip_find_links:
+        out.append((stack.base.pip_find_links, True))
+    return out or [(index_url, False)]
+
+
+# ---- the base image ----
+
+def check_image(ref: str) -> Finding:
+    f = Finding("base", "base-image", ref, ref)
+    _, _, tag = regtags.split_image(ref)
+    m = _VERSIONED.match(tag) if tag else None
+    if "@" in ref or not m:
+        f.note = "pinned by digest" if "@" in ref else f"tag {tag or '(none)'} carries no version to compare"
+        return f
+    pre, post = m.group("pre"), m.group("post")
+    current = Version(m.group("ver"))
+    repo = ref[: len(ref) - len(tag) - 1]
+    newer = []
+    for t in regtags.tags(ref):
+        mt = _VERSIONED.match(t)
+        if mt and mt.group("pre") == pre and mt.group("post") == post:
+            newer.append((Version(mt.group("ver")), t))
+    if not newer:
+        f.note = f"no tag {pre}<version>{post} in the repository"
+        return f
+    version, best = max(newer)
+    f.latest = f"{repo}:{best}"
+    if version <= current:
+        f.status = CURRENT
+        return f
+    f.status = NEWER
+    f.edits = [Edit("base", ref, f.latest)]
+    return f
+
+
+# ---- all of it ----
+
+def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str, str] | None = None) -> list[Finding]:
+    git_remotes = git_remotes or {}
+    jobs = []
+    for img in dict.fromkeys([stack.base.image, *stack.base.image_per_arch.values()]):
+        jobs.append((Finding("base", "base-image", img, img), lambda img=img: check_image(img)))
+    for r in stack.base.pip:
+        jobs.append((Finding("base", "base-pip", r, r),
+                     lambda r=r: check_pip("base", "base-pip", r, pip_sources(stack, None, r, index_url), stack.python)))
+    for c in stack.components:
+        if c.git:
+            url = git_remotes.get(c.name, c.git)
+            jobs.append((Finding(c.name, "git", url, c.tag or c.ref), lambda c=c, url=url: check_git(c, url, stack)))
+        for r in c.pip:
+            jobs.append((Finding(c.name, "pip", r, r),
+                         lambda c=c, r=r: check_pip(c.name, "pip", r, pip_sources(stack, c, r, index_url), stack.python)))
+
+    def run(job):
+        placeholder, fn = job
+        try:
+            return fn()
+        except RocmkitError as exc:
+            placeholder.status, placeholder.note = UNREACHABLE, exc.message
+            return placeholder
+
+    # The git lookups run one after another in one worker: rocmkit.proc cleans up after a run every process
+    # started meanwhile, so two concurrent runs would stop each other's. The HTTP lookups share the others.
+    git_jobs = [j for j in jobs if j[0].kind == "git"]
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        git_done = pool.submit(lambda: [run(j) for j in git_jobs])
+        rest = dict(zip((id(j) for j in jobs if j[0].kind != "git"),
+                        pool.map(run, [j for j in jobs if j[0].kind != "git"])))
+        git_results = iter(git_done.result())
+    return [next(git_results) if j[0].kind == "git" else rest[id(j)] for j in jobs]
+
+
+def edits(findings: list[Finding]) -> list[Edit]:
+    return [e for f in findings if f.status == NEWER for e in f.edits if e.old is not None or e.add_after]
+
+
+def proposed_text(text: str, origin: str, findings: list[Finding]) -> tuple[str, Stack]:
+    """The stack file's text with every newer pin written in, and the stack it parses to: it must parse and
+    render for each of its targets (what `rocmkit render --stack-file` does), or nothing is proposed."""
+    from ..stacks import parse_stack
+    from .plan import make_plan
+    from .render import render_dockerfile
+    from .stackedit import apply
+
+    new = apply(text, edits(findings), origin)
+    stack = parse_stack(load_toml_text(new, origin), origin)
+    for target in stack.targets:
+        render_dockerfile(make_plan(stack, [target]))
+    return new, stack
