@@ -13,10 +13,10 @@ from pathlib import Path
 from ..errors import UsageError
 from ..tomlread import load_toml_file, load_toml_text
 from .fields import IMAGE_RE, NAME_RE, SCHEMA
-from .model import Base, BuildKind, Component, ComponentKind, EnvVar, PostStep, PythonFrom, Stack
+from .model import Asset, Base, BuildKind, Component, ComponentKind, EnvVar, Patch, PostStep, PythonFrom, Stack
 from .parse import parse_stack
 
-__all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "Base", "BuildKind", "Component", "ComponentKind", "EnvVar", "PostStep",
+__all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "Asset", "Patch", "Base", "BuildKind", "Component", "ComponentKind", "EnvVar", "PostStep",
            "PythonFrom", "Stack", "parse_stack", "builtin_names", "load_builtin", "load_file", "load", "all_builtin"]
 
 
@@ -30,7 +30,8 @@ def load_builtin(name: str) -> Stack:
                                                           "or pass --stack-file PATH")
     res = resources.files("rocmkit.resources.stacks").joinpath(f"{name}.toml")
     origin = f"rocmkit/resources/stacks/{name}.toml"
-    return parse_stack(load_toml_text(res.read_text(encoding="utf-8"), origin), origin)
+    return parse_stack(load_toml_text(res.read_text(encoding="utf-8"), origin), origin,
+                       resources.files("rocmkit.resources.stacks"))
 
 
 def load_file(path: str | Path) -> Stack:
