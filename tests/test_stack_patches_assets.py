@@ -215,11 +215,25 @@ def _context(tmp_path, stack_path, src):
     return prepare_context(plan, render_dockerfile(plan), tmp_path / "ctx"), plan
 
 
-def test_patch_that_applies_is_shipped_in_the_context(tmp_path):
+def test_patch_is_applied_to_the_local_source_copy_on_the_host(tmp_path):
+    src = make_source(tmp_path)
+    make_patch(src, tmp_path / "patches" / "greet.patch")
+    stack_path = write_stack(tmp_path / "s.toml", patches=["patches/greet.patch"])
+    dockerfile, plan = _context(tmp_path, stack_path, src)
+    ctx = dockerfile.parent
+    assert (ctx / "sources" / "greet" / "greet" / "__init__.py").read_text() == PATCHED
+    assert (src / "greet" / "__init__.py").read_text() == ORIGINAL  # the user's folder is untouched
+    assert sorted(p.name for p in ctx.iterdir()) == ["Dockerfile", "assets", "rocmkit-dist", "sources", "wheelhouse"]
+    # the stage records the patch; it runs no git (a base image need not have it)
+    stage = dockerfile.read_text().split("FROM base AS build-greet")[1].split("FROM base AS final")[0]
+    assert "/tmp/rocmkit-patches" not in stage and "greet patch patches/greet.patch sha256:" in stage
+
+
+def test_cloned_component_gets_its_patches_in_the_context(tmp_path):
     src = make_source(tmp_path)
     patch = make_patch(src, tmp_path / "patches" / "greet.patch")
-    stack_path = write_stack(tmp_path / "s.toml", patches=["patches/greet.patch"])
-    dockerfile, _ = _context(tmp_path, stack_path, src)
+    plan = make_plan(load_file(write_stack(tmp_path / "s.toml", patches=["patches/greet.patch"])), ["cpu"])
+    dockerfile = prepare_context(plan, render_dockerfile(plan), tmp_path / "ctx")
     assert (dockerfile.parent / "patches" / "greet" / "greet.patch").read_bytes() == patch.read_bytes()
 
 

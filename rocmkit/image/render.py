@@ -75,7 +75,7 @@ def _apt_packages(plan: BuildPlan) -> list[str]:
     packages = set(plan.stack.base.apt)
     if plan.stack.base.ccache:
         packages.add("ccache")
-    if any(not s.local or s.component.patches for s in plan.stages):  # git clones, git apply
+    if any(not s.local for s in plan.stages):
         packages.add("git")
     return sorted(packages)
 

@@ -1,5 +1,6 @@
-"""The stack's own files in the build context: its patches (checked with `git apply --check` against a local
-source on the host, before the engine is asked for anything) and its assets (downloaded on the host and
+"""The stack's own files in the build context: its patches (for a git clone, copied for the stage to check
+and apply; for a local source, checked with `git apply --check` and applied on the host to the copy, before
+the engine is asked for anything, so the stage needs no git) and its assets (downloaded on the host and
 verified against their sha256).
 
 Why on the host: docker 20.10's built-in BuildKit frontend has no `ADD --checksum` (Dockerfile syntax 1.6+,
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -25,28 +27,43 @@ DOWNLOAD_TIMEOUT_S = 120
 
 
 def write_patches(plan: BuildPlan, ctx: Path) -> None:
-    """patches/<component>/<file> for every patched component: the bytes the stack was validated with."""
+    """patches/<component>/<file> for every patched component cloned in its stage: the bytes the stack was
+    validated with."""
     for stage in plan.stages:
-        for p in stage.component.patches:
+        for p in () if stage.local else stage.component.patches:
             dest = ctx / PATCHES_DIR / stage.component.name / p.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(p.content)
 
 
-def check_patches_on_source(plan: BuildPlan, ctx: Path, sources_dir: str) -> None:
-    """For components built from a local source: `git apply --check` each patch against the copy in the
-    context now, so a patch that no longer applies fails before the build starts, naming its file."""
+def patch_local_sources(plan: BuildPlan, ctx: Path, sources_dir: str) -> None:
+    """For components built from a local source: `git apply --check` every patch against the copy in the
+    context, then apply them; a patch that no longer applies fails before the build starts, naming its file."""
     for stage in plan.stages:
         if not stage.local or not stage.component.patches:
             continue
         src = ctx / sources_dir / stage.component.name
         # GIT_CEILING_DIRECTORIES: never let git find an enclosing repository and apply relative to its root.
         env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(src.parent))
+        held = ctx / f".patches-{stage.component.name}"  # outside sources/, so not part of the copied tree
+        held.mkdir(parents=True, exist_ok=True)
+        files = []
         for p in stage.component.patches:
-            patch_file = ctx / PATCHES_DIR / stage.component.name / p.name
+            (held / p.name).write_bytes(p.content)
+            files.append((p, held / p.name))
+        try:
+            _apply_all(plan, stage, files, src, env)
+        finally:
+            shutil.rmtree(held, ignore_errors=True)
+
+
+def _apply_all(plan: BuildPlan, stage, files: list, src: Path, env: dict[str, str]) -> None:
+    """Every patch checked first, then every patch applied: nothing is half-patched when one does not apply."""
+    for check_only in (True, False):
+        for p, patch_file in files:
             out: list[str] = []
-            r = proc.run(["git", "apply", "--check", str(patch_file)], cwd=src, env=env, timeout=60,
-                         on_line=out.append, what=f"git apply --check {p.file}")
+            argv = ["git", "apply"] + (["--check"] if check_only else []) + [str(patch_file)]
+            r = proc.run(argv, cwd=src, env=env, timeout=60, on_line=out.append, what=" ".join(argv[:3]))
             if not r.ok:
                 detail = [line for line in out if line.strip()][:3]
                 raise Failed(f"patch {p.file} no longer applies to {stage.component.name} "
