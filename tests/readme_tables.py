@@ -30,13 +30,14 @@ def _pin(c) -> str:
         if c.extra_index_url:
             text += f" (from {c.extra_index_url})"
         return text + (f"; removes {_code(c.remove)}" if c.remove else "")
-    ref = f"`{c.commit[:12]}`" + (f" (tag `{c.tag}`)" if c.tag else "") if c.commit \
-        else f"`{c.mutable_ref}` **MUTABLE**"
+    ref = f"`{c.commit[:12]}`" + (f" (tag `{c.tag}`)" if c.tag else "") + (
+        f" (branch `{c.branch}`)" if c.branch else "") if c.commit else f"`{c.mutable_ref}` **MUTABLE**"
     text = f"{_repo(c.git)} {ref}"
     if c.subdir != ".":
         text += f", `{c.subdir}/`"
     if c.extras:
         text += f" with {_code(f'[{e}]' for e in c.extras)}"
+    text += "".join(f"; patch `{p.file}` (sha256 `{p.sha256[:12]}`)" for p in c.patches)
     return text + ("; build-only (offered to the stages that need it)" if not c.install else "")
 
 
@@ -62,6 +63,8 @@ def stack_table(stack) -> str:
         rows.append(("amdsmi", "the image's own `/opt/rocm/share/amd_smi`",
                      "vLLM and SGLang find ROCm GPUs through amdsmi; this one matches the image's ROCm exactly"))
     rows += [(c.name, _pin(c), c.source_note) for c in stack.components]
+    rows += [(f"asset {a.name}", f"{a.url} " + (f"sha256 `{a.sha256[:12]}`" if a.sha256 else "**MUTABLE**"),
+              a.why + (f" ({a.mutable_reason})" if a.mutable_reason else "")) for a in stack.assets]
     rows += [(f"env `{e.name}`", f"`{e.value}`", e.why) for e in stack.env]
     lines = [head, "", "| component | pin | source of the pin |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]

@@ -13,6 +13,7 @@ from ..textenum import TextEnum
 class Engine(TextEnum):
     TRL = "trl"
     VERL = "verl"
+    MILES = "miles"  # Miles' own e2e test in its image (certify/miles_run.py)
 
 
 class Backend(TextEnum):

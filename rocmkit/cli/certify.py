@@ -14,9 +14,12 @@ from .common import json_option
 @click.command()
 @click.option("--image", default=None, help="Certify this image (run inside it through the Docker engine).")
 @click.option("--host", "on_host", is_flag=True, help="Certify this host's Python environment (the default without --image).")
-@click.option("--engine", type=click.Choice(["trl", "verl"]), default="trl", show_default=True,
+@click.option("--engine", type=click.Choice(["trl", "verl", "miles"]), default="trl", show_default=True,
               help="trl: TRL's GRPOTrainer (CPU or one GPU); verl: verl's main_ppo with a vLLM/SGLang rollout "
-                   "(GPUs, or the CPU with the verl-cpu stack).")
+                   "(GPUs, or the CPU with the verl-cpu stack); miles: Miles' own short e2e test "
+                   "(tests/e2e/short/test_qwen2.5_0.5B_gsm8k_short.py) inside --image on --gpus 4 or 8 AMD GPUs.")
+@click.option("--miles-dir", default="/root/miles", show_default=True,
+              help="With --engine miles: the Miles checkout inside the image (its tests/ and train.py).")
 @click.option("--model", type=click.Path(file_okay=False), default=None,
               help="A local Hugging Face model folder. Default: a tiny Qwen2 model generated in the target.")
 @click.option("--data", type=click.Path(dir_okay=False), default=None,
@@ -56,8 +59,8 @@ from .common import json_option
                    "--json` plan (your real job's settings); a rejected plan fails the certificate.")
 @json_option
 @click.pass_context
-def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, require_learning, size, rollout,
-            backend, tp, pp, timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
+def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, out, force, require_learning, size,
+            rollout, backend, tp, pp, timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated inside the
@@ -92,7 +95,12 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, r
                  timeout=timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
                  backend=Backend(backend), tp=tp, pp=pp)
     with Display("certify", progress) as display:
-        outcome = run_certify(s, display)
+        if s.engine is Engine.MILES:
+            from ..certify.miles_run import certify as certify_miles
+
+            outcome = certify_miles(s, miles_dir, display)
+        else:
+            outcome = run_certify(s, display)
     if outcome.plan is not None:
         plan = outcome.plan
         if as_json:

@@ -105,10 +105,14 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
               help="Before Ray starts, run `rocmkit doctor --multi-node --only rdma,kernel.log` on every node (in a "
                    "throwaway container for --runtime docker, given /dev/kmsg read-only and CAP_SYSLOG); the job "
                    "fails naming the nodes where it fails (no ACTIVE RDMA port, GPU or PCIe faults in the log).")
+@click.option("--engine", type=click.Choice(slurm_mod.ENGINES), default="verl", show_default=True,
+              help="verl: `python3 -m verl.trainer.main_ppo` with Hydra OVERRIDES; miles: Miles' Ray launch, "
+                   "`ray job submit -- python3 /root/miles/train.py --actor-num-nodes N --actor-num-gpus-per-node G "
+                   "ARGS` with Miles' job runtime env (--entrypoint replaces the train.py command).")
 @click.argument("overrides", nargs=-1)
 def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, cpus_per_task, job_name, ray_version,
           stack_name, ray_port, join_timeout, entrypoint, env_pairs, output, force, examples_dir, tune_file,
-          preflight, overrides) -> None:
+          preflight, engine, overrides) -> None:
     """Render an sbatch script: a Ray cluster on N nodes, then verl with OVERRIDES.
 
     The script starts one container per node (removed however the job ends), the Ray head on the first
@@ -134,14 +138,15 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
             raise UsageError(f"--env {pair!r}: expected NAME=VALUE")
         env[k] = v
     try:
-        entry = tuple(shlex.split(entrypoint)) if entrypoint is not None else slurm_mod.DEFAULT_ENTRYPOINT
+        entry = tuple(shlex.split(entrypoint)) if entrypoint is not None else (
+            slurm_mod.MILES_ENTRYPOINT if engine == "miles" else slurm_mod.DEFAULT_ENTRYPOINT)
     except ValueError as exc:
         raise UsageError(f"--entrypoint: {exc}") from None
     spec = slurm_mod.SlurmSpec(
         nodes=nodes, gpus_per_node=gpus_per_node, image=image, runtime=runtime, ray_version=version,
         partition=partition, time=time_limit, ib_hcas=tuple(h for h in (ib_hcas or "").split(",") if h),
         job_name=job_name, cpus_per_task=cpus_per_task, ray_port=ray_port, join_timeout=join_timeout,
-        entrypoint=entry, overrides=tuple(overrides), extra_env=env, preflight=preflight)
+        entrypoint=entry, overrides=tuple(overrides), extra_env=env, preflight=preflight, engine=engine)
     text = slurm_mod.render(spec)
     click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)
     if output:

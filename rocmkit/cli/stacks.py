@@ -20,9 +20,12 @@ def _stack_json(s: stacks_mod.Stack) -> dict:
         "components": [
             {"name": c.name, "kind": c.kind, "git": c.git, "commit": c.commit, "tag": c.tag,
              "mutable_ref": c.mutable_ref, "mutable_reason": c.mutable_reason, "pip": list(c.pip),
-             "needs": list(c.needs), "single_arch": c.single_arch, "source_note": c.source_note}
+             "needs": list(c.needs), "single_arch": c.single_arch, "source_note": c.source_note,
+             "branch": c.branch, "patches": [{"file": p.file, "sha256": p.sha256} for p in c.patches]}
             for c in s.components
         ],
+        "assets": [{"name": a.name, "url": a.url, "sha256": a.sha256, "mutable_reason": a.mutable_reason, "why": a.why}
+                   for a in s.assets],
         "ray_version": s.pinned_version("ray"),
     }
 
@@ -77,8 +80,12 @@ def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_op
         click.echo(f"  base pip   {r}")
     for c in s.components:
         flags = (" [single-arch]" if c.single_arch else "") + (" [MUTABLE]" if c.mutable else "")
+        flags += f" [branch {c.branch}]" if c.branch else ""
+        flags += "".join(f" [patch {p.file}]" for p in c.patches)
         source = c.git if c.kind == "git" else "PyPI"
         click.echo(f"  {c.name:<20} {c.pin():<40} {source}{flags}")
+    for a in s.assets:
+        click.echo(f"  asset {a.name:<14} {(a.sha256 or 'MUTABLE')[:12]:<40} {a.url}")
 
 
 def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, ...], find_links: list[str],

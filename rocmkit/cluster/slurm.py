@@ -8,6 +8,7 @@ job); `--privileged` containers; and on Ray >= 2.45 the wrong RAY_EXPERIMENTAL_N
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,21 @@ class Runtime(TextEnum):
 
 RUNTIMES = tuple(r.value for r in Runtime)
 DEFAULT_ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")
+ENGINES = ("verl", "miles")
+# Miles' Ray launch, as radixark/miles miles/utils/external_utils/command_utils.py execute_train does it
+# (@31f1ca961a94): `ray job submit` to the head's dashboard, `python3 <repo>/train.py` with the job's runtime
+# env. The cluster is already up (its MILES_SCRIPT_EXTERNAL_RAY=1 path), so only the submission runs.
+MILES_ENTRYPOINT = ("python3", "/root/miles/train.py")
+MILES_SUBMIT = ("ray", "job", "submit", "--address=http://127.0.0.1:8265")
+MILES_RUNTIME_ENV = {
+    "PYTHONUNBUFFERED": "1",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "1",  # Megatron backend
+    "NCCL_NVLS_ENABLE": "0",  # Miles probes NVLink with nvidia-smi; AMD GPUs have none
+    "no_proxy": "127.0.0.1,%s",
+    "MASTER_ADDR": "%s",
+    "PYTHONPATH": "/root/Megatron-LM:/root/miles",  # execute_train's megatron_path and the repo root
+}
+MILES_RESERVED = ("--actor-num-nodes", "--actor-num-gpus-per-node")
 # Ray's GCS port must lie outside the worker port range (default 10002-19999), or the head refuses to start.
 RAY_WORKER_PORTS = range(10002, 20000)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -63,6 +79,7 @@ class SlurmSpec:
     overrides: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     preflight: bool = False  # run PREFLIGHT on every node before Ray starts; the job fails naming the nodes
+    engine: str = "verl"  # verl: main_ppo with Hydra overrides; miles: Miles' train.py through `ray job submit`
 
     @property
     def noset_var(self) -> str:
@@ -104,7 +121,15 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
         raise UsageError(f"--join-timeout {spec.join_timeout}: at least 10 seconds")
     if not spec.entrypoint:
         raise UsageError("--entrypoint is empty")
-    for o in spec.overrides:
+    if spec.engine not in ENGINES:
+        raise UsageError(f"--engine {spec.engine!r}", hint=f"one of: {', '.join(ENGINES)}")
+    if spec.engine == "miles" and tuple(spec.entrypoint) == DEFAULT_ENTRYPOINT:
+        spec = replace(spec, entrypoint=MILES_ENTRYPOINT)
+    for o in spec.overrides if spec.engine == "miles" else ():
+        if o.split("=", 1)[0] in MILES_RESERVED:
+            raise UsageError(f"argument {o!r}: rocmkit fills --actor-num-nodes and --actor-num-gpus-per-node from "
+                             "--nodes and --gpus-per-node")
+    for o in spec.overrides if spec.engine == "verl" else ():
         if not OVERRIDE_RE.match(o):
             raise UsageError(f"override {o!r} is not key=value", hint="e.g. data.train_batch_size=256")
         if o.split("=", 1)[0].lstrip("+~") in ("trainer.nnodes", "trainer.n_gpus_per_node"):
@@ -162,14 +187,17 @@ def render(spec: SlurmSpec) -> str:
     # Group ids of this (rendering) machine mean nothing on the nodes: the script reads each node's own.
     docker_flags = ["--init", "--network=host"] + [a for a in rocm_device_args() if not a.startswith("--group-add=")]
     args = list(spec.overrides)
-    if spec.is_verl:
+    if spec.engine == "miles":
+        args = [MILES_RESERVED[0], str(spec.nodes), MILES_RESERVED[1], str(spec.gpus_per_node), *args]
+    elif spec.is_verl:
         args = [f"trainer.nnodes={spec.nodes}", f"trainer.n_gpus_per_node={spec.gpus_per_node}", *args]
     return env.get_template("slurm/ray-job.sbatch.j2").render(
         spec=spec, env=environment(spec), docker_flags=docker_flags if spec.gpus_per_node else
         [f for f in docker_flags if not f.startswith("--device=")], driver=[*spec.entrypoint, *args],
         # the id list quoted although a comma is not special to bash: unquoted, shellcheck reads it as a typo (SC2054)
         preflight=" ".join(f"'{a}'" if "," in a else shlex.quote(a) for a in PREFLIGHT),
-        preflight_docker_flags=PREFLIGHT_DOCKER_FLAGS)
+        preflight_docker_flags=PREFLIGHT_DOCKER_FLAGS, miles_submit=MILES_SUBMIT,
+        miles_runtime_env=json.dumps({"env_vars": MILES_RUNTIME_ENV}))
 
 
 def example_specs() -> dict[str, SlurmSpec]:

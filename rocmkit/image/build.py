@@ -21,6 +21,7 @@ from .render import WHEELHOUSE_DIR, WHEELHOUSE_MOUNT, image_slug
 from .sbomlib import LIB_DIR, vendor
 from .selfwheel import build_self_wheel
 from .sources import copy_tree, tree_digest
+from .stackfiles import fetch_assets, patch_local_sources, write_patches
 
 DIST_DIR = "rocmkit-dist"  # the rendered Dockerfile bind-mounts this folder of the context
 SOURCES_DIR = "sources"
@@ -75,7 +76,9 @@ def fill_wheelhouse(ctx: Path, wheelhouse: Path | None) -> None:
 
 def prepare_context(plan: BuildPlan, dockerfile: str, ctx: Path, wheelhouse: Path | None = None) -> Path:
     """Fill `ctx` with what the rendered Dockerfile reads: rocmkit-dist/ (rocmkit's own wheel, installed in
-    the final stage, and the CycloneDX library its SBOM step mounts), wheelhouse/ and sources/<name>/ for each local component. Returns the Dockerfile's path."""
+    the final stage, and the CycloneDX library its SBOM step mounts), wheelhouse/, sources/<name>/ for each local
+    component (the stack's patches checked and applied here), patches/ for the cloned ones, and assets/ (downloaded
+    and verified here). Returns the Dockerfile's path."""
     ctx.mkdir(parents=True, exist_ok=True)
     build_self_wheel(ctx / DIST_DIR)
     vendor(ctx / DIST_DIR / LIB_DIR)
@@ -90,6 +93,9 @@ def prepare_context(plan: BuildPlan, dockerfile: str, ctx: Path, wheelhouse: Pat
         if tree_digest(dest) != stage.local.digest:
             raise UsageError(f"--source {stage.component.name}={stage.local.path}: the folder changed while the "
                              "build was being prepared", hint="run the build again once the folder is settled")
+    write_patches(plan, ctx)
+    patch_local_sources(plan, ctx, SOURCES_DIR)
+    fetch_assets(plan, ctx)
     dockerfile_path = ctx / "Dockerfile"
     dockerfile_path.write_text(dockerfile)
     return dockerfile_path

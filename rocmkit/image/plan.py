@@ -94,7 +94,10 @@ def make_plan(stack: Stack, targets: list[str], *, base_image: str | None = None
         "two builds of this stack may differ"
         for c in stack.mutable_components if c.name not in sources
     ) + tuple(f"lock {stack.lock.path} is stale: {r}; run `rocmkit lock`"
-              for r in (stack.lock.stale if stack.lock else ()))
+              for r in (stack.lock.stale if stack.lock else ())) + tuple(
+        f"asset {a.name} is MUTABLE: {a.url} has no sha256 ({a.mutable_reason}); two builds of this stack may differ"
+        for a in stack.assets if a.sha256 is None
+    )
     manifest = _manifest(stack, targets, image, base_image is not None, sources, runtime_env)
     if digest:  # only when locked, so the inputs hash of an unlocked stack stays what it was
         manifest["base_image_digest"] = digest
@@ -188,6 +191,11 @@ def _component_entry(c: Component, local: LocalSource | None) -> dict:
         return entry
     entry = {"name": c.name, "kind": c.kind.value, "git": c.git, "commit": c.commit, "tag": c.tag,
              "mutable_ref": c.mutable_ref, "mutable_reason": c.mutable_reason, "needs": list(c.needs)}
+    if c.branch:
+        entry["branch"] = c.branch
+    if c.patches:
+        # By content: a patch edited in place changes the inputs hash, so the image tag.
+        entry["patches"] = [{"file": p.file, "sha256": p.sha256} for p in c.patches]
     if local:
         # By content only: the folder it was built from differs between machines, the image must not.
         entry["local_source"] = {"digest": local.digest}
@@ -210,6 +218,8 @@ def _manifest(stack: Stack, targets: list[str], image: str, overridden: bool, so
         "base_pip_sources": [u for u in (stack.base.pip_extra_index_url, stack.base.pip_find_links) if u],
         "components": [_component_entry(c, sources.get(c.name)) for c in stack.components],
         "runtime_env": {e.name: e.value for e in runtime_env},
+        **({"assets": [{"name": a.name, "url": a.url, "sha256": a.sha256, "mutable_reason": a.mutable_reason}
+                       for a in stack.assets]} if stack.assets else {}),
     }
 
 
@@ -241,7 +251,8 @@ def _labels(stack: Stack, targets: list[str], image: str, overridden: bool, sour
     ray = stack.pinned_version("ray")
     if ray:
         labels[f"{LABEL_PREFIX}.ray-version"] = ray
-    mutable = [c.name for c in stack.mutable_components if c.name not in sources]
+    mutable = [c.name for c in stack.mutable_components if c.name not in sources] + [
+        a.name for a in stack.assets if a.sha256 is None]
     if mutable:
         labels[f"{LABEL_PREFIX}.mutable-components"] = ",".join(mutable)
     if sources:

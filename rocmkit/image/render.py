@@ -15,6 +15,9 @@ from .sbom import SBOM_PATH
 # The first line of every rendered file; `render --all` only ever replaces or removes files that start so.
 RENDERED_MARK = "# Rendered by rocmkit"
 
+PATCHES_DIR = "patches"  # patches/<component>/<file>: the stack's patch files, copied into their stages
+ASSETS_DIR = "assets"  # the stack's assets, downloaded and verified on the host before the build
+ASSETS_MOUNT = f"--mount=type=bind,source={ASSETS_DIR},target=/tmp/rocmkit-assets"
 WHEELHOUSE_DIR = "wheelhouse"  # a folder of the build context, empty unless `rocmkit build --wheelhouse`
 WHEELHOUSE_MOUNT = "/tmp/wheelhouse"
 # Every RUN that runs pip: its download cache, and the wheelhouse (where PIP_FIND_LINKS points when set).
@@ -106,6 +109,7 @@ def render_dockerfile(plan: BuildPlan) -> str:
         final=final_install(parts),
         post_steps=[POST_STEP_LINES[s] for s in stack.post],
         pip_mounts=PIP_MOUNTS,
+        assets_mount=ASSETS_MOUNT,
     )
 
 

@@ -14,12 +14,12 @@ from ..errors import UsageError
 from ..tomlread import load_toml_file, load_toml_text
 from .fields import IMAGE_RE, NAME_RE, SCHEMA
 from .lock import LOCK_SUFFIX, attach, lock_path, parse_lock
-from .model import Base, BuildKind, Component, ComponentKind, EnvVar, PostStep, PythonFrom, Stack
+from .model import Asset, Base, BuildKind, Component, ComponentKind, EnvVar, Patch, PostStep, PythonFrom, Stack
 from .parse import parse_stack
 
-__all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "Base", "BuildKind", "Component", "ComponentKind", "EnvVar", "PostStep",
-           "PythonFrom", "Stack", "parse_stack", "builtin_names", "builtin_lock_path", "load_builtin", "load_file",
-           "load", "all_builtin"]
+__all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "Asset", "Patch", "Base", "BuildKind", "Component", "ComponentKind",
+           "EnvVar", "PostStep", "PythonFrom", "Stack", "parse_stack", "builtin_names", "builtin_lock_path",
+           "load_builtin", "load_file", "load", "all_builtin"]
 
 
 def builtin_names() -> list[str]:
@@ -32,7 +32,8 @@ def load_builtin(name: str) -> Stack:
                                                           "or pass --stack-file PATH")
     res = resources.files("rocmkit.resources.stacks").joinpath(f"{name}.toml")
     origin = f"rocmkit/resources/stacks/{name}.toml"
-    stack = parse_stack(load_toml_text(res.read_text(encoding="utf-8"), origin), origin)
+    stack = parse_stack(load_toml_text(res.read_text(encoding="utf-8"), origin), origin,
+                        resources.files("rocmkit.resources.stacks"))
     locked = resources.files("rocmkit.resources.stacks").joinpath(f"{name}{LOCK_SUFFIX}")
     if locked.is_file():
         origin = f"rocmkit/resources/stacks/{name}{LOCK_SUFFIX}"

@@ -44,6 +44,37 @@ class EnvVar:
 
 
 @dataclass(frozen=True)
+class Patch:
+    """A patch file shipped beside the stack, applied to a git component's source before its build."""
+
+    file: str  # as the stack declares it, relative to the stack file
+    sha256: str
+    content: bytes = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.file.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Asset:
+    """A file downloaded from a URL (a prebuilt wheel from a release page), verified against its sha256 and
+    installed with pip in the final stage. Without a sha256 it is mutable, with the reason."""
+
+    name: str
+    url: str
+    sha256: str | None
+    why: str
+    mutable_reason: str | None = None
+
+    @property
+    def file(self) -> str:
+        from urllib.parse import unquote
+
+        return unquote(self.url.rsplit("/", 1)[-1])  # release pages spell a wheel's `+` as %2B
+
+
+@dataclass(frozen=True)
 class Base:
     image: str
     image_per_arch: dict[str, str]
@@ -74,6 +105,8 @@ class Component:
     tag: str | None = None
     mutable_ref: str | None = None  # a branch, tag or short hash, accepted only with mutable_reason
     mutable_reason: str | None = None
+    branch: str | None = None  # the branch the commit was read from: information, the build uses the commit
+    patches: tuple[Patch, ...] = ()
     submodules: bool = False
     subdir: str = "."
     build: BuildKind = BuildKind.PIP_WHEEL
@@ -121,6 +154,7 @@ class Stack:
     components: tuple[Component, ...]
     env: tuple[EnvVar, ...]
     post: tuple[PostStep, ...]
+    assets: tuple[Asset, ...] = ()
     source_note: str = ""  # the recipe the stack follows (the README shows it above the stack's table)
     path: str = field(default="", compare=False)
     lock: Lock | None = None  # the digests `rocmkit lock` resolved, read from the lock file beside the stack

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+from pathlib import Path
 from typing import Any
 
 from .. import archs
 from ..errors import InputFileError, UsageError
 from .fields import (
     APT_RE,
+    ASSET_URL_RE,
     COMMIT_RE,
     DIST_NAME_RE,
     GIT_URL_ALLOWED,
     GIT_URL_RE,
     IMAGE_RE,
     NAME_RE,
+    PATCH_FILE_RE,
     PATH_RE,
     PYTHON_RE,
     REF_RE,
     SCHEMA,
+    SHA256_RE,
     TEXT_RE,
     NOTE,
     TOP_LEVEL_KEYS,
@@ -30,10 +35,74 @@ from .fields import (
     path_list,
     pinned_requirements,
 )
-from .model import NO_ROCM, Base, BuildKind, Component, ComponentKind, PostStep, PythonFrom, Stack
+from .model import NO_ROCM, Asset, Base, BuildKind, Component, ComponentKind, Patch, PostStep, PythonFrom, Stack
+
+FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
-def _component(path: str, index: int, raw: Any) -> Component:
+def _patches(f: Fields, beside: Any) -> tuple[Patch, ...]:
+    """`patches = ["patches/x.patch"]`: files relative to the stack file, read now, so the inputs hash and the
+    build context hold exactly the bytes that were validated."""
+    allowed = "paths of .patch or .diff files relative to the stack file (letters, digits, _ . / -)"
+    files = f.text_list("patches", PATCH_FILE_RE, allowed)
+    out, names = [], set()
+    for i, rel in enumerate(files):
+        where = f"{f._f('patches')}[{i}]"
+        inside(f, where, rel)
+        target = beside.joinpath(rel) if beside is not None else None
+        try:
+            content = target.read_bytes() if target is not None else None
+        except OSError:
+            content = None
+        if content is None:
+            raise InputFileError(f.path, where, f"no such patch file {rel!r} beside the stack file", allowed)
+        if not content.strip():
+            raise InputFileError(f.path, where, f"patch file {rel!r} is empty", "a unified diff (git diff output)")
+        name = rel.rsplit("/", 1)[-1]
+        if name in names:
+            raise InputFileError(f.path, where, f"two patches named {name!r}", "distinct file names")
+        names.add(name)
+        out.append(Patch(file=rel, sha256=hashlib.sha256(content).hexdigest(), content=content))
+    return tuple(out)
+
+
+def _assets(path: str, raw: Any) -> tuple[Asset, ...]:
+    """`[[asset]]`: name, url, sha256 (or mutable = { reason }), why."""
+    if not isinstance(raw, list):
+        raise InputFileError(path, "asset", "must be an array of tables", "[[asset]] name = ..., url = ..., sha256 = ...")
+    out = []
+    for i, item in enumerate(raw):
+        name = item.get("name") if isinstance(item, dict) else None
+        where = f"asset[{i}]" + (f" ({name})" if isinstance(name, str) else "")
+        f = Fields(path, where, item, ("name", "url", "sha256", "mutable", "why"))
+        url = f.text("url", ASSET_URL_RE, "an https:// URL of a .whl or .tar.gz file (http:// only on 127.0.0.1 or "
+                                          "localhost)")
+        sha = f.text("sha256", SHA256_RE, "64 lower-case hex digits (sha256sum of the file)", None)
+        mutable = f.get("mutable", dict, None)
+        reason = None
+        if mutable is not None:
+            if sha is not None:
+                raise f.error("mutable", "an asset with a sha256 is not mutable; remove one of the two")
+            reason = Fields(path, f"{where}.mutable", mutable, ("reason",)).text(
+                "reason", TEXT_RE, "one line saying why no sha256 could be established")
+        elif sha is None:
+            raise f.error("sha256", "missing required field",
+                          "64 lower-case hex digits; if it truly cannot be established, declare "
+                          "mutable = { reason = \"...\" } instead")
+        asset = Asset(name=f.text("name", NAME_RE, "lower-case letters, digits and -"), url=url, sha256=sha,
+                      why=f.text("why", TEXT_RE, NOTE), mutable_reason=reason)
+        if not FILE_NAME_RE.match(asset.file):
+            raise f.error("url", f"the file name {asset.file!r} is not a plain file name", "letters, digits, _ . + -")
+        out.append(asset)
+    for key in ("name", "file"):
+        seen = [getattr(a, key) for a in out]
+        dupes = sorted({v for v in seen if seen.count(v) > 1})
+        if dupes:
+            raise InputFileError(path, "asset", f"two assets with the {key} {dupes[0]!r}", f"a distinct {key} each")
+    return tuple(out)
+
+
+def _component(path: str, index: int, raw: Any, beside: Any = None) -> Component:
     name = raw.get("name") if isinstance(raw, dict) else None
     where = f"component[{index}]" + (f" ({name})" if isinstance(name, str) else "")
     if isinstance(raw, dict) and "pip" in raw:
@@ -59,7 +128,8 @@ def _component(path: str, index: int, raw: Any) -> Component:
         )
     f = Fields(path, where, raw, (
         "name", "git", "commit", "tag", "mutable", "submodules", "subdir", "build", "setup_script", "pyproject",
-        "build_requires", "requirements", "env", "needs", "single_arch", "install", "extras", "source_note"))
+        "build_requires", "requirements", "env", "needs", "single_arch", "install", "extras", "source_note",
+        "branch", "patches"))
     if "git" not in f.table:
         raise f.error("git", "missing: a component has either git (built from source) or pip (installed from PyPI)")
     commit = f.get("commit", str, None)
@@ -77,6 +147,11 @@ def _component(path: str, index: int, raw: Any) -> Component:
         mutable_reason = m.text("reason", TEXT_RE, "one line saying why no commit could be established")
     elif commit is None:
         raise f.error("commit", "missing required field", "40 lower-case hex digits")
+    branch = f.text("branch", REF_RE, "the branch name the commit was read from", None)
+    if branch is not None and commit is None:
+        raise f.error("branch", "a branch is information beside a commit",
+                      "commit = \"<40 hex digits the branch pointed at>\" with branch = \"...\"; or, when no commit "
+                      "can be established, mutable = { ref = \"<branch>\", reason = \"...\" }")
     build = f.get("build", str, "pip-wheel")
     if build not in {k.value for k in BuildKind}:
         raise f.error("build", f"unknown build kind {build!r}", ", ".join(k.value for k in BuildKind))
@@ -89,6 +164,8 @@ def _component(path: str, index: int, raw: Any) -> Component:
         tag=f.text("tag", REF_RE, "a tag name", None),
         mutable_ref=mutable_ref,
         mutable_reason=mutable_reason,
+        branch=branch,
+        patches=_patches(f, beside),
         submodules=f.get("submodules", bool, False),
         subdir=subdir,
         build=BuildKind(build),
@@ -105,8 +182,12 @@ def _component(path: str, index: int, raw: Any) -> Component:
     )
 
 
-def parse_stack(data: dict[str, Any], path: str) -> Stack:
-    """Validate a parsed stack document; every problem names the file and the field."""
+def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
+    """Validate a parsed stack document; every problem names the file and the field. `beside` is the folder
+    the stack's patch files are relative to (a Path or an importlib.resources Traversable); default: the
+    stack file's own folder."""
+    if beside is None:
+        beside = Path(path).parent
     if isinstance(data, dict) and "archs" in data:
         raise InputFileError(path, "archs", "renamed to targets", "targets = [\"gfx942\", \"gfx950\"] or [\"cpu\"]")
     f = Fields(path, "", data, TOP_LEVEL_KEYS)
@@ -159,7 +240,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
     )
 
     raw_components = f.get("component", list)
-    components = [_component(path, i, c) for i, c in enumerate(raw_components)]
+    components = [_component(path, i, c, beside) for i, c in enumerate(raw_components)]
     names = [c.name for c in components]
     for c in components:
         if names.count(c.name) > 1:
@@ -196,6 +277,7 @@ def parse_stack(data: dict[str, Any], path: str) -> Stack:
         components=tuple(components),
         env=env_list(path, "env", f.get("env", list, [])),
         post=tuple(PostStep(p) for p in post),
+        assets=_assets(path, f.get("asset", list, [])),
         path=path,
     )
 
