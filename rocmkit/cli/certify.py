@@ -36,6 +36,13 @@ from .common import json_option
               help="Size of the built-in model: tiny (1.3M parameters) or 0.5b (Qwen2.5-0.5B-shaped, random).")
 @click.option("--rollout", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
               help="verl's rollout engine.")
+@click.option("--vllm-mode", type=click.Choice(["server", "colocate"]), default=None,
+              help="With --engine trl: generate with vLLM. server: `trl vllm-serve` on the first GPU and the trainer "
+                   "under `accelerate launch` on the others (--gpus 2 or more; --gpus 0: both on the CPU, the server "
+                   "on loopback); its log is server.log. colocate: vLLM inside each training process. "
+                   "Default: TRL's Hugging Face generation in one process.")
+@click.option("--zero", type=click.IntRange(1, 3), default=None,
+              help="With --vllm-mode on GPUs: DeepSpeed ZeRO stage of the trainer (accelerate --use_deepspeed).")
 @click.option("--timeout", type=int, default=3600, show_default=True,
               help="Seconds for the whole certification; at the deadline everything it started is stopped (exit 124).")
 @click.option("--no-probes", is_flag=True,
@@ -51,7 +58,7 @@ from .common import json_option
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, require_learning, size, rollout,
-            timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
+            vllm_mode, zero, timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated inside the
@@ -69,7 +76,7 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, r
     130/143 interrupted. Whatever the exit, nothing rocmkit started is left running.
     """
     from ..certify.flow import certify as run_certify
-    from ..certify.settings import Engine, Rollout, Settings
+    from ..certify.settings import Engine, Rollout, Settings, VllmMode
     from ..progress import Display
 
     if image and on_host:
@@ -83,7 +90,8 @@ def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, r
     s = Settings(engine=Engine(engine), image=image, model=Path(model) if model else None,
                  data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
-                 timeout=timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned)
+                 timeout=timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
+                 vllm_mode=VllmMode(vllm_mode) if vllm_mode else None, zero=zero)
     with Display("certify", progress) as display:
         outcome = run_certify(s, display)
     if outcome.plan is not None:
