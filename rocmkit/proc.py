@@ -317,7 +317,7 @@ class Background:
             self._log = None
         return self.child.returncode
 
-    def __enter__(self) -> "Background":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:

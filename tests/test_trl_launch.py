@@ -157,7 +157,7 @@ def test_killing_the_server_mid_run_fails_naming_it_and_leaves_nothing(tmp_path)
         assert servers, "no vLLM server process found"
         for p in servers:
             os.kill(p.pid, signal.SIGKILL)
-        stdout, stderr = run.communicate(timeout=300)
+        _, stderr = run.communicate(timeout=300)
     finally:
         if run.poll() is None:
             run.kill()

@@ -51,7 +51,9 @@ def server_argv(python: str, cfg: dict, port: int) -> list[str]:
             "--port", str(port), "--max_model_len", str(cfg["max_model_len"])]
     if cfg["device"] == "cpu":
         # eager: no graph capture or compile on a CPU; the weights come through a file (file_weights.py)
-        argv += ["--enforce_eager", "True", "--dtype", "float32",
+        # on the CPU vLLM reads this as the share of the host's memory it may take; the KV cache itself is
+        # VLLM_CPU_KVCACHE_SPACE (1 GiB, set in server_env)
+        argv += ["--enforce_eager", "True", "--dtype", "float32", "--gpu_memory_utilization", "0.1",
                  "--worker-extension-cls", file_weights.WORKER_EXTENSION]
     return argv
 
@@ -74,6 +76,13 @@ def visible_env(devices: str | None, hip: bool) -> dict[str, str]:
         return {}
     # ROCm's torch reads HIP_VISIBLE_DEVICES first and CUDA_VISIBLE_DEVICES on top of it: set exactly one.
     return {"HIP_VISIBLE_DEVICES" if hip else "CUDA_VISIBLE_DEVICES": devices}
+
+
+def server_env(env: dict[str, str], cfg: dict) -> dict[str, str]:
+    if cfg["device"] != "cpu":
+        return env
+    # GiB of KV cache for vLLM on the CPU (the trl-cpu stack sets the same); the smoke run needs far less
+    return {"VLLM_CPU_KVCACHE_SPACE": "1", **env}
 
 
 def wait_healthy(url: str, server: proc.Background, deadline_s: float) -> str | None:
@@ -121,7 +130,7 @@ def launch(config_path: str) -> int:
     log = Path(cfg["server_log"])
     print(f"rocmkit: starting {SERVER} on {url}; its log: {log}", flush=True)
     started = time.monotonic()
-    with proc.Background(server_argv(python, cfg, port), env={**env, **visible_env(server_devices, hip)},
+    with proc.Background(server_argv(python, cfg, port), env={**server_env(env, cfg), **visible_env(server_devices, hip)},
                          log_path=log) as server:
         why = wait_healthy(url + "/health/", server, cfg["server_timeout"])
         if why:

@@ -103,7 +103,7 @@ def run(cfg: dict) -> dict:
         vllm = {"use_vllm": True, "vllm_mode": "server", "vllm_server_timeout": cfg["server_timeout"],
                 "vllm_server_base_url": os.environ["ROCMKIT_TRL_SERVER_URL"]}
         if not cuda:  # TRL's weight sync is NCCL on CUDA only; on the CPU the weights go through a file
-            import trl.generation.vllm_generation as vllm_generation
+            from trl.generation import vllm_generation
 
             from .file_weights import client_class
 
