@@ -59,6 +59,7 @@ def test_the_seed_004_shape_server_on_the_first_gpu_trainer_on_the_rest():
     (["--engine", "verl", "--vllm-mode", "server"], "is TRL's"),
     (["--vllm-mode", "server", "--gpus", "0", "--zero", "2"], "on GPUs"),
     (["--zero", "3", "--gpus", "2"], "add --vllm-mode"),
+    (["--vllm-mode", "colocate", "--gpus", "0"], "colocate needs GPUs"),
 ])
 def test_impossible_combinations_are_usage_errors(tmp_path, args, said):
     r = subprocess.run([sys.executable, "-m", "rocmkit", "certify", "--out", str(tmp_path / "c"), *args],

@@ -24,7 +24,10 @@ class FileWeightsWorker:
         from safetensors.torch import load_file
 
         weights = load_file(path)
-        self.model_runner.model.load_weights(weights=weights.items())
+        # vLLM's in-place reload: on the CPU the linear layers' weights were repacked for oneDNN and their
+        # checkpoint-format tensors dropped, so a plain model.load_weights finds empty parameters; the
+        # layer-wise reload loads the checkpoint format and repacks (gpu_model_runner.reload_weights)
+        self.model_runner.reload_weights(weights_iterator=iter(weights.items()), is_checkpoint_format=True)
         return len(weights)
 
 

@@ -97,6 +97,11 @@ def check(s: Settings) -> Settings:
         raise UsageError("--vllm-mode server puts the server on the first GPU and trains on the others: "
                          "--gpus 1 leaves none to train on", hint="--gpus 2 or more, --gpus 0 for the CPU, "
                          "or --vllm-mode colocate on one GPU")
+    if s.vllm_mode is VllmMode.COLOCATE and s.on_cpu:
+        # TRL's colocate sync calls model.load_weights on vLLM's model, whose linear weights vLLM's CPU build has
+        # repacked and emptied (vllm/model_executor/layers/linear.py): the first sync fails
+        raise UsageError("--vllm-mode colocate needs GPUs: on the CPU, TRL's weight sync into vLLM's repacked "
+                         "model fails", hint="--vllm-mode server runs on the CPU")
     if s.zero is not None:
         if s.zero not in ZERO_STAGES:
             raise UsageError(f"--zero {s.zero}: a DeepSpeed ZeRO stage", hint="1, 2 or 3")
