@@ -20,7 +20,7 @@ rocmkit doctor --image "$image"
 
 echo "== rocmkit certify --image $image --engine trl --vllm-mode server --gpus 0"
 rm -rf "$out"
-rocmkit certify --image "$image" --engine trl --vllm-mode server --gpus 0 --steps 8 --out "$out" --progress plain
+rocmkit certify --image "$image" --engine trl --vllm-mode server --gpus 0 --steps 12 --out "$out" --progress plain
 python3 - "$out/certificate.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))

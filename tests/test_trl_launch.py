@@ -125,12 +125,12 @@ def _left(out) -> list[str]:
 def test_server_mode_on_the_cpu_certifies_with_the_server_on_loopback(tmp_path):
     python = trl_cpu_python()
     out = tmp_path / "cert"
-    r = subprocess.run(_certify(python, out, "--steps", "8", "--json"), capture_output=True, text=True, timeout=1500,
+    r = subprocess.run(_certify(python, out, "--steps", "12", "--json"), capture_output=True, text=True, timeout=1500,
                        env={**os.environ, "CI": "true"})
     assert r.returncode == 0, r.stderr[-3000:] + (out / "run.log").read_text()[-3000:]
     cert = json.loads(r.stdout)
     assert cert["verdict"] == "pass" and cert["settings"]["vllm_mode"] == "server"
-    assert cert["metrics"]["steps"] == 8
+    assert cert["metrics"]["steps"] == 12
     assert cert["files"]["server_log"] == str(out / "server.log")
     server_log = (out / "server.log").read_text()
     assert "/health" in server_log and "collective_rpc" in server_log  # health polled, weights pushed

@@ -28,6 +28,12 @@ class FileWeightsWorker:
         # checkpoint-format tensors dropped, so a plain model.load_weights finds empty parameters; the
         # layer-wise reload loads the checkpoint format and repacks (gpu_model_runner.reload_weights)
         self.model_runner.reload_weights(weights_iterator=iter(weights.items()), is_checkpoint_format=True)
+        # A tied lm_head receives no tensor of its own, so the reload leaves its CPU GEMM packed from the old
+        # embedding; layers that kept their weight (embeddings) are packed again from the weight they share.
+        for layer in self.model_runner.model.modules():
+            weight, method = getattr(layer, "weight", None), getattr(layer, "quant_method", None)
+            if hasattr(layer, "cpu_linear") and weight is not None and weight.numel() > 0 and method is not None:
+                method.process_weights_after_loading(layer)
         return len(weights)
 
 
