@@ -153,8 +153,10 @@ def test_killing_the_server_mid_run_fails_naming_it_and_leaves_nothing(tmp_path)
                 break
             time.sleep(1)
         assert run.poll() is None, run.communicate()[1][-3000:]
+        # the API server (vllm_cpu_serve execs vLLM's api_server module in its place), by its model path
         servers = [p for p in psutil.process_iter(["cmdline"])
-                   if "serve" in (p.info["cmdline"] or []) and str(out) in " ".join(p.info["cmdline"] or [])]
+                   if "vllm.entrypoints.openai.api_server" in (p.info["cmdline"] or [])
+                   and str(out) in " ".join(p.info["cmdline"] or [])]
         assert servers, "no vLLM server process found"
         for p in servers:
             os.kill(p.pid, signal.SIGKILL)
