@@ -93,10 +93,10 @@ class _Tree:
     """Every process the child started, remembered as it runs (pid with its start time, so a reused pid
     is never mistaken for one of them), plus whatever became rocmkit's own child since the run began."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, adopt: bool = True):
         import psutil
 
-        self.pid = pid
+        self.pid, self.adopt = pid, adopt  # adopt: rocmkit's own later children count too (see members)
         self.started = time.time() - 1.0
         self.seen: dict[int, float] = {}
         self._psutil = psutil
@@ -123,7 +123,7 @@ class _Tree:
         except psutil.Error:
             pass
         try:
-            for p in psutil.Process(os.getpid()).children(recursive=True):
+            for p in psutil.Process(os.getpid()).children(recursive=True) if self.adopt else ():
                 if p.create_time() >= self.started:
                     candidates[p.pid] = p.create_time()
         except psutil.Error:
@@ -280,6 +280,48 @@ class _Watch:
         finally:
             if log:
                 log.close()
+
+
+class Background:
+    """A process that runs beside others (a server beside its client), in its own process group, its output
+    sent to log_path (None: this process's own stdout and stderr). watch() remembers its descendants and
+    stop() ends all of them; as a context manager it is stopped on every way out. Unlike run(), the caller
+    holds the clock and the signals; only this process's tree is stopped, never its siblings."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, log_path: Path | None = None,
+                 cwd: str | Path | None = None):
+        _become_subreaper()
+        self.argv = list(argv)
+        self._log = open(log_path, "a", encoding="utf-8", errors="replace") if log_path else None
+        try:
+            self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log,
+                                          stderr=subprocess.STDOUT if self._log else None, env=env, cwd=cwd,
+                                          start_new_session=True)
+        except OSError as exc:
+            if self._log:
+                self._log.close()
+            raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        self.tree = _Tree(self.child.pid, adopt=False)
+
+    def poll(self) -> int | None:
+        """Its exit status, or None while it runs; notes its descendants as it goes."""
+        self.tree.note()
+        return self.child.poll()
+
+    def stop(self, grace_s: float = GRACE_S) -> int | None:
+        self.tree.stop(grace_s)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.child.wait(timeout=grace_s)
+        if self._log:
+            self._log.close()
+            self._log = None
+        return self.child.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def capture(argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> Result:

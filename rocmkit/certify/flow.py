@@ -22,7 +22,7 @@ from . import setup as setup_mod
 from . import verl_overrides, workspace
 from .certificate import build, markdown
 from .judge import Reason, RunStatus, Status, Verdict, check, judge, not_certified
-from .settings import TRL_DEFAULTS, TRL_LR, Engine, Settings
+from .settings import SERVER_READY_S, TRL_DEFAULTS, TRL_LR, TRL_MAX_MODEL_LEN, Engine, Settings
 from .target import NOT_EXECUTABLE, NOT_FOUND, Target, resolve
 from .workspace import Workspace
 
@@ -62,14 +62,17 @@ def config(s: Settings, ws: Workspace, target: Target) -> dict:
            "rollout": s.rollout.value, "builtin_model": s.model is None, "builtin_data": s.data is None,
            "model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "val_file": str(ws.val_file),
            "reward_file": str(ws.reward_file), "run_dir": str(ws.run_dir),
-           "imports": ["trl"] if s.engine is Engine.TRL else ["verl"]}
+           "imports": (["trl"] + (["vllm"] if s.vllm_mode else [])) if s.engine is Engine.TRL else ["verl"]}
     if s.engine is Engine.VERL:
         cfg["verl_overrides"] = verl_overrides.overrides(verl_run(s, ws, target))
         cfg["tune_overrides"] = list(s.tune)
     else:
         cfg["trl"] = {"model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "out_dir": str(ws.run_dir),
                       "steps": s.steps, "seed": s.seed, "device": "cpu" if s.on_cpu else "auto", **TRL_DEFAULTS,
-                      "lr": TRL_LR[s.size if s.model is None else "user"]}
+                      "lr": TRL_LR[s.size if s.model is None else "user"],
+                      "vllm_mode": s.vllm_mode.value if s.vllm_mode else None, "gpus": s.gpus, "zero": s.zero,
+                      "server_log": str(ws.server_log), "server_timeout": min(SERVER_READY_S, s.timeout),
+                      "max_model_len": TRL_MAX_MODEL_LEN["builtin" if s.data is None else "user"]}
     return cfg
 
 
@@ -77,13 +80,16 @@ def command(s: Settings, ws: Workspace, target: Target, cfg: dict) -> tuple[list
     """The training command and its environment, as they run in the target."""
     env = dict(OFFLINE_ENV)
     if s.engine is Engine.TRL:
-        return [target.python, "-m", "rocmkit.certify.trl_run", str(ws.config)], env
+        # with vLLM, trl_launch starts the server and/or `accelerate launch` of trl_run, and stops them
+        module = "rocmkit.certify.trl_launch" if s.vllm_mode else "rocmkit.certify.trl_run"
+        return [target.python, "-m", module, str(ws.config)], env
     env.update(verl_overrides.environment(verl_run(s, ws, target), str(ws.metrics)))
     return [target.python, "-m", "verl.trainer.main_ppo", *cfg["verl_overrides"]], env
 
 
 def setup_command(s: Settings, ws: Workspace, target: Target) -> list[str]:
     modules = setup_mod.required_modules(s.engine.value, s.rollout.value, s.backend.value)
+    modules += (["vllm"] if s.vllm_mode else []) + (["deepspeed"] if s.zero else [])
     return [target.python, "-c", setup_mod.BOOTSTRAP, ",".join(modules), str(ws.config)]
 
 
@@ -154,6 +160,7 @@ def settings_doc(s: Settings, argv: list[str]) -> dict:
             "rollout": s.rollout.value if s.engine is Engine.VERL else None, "timeout_s": s.timeout,
             "backend": s.backend.value if s.engine is Engine.VERL else None,
             "megatron": {"tp": s.tp, "pp": s.pp} if s.backend.value == "megatron" else None,
+            "vllm_mode": s.vllm_mode.value if s.vllm_mode else None, "zero": s.zero,
             "learning_required": s.learning_required, "command": argv}
 
 
@@ -289,6 +296,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     steps = read_steps(ws)
     info = run_info(ws)
     files.update(log=str(ws.log), metrics=str(ws.metrics))
+    if ws.server_log.exists():
+        files["server_log"] = str(ws.server_log)
     status = RunStatus.TIMED_OUT if run.timed_out else (RunStatus.FINISHED if run.returncode == 0 else RunStatus.CRASHED)
     run_doc = {"status": status.value, "exit_code": run.returncode, "wall_s": round(run.seconds, 2)}
     if status is RunStatus.TIMED_OUT:
@@ -304,7 +313,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     _write_certificate(ws, cert)
     display.done()
     error = ((f"the certification ran past --timeout {s.timeout} s and was stopped", f"its log: {ws.log}")
-             if status is RunStatus.TIMED_OUT else None)
+             if status is RunStatus.TIMED_OUT else launch_error(ws))
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
 
 
@@ -326,6 +335,15 @@ def read_steps(ws: Workspace) -> dict[int, dict[str, float]]:
     if not steps and ws.log.exists():  # verl without its file logger: fall back to the console lines
         steps = metrics_mod.read_console(ws.log.read_text(errors="replace"))
     return steps
+
+
+def launch_error(ws: Workspace) -> tuple[str, str] | None:
+    """What trl_launch said went wrong around the trainer (the vLLM server died or never became healthy)."""
+    if not ws.log.exists():
+        return None
+    said = [line.split("rocmkit: error: ", 1)[1] for line in ws.log.read_text(errors="replace").splitlines()
+            if "rocmkit: error: " in line]
+    return (said[-1], f"the server's log: {ws.server_log}") if said else None
 
 
 def run_info(ws: Workspace) -> dict:

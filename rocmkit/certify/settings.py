@@ -21,6 +21,12 @@ class Backend(TextEnum):
     MEGATRON = "megatron"
 
 
+class VllmMode(TextEnum):
+    """TRL's two ways of generating with vLLM (GRPOConfig.vllm_mode)."""
+    SERVER = "server"
+    COLOCATE = "colocate"
+
+
 class Rollout(TextEnum):
     VLLM = "vllm"
     SGLANG = "sglang"
@@ -32,6 +38,11 @@ MIN_STEPS = 4  # learning is judged over the first and the last quarter of the s
 # (the reward rises within about ten steps on a CPU). A 0.5B model diverges at the tiny model's rate.
 TRL_DEFAULTS = {"beta": 0.04, "num_generations": 8, "batch_size": 16, "max_completion_length": 12}
 TRL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 2e-5}
+# TRL with vLLM: the server's context (the built-in prompts are short; a user's data gets room) and how long
+# rocmkit waits for its /health/ (vLLM's CPU build loads and warms up in about a minute on two cores).
+TRL_MAX_MODEL_LEN = {"builtin": 256, "user": 2048}
+SERVER_READY_S = 600
+ZERO_STAGES = (1, 2, 3)
 # Docker's reference grammar: lower-case repository path, optional tag and digest, or an image id.
 IMAGE_REF_RE = re.compile(
     r"^(?:(?:[A-Za-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
@@ -59,6 +70,8 @@ class Settings:
     backend: Backend = Backend.FSDP  # verl's actor: FSDP, or Megatron (model_engine=megatron, mbridge)
     tp: int = 1  # Megatron tensor and pipeline parallel sizes of the actor (and reference)
     pp: int = 1
+    vllm_mode: VllmMode | None = None  # TRL only; None: TRL generates with Hugging Face's generate
+    zero: int | None = None  # DeepSpeed ZeRO stage for TRL's trainer under accelerate
 
     @property
     def builtin(self) -> bool:
@@ -90,6 +103,24 @@ def check(s: Settings) -> Settings:
         megatron_checks(s)
     elif (s.tp, s.pp) != (1, 1):
         raise UsageError("--tp and --pp size verl's Megatron actor: they need --backend megatron")
+    if s.vllm_mode is not None and s.engine is not Engine.TRL:
+        raise UsageError(f"--vllm-mode {s.vllm_mode.value} is TRL's; verl's rollout is chosen with --rollout",
+                         hint="add --engine trl, or leave out --vllm-mode")
+    if s.vllm_mode is VllmMode.SERVER and s.gpus == 1:
+        raise UsageError("--vllm-mode server puts the server on the first GPU and trains on the others: "
+                         "--gpus 1 leaves none to train on", hint="--gpus 2 or more, --gpus 0 for the CPU, "
+                         "or --vllm-mode colocate on one GPU")
+    if s.vllm_mode is VllmMode.COLOCATE and s.on_cpu:
+        # TRL's colocate sync calls model.load_weights on vLLM's model, whose linear weights vLLM's CPU build has
+        # repacked and emptied (vllm/model_executor/layers/linear.py): the first sync fails
+        raise UsageError("--vllm-mode colocate needs GPUs: on the CPU, TRL's weight sync into vLLM's repacked "
+                         "model fails", hint="--vllm-mode server runs on the CPU")
+    if s.zero is not None:
+        if s.zero not in ZERO_STAGES:
+            raise UsageError(f"--zero {s.zero}: a DeepSpeed ZeRO stage", hint="1, 2 or 3")
+        if s.vllm_mode is None or s.on_cpu:
+            raise UsageError("--zero runs TRL's trainer under accelerate with DeepSpeed, on GPUs",
+                             hint="add --vllm-mode server or colocate, and --gpus")
     if s.tune and s.engine is not Engine.VERL:
         raise UsageError("--tune checks a verl plan: it needs --engine verl")
     if s.image is not None and not IMAGE_REF_RE.match(s.image):

@@ -92,9 +92,25 @@ def run(cfg: dict) -> dict:
     out = Path(cfg["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
-    metrics_path.write_text("")
+    main_process = int(os.environ.get("RANK", "0")) == 0  # under accelerate launch only rank 0 writes
+    if main_process:
+        metrics_path.write_text("")
     cuda = cfg.get("device", "auto") != "cpu" and torch.cuda.is_available()
     data = load_dataset("parquet", data_files=cfg["train_file"], split="train")
+    mode = cfg.get("vllm_mode")  # None: TRL generates with HF; server/colocate: with vLLM (trl_launch.py)
+    vllm = {}
+    if mode == "server":
+        vllm = {"use_vllm": True, "vllm_mode": "server", "vllm_server_timeout": cfg["server_timeout"],
+                "vllm_server_base_url": os.environ["ROCMKIT_TRL_SERVER_URL"]}
+        if not cuda:  # TRL's weight sync is NCCL on CUDA only; on the CPU the weights go through a file
+            from trl.generation import vllm_generation
+
+            from .file_weights import client_class
+
+            vllm_generation.VLLMClient = client_class(out / "weights")
+    elif mode == "colocate":
+        vllm = {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3,
+                "vllm_max_model_length": cfg["max_model_len"]}
 
     def reward(completions, reward_model, data_source, **kwargs):
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
@@ -107,13 +123,14 @@ def run(cfg: dict) -> dict:
         gradient_checkpointing=False, use_cpu=not cuda, bf16=cuda and cfg.get("bf16", True), seed=cfg["seed"],
         temperature=1.0, lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
         disable_tqdm=True,  # the log gets whole lines; rocmkit shows the progress
+        **vllm,
     )
     Trainer = make_trainer_class()
     trainer = Trainer(model=cfg["model_dir"], reward_funcs=[reward], args=args, train_dataset=data)
 
     class Record(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "loss" not in logs:
+            if not logs or "loss" not in logs or not main_process:
                 return
             row = {k: v for k, v in logs.items() if isinstance(v, (int, float))}
             row.update(trainer.take_phases())
@@ -130,7 +147,8 @@ def run(cfg: dict) -> dict:
         "device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,
         "hip": getattr(torch.version, "hip", None), "cuda": torch.version.cuda,
         "parameters": sum(p.numel() for p in trainer.model.parameters()),
-        "precision": "bf16" if args.bf16 else "fp32",
+        "precision": "bf16" if args.bf16 else "fp32", "generation": f"vllm {mode}" if mode else "hf",
+        "processes": trainer.accelerator.num_processes,
     }
 
 
@@ -147,7 +165,8 @@ def main() -> None:
         traceback.print_exc()
         result = {"engine": "trl", "status": "crashed", "error": f"{type(exc).__name__}: {exc}"}
     Path(cfg["out_dir"]).mkdir(parents=True, exist_ok=True)
-    result_path.write_text(json.dumps(result, indent=1))
+    if int(os.environ.get("RANK", "0")) == 0:
+        result_path.write_text(json.dumps(result, indent=1))
     sys.exit(0 if result["status"] == "finished" else 1)
 
 

@@ -24,7 +24,7 @@ MARKER = ".rocmkit-certify"
 MARKER_SCHEMA = "rocmkit.certify-folder/v1"
 # Every entry rocmkit may create in a run folder, and nothing else.
 OWN = ("certify.json", "model", "data", "reward.py", "setup.log", "run", "run.log", "home",
-       "certificate.json", "certificate.md")
+       "certificate.json", "certificate.md", "server.log")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class Workspace:
     log: Path
     setup_log: Path
     config: Path  # certify.json: the run's settings, read by the setup and the TRL run in the target
+    server_log: Path  # TRL's vLLM server (--vllm-mode server), beside the engine's log
     temporary: bool = False
 
     @property
@@ -60,7 +61,7 @@ def layout(root: Path, s: Settings, *, temporary: bool = False) -> Workspace:
         train_file=s.data or root / "data" / "train.parquet",
         val_file=(root / "data" / "test.parquet"), reward_file=root / "reward.py", run_dir=root / "run",
         home=root / "home", log=root / "run.log", setup_log=root / "setup.log", config=root / "certify.json",
-        temporary=temporary)
+        server_log=root / "server.log", temporary=temporary)
 
 
 def _inputs(s: Settings) -> list[Path]:

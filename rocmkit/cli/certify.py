@@ -45,6 +45,13 @@ from .common import json_option
 @click.option("--tp", type=int, default=1, show_default=True, help="With --backend megatron: tensor parallel size "
               "of the actor and reference. verl refuses a TP x PP that does not divide --gpus.")
 @click.option("--pp", type=int, default=1, show_default=True, help="With --backend megatron: pipeline parallel size.")
+@click.option("--vllm-mode", type=click.Choice(["server", "colocate"]), default=None,
+              help="With --engine trl: generate with vLLM. server: `trl vllm-serve` on the first GPU and the trainer "
+                   "under `accelerate launch` on the others (--gpus 2 or more; --gpus 0: both on the CPU, the server "
+                   "on loopback); its log is server.log. colocate: vLLM inside each training process. "
+                   "Default: TRL's Hugging Face generation in one process.")
+@click.option("--zero", type=click.IntRange(1, 3), default=None,
+              help="With --vllm-mode on GPUs: DeepSpeed ZeRO stage of the trainer (accelerate --use_deepspeed).")
 @click.option("--timeout", type=int, default=3600, show_default=True,
               help="Seconds for the whole certification; at the deadline everything it started is stopped (exit 124).")
 @click.option("--no-probes", is_flag=True,
@@ -60,7 +67,7 @@ from .common import json_option
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, out, force, require_learning, size,
-            rollout, backend, tp, pp, timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
+            rollout, backend, tp, pp, vllm_mode, zero, timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated inside the
@@ -78,7 +85,7 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     130/143 interrupted. Whatever the exit, nothing rocmkit started is left running.
     """
     from ..certify.flow import certify as run_certify
-    from ..certify.settings import Backend, Engine, Rollout, Settings
+    from ..certify.settings import Backend, Engine, Rollout, Settings, VllmMode
     from ..progress import Display
 
     if image and on_host:
@@ -93,7 +100,8 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
                  data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
                  timeout=timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
-                 backend=Backend(backend), tp=tp, pp=pp)
+                 backend=Backend(backend), tp=tp, pp=pp, vllm_mode=VllmMode(vllm_mode) if vllm_mode else None,
+                 zero=zero)
     with Display("certify", progress) as display:
         if s.engine is Engine.MILES:
             from ..certify.miles_run import certify as certify_miles

@@ -1,0 +1,82 @@
+# Rendered by rocmkit from stack trl-vllm for gfx942. Do not edit: change the
+# stack file, then run `rocmkit render --all`.
+# TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14
+#
+# Build with `rocmkit build --stack trl-vllm --arch gfx942` (it prepares the build
+# context: rocmkit-dist/ with rocmkit's own wheel).
+# Needs BuildKit. Layout: one stage per compiled component, each producing a wheel, so BuildKit builds
+# independent components in parallel and caches each one on its own; `final` installs the wheels through
+# bind mounts (no copies left in layers) and records every pin in /opt/rocmkit/manifest.json.
+
+# Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
+# --max-jobs auto` sizes this from the builder's memory and cores.
+ARG MAX_JOBS=8
+
+FROM rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0 AS base
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# `rocmkit build --wheelhouse DIR` sets these: pip then installs only from the wheelhouse (an offline build).
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+# ROCm's compilers and tools (hipcc, amdclang) on PATH: build scripts look for hipcc there to pick HIP over CUDA.
+ENV PATH=/opt/rocm/bin:/opt/rocm/llvm/bin:$PATH
+# vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
+# hipDeviceGetName reports "AMD Radeon Graphics" and tuned configs are not found (sgl-project/sglang PR #30984).
+RUN ln -sf /opt/rocm/lib/libamdhip64.so /usr/lib/libamdhip64.so \
+ && if [ -f /opt/amdgpu/share/libdrm/amdgpu.ids ] && [ ! -f /usr/share/libdrm/amdgpu.ids ]; then \
+      mkdir -p /usr/share/libdrm && ln -s /opt/amdgpu/share/libdrm/amdgpu.ids /usr/share/libdrm/amdgpu.ids; fi
+# A venv that still sees the image's own packages, so a base image's ROCm PyTorch stays in use.
+RUN python3.14 -m venv --system-site-packages /opt/venv \
+ && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.14", "stack wants Python 3.14, image has " + v'
+ENV PATH=/opt/venv/bin:$PATH \
+    VIRTUAL_ENV=/opt/venv
+# Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
+# PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+RUN mkdir -p /opt/rocmkit \
+ && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio)==' || true; } > /opt/rocmkit/constraints.txt
+ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
+# GPU targets, one value for every build system that reads one, so none falls back to its own default
+# or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
+ENV PYTORCH_ROCM_ARCH="gfx942" \
+    GPU_ARCHS="gfx942" \
+    NVTE_ROCM_ARCH="gfx942" \
+    AMDGPU_TARGET="gfx942" \
+    AMDGPU_TARGETS="gfx942" \
+    GPU_TARGETS="gfx942" \
+    GPU_ARCH_LIST="gfx942" \
+    AITER_ROCM_ARCH="gfx942" \
+    HIPCC_COMPILE_FLAGS_APPEND="--offload-arch=gfx942"
+
+# ---- final: the runtime image
+FROM base AS final
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
+RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
+    pip install trl==1.16.0 accelerate==1.15.0 datasets==5.2.0 deepspeed==0.19.8
+# rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
+RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
+    pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
+# The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
+# arch; the build goes on and `doctor --image` judges it again).
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"trl-vllm","description":"TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14","targets":["gfx942"],"rocm":"7.14.0","python":"3.14","base_image":"rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0","base_image_overridden":false,"base_pip":[],"base_pip_sources":[],"components":[{"name":"trl","kind":"pip","requirements":["trl==1.16.0","accelerate==1.15.0","datasets==5.2.0"],"no_deps":false},{"name":"deepspeed","kind":"pip","requirements":["deepspeed==0.19.8"],"no_deps":false}],"runtime_env":{"TOKENIZERS_PARALLELISM":"false","HIP_FORCE_DEV_KERNARG":"1"},"inputs_hash":"b79a757b6e9e422fc3a1ee3b4b87e4babf9f6f8193054e17805c199a9ca6f7e9"}' > /opt/rocmkit/manifest.json \
+ && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
+ && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
+# tokenizer threads and the fork() of accelerate's and vLLM's workers do not mix
+ENV TOKENIZERS_PARALLELISM="false"
+# kernel arguments in device memory: lower launch latency (vLLM docker/Dockerfile.rocm final ENV)
+ENV HIP_FORCE_DEV_KERNARG="1"
+LABEL org.opencontainers.image.title="rocmkit/trl-vllm" \
+    org.opencontainers.image.description="TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14" \
+    org.opencontainers.image.version="rocm7.14.0-gfx942-b79a757b6e9e" \
+    org.opencontainers.image.base.name="rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0" \
+    io.rocmkit.stack="trl-vllm" \
+    io.rocmkit.targets="gfx942" \
+    io.rocmkit.rocm="7.14.0" \
+    io.rocmkit.python="3.14" \
+    io.rocmkit.inputs-hash="b79a757b6e9e422fc3a1ee3b4b87e4babf9f6f8193054e17805c199a9ca6f7e9" \
+    io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
+    io.rocmkit.base-image-overridden="false"
