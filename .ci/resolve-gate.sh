@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Resolve every built-in stack with pip before anything is built (`rocmkit stacks --resolve`): a conflict
-# fails CI. verl-cpu must resolve fully (its torch from the verl-cpu wheelhouse when download.pytorch.org is
+# fails CI. The CPU stacks must resolve fully (torch+cpu from their wheelhouses when download.pytorch.org is
 # not reachable). A ROCm stack whose torch/Triton pins only repo.radeon.com serves exits 3 where that page
 # is unreachable: everything else is resolved against stand-ins of those pins, and the unchecked pins are
 # printed; that passes here, said plainly, since no other source has those wheels.
@@ -16,6 +16,8 @@ for stack in $names; do
   extra=()
   if [ "$stack" = verl-cpu ] && [ -n "${ROCMKIT_VERL_CPU_WHEELHOUSE:-}" ]; then
     extra=(--find-links "$ROCMKIT_VERL_CPU_WHEELHOUSE")
+  elif [ "$stack" = trl-cpu ] && [ -n "${ROCMKIT_TRL_CPU_WHEELHOUSE:-}" ]; then
+    extra=(--find-links "$ROCMKIT_TRL_CPU_WHEELHOUSE")
   fi
   ( start=$(date +%s); rc=0
     rocmkit stacks --resolve "$stack" "${extra[@]}" > "$logs/$stack.log" 2>&1 || rc=$?
@@ -28,7 +30,7 @@ for stack in $names; do
   read -r rc took < "$logs/$stack.rc"
   case "$rc" in
     0) echo "resolve $stack: ok (${took}s)" ;;
-    3) if [ "$stack" = verl-cpu ]; then echo "resolve $stack: NOT fully checked (${took}s)"; failed=1;
+    3) if [ "$stack" = verl-cpu ] || [ "$stack" = trl-cpu ]; then echo "resolve $stack: NOT fully checked (${took}s)"; failed=1;
        else echo "resolve $stack: resolves; the pins listed NOT CHECKED are served only by an unreachable page (${took}s)"; fi ;;
     *) echo "resolve $stack: FAILED, exit $rc (${took}s)"; failed=1 ;;
   esac
