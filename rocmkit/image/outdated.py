@@ -16,7 +16,8 @@ from packaging.version import InvalidVersion, Version
 from ..errors import Failed, RocmkitError
 from ..stacks import Component, Stack
 from ..tomlread import load_toml_text
-from . import gitremote, pkgindex, regtags
+from ..refs import registry
+from . import gitremote, pkgindex
 from .stackedit import Edit
 
 NEWER, CURRENT, UNORDERED, UNREACHABLE, NONE_FOUND = "newer", "current", "unordered", "unreachable", "none-found"
@@ -209,7 +210,7 @@ def pip_sources(stack: Stack, c: Component | None, requirement: str, index_url: 
 
 def check_image(ref: str) -> Finding:
     f = Finding("base", "base-image", ref, ref)
-    _, _, tag = regtags.split_image(ref)
+    tag = registry.parse_image(ref, default_tag="").tag
     m = _VERSIONED.match(tag) if tag else None
     if "@" in ref or not m:
         f.note = "pinned by digest" if "@" in ref else f"tag {tag or '(none)'} carries no version to compare"
@@ -218,7 +219,7 @@ def check_image(ref: str) -> Finding:
     current = Version(m.group("ver"))
     repo = ref[: len(ref) - len(tag) - 1]
     newer = []
-    for t in regtags.tags(ref):
+    for t in registry.tags(ref):
         mt = _VERSIONED.match(t)
         if mt and mt.group("pre") == pre and mt.group("post") == post:
             newer.append((Version(mt.group("ver")), t))
