@@ -393,13 +393,15 @@ def test_git_commit_missing_upstream_and_remote_down(tmp_path, remote):
 
 class _AuthFront:
     """Answers 401 with a Bearer challenge (Docker Hub's flow: a token from /token for user:secret over basic
-    auth) or a Basic one, and relays authorised manifest requests to the real registry unchanged."""
+    auth) or a Basic one, and relays authorised requests to the real registry unchanged, but for tags/list: with
+    `page_size`, the registry's list is served a page at a time with a `Link` to the next (the local registry
+    does not page; Docker Hub does, 100 a page)."""
 
-    def __init__(self, registry_addr: str, scheme: str):
+    def __init__(self, registry_addr: str, scheme: str, page_size: int | None = None):
         import http.server
 
         front = self
-        self.scheme, self.tokens_issued = scheme, 0
+        self.scheme, self.tokens_issued, self.tag_pages = scheme, 0, 0
         basic = "Basic " + __import__("base64").b64encode(b"user:secret").decode()
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -429,13 +431,29 @@ class _AuthFront:
                     challenge = (f'Bearer realm="http://127.0.0.1:{front.port}/token",service="front"'
                                  if front.scheme == "bearer" else 'Basic realm="front"')
                     return self._answer(401, [("WWW-Authenticate", challenge)])
+                import urllib.error
+                import urllib.parse
                 import urllib.request
 
-                req = urllib.request.Request(f"http://{registry_addr}{self.path}", method=self.command,
+                path, _, query = self.path.partition("?")
+                req = urllib.request.Request(f"http://{registry_addr}{path}", method=self.command,
                                              headers={"Accept": self.headers.get("Accept", "")})
-                with urllib.request.urlopen(req, timeout=30) as resp:
-                    self._answer(resp.status, [(k, v) for k, v in resp.headers.items()
-                                               if k.lower() in ("docker-content-digest", "content-type")])
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        status, body = resp.status, resp.read() if self.command == "GET" else b""
+                        headers = [(k, v) for k, v in resp.headers.items()
+                                   if k.lower() in ("docker-content-digest", "content-type")]
+                except urllib.error.HTTPError as exc:
+                    return self._answer(exc.code)
+                if path.endswith("/tags/list") and page_size:
+                    front.tag_pages += 1
+                    doc = json.loads(body)
+                    after = urllib.parse.parse_qs(query).get("last", [""])[0]
+                    rest = sorted(t for t in doc["tags"] if t > after)
+                    body = json.dumps({**doc, "tags": rest[:page_size]}).encode()
+                    if len(rest) > page_size:
+                        headers.append(("Link", f'<{path}?n={page_size}&last={rest[page_size - 1]}>; rel="next"'))
+                self._answer(status, headers, body)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
@@ -468,5 +486,33 @@ def test_registry_login_from_docker_config(tmp_path, pushed, scheme, monkeypatch
         assert code == 0, out
         assert json.loads(lock_path(stack_file).read_text())["images"][ref] == registry.resolve_digest(pushed["refs"][1])
         assert front.tokens_issued == (1 if scheme == "bearer" else 0)
+    finally:
+        front.close()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("scheme", ["bearer", "basic"])
+def test_registry_tags_follow_link_pages_through_the_login(tmp_path, pushed, scheme, monkeypatch):
+    """`rocmkit outdated`'s tag listing goes through the same login and request path as the digests."""
+    import base64
+
+    reg = os.environ["ROCMKIT_TEST_REGISTRY"]
+    repo = f"{reg}/rocmkit-test/tagpages-{uuid.uuid4().hex[:8]}"  # a fresh repository: its tags are ours alone
+    names = ["1.0", "1.1", "2.0"]
+    for name in names:
+        pushed["made"].append(f"{repo}:{name}")  # the fixture removes the local tags after
+        _docker("tag", pushed["base"], f"{repo}:{name}")
+        _docker("push", f"{repo}:{name}")
+    front = _AuthFront(reg.replace("localhost", "127.0.0.1"), scheme, page_size=2)
+    try:
+        (tmp_path / "config.json").write_text(json.dumps({"auths": {f"localhost:{front.port}": {
+            "auth": base64.b64encode(b"user:secret").decode()}}}))
+        monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+        ref = f"{repo}:1.0".replace(reg, f"localhost:{front.port}")
+        assert sorted(registry.tags(ref)) == names
+        assert front.tag_pages == 2  # three tags, two a page: the client followed the registry's Link
+        assert front.tokens_issued == (1 if scheme == "bearer" else 0)  # one login serves every page
+        with pytest.raises(registry.NotFound, match="has no repository"):
+            registry.tags(ref.replace("tagpages-", "no-such-"))
     finally:
         front.close()

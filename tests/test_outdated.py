@@ -15,8 +15,9 @@ import tinyindex
 from provisioned import provisioned
 
 from rocmkit.errors import UsageError
-from rocmkit.image import gitremote, pkgindex
+from rocmkit.image import pkgindex
 from rocmkit.image.stackedit import Edit, apply
+from rocmkit.refs import gitrefs
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -239,10 +240,10 @@ def test_bad_options_are_usage_errors(tmp_path, remote):
 
 
 def test_git_remote_reads_peeled_tags_and_files_at_a_tag(remote):
-    tags = {t.name: t.commit for t in gitremote.tags(remote["url"])}
+    tags = {t.name: t.commit for t in gitrefs.tags(remote["url"])}
     assert tags == {"v1.0.0": remote["v1.0.0"], "v1.1.0": remote["v1.1.0"], "v1.2.0rc1": remote["rc"],
                     "nightly": remote["rc"]}
-    files = gitremote.files_at_tag(remote["url"], "v1.1.0", lambda p: p.endswith(".toml"))
+    files = gitrefs.files_at_tag(remote["url"], "v1.1.0", lambda p: p.endswith(".toml"))
     assert list(files) == ["pyproject.toml"] and "transformers>=4.50,<5" in files["pyproject.toml"]
 
 

@@ -14,9 +14,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import Failed, RocmkitError
+from ..refs import gitrefs, registry
 from ..stacks import Component, Stack
 from ..tomlread import load_toml_text
-from . import gitremote, pkgindex, regtags
+from . import pkgindex
 from .stackedit import Edit
 
 NEWER, CURRENT, UNORDERED, UNREACHABLE, NONE_FOUND = "newer", "current", "unordered", "unreachable", "none-found"
@@ -67,7 +68,7 @@ def tag_prefix(tag: str) -> str:
 
 def check_git(c: Component, url: str, stack: Stack) -> Finding:
     f = Finding(c.name, "git", url, c.tag or (c.commit or c.ref))
-    found = gitremote.tags(url)
+    found = gitrefs.tags(url)
     by_commit: dict[str, str] = {}
     for t in found:  # a commit's version tag wins over another name for it (nightly, latest)
         if t.commit not in by_commit or tag_version(t.name, tag_prefix(t.name)):
@@ -116,7 +117,7 @@ def binding_lines(url: str, tag: str, c: Component, stack: Stack) -> list[dict]:
         return path in own or bool(_REQ_FILE.fullmatch(rel))
 
     out = []
-    for path, text in sorted(gitremote.files_at_tag(url, tag, wanted).items()):
+    for path, text in sorted(gitrefs.files_at_tag(url, tag, wanted).items()):
         for line in _requirement_lines(path, text):
             out.append(_judge(path, line, stack))
     return out
@@ -209,7 +210,7 @@ def pip_sources(stack: Stack, c: Component | None, requirement: str, index_url: 
 
 def check_image(ref: str) -> Finding:
     f = Finding("base", "base-image", ref, ref)
-    _, _, tag = regtags.split_image(ref)
+    tag = registry.parse_image(ref, default_tag="").tag
     m = _VERSIONED.match(tag) if tag else None
     if "@" in ref or not m:
         f.note = "pinned by digest" if "@" in ref else f"tag {tag or '(none)'} carries no version to compare"
@@ -218,7 +219,7 @@ def check_image(ref: str) -> Finding:
     current = Version(m.group("ver"))
     repo = ref[: len(ref) - len(tag) - 1]
     newer = []
-    for t in regtags.tags(ref):
+    for t in registry.tags(ref):
         mt = _VERSIONED.match(t)
         if mt and mt.group("pre") == pre and mt.group("post") == post:
             newer.append((Version(mt.group("ver")), t))

@@ -1,12 +1,19 @@
-"""Reading refs upstream: an image tag's digest from its registry, a git tag's commit and a commit's existence
-from its remote. What `rocmkit lock` resolves; everything here reads the network."""
+"""Reading refs upstream: an image tag's digest and a repository's tags from its registry (`registry`), a
+git remote's tags, a tag's commit, a commit's existence and files at a tag (`gitrefs`). What `rocmkit lock`
+resolves and `rocmkit outdated` compares; everything here reads the network."""
 
 from __future__ import annotations
 
+from ..errors import RocmkitError
 
-class Unreachable(Exception):
+
+class Unreachable(RocmkitError):
     """The registry or remote could not be asked (refused, timed out, TLS, 5xx, credentials refused)."""
 
+    exit_code = 3
 
-class NotFound(Exception):
-    """It answered: the tag, manifest or commit does not exist there."""
+
+class NotFound(RocmkitError):
+    """It answered: the tag, manifest, repository or commit does not exist there."""
+
+    exit_code = 1

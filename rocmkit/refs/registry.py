@@ -1,9 +1,11 @@
-"""An image tag → the digest of its manifest (list), through the registry HTTP API (Docker Registry v2 / OCI
-distribution): HEAD /v2/<name>/manifests/<tag> with the manifest-list Accept headers, read
-Docker-Content-Digest. Bearer-token (Docker Hub) and basic auth, credentials from $DOCKER_CONFIG/config.json
-`auths`. Not the Docker SDK's inspect_distribution: that asks the engine to ask the registry, and `rocmkit
-lock` must run where no engine is (CI's lock job) and name the request that failed. A HEAD is not counted
-against Docker Hub's pull limit."""
+"""A container registry through its HTTP API (Docker Registry v2 / OCI distribution): an image tag → the digest
+of its manifest (list) (HEAD /v2/<name>/manifests/<tag> with the manifest-list Accept headers, read
+Docker-Content-Digest), and a repository's tags (GET /v2/<name>/tags/list, following `Link` pages). One
+image-name parsing, one auth (bearer token, Docker Hub's and ghcr.io's, anonymous or with credentials; basic
+auth; credentials from $DOCKER_CONFIG/config.json `auths`), one request path (https, then plain http for a
+registry on this host). Not the Docker SDK's inspect_distribution: that asks the engine to ask the registry,
+and `rocmkit lock` must run where no engine is (CI's lock job) and name the request that failed. A HEAD is
+not counted against Docker Hub's pull limit."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ DOCKER_HUB_AUTH_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docke
 # Docker's rule: a registry on this host may speak plain http (127.0.0.0/8 is insecure by default).
 LOOPBACK = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d+)?$")
 TIMEOUT_S = 30.0
+MAX_PAGES = 50  # of tags/list: a bound, so a registry whose Link pages loop cannot keep us asking
 
 
 @dataclass(frozen=True)
@@ -43,12 +46,14 @@ class ImageName:
     tag: str
 
 
-def parse_image(ref: str) -> ImageName:
-    """Docker's normalisation: the first part is a registry when it has a dot or a port or is localhost."""
-    name, tag = ref, "latest"
+def parse_image(ref: str, default_tag: str = "latest") -> ImageName:
+    """Docker's normalisation: the first part is a registry when it has a dot or a port or is localhost. A
+    digest (`@sha256:...`) is left off; a reference without a tag gets `default_tag`."""
+    name, tag = ref.split("@", 1)[0], ""
     last = name.rsplit("/", 1)[-1]
     if ":" in last:
         name, tag = name.rsplit(":", 1)
+    tag = tag or default_tag
     first, _, rest = name.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
         return ImageName(first, rest, tag)
@@ -58,44 +63,85 @@ def parse_image(ref: str) -> ImageName:
 def resolve_digest(ref: str, *, timeout: float = TIMEOUT_S) -> str:
     """The sha256 digest `ref` resolves to now; NotFound when the registry says the tag is not there."""
     img = parse_image(ref)
-    host = DOCKER_HUB_API if img.registry == DOCKER_HUB else img.registry
-    schemes = ["https", "http"] if LOOPBACK.match(host) else ["https"]
-    for i, scheme in enumerate(schemes):
-        url = f"{scheme}://{host}/v2/{img.repository}/manifests/{urllib.parse.quote(img.tag, safe='')}"
-        try:
-            return _digest(url, img, timeout)
-        except _TlsFailed as exc:
-            if i + 1 == len(schemes):
-                raise Unreachable(f"{host}: TLS failed ({exc})") from None
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-class _TlsFailed(Exception):
-    pass
-
-
-def _digest(url: str, img: ImageName, timeout: float) -> str:
-    headers = {"Accept": ACCEPT}
-    status, reply, body = _request("HEAD", url, headers, timeout)
-    if status == 401:
-        headers["Authorization"] = _authorization(reply.get("WWW-Authenticate", ""), img, timeout)
-        status, reply, body = _request("HEAD", url, headers, timeout)
-    if status == 404:
-        raise NotFound(f"{img.registry} has no {img.repository}:{img.tag}")
-    if status in (401, 403):
-        raise Unreachable(f"{img.registry} refused access to {img.repository} (HTTP {status}): log in "
-                          f"(`docker login {img.registry}`) or set DOCKER_CONFIG to a config.json with its auths")
-    if status != 200:
-        raise Unreachable(f"{url}: HTTP {status}")
+    path = f"/v2/{img.repository}/manifests/{urllib.parse.quote(img.tag, safe='')}"
+    status, reply, _, url, auth = _ask("HEAD", img, path, ACCEPT, timeout)
+    _answered(status, url, img, f"{img.repository}:{img.tag}")
     digest = reply.get("Docker-Content-Digest")
     if not digest:  # a registry that leaves the header off a HEAD: the digest is the sha256 of the manifest
-        status, reply, body = _request("GET", url, headers, timeout)
+        status, reply, body = _again(url, img, ACCEPT, auth, timeout)
         if status != 200:
             raise Unreachable(f"{url}: HTTP {status}")
         digest = reply.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(body).hexdigest()
     if not re.match(r"^sha256:[0-9a-f]{64}$", digest):
         raise Unreachable(f"{url}: unexpected digest {digest!r}")
     return digest
+
+
+def tags(ref: str, *, timeout: float = TIMEOUT_S) -> list[str]:
+    """Every tag of the repository of `ref`, across all `Link` pages (at most MAX_PAGES)."""
+    img = parse_image(ref)
+    status, reply, body, url, auth = _ask("GET", img, f"/v2/{img.repository}/tags/list", "application/json", timeout)
+    out: list[str] = []
+    for page in range(1, MAX_PAGES + 1):
+        _answered(status, url, img, f"repository {img.repository}")
+        try:
+            out += json.loads(body).get("tags") or []
+        except (ValueError, AttributeError):
+            raise Unreachable(f"{url}: the tags/list answer is not the JSON a registry sends") from None
+        m = re.match(r'<([^>]+)>;\s*rel="next"', reply.get("Link", ""))
+        if not m or page == MAX_PAGES:
+            break
+        url = urllib.parse.urljoin(url, m.group(1))
+        status, reply, body = _again(url, img, "application/json", auth, timeout)
+    return out
+
+
+class _TlsFailed(Exception):
+    pass
+
+
+def _ask(method: str, img: ImageName, path: str, accept: str, timeout: float):
+    """(status, headers, body, url, Authorization) of `method path` on the image's registry: https, then plain
+    http for a registry on this host (Docker's rule: 127.0.0.0/8 is insecure by default); asked again with the
+    Authorization its 401 challenge asks for."""
+    host = DOCKER_HUB_API if img.registry == DOCKER_HUB else img.registry
+    schemes = ["https", "http"] if LOOPBACK.match(host) else ["https"]
+    for i, scheme in enumerate(schemes):
+        url = f"{scheme}://{host}{path}"
+        try:
+            auth = None
+            status, reply, body = _request(method, url, _headers(accept, auth), timeout)
+            if status == 401:
+                auth = _authorization(reply.get("WWW-Authenticate", ""), img, timeout)
+                status, reply, body = _request(method, url, _headers(accept, auth), timeout)
+            return status, reply, body, url, auth
+        except _TlsFailed as exc:
+            if i + 1 == len(schemes):
+                raise Unreachable(f"{host}: TLS failed ({exc})") from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _again(url: str, img: ImageName, accept: str, auth: str | None, timeout: float):
+    """A further GET on the scheme and with the Authorization `_ask` settled on."""
+    try:
+        return _request("GET", url, _headers(accept, auth), timeout)
+    except _TlsFailed as exc:
+        raise Unreachable(f"{img.registry}: TLS failed ({exc})") from None
+
+
+def _headers(accept: str, auth: str | None) -> dict[str, str]:
+    return {"Accept": accept, **({"Authorization": auth} if auth else {})}
+
+
+def _answered(status: int, url: str, img: ImageName, what: str) -> None:
+    """Returns on a 200; otherwise the error the registry's answer means."""
+    if status == 404:
+        raise NotFound(f"{img.registry} has no {what}")
+    if status in (401, 403):
+        raise Unreachable(f"{img.registry} refused access to {img.repository} (HTTP {status}): log in "
+                          f"(`docker login {img.registry}`) or set DOCKER_CONFIG to a config.json with its auths")
+    if status != 200:
+        raise Unreachable(f"{url}: HTTP {status}")
 
 
 def _authorization(challenge: str, img: ImageName, timeout: float) -> str:
@@ -171,7 +217,7 @@ _OPENER = urllib.request.build_opener(_NoRedirectErrors)
 
 
 def _request(method: str, url: str, headers: dict[str, str], timeout: float):
-    req = urllib.request.Request(url, method=method, headers={"User-Agent": "rocmkit-lock", **headers})
+    req = urllib.request.Request(url, method=method, headers={"User-Agent": "rocmkit", **headers})
     try:
         with _OPENER.open(req, timeout=timeout) as resp:
             status = resp.status
