@@ -42,25 +42,22 @@ def _norm(name: str) -> str:
 
 # ---- purls ----
 
-def _split_image_ref(ref: str) -> tuple[str | None, str, str | None, str | None]:
-    """(registry, repository, tag, digest) of an image reference."""
-    rest, _, digest = ref.partition("@")
-    last = rest.rsplit("/", 1)[-1]
-    tag = None
-    if ":" in last:
-        rest, tag = rest.rsplit(":", 1)
-    first, _, remainder = rest.partition("/")
-    registry = None
-    if remainder and ("." in first or ":" in first or first == "localhost"):
-        registry, rest = first, remainder
-    return registry, rest, tag, digest or None
+def _image_parts(ref: str) -> tuple[str | None, str, str, str | None]:
+    """(registry or None for Docker Hub, repository, tag or "", digest or None), by the registry client's
+    parsing; Docker Hub's implicit library/ is left off, as the purl spec writes official images."""
+    from ..refs.registry import DOCKER_HUB, parse_image
+
+    img = parse_image(ref, default_tag="")
+    hub = img.registry == DOCKER_HUB
+    repo = img.repository.removeprefix("library/") if hub else img.repository
+    return (None if hub else img.registry), repo, img.tag, ref.partition("@")[2] or None
 
 
 def base_image_purl(ref: str, digest: str | None):
     """pkg:oci/<name>@sha256:… when the digest is known (the content), else pkg:docker/<repo>@<tag>."""
     from packageurl import PackageURL
 
-    registry, repo, tag, ref_digest = _split_image_ref(ref)
+    registry, repo, tag, ref_digest = _image_parts(ref)
     digest = digest or ref_digest
     namespace, _, name = repo.rpartition("/")
     if digest and DIGEST_RE.match(digest):
@@ -143,8 +140,9 @@ def bom(manifest: dict, distributions: dict[str, str], debs: list[Deb], os_relea
     base_ref = manifest.get("base_image", "")
     if base_ref:
         digest = manifest.get("base_image_digest")
+        _, _, tag, ref_digest = _image_parts(base_ref)
         base = Component(name=base_ref.split("@")[0], type=ComponentType.CONTAINER, bom_ref="base-image",
-                         version=digest or _split_image_ref(base_ref)[3] or _split_image_ref(base_ref)[2] or "latest",
+                         version=digest or ref_digest or tag or "latest",
                          purl=base_image_purl(base_ref, digest))
         base.properties.add(prop("role", "base-image"))
         others.append(base)
