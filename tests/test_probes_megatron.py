@@ -1,9 +1,10 @@
 """probe.megatron: the real worker on the CPU (megatron-core's local layers, gloo, TP=1 in one process and
 TP=2 in two), its failure and skip paths, and the judge on a document recorded by that CPU run
-(tests/data/probes/megatron-cpu-tp2.json) and on the same document changed the way a fault changes it.
+(tests/data/probes/megatron-cpu-tp2.json) and on the same document changed the way a fault changes it; the
+GPU path's bf16 casts on gloo ranks; and the judge on the H100 documents (megatron-h100-tp1*.json).
 
-The GPU path (TransformerEngine layers, NCCL/RCCL, bf16) needs a GPU: benchmarks/probe_megatron.py is what
-a GPU machine runs (README, "What is verified, and how"). CI provisions megatron-core
+NCCL/RCCL and TransformerEngine layers need a GPU: benchmarks/probe_megatron.py and the `-m gpu` tests here
+are what a GPU machine runs (README, `probe.megatron`). CI provisions megatron-core
 (.ci/provision/55-megatron.sh) and the verl-cpu venv whose torch brings the triton megatron-core imports
 (50-verl-cpu.sh): there these tests fail, not skip, when either is missing.
 """
@@ -57,6 +58,17 @@ def test_tp1_and_tp2_train_on_cpu_with_gloo(megatron_python):
 
 
 @pytest.mark.slow
+def test_bf16_the_gpu_dtype_trains_on_cpu(megatron_python):
+    """GPUs train in bf16: every parameter cast by megatron-core's Float16Module, as Megatron's training and verl
+    wrap the model. Without it the local layers' torch norms stay float32 and the first matmul refuses
+    ("float != c10::BFloat16", the first H100 run's failure); the casts are the same on gloo ranks."""
+    doc = measure_megatron(["cpu", "cpu"], steps=4, model=SMALL, dtype="bf16", python=megatron_python)
+    assert doc["dtype"] == "bf16" and "error" not in doc, doc
+    f = judge_megatron(doc)
+    assert f.status is Status.PASS and "TP=2 on cpu, cpu, bf16): 4 steps" in f.title, f.title
+
+
+@pytest.mark.slow
 def test_broken_transformer_engine_is_a_failure_naming_it(megatron_python):
     # Asked for TE layers where transformer_engine does not import: what a broken TE build looks like
     doc = measure_megatron(["cpu"], steps=2, model=SMALL, python=megatron_python, layers="te")
@@ -95,6 +107,22 @@ def test_recorded_cpu_run_passes_with_its_figures():
     ev = f.evidence
     assert ev["tp"] == 2 and ev["loss_last"] < ev["loss_first"] * ev["fall_at"] and ev["step_s_median"] > 0
     assert ev["torch"] == "2.13.0+cpu" and ev["model"]["hidden"] == 64
+
+
+def test_recorded_h100_runs_before_and_after_the_bf16_wrap():
+    """benchmarks/probe_megatron.py on nvidia-h100-x1 (torch 2.11.0+cu130, NCCL 2.28.9, no TE: local layers):
+    the first run, before Float16Module, failed on the dtype; the run after it passed."""
+    before = json.loads((RECORDED.parent / "megatron-h100-tp1-unwrapped.json").read_text())
+    f = judge_megatron(before)
+    assert f.status is Status.FAIL and f.fix
+    assert f.title.endswith("TP=1 on cuda:0) failed: rank 0: RuntimeError: expected mat1 and mat2 to have the same "
+                            "dtype, but got: float != c10::BFloat16")
+    after = json.loads((RECORDED.parent / "megatron-h100-tp1.json").read_text())
+    f = judge_megatron(after)
+    assert f.status is Status.PASS
+    assert f.title == ("Megatron GPT training (megatron-core local layers, TP=1 on cuda:0, bf16): 8 steps, "
+                       "loss 6.994 → 3.314, 14 ms/step")
+    assert (f.evidence["backend"], f.evidence["torch"], f.evidence["megatron_core"]) == ("nccl", "2.11.0+cu130", "0.18.0")
 
 
 def test_faults_fail_with_the_reason():

@@ -38,6 +38,7 @@ from .model import Finding, Status
 STEPS = 8
 LR = 1e-3
 TIMEOUT_S = 300.0  # the first CUDA/TE kernel compile can take a minute on a cold cache
+DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 FALL_AT = 0.9  # last loss must be below this fraction of the first: a memorised batch falls far more
 
 
@@ -77,17 +78,23 @@ def _installed(name: str) -> bool:
 # --- measuring: a fresh process spawning one rank per device ---------------------------------------------------
 
 def measure_megatron(devices: list[str], *, steps: int = STEPS, model: GPT = GPT(), timeout_s: float = TIMEOUT_S,
-                     layers: str | None = None, python: str = sys.executable) -> dict[str, Any]:
+                     layers: str | None = None, dtype: str | None = None,
+                     python: str = sys.executable) -> dict[str, Any]:
     """Train the probe GPT with TP = len(devices) (at most 2) on `devices` ("cuda:N", or "cpu" repeated for
     gloo ranks), in a worker run by `python`. `layers` forces "te" or "local"; by default the worker takes TE
-    when transformer_engine is installed (GPU only). No megatron-core in the worker's environment: available
-    False, saying so."""
+    when transformer_engine is installed (GPU only). `dtype` is "bf16" (GPUs' default, as verl trains) or
+    "fp32" (the CPU's default; bf16 on the CPU runs the GPU path's casts where the tests run). No megatron-core
+    in the worker's environment: available False, saying so."""
     from .. import proc
 
     tp = min(len(devices), 2)
     devices = devices[:tp]
     cpu = devices[0] == "cpu"
-    doc: dict[str, Any] = {"available": True, "tp": tp, "devices": devices, "layers": layers, "steps": steps,
+    dtype = dtype or ("fp32" if cpu else "bf16")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
+    doc: dict[str, Any] = {"available": True, "tp": tp, "devices": devices, "layers": layers, "dtype": dtype,
+                           "steps": steps,
                            "lr": LR, "model": asdict(model), "backend": "gloo" if cpu else "nccl"}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="rocmkit-megatron-") as tmp:
@@ -137,10 +144,11 @@ def _config(torch, args: dict[str, Any], tp: int, cpu: bool):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     m = args["model"]
-    dtype = torch.float32 if cpu else torch.bfloat16
+    dtype = getattr(torch, DTYPES[args["dtype"]])
     return TransformerConfig(
         num_layers=m["layers"], hidden_size=m["hidden"], num_attention_heads=m["heads"], ffn_hidden_size=m["ffn"],
-        tensor_model_parallel_size=tp, use_cpu_initialization=cpu, params_dtype=dtype, bf16=not cpu,
+        tensor_model_parallel_size=tp, use_cpu_initialization=cpu, params_dtype=dtype,
+        bf16=args["dtype"] == "bf16",
         pipeline_dtype=dtype, hidden_dropout=0.0, attention_dropout=0.0,
         # fused kernels only where there is a GPU to run them; on the CPU every fusion is off. Local layers'
         # fused softmax is apex's extension: used (so tested) where apex built it, torch's softmax elsewhere.
@@ -226,8 +234,14 @@ def _train(torch, args: dict[str, Any], tp: int, cpu: bool) -> dict[str, Any]:
     else:
         model_parallel_cuda_manual_seed(1234)
     m = args["model"]
-    model = GPTModel(config=_config(torch, args, tp, cpu), transformer_layer_spec=spec, vocab_size=m["vocab"],
-                     max_sequence_length=m["seq"])
+    config = _config(torch, args, tp, cpu)
+    model = GPTModel(config=config, transformer_layer_spec=spec, vocab_size=m["vocab"], max_sequence_length=m["seq"])
+    if config.bf16:
+        # as Megatron's own training (and verl's) wraps it: every parameter in bf16 (local layers' torch norms are
+        # made in float32 otherwise, and a float32 activation meets a bf16 weight), float32 loss out
+        from megatron.core.transformer.module import Float16Module
+
+        model = Float16Module(config, model)
     device = torch.device("cpu") if cpu else torch.device("cuda", torch.cuda.current_device())
     model.to(device)
     info["fused_softmax"] = fused_softmax(cpu)
@@ -308,13 +322,13 @@ def judge_megatron(doc: dict[str, Any] | None, context: dict[str, Any] | None = 
         return Finding(fid, "probe", Status.SKIP, f"{label} not run: {doc.get('reason', 'not measured')}",
                        {"reason": doc.get("reason")})
     layers = LAYERS.get(doc.get("layers"), str(doc.get("layers")))
-    where = f"{layers}, TP={doc.get('tp')} on {', '.join(map(str, doc.get('devices') or []))}"
+    where = f"{layers}, TP={doc.get('tp')} on {', '.join(map(str, doc.get('devices') or []))}" + (
+        f", {doc['dtype']}" if doc.get("dtype") else "")
     losses = [float(x) for x in doc.get("losses") or []]
     times = [float(x) for x in doc.get("step_s") or []]
-    evidence: dict[str, Any] = {k: doc.get(k) for k in ("layers", "tp", "devices", "backend", "steps", "lr", "model",
-                                                          "megatron_core", "transformer_engine", "torch", "fused_softmax",
-                                                          "parameters_per_rank", "build_s", "seconds")
-                                if doc.get(k) is not None}
+    keys = ("layers", "tp", "devices", "dtype", "backend", "steps", "lr", "model", "megatron_core", "transformer_engine",
+            "torch", "fused_softmax", "parameters_per_rank", "build_s", "seconds")
+    evidence: dict[str, Any] = {k: doc.get(k) for k in keys if doc.get(k) is not None}
     evidence.update(losses=losses, step_s=times, fall_at=FALL_AT, **(context or {}))
     error = doc.get("error") or next((e for e in doc.get("rank_errors") or [] if e), None)
     if error:
