@@ -169,19 +169,23 @@ def remove_containers(label: str) -> list[str]:
 def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
         timeout: float | None = None, on_line: Callable[[str], None] | None = None,
         log_path: Path | None = None, container_label: str | None = None, what: str | None = None,
-        grace_s: float = GRACE_S, keep_stdout: bool = False, passthrough: bool = False) -> Result:
+        grace_s: float = GRACE_S, keep_stdout: bool = False, passthrough: bool = False,
+        input_text: str | None = None) -> Result:
     """Run argv to completion or to its deadline; see the module docstring. `env` replaces the environment
     (None: inherit). `what` names the work in the Interrupted message. With keep_stdout, stdout is read apart
     from stderr and returned whole in Result.stdout (a JSON document a command prints); both still reach the
     log and on_line. With passthrough the child uses this terminal itself (an interactive container): nothing
-    is read, and on a terminal it stays in the foreground process group so it can read the keyboard."""
+    is read, and on a terminal it stays in the foreground process group so it can read the keyboard.
+    `input_text` is written to the child's stdin, which is then closed (a short request, as a credential
+    helper reads one); otherwise stdin is /dev/null."""
     _become_subreaper()
     started = time.monotonic()
     interactive = passthrough and sys.stdin.isatty()
     piped = None if passthrough else subprocess.PIPE
     with _signals_noted() as received:
         try:
-            child = subprocess.Popen(argv, stdin=None if passthrough else subprocess.DEVNULL, stdout=piped,
+            stdin = None if passthrough else subprocess.PIPE if input_text is not None else subprocess.DEVNULL
+            child = subprocess.Popen(argv, stdin=stdin, stdout=piped,
                                      stderr=piped if keep_stdout else (None if passthrough else subprocess.STDOUT),
                                      env=env, cwd=cwd, text=True, errors="replace", bufsize=1,
                                      start_new_session=not interactive)
@@ -189,6 +193,10 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
             raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
         watch = _Watch(child, _Tree(child.pid), started + timeout if timeout else None, received)
         try:
+            if input_text is not None:
+                with contextlib.suppress(BrokenPipeError):  # a child that exits unread says why in its output
+                    child.stdin.write(input_text)
+                    child.stdin.close()
             if passthrough:
                 watch.wait()
             else:
@@ -324,9 +332,11 @@ class Background:
         self.stop()
 
 
-def capture(argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> Result:
-    """Run a short command and keep its output (merged stdout and stderr) in Result.tail."""
+def capture(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, keep_stdout: bool = False,
+            input_text: str | None = None) -> Result:
+    """Run a short command and keep its output (merged stdout and stderr) in Result.tail; with keep_stdout,
+    stdout alone in Result.stdout too."""
     out: list[str] = []
-    result = run(argv, env=env, timeout=timeout, on_line=out.append)
+    result = run(argv, env=env, timeout=timeout, on_line=out.append, keep_stdout=keep_stdout, input_text=input_text)
     result.tail = out
     return result

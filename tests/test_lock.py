@@ -140,6 +140,83 @@ def test_docker_config_credentials(tmp_path, monkeypatch):
         registry.credentials("ghcr.io")
 
 
+# ---- credential helpers: real programs speaking Docker's helper protocol ----
+
+HELPER = """#!{python}
+# docker-credential-NAME as Docker's helpers behave: `store` reads {{ServerURL, Username, Secret}} JSON, `get`
+# reads a server and prints its entry or says "credentials not found" with exit 1, `erase` drops it
+import json, sys
+path = {store!r}
+try:
+    db = json.load(open(path))
+except FileNotFoundError:
+    db = {{}}
+verb, text = sys.argv[1], sys.stdin.read()
+if verb == "store":
+    entry = json.loads(text)
+    db[entry["ServerURL"]] = entry
+elif verb == "get":
+    server = text.strip()
+    if {broken!r}:
+        sys.exit("the keychain is locked")
+    if server not in db:
+        print("credentials not found in native keychain")
+        sys.exit(1)
+    print(json.dumps(db[server]))
+elif verb == "erase":
+    db.pop(text.strip(), None)
+json.dump(db, open(path, "w"))
+"""
+
+
+def credential_helper(bin_dir: Path, name: str, entries: dict[str, tuple[str, str]] = {}, broken=False) -> Path:
+    """docker-credential-NAME in bin_dir, holding entries (server → user, secret); returns its store file."""
+    bin_dir.mkdir(exist_ok=True)
+    store = bin_dir / f"{name}.json"
+    store.write_text(json.dumps({k: {"ServerURL": k, "Username": u, "Secret": p} for k, (u, p) in entries.items()}))
+    exe = bin_dir / f"docker-credential-{name}"
+    exe.write_text(HELPER.format(python=sys.executable, store=str(store), broken=broken))
+    exe.chmod(0o755)
+    return store
+
+
+def test_credential_helpers_are_asked_as_docker_asks_them(tmp_path, monkeypatch):
+    from rocmkit.refs import Unreachable
+
+    bin_dir = tmp_path / "bin"
+    credential_helper(bin_dir, "desk", {"localhost:5555": ("me", "pw"), "https://index.docker.io/v1/": ("hub", "h")})
+    credential_helper(bin_dir, "gh", {"ghcr.io": ("octo", "ghp"), "quay.io": ("<token>", "refresh")})
+    credential_helper(bin_dir, "locked", broken=True)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    config = tmp_path / "config.json"
+
+    def use(doc):
+        config.write_text(json.dumps(doc))
+
+    # credsStore holds every login; `auths` keeps only placeholders then, as `docker login` leaves it
+    use({"credsStore": "desk", "credHelpers": {"ghcr.io": "gh", "quay.io": "gh", "bad.io": "locked"},
+         "auths": {"localhost:5555": {}}})
+    assert registry.credentials("localhost:5555") == ("me", "pw")
+    assert registry.credentials("docker.io") == ("hub", "h")  # Docker Hub's server key, as Docker passes it
+    assert registry.credentials("ghcr.io") == ("octo", "ghp")  # credHelpers wins over credsStore
+    assert registry.credentials("other.example.com") is None  # "credentials not found": asked anonymously
+    with pytest.raises(Unreachable, match="identity token for quay.io"):
+        registry.credentials("quay.io")
+    with pytest.raises(Unreachable, match="docker-credential-locked get bad.io: exit 1: the keychain is locked"):
+        registry.credentials("bad.io")
+    use({"credsStore": "nowhere"})
+    with pytest.raises(Unreachable, match="`credsStore` names the credential helper 'nowhere', but "
+                                          "docker-credential-nowhere is not on PATH"):
+        registry.credentials("localhost:5555")
+    use({"credHelpers": {"ghcr.io": "../../bin/sh"}})
+    with pytest.raises(InputFileError, match="credHelpers.ghcr.io"):
+        registry.credentials("ghcr.io")
+    use({"credHelpers": ["gh"]})
+    with pytest.raises(InputFileError, match="credHelpers"):
+        registry.credentials("ghcr.io")
+
+
 # ---- the local registry ----
 
 def _docker(*args: str) -> str:
@@ -419,7 +496,9 @@ class _AuthFront:
 
             def do_GET(self):
                 if self.path.startswith("/token"):
-                    if self.headers.get("Authorization") != basic or "scope=repository" not in self.path:
+                    # a pull asks for a repository scope; Docker's login, for an offline token with none
+                    wants = "scope=repository" in self.path or "offline_token=true" in self.path
+                    if self.headers.get("Authorization") != basic or not wants:
                         return self._answer(401)
                     front.tokens_issued += 1
                     return self._answer(200, [("Content-Type", "application/json")], b'{"token": "t0k3n"}')
@@ -486,6 +565,36 @@ def test_registry_login_from_docker_config(tmp_path, pushed, scheme, monkeypatch
         assert code == 0, out
         assert json.loads(lock_path(stack_file).read_text())["images"][ref] == registry.resolve_digest(pushed["refs"][1])
         assert front.tokens_issued == (1 if scheme == "bearer" else 0)
+    finally:
+        front.close()
+
+
+@pytest.mark.docker
+def test_docker_login_into_a_credential_store_serves_lock(tmp_path, pushed, monkeypatch):
+    """Docker's own CLI logs in and stores the secret through a credential helper (credsStore); `rocmkit lock`
+    then asks the same helper, and only it: config.json keeps a placeholder."""
+    reg = os.environ["ROCMKIT_TEST_REGISTRY"]
+    front = _AuthFront(reg.replace("localhost", "127.0.0.1"), "bearer")
+    try:
+        server = f"localhost:{front.port}"
+        store = credential_helper(tmp_path / "bin", "rkstore")
+        monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        config = tmp_path / "docker-config"
+        config.mkdir()
+        (config / "config.json").write_text(json.dumps({"credsStore": "rkstore"}))
+        monkeypatch.setenv("DOCKER_CONFIG", str(config))
+        exe = os.environ.get("ROCMKIT_DOCKER", "docker")
+        r = subprocess.run([exe, "login", server, "-u", "user", "--password-stdin"], input="secret",
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(store.read_text())[server]["Secret"] == "secret"  # the helper holds it ...
+        assert "secret" not in (config / "config.json").read_text()  # ... and config.json does not
+        ref = pushed["refs"][1].replace(reg, server)
+        stack_file = write_stack(tmp_path / "s.toml", ref)
+        code, out = lock("--stack-file", str(stack_file))
+        assert code == 0, out
+        assert json.loads(lock_path(stack_file).read_text())["images"][ref] == registry.resolve_digest(pushed["refs"][1])
+        assert front.tokens_issued >= 2  # the engine's login, then rocmkit's
     finally:
         front.close()
 

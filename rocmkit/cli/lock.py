@@ -29,6 +29,9 @@ def lock(stack_names, stack_files, check, as_json) -> None:
     tag exists on the remote). The lock is written beside the stack file (built-in stacks: in
     rocmkit/resources/stacks/), and render then uses FROM image:tag@sha256:....
 
+    Registry logins are the ones `docker login` stored ($DOCKER_CONFIG/config.json: credHelpers, credsStore
+    or auths, looked up as Docker does; helpers run as docker-credential-NAME get).
+
     Without STACK or --stack-file: every built-in stack. A stack whose refs cannot all be reached keeps
     its old lock (nothing is rewritten) and the unreachable refs are named (exit 3); a stack pin that no
     longer holds upstream (moved tag, missing commit) is not locked (exit 1).

@@ -2,8 +2,8 @@
 of its manifest (list) (HEAD /v2/<name>/manifests/<tag> with the manifest-list Accept headers, read
 Docker-Content-Digest), and a repository's tags (GET /v2/<name>/tags/list, following `Link` pages). One
 image-name parsing, one auth (bearer token, Docker Hub's and ghcr.io's, anonymous or with credentials; basic
-auth; credentials from $DOCKER_CONFIG/config.json `auths`), one request path (https, then plain http for a
-registry on this host). Not the Docker SDK's inspect_distribution: that asks the engine to ask the registry,
+auth; credentials where `docker login` stores them: config.json `auths` or a credential helper), one request
+path (https, then plain http for a registry on this host). Not the Docker SDK's inspect_distribution: that asks the engine to ask the registry,
 and `rocmkit lock` must run where no engine is (CI's lock job) and name the request that failed. A HEAD is
 not counted against Docker Hub's pull limit."""
 
@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import ssl
 import urllib.error
 import urllib.parse
@@ -176,23 +177,36 @@ def _authorization(challenge: str, img: ImageName, timeout: float) -> str:
 
 
 def credentials(registry: str) -> tuple[str, str] | None:
-    """(user, password) for the registry from $DOCKER_CONFIG/config.json (default ~/.docker) `auths`.
-    Credential helpers (credsStore, credHelpers) are not run: a registry only they know is asked anonymously."""
-    folder = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
-    path = folder / "config.json"
+    """(user, password) for the registry as `docker login` stored it, looked up as Docker's CLI does in
+    $DOCKER_CONFIG/config.json (default ~/.docker): a `credHelpers` entry for this registry, else `credsStore`
+    (then `auths` holds only placeholders), else the `auths` entry itself. A helper runs as Docker runs it:
+    `docker-credential-NAME get`, the server on stdin, `{"Username", "Secret"}` on stdout."""
+    path = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
         raise InputFileError(str(path), "", f"cannot read: {exc}", "the JSON `docker login` writes") from None
-    auths = data.get("auths") if isinstance(data, dict) else None
-    if not isinstance(auths, dict):
+    if not isinstance(data, dict):
         return None
     keys = DOCKER_HUB_AUTH_KEYS if registry == DOCKER_HUB else (registry,)
+    helpers = data.get("credHelpers") or {}
+    if not isinstance(helpers, dict):
+        raise InputFileError(str(path), "credHelpers", "not an object", "registry host → credential helper name")
+    field, helper = next(((f"credHelpers.{k}", h) for k, h in helpers.items() if _host(k) in keys), (None, None))
+    if helper is None and data.get("credsStore"):
+        field, helper = "credsStore", data["credsStore"]
+    if helper is not None:
+        if not isinstance(helper, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", helper):
+            raise InputFileError(str(path), field, f"{helper!r} is not a helper name",
+                                 "the NAME of a docker-credential-NAME program, e.g. pass, secretservice")
+        return _from_helper(helper, DOCKER_HUB_AUTH_KEYS[0] if registry == DOCKER_HUB else registry, path, field)
+    auths = data.get("auths")
+    if not isinstance(auths, dict):
+        return None
     for key, entry in auths.items():
-        bare = re.sub(r"^https?://", "", key).split("/", 1)[0]
-        if (key in keys or bare in keys) and isinstance(entry, dict):
+        if (key in keys or _host(key) in keys) and isinstance(entry, dict):
             if entry.get("auth"):
                 try:
                     user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
@@ -202,6 +216,36 @@ def credentials(registry: str) -> tuple[str, str] | None:
             if entry.get("username") and entry.get("password"):
                 return entry["username"], entry["password"]
     return None
+
+
+def _host(key: str) -> str:
+    return re.sub(r"^https?://", "", key).split("/", 1)[0]
+
+
+def _from_helper(helper: str, server: str, config: Path, field: str) -> tuple[str, str] | None:
+    from .. import proc
+
+    exe = f"docker-credential-{helper}"
+    if not shutil.which(exe):
+        raise Unreachable(f"{config} `{field}` names the credential helper {helper!r}, but {exe} is not on PATH: "
+                          f"install it, or log in with `docker login` where it is")
+    run = proc.capture([exe, "get"], timeout=TIMEOUT_S, keep_stdout=True, input_text=server + "\n")
+    said = "\n".join(run.stdout or [])
+    if not run.ok:
+        if "credentials not found" in run.output.lower():  # every Docker helper's words for "no login stored"
+            return None
+        last = next((ln for ln in reversed(run.tail) if ln.strip()), "no output")
+        raise Unreachable(f"{exe} get {server}: " + ("timed out" if run.timed_out else f"exit {run.returncode}: {last}"))
+    try:
+        doc = json.loads(said)
+        user, secret = doc["Username"], doc["Secret"]
+    except (ValueError, KeyError, TypeError):
+        raise Unreachable(f"{exe} get {server}: not a helper's answer ({{\"Username\", \"Secret\"}} JSON): "
+                          f"{said[:120]!r}") from None
+    if user == "<token>":  # an identity (OAuth refresh) token, as `az acr login` stores: not a password login
+        raise Unreachable(f"{exe} holds an identity token for {server}; rocmkit reads user/password logins "
+                          f"only: `docker login {server} -u USER`")
+    return user, secret
 
 
 class _NoRedirectErrors(urllib.request.HTTPErrorProcessor):
