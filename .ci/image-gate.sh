@@ -1,35 +1,42 @@
 #!/usr/bin/env bash
-# The image pipeline's gate, on this machine's CPU: build the verl-cpu image from its stack with rocmkit's
-# real BuildKit build (offline: the wheelhouse of 50-verl-cpu.sh, --network none, the local base image),
-# check it with `rocmkit doctor --image`, and certify it with a real verl GRPO run inside it. The image then
-# serves the certify tests (ROCMKIT_TEST_VERL_CPU_IMAGE). Each step's exit code stops CI.
+# The image pipeline's gate for one CPU stack, on this machine's CPU: build the image from its stack with
+# rocmkit's real BuildKit build (offline: the wheelhouse of 50-cpu-stacks.sh, --network none, the local base
+# image), check it with `rocmkit doctor --image`, and certify it inside with the engine the arguments name:
+#   bash .ci/image-gate.sh verl-cpu --engine verl                                  # real verl GRPO
+#   bash .ci/image-gate.sh trl-cpu --engine trl --vllm-mode server --steps 12      # TRL's vLLM server mode
+# The image then serves the tests (ROCMKIT_TEST_<STACK>_IMAGE). Each step's exit code stops CI.
 set -euo pipefail
+stack=${1:?usage: image-gate.sh STACK CERTIFY-ARGS...}
+shift
 work="${ROCMKIT_CI_WORK:?set by .ci/run}"
 # shellcheck disable=SC1091
 source "$work/env"
-image=rocmkit-ci/verl-cpu:gate
-out="$work/certify-verl-cpu"
+var=$(echo "$stack" | tr 'a-z-' 'A-Z_')
+wheelhouse_var="ROCMKIT_${var}_WHEELHOUSE"
+image="rocmkit-ci/$stack:gate"
+out="$work/certify-$stack"
 
-echo "== rocmkit build --stack verl-cpu"
+echo "== rocmkit build --stack $stack"
 # BuildKit's lines go to the log file (its tail is printed if the build fails); the summary to CI's log.
-rocmkit build --stack verl-cpu --base-image "$ROCMKIT_TEST_BASE_IMAGE" --wheelhouse "$ROCMKIT_VERL_CPU_WHEELHOUSE" \
-  --network none --tag "$image" --progress plain --log-file "$work/build-verl-cpu.log" \
-  2> "$work/build-verl-cpu.stderr" || { tail -n 60 "$work/build-verl-cpu.stderr" >&2; exit 1; }
+rocmkit build --stack "$stack" --base-image "$ROCMKIT_TEST_BASE_IMAGE" --wheelhouse "${!wheelhouse_var}" \
+  --network none --tag "$image" --progress plain --log-file "$work/build-$stack.log" \
+  2> "$work/build-$stack.stderr" || { tail -n 60 "$work/build-$stack.stderr" >&2; exit 1; }
 
 echo "== rocmkit doctor --image $image"
 rocmkit doctor --image "$image"
 
-echo "== rocmkit certify --image $image --engine verl --gpus 0"
+echo "== rocmkit certify --image $image $* --gpus 0"
 rm -rf "$out"
-rocmkit certify --image "$image" --engine verl --gpus 0 --out "$out" --progress plain
+rocmkit certify --image "$image" "$@" --gpus 0 --out "$out" --progress plain
 python3 - "$out/certificate.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 m = c["metrics"]
+server = f"; server log {c['files']['server_log']}" if c.get("files", {}).get("server_log") else ""
 print(f"verdict {c['verdict']}; device {c['device']}; {m['steps']} steps; reward {m['reward']['first']} -> "
       f"{m['reward']['last']}; whole {c['timings']['whole_s']} s (setup {c['timings']['setup_s']} s, "
-      f"run {c['timings']['run_s']} s)")
+      f"run {c['timings']['run_s']} s){server}")
 for row in m["per_step"]:
     print("  ", row)
 PY
-echo "export ROCMKIT_TEST_VERL_CPU_IMAGE=$image" >> "$work/env"
+echo "export ROCMKIT_TEST_${var}_IMAGE=$image" >> "$work/env"

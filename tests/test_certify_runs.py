@@ -144,8 +144,8 @@ def test_known_bad_overrides_are_rejected(tmp_path, tiny_model, bad, message):
 
 
 def verl_cpu_python() -> str:
-    """A Python with the verl-cpu stack's packages and rocmkit (.ci/provision/50-verl-cpu.sh makes it)."""
-    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-verl-cpu.sh makes the verl-cpu venv", "VERL_CPU")
+    """A Python with the verl-cpu stack's packages and rocmkit (.ci/provision/50-cpu-stacks.sh makes it)."""
+    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
 
 
 def certify_with(python: str, *args, timeout=1200):

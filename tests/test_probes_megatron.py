@@ -6,7 +6,7 @@ GPU path's bf16 casts on gloo ranks; and the judge on the H100 documents (megatr
 NCCL/RCCL and TransformerEngine layers need a GPU: benchmarks/probe_megatron.py and the `-m gpu` tests here
 are what a GPU machine runs (README, `probe.megatron`). CI provisions megatron-core
 (.ci/provision/55-megatron.sh) and the verl-cpu venv whose torch brings the triton megatron-core imports
-(50-verl-cpu.sh): there these tests fail, not skip, when either is missing.
+(50-cpu-stacks.sh): there these tests fail, not skip, when either is missing.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ SMALL = GPT(hidden=64, heads=4, ffn=256, vocab=256, seq=32)
 @pytest.fixture
 def megatron_python(monkeypatch) -> str:
     """The verl-cpu venv's Python with megatron-core (and this checkout) on its path."""
-    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-verl-cpu.sh makes the verl-cpu venv", "VERL_CPU")
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
     path = provisioned("ROCMKIT_MEGATRON_PATH", ".ci/provision/55-megatron.sh installs megatron-core", "MEGATRON")
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{path}")
     return python

@@ -1,8 +1,8 @@
 """TRL's vLLM modes (`certify --engine trl --vllm-mode server|colocate`): the launch's argv and device sets,
 the background process groups and the server's health wait against real processes and a real HTTP server,
-and (with the trl-cpu venv of .ci/provision/55-trl-cpu.sh) a real server-mode run on this host's CPU whose
+and (with the trl-cpu venv of .ci/provision/50-cpu-stacks.sh) a real server-mode run on this host's CPU whose
 server is killed mid-run. CI sets ROCMKIT_REQUIRE_TRL_CPU=1, so a missing venv fails. The run that certifies
-is CI's TRL gate (.ci/trl-gate.sh), inside the trl-cpu image: repeating it here would add minutes to CI."""
+is CI's TRL gate (.ci/image-gate.sh trl-cpu), inside the trl-cpu image: repeating it here would add minutes to CI."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from rocmkit.certify import trl_launch, vllm_cpu_serve
 
 
 def trl_cpu_python() -> str:
-    return provisioned("ROCMKIT_TRL_CPU_PYTHON", ".ci/provision/55-trl-cpu.sh makes the trl-cpu venv", "TRL_CPU")
+    return provisioned("ROCMKIT_TRL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the trl-cpu venv", "TRL_CPU")
 
 
 def cfg(device="cpu", zero=None):

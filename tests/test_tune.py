@@ -175,7 +175,7 @@ def test_a_config_missing_a_field_is_named(tmp_path):
 @pytest.mark.parametrize("backend", ["fsdp", "megatron"])
 def test_verl_accepts_the_overrides(backend):
     """The seed-000 plan composed and validated by verl 0.9.1's own config (the verl-cpu venv)."""
-    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-verl-cpu.sh makes the verl-cpu venv", "VERL_CPU")
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
     out = tune("--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--backend", backend, "--json", python=python)
     assert out.returncode == 0, out.stderr
     check = json.loads(out.stdout)["verl_check"]

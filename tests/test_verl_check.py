@@ -29,7 +29,7 @@ def rocmkit(*args, python=sys.executable, timeout=600):
 
 
 def verl_python() -> str:
-    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-verl-cpu.sh makes the verl-cpu venv", "VERL_CPU")
+    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
 
 
 def by_line(doc: dict, file: Path) -> dict[int, list[dict]]:
