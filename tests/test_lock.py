@@ -169,11 +169,13 @@ json.dump(db, open(path, "w"))
 """
 
 
-def credential_helper(bin_dir: Path, name: str, entries: dict[str, tuple[str, str]] = {}, broken=False) -> Path:
+def credential_helper(bin_dir: Path, name: str, entries: dict[str, tuple[str, str]] | None = None,
+                      broken=False) -> Path:
     """docker-credential-NAME in bin_dir, holding entries (server → user, secret); returns its store file."""
     bin_dir.mkdir(exist_ok=True)
     store = bin_dir / f"{name}.json"
-    store.write_text(json.dumps({k: {"ServerURL": k, "Username": u, "Secret": p} for k, (u, p) in entries.items()}))
+    store.write_text(json.dumps({k: {"ServerURL": k, "Username": u, "Secret": p}
+                                 for k, (u, p) in (entries or {}).items()}))
     exe = bin_dir / f"docker-credential-{name}"
     exe.write_text(HELPER.format(python=sys.executable, store=str(store), broken=broken))
     exe.chmod(0o755)

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -94,8 +95,7 @@ def measure_megatron(devices: list[str], *, steps: int = STEPS, model: GPT = GPT
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
     doc: dict[str, Any] = {"available": True, "tp": tp, "devices": devices, "layers": layers, "dtype": dtype,
-                           "steps": steps,
-                           "lr": LR, "model": asdict(model), "backend": "gloo" if cpu else "nccl"}
+                           "steps": steps, "lr": LR, "model": asdict(model), "backend": "gloo" if cpu else "nccl"}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="rocmkit-megatron-") as tmp:
         args, result = os.path.join(tmp, "args.json"), os.path.join(tmp, "result.json")
@@ -309,11 +309,6 @@ def main(argv: list[str]) -> int:
 LAYERS = {"te": "TransformerEngine layers", "local": "megatron-core local layers"}
 
 
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
-
-
 def judge_megatron(doc: dict[str, Any] | None, context: dict[str, Any] | None = None) -> Finding:
     fid, label = "probe.megatron", "Megatron GPT training"
     if not doc:
@@ -339,7 +334,7 @@ def judge_megatron(doc: dict[str, Any] | None, context: dict[str, Any] | None = 
                        evidence, FIX, REFERENCE)
     first, last = losses[0], losses[-1]
     steady = times[1:] or times  # the first step compiles and warms up kernels
-    step = _median(steady)
+    step = statistics.median(steady)
     evidence.update(loss_first=first, loss_last=last, step_s_median=round(step, 4))
     if not all(math.isfinite(x) for x in losses):
         k = next(i for i, x in enumerate(losses) if not math.isfinite(x)) + 1

@@ -3,9 +3,9 @@ of its manifest (list) (HEAD /v2/<name>/manifests/<tag> with the manifest-list A
 Docker-Content-Digest), and a repository's tags (GET /v2/<name>/tags/list, following `Link` pages). One
 image-name parsing, one auth (bearer token, Docker Hub's and ghcr.io's, anonymous or with credentials; basic
 auth; credentials where `docker login` stores them: config.json `auths` or a credential helper), one request
-path (https, then plain http for a registry on this host). Not the Docker SDK's inspect_distribution: that asks the engine to ask the registry,
-and `rocmkit lock` must run where no engine is (CI's lock job) and name the request that failed. A HEAD is
-not counted against Docker Hub's pull limit."""
+path (https, then plain http for a registry on this host). Not the Docker SDK's inspect_distribution: that
+asks the engine to ask the registry, and `rocmkit lock` must run where no engine is (CI's lock job) and name
+the request that failed. A HEAD is not counted against Docker Hub's pull limit."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import proc
 from ..errors import InputFileError
 from . import NotFound, Unreachable
 
@@ -206,7 +207,7 @@ def credentials(registry: str) -> tuple[str, str] | None:
     if not isinstance(auths, dict):
         return None
     for key, entry in auths.items():
-        if (key in keys or _host(key) in keys) and isinstance(entry, dict):
+        if _host(key) in keys and isinstance(entry, dict):
             if entry.get("auth"):
                 try:
                     user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
@@ -223,8 +224,6 @@ def _host(key: str) -> str:
 
 
 def _from_helper(helper: str, server: str, config: Path, field: str) -> tuple[str, str] | None:
-    from .. import proc
-
     exe = f"docker-credential-{helper}"
     if not shutil.which(exe):
         raise Unreachable(f"{config} `{field}` names the credential helper {helper!r}, but {exe} is not on PATH: "
