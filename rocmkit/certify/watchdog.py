@@ -93,12 +93,13 @@ def fatal_pattern(line: str) -> str | None:
     return None
 
 
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Ray colours its prefixes
 _PREFIX_RE = re.compile(r"^(?:\(\S+ pid=\d+\) |\S+ \d\d-\d\d [\d:]+ \[[^\]]+\] )+")
 
 
 def short(line: str) -> str:
     """A log line without its Ray and vLLM prefixes ("(Worker pid=1) ERROR 11-24 12:59:50 [file.py:9] ")."""
-    return _PREFIX_RE.sub("", line.strip())[:300]
+    return _PREFIX_RE.sub("", _ANSI_RE.sub("", line).strip())[:300]
 
 
 def clock_text(seconds: float) -> str:
@@ -181,8 +182,7 @@ class Watch:
             if self.kind != ROLLOUT:
                 text += f"; {self.detail.split(': ', 1)[-1]}"
             return text
-        return f"{self.detail}: {clock_text(now - self.phase_started)}" + (
-            "" if self.kind != START_UP else f" (waiting for step 1, {clock_text(now - self.started)} in all)")
+        return f"{self.detail}: {clock_text(now - self.phase_started)}"
 
     def record(self) -> dict:
         """The certificate's part: the timeline, the longest silence, and the stop if there was one."""
