@@ -79,9 +79,11 @@ def certify(s, miles_dir: str, display):
     from . import settings as settings_mod
     from . import workspace
     from .certificate import build, markdown
-    from .flow import Outcome, _host_facts
+    from .flow import Follow, Outcome, _host_facts
     from .judge import Reason, Status, Verdict, not_certified
+    from .judge import check as judge_check
     from .target import resolve
+    from .watchdog import Watch
 
     started = time.monotonic()
     if not s.image:
@@ -108,30 +110,45 @@ def certify(s, miles_dir: str, display):
             return Outcome(exit_code=0, plan=plan)
         display.stage("training", f"Miles {TEST_FILE} on {s.gpus} GPUs")
         lines: list[str] = []
+        # Miles' output has no step lines rocmkit reads and its own retries print tracebacks: the stall rule only
+        follow = Follow(display, Watch(0, stall_s=s.stall_timeout or float("inf"), first_phase="Miles' test",
+                                       fatal=False))
+
+        def on_line(text: str) -> None:
+            lines.append(text)
+            follow.line(text)
+
         result, _ = run_container(target.image_id, inner, what="Miles' short e2e test",
                                   timeout=max(1.0, s.timeout - (time.monotonic() - started)),
-                                  docker=target.docker or "docker", on_line=lines.append, log_path=ws.log,
+                                  docker=target.docker or "docker", on_line=on_line, log_path=ws.log,
+                                  stop_when=follow.tick,
                                   env=env, mounts=ws.mounts(), workdir=miles_dir, nodes=target.nodes,
                                   skip_missing=True, user=None)
         checks = checks_from_output(result.returncode, result.timed_out, lines)
+        stop = follow.watch.stopped
+        if stop:
+            checks.insert(0, judge_check("no stall or engine error", False, stop.message(s.stall_timeout)))
         if result.timed_out:
             verdict = not_certified(Reason.TIMEOUT, checks)
         elif result.returncode in NOT_STARTED:
             verdict = not_certified(Reason.SETUP, checks)
         else:
             verdict = Verdict(Status.PASS if all(c["passed"] for c in checks) else Status.FAIL, checks)
-        run_doc = {"status": "timed out" if result.timed_out else ("finished" if result.returncode == 0 else "crashed"),
-                   "exit_code": result.returncode, "wall_s": round(result.seconds, 2), "tail": lines[-40:]}
+        status = ("timed out" if result.timed_out else stop.reason if stop else
+                  "finished" if result.returncode == 0 else "crashed")
+        run_doc = {"status": status, "exit_code": result.returncode, "wall_s": round(result.seconds, 2),
+                   "tail": lines[-40:], "stop": stop.to_json() if stop else None,
+                   "longest_silence_s": follow.watch.record()["longest_silence_s"]}
         cert = build(settings=settings, target=target.record, host=_host_facts(), verdict=verdict, run=run_doc,
                      device=f"{s.gpus} GPU(s) in the image", notes=target.notes + [
                          f"docker exit {r}: the test could not start in the image" for r in [result.returncode]
                          if r in NOT_STARTED], files={"log": str(ws.log)},
-                     timings={"whole_s": round(time.monotonic() - started, 3)})
+                     timings={"whole_s": round(time.monotonic() - started, 3)}, timeline=follow.watch.timeline)
         write_atomic(ws.root / "certificate.json", dumps(cert))
         write_atomic(ws.root / "certificate.md", markdown(cert))
         display.done()
         error = (f"Miles' test ran past --timeout {s.timeout} s and was stopped", f"its log: {ws.log}") \
-            if result.timed_out else None
+            if result.timed_out else (stop.message(s.stall_timeout), f"its log: {ws.log}") if stop else None
         return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files={"log": str(ws.log)},
                        folder=ws.root)
     finally:

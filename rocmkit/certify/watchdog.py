@@ -112,8 +112,9 @@ class Watch:
     start-up; a step line starts the next step's rollout; the marker table refines both."""
 
     def __init__(self, total_steps: int, stall_s: float = STALL_S, grace_s: float = ERROR_GRACE_S,
-                 clock=time.monotonic, first_phase: str = "starting the engine"):
+                 clock=time.monotonic, first_phase: str = "starting the engine", fatal: bool = True):
         self.total, self.stall_s, self.grace_s, self.clock = total_steps, stall_s, grace_s, clock
+        self.fatal = fatal  # False: the stall rule only (output whose steps rocmkit cannot read: Miles' test)
         self.started = self.last_activity = self.phase_started = clock()
         self.kind, self.detail = START_UP, first_phase
         self.step = 0  # the last step seen
@@ -153,7 +154,7 @@ class Watch:
                     break  # a late start-up line (a restarted worker) does not undo the steps
                 self._enter(kind, detail if kind == START_UP else f"step {self.step + 1}: {detail}", now)
                 break
-        name = fatal_pattern(text)
+        name = fatal_pattern(text) if self.fatal else None
         if name == "python.exception" and not any("Traceback (most recent call last)" in r for r in self._recent):
             name = None  # an error named in passing, not the end of a traceback
         if name and self.error_at is None:
