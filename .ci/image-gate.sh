@@ -36,6 +36,8 @@ server = f"; server log {c['files']['server_log']}" if c.get("files", {}).get("s
 print(f"verdict {c['verdict']}; device {c['device']}; {m['steps']} steps; reward {m['reward']['first']} -> "
       f"{m['reward']['last']}; whole {c['timings']['whole_s']} s (setup {c['timings']['setup_s']} s, "
       f"run {c['timings']['run_s']} s){server}")
+print("timeline: " + "; ".join(f"{t['at_s']:.0f} s {t['detail']}" for t in c.get("timeline", [])[:6])
+      + f"; longest silence {c['run'].get('longest_silence_s')} s")
 for row in m["per_step"]:
     print("  ", row)
 PY

@@ -113,17 +113,8 @@ def _image(stack: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_trl_frozen_in_its_image_is_stopped_as_a_stall(tmp_path):
-    image = _image("trl-cpu")
-    freeze_after_first_step(sys.executable, tmp_path / "c", "trl", "--image", image)
-    assert subprocess.run(["docker", "ps", "-q", "--filter", "label=io.rocmkit.run"], capture_output=True,
-                          text=True).stdout.strip() == ""
-
-
-@pytest.mark.slow
-@pytest.mark.docker
-def test_verl_frozen_in_its_image_is_stopped_as_a_stall(tmp_path):
-    image = _image("verl-cpu")
-    freeze_after_first_step(sys.executable, tmp_path / "c", "verl", "--image", image)
+@pytest.mark.parametrize("engine, stack", [("trl", "trl-cpu"), ("verl", "verl-cpu")])
+def test_a_trainer_frozen_in_its_image_is_stopped_as_a_stall(tmp_path, engine, stack):
+    freeze_after_first_step(sys.executable, tmp_path / "c", engine, "--image", _image(stack))
     assert subprocess.run(["docker", "ps", "-q", "--filter", "label=io.rocmkit.run"], capture_output=True,
                           text=True).stdout.strip() == ""
