@@ -73,7 +73,8 @@ def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
 
 
 PER_STEP_KEYS = ("critic/score/mean", "reward", "actor/pg_loss", "loss", "actor/kl_loss", "response_length/mean",
-                 "timing_s/step", "timing_s/gen", "timing_s/update_actor", "perf/throughput", "perf/mfu/actor")
+                 "timing_s/step", "timing_s/gen", "timing_s/update_actor", "perf/throughput", "perf/mfu/actor",
+                 "actor/perf/max_memory_allocated_gb", "actor/perf/max_memory_reserved_gb")
 
 
 def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:

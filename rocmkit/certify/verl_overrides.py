@@ -157,5 +157,10 @@ def environment(r: VerlRun, metrics_file: str) -> dict[str, str]:
             "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; the default takes far more than a smoke run uses
             "TORCHDYNAMO_DISABLE": "1",  # vLLM's CPU sampler would compile with inductor: g++ and minutes
         })
+    if r.rollout == "vllm":
+        # verl's Ray environment quiets vLLM to WARN unless the variable is set (verl/trainer/constants_ppo.py:89,
+        # get_ppo_ray_runtime_env); its INFO lines are what the certificate reads: engine init, compile, graph
+        # capture, what sleep mode freed
+        env["VLLM_LOGGING_LEVEL"] = "INFO"
     env.update(sleep_pool.environment(r.rollout, r.on_cpu))
     return env
