@@ -91,12 +91,15 @@ _SUBREAPER = False
 
 class _Tree:
     """Every process the child started, remembered as it runs (pid with its start time, so a reused pid
-    is never mistaken for one of them), plus whatever became rocmkit's own child since the run began."""
+    is never mistaken for one of them), plus whatever became rocmkit's own child since the run began.
 
-    def __init__(self, pid: int, adopt: bool = True):
+    The child itself is signalled and reaped only through its Popen: were psutil to reap it, Popen's own
+    wait would find no such child and report exit status 0, a failure read as success."""
+
+    def __init__(self, child: subprocess.Popen, adopt: bool = True):
         import psutil
 
-        self.pid, self.adopt = pid, adopt  # adopt: rocmkit's own later children count too (see members)
+        self.child, self.pid, self.adopt = child, child.pid, adopt  # adopt: see members
         self.started = time.time() - 1.0
         self.seen: dict[int, float] = {}
         self._psutil = psutil
@@ -138,17 +141,23 @@ class _Tree:
         return out
 
     def stop(self, grace_s: float) -> None:
-        """SIGTERM to the process group and every member, then SIGKILL to what is left after grace_s."""
+        """SIGTERM to the process group and every member, then SIGKILL to what is left after grace_s. The
+        child goes through its Popen (which never signals a pid it has reaped), the rest through psutil."""
         psutil = self._psutil
-        members = self.members()
+        members = [p for p in self.members() if p.pid != self.pid]
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGTERM)
+        self.child.terminate()
         for p in members:
             with contextlib.suppress(psutil.Error):
                 p.terminate()
+        deadline = time.monotonic() + grace_s
         _, alive = psutil.wait_procs(members, timeout=grace_s)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.child.wait(timeout=max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
+        self.child.kill()
         for p in alive:
             with contextlib.suppress(psutil.Error):
                 p.kill()
@@ -191,7 +200,7 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
                                      start_new_session=not interactive)
         except OSError as exc:
             raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-        watch = _Watch(child, _Tree(child.pid), started + timeout if timeout else None, received)
+        watch = _Watch(child, _Tree(child), started + timeout if timeout else None, received)
         try:
             if input_text is not None:
                 with contextlib.suppress(BrokenPipeError):  # a child that exits unread says why in its output
@@ -264,17 +273,19 @@ class _Watch:
                     return
                 if exited_at is None and self.child.poll() is not None:
                     exited_at = now
-                if exited_at is not None and now - exited_at > DRAIN_S:
-                    return  # exited, but something it started still holds the output open
+                if exited_at is not None and (open_streams == 0 or now - exited_at > DRAIN_S):
+                    return  # exited, and its output read (or something it started still holds it open)
                 wait = 0.2 if self.deadline is None else max(0.0, min(0.2, self.deadline - now))
+                if open_streams == 0:  # its output closed; it is done when it exits (most often, now)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.child.wait(timeout=wait)
+                    continue
                 try:
                     name, text = lines.get(timeout=wait)
                 except queue.Empty:
                     continue
                 if text is None:
                     open_streams -= 1
-                    if open_streams == 0:
-                        return
                     continue
                 if keep_stdout and name == "stdout":
                     self.stdout.append(text)
@@ -309,7 +320,7 @@ class Background:
             if self._log:
                 self._log.close()
             raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-        self.tree = _Tree(self.child.pid, adopt=False)
+        self.tree = _Tree(self.child, adopt=False)
 
     def poll(self) -> int | None:
         """Its exit status, or None while it runs; notes its descendants as it goes."""

@@ -401,6 +401,33 @@ def _g(*args, cwd=None) -> str:
                           timeout=60).stdout.strip()
 
 
+def _serve(served: Path, c1: str, tries: int = 5) -> tuple[subprocess.Popen, str]:
+    """`git daemon` serving `served` on a free port, once it answers with this repository (c1 among its refs).
+    The port is free when chosen, not when the daemon binds it: if something took it meanwhile, the daemon
+    exits (bind fails) and another port is tried, so the test never talks to a server not its own."""
+    for _ in range(tries):
+        port = _free_port()
+        daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={served}",
+                                   "--listen=127.0.0.1", f"--port={port}", str(served)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"git://127.0.0.1:{port}/upstream.git"
+        deadline = time.monotonic() + 20
+        while daemon.poll() is None:
+            try:  # a listener not ours may accept and never answer
+                r = subprocess.run(["git", "ls-remote", url], capture_output=True, text=True, timeout=5)
+                answer = r.stdout if r.returncode == 0 else r.stderr
+            except subprocess.TimeoutExpired:
+                answer = "no answer within 5 s"
+            if c1 in answer and daemon.poll() is None:
+                return daemon, url
+            if time.monotonic() > deadline:
+                daemon.kill()
+                daemon.wait(timeout=10)
+                pytest.fail(f"git daemon did not answer on port {port}: {answer}")
+            time.sleep(0.2)
+    pytest.fail(f"git daemon could not listen on a free port in {tries} tries")
+
+
 @pytest.fixture
 def remote(tmp_path):
     """upstream.git with commits c1, c2 and tags v1 (-> c1) and a1 (annotated, -> c2), served by `git daemon`."""
@@ -415,15 +442,7 @@ def remote(tmp_path):
     _g("tag", "-a", "-m", "annotated", "a1", c2, cwd=work)
     bare = served / "upstream.git"
     _g("clone", "-q", "--bare", str(work), str(bare))
-    port = _free_port()
-    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={served}",
-                               "--listen=127.0.0.1", f"--port={port}", str(served)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"git://127.0.0.1:{port}/upstream.git"
-    deadline = time.monotonic() + 20
-    while subprocess.run(["git", "ls-remote", url], capture_output=True, timeout=20).returncode != 0:
-        assert time.monotonic() < deadline, "git daemon did not start"
-        time.sleep(0.2)
+    daemon, url = _serve(served, c1)
     yield {"url": url, "c1": c1, "c2": c2, "bare": bare, "daemon": daemon}
     daemon.terminate()
     daemon.wait(timeout=10)

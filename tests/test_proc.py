@@ -103,3 +103,32 @@ def test_a_signal_to_rocmkit_alone_stops_the_child_tree_first(sig, code):
 def test_capture_keeps_every_line():
     r = proc.capture([sys.executable, "-c", "print('\\n'.join(map(str, range(200))))"], timeout=30)
     assert r.ok and r.tail == [str(i) for i in range(200)]
+
+
+# A child that has closed its output is not done: its exit status comes after. It must be the one reported
+# (a git fetch that failed was once reported as exit 0: its output closed as it exited, the cleanup reaped it
+# through psutil, and subprocess then read "no such child" as status 0).
+CLOSES_OUTPUT_THEN_EXITS = "import os, sys, time; print('fatal: boom', file=sys.stderr, flush=True); " \
+                           "os.close(1); os.close(2); time.sleep(0.5); sys.exit(int(sys.argv[1]))"
+
+
+@pytest.mark.parametrize("keep_stdout", [False, True])
+def test_the_exit_status_is_the_childs_even_when_it_closed_its_output_first(keep_stdout):
+    r = proc.run([sys.executable, "-c", CLOSES_OUTPUT_THEN_EXITS, "1"], timeout=30, keep_stdout=keep_stdout)
+    assert (r.returncode, r.ok, r.tail) == (1, False, ["fatal: boom"])
+    r = proc.run([sys.executable, "-c", CLOSES_OUTPUT_THEN_EXITS, "0"], timeout=30, keep_stdout=keep_stdout)
+    assert (r.returncode, r.ok) == (0, True)  # waited for, not stopped because its output closed
+
+
+def test_a_child_that_closed_its_output_still_stops_at_the_deadline():
+    code = "import os, time; os.close(1); os.close(2); time.sleep(300)"
+    started = time.monotonic()
+    r = proc.run([sys.executable, "-c", code], timeout=1, grace_s=5)
+    assert r.timed_out and not r.ok and r.returncode is None and time.monotonic() - started < 20
+
+
+def test_a_stopped_background_process_reports_the_signal_not_success():
+    server = proc.Background([sys.executable, "-c", "import time; time.sleep(300)"])
+    time.sleep(0.2)
+    assert server.poll() is None
+    assert server.stop(grace_s=5) == -signal.SIGTERM

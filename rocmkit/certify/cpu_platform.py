@@ -205,6 +205,9 @@ def activate() -> bool:
         return False
     _alias_vllm_distribution()
     _register()
+    from . import cpu_weight_sync
+
+    cpu_weight_sync.install()  # verl's weight sync into vLLM's CPU build (that module says what and why)
     return True
 
 
