@@ -3,7 +3,8 @@ start, the rollout engine's init (compile, graph capture), the first step, the o
 verl (on the CPU or on GPUs) and TRL, on the host and in an image.
 
     python benchmarks/certify_overhead.py [--runs 1] [--steps 16] [--trl] [--verl-python PY] [--image IMG]
-                                          [--gpus 0] [--size tiny] [--certify-arg ARG ...] [--keep DIR] [--json FILE]
+                                          [--gpus 0] [--size tiny] [--certify-arg ARG ...] [--no-floor] [--keep DIR]
+                                          [--json FILE]
 
 --trl             TRL on this host's CPU, with the Python running this script (rocmkit[certify] installed)
 --verl-python PY  verl on this host with PY (the verl-cpu stack's packages with --gpus 0; verl, vLLM and Ray on a
@@ -11,9 +12,8 @@ verl (on the CPU or on GPUs) and TRL, on the host and in an image.
 --image IMG       verl on the CPU inside IMG (the verl-cpu image), through the Docker engine
 --keep DIR        copy each run's certificate.json and run.log there (DIR/<case>-<run>.{json,log})
 
-The split comes from the run's own log: the certificate's `timeline` where rocmkit records one, otherwise the
-time each line of run.log appeared, read by this script every 0.1 s while certify runs, matched against the
-lines verl 0.9.1, Ray 2.60 and vLLM 0.24 print at each milestone. A milestone not seen leaves its time in the
+The split comes from the run's own log: the time each line of run.log appeared, read by this script every 0.1 s
+while certify runs, matched against the lines verl 0.9.1, Ray 2.60 and vLLM 0.24 print at each milestone. A milestone not seen leaves its time in the
 next phase. Baselines measured in the same script: the steps of the same run (whole ÷ steps), and the import
 floor, the seconds a fresh process of the target's Python takes to import torch, Ray, verl and the rollout
 engine (the run starts about five such processes); start-up ÷ import floor says how much is left above it.
@@ -46,9 +46,8 @@ MILESTONES = [
     ("first step", re.compile(r"(?:^|\s)step:1 - ")),
 ]
 STEP_RE = re.compile(r"(?:^|\s)step:(\d+) - ")
-# worker processes by Ray's prefix: from their first line to the line that says they are ready
-WORKERS = {"WorkerDict": "actor and ref model engine initialized", "vLLMHttpServer": "init engine (profile",
-           "AgentLoopWorker": None, "RewardLoopWorker": None, "TaskRunner": "all initialize finished"}
+# Ray prefixes each worker's lines with `(Name pid=N)`: the first one says when that process was up and printing
+WORKER_RE = re.compile(r"^\((\w+?)(?:V\d+|TQ)? pid=\d+\)")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -135,16 +134,14 @@ def milestones(lines: list[tuple[float, str]], steps: int) -> list[tuple[str, fl
     return out
 
 
-def workers(lines: list[tuple[float, str]]) -> dict[str, list[float]]:
-    """Each worker kind's first line and ready line (seconds since launch), from Ray's `(Name pid=N)` prefixes."""
-    out: dict[str, list[float]] = {}
+def workers(lines: list[tuple[float, str]]) -> dict[str, float]:
+    """Each worker kind's first line (seconds since launch); when it was ready is the milestone table's."""
+    out: dict[str, float] = {}
     for at, line in lines:
-        for name, ready in WORKERS.items():
-            if f"({name}" in line:
-                span = out.setdefault(name, [at, None])
-                if ready and span[1] is None and ready in line:
-                    span[1] = at
-    return {k: [round(a, 1), round(b, 1) if b is not None else None] for k, (a, b) in out.items()}
+        m = WORKER_RE.match(line)
+        if m:
+            out.setdefault(m.group(1), at)
+    return out
 
 
 def split(whole: float, cert: dict, tail: Tail, start_s: float) -> dict:
@@ -155,8 +152,7 @@ def split(whole: float, cert: dict, tail: Tail, start_s: float) -> dict:
     parts = {"setup (resolve, imports, model, data, config check)": t.get("resolve_s", 0) + t.get("setup_s", 0)
              + t.get("probes_s", 0)}
     run_start = tail.created if tail.created is not None else whole - t.get("judge_s", 0) - t["run_s"]
-    marks = ([(m["phase"], run_start + m["at_s"]) for m in cert["timeline"]] if cert.get("timeline")
-             else milestones(tail.lines, steps_n))
+    marks = milestones(tail.lines, steps_n)
     last = run_start
     for name, at in marks:
         parts[name] = max(0.0, at - last)
@@ -167,8 +163,7 @@ def split(whole: float, cert: dict, tail: Tail, start_s: float) -> dict:
     parts["rocmkit CLI and the rest"] = whole - sum(parts.values())
     return {"whole": whole, "parts": {k: round(v, 2) for k, v in parts.items()}, "steps_s": round(steps, 2),
             "first_step_line_s": next((round(at - run_start, 1) for n, at in marks if n == "first step"), None),
-            "workers": {k: [round(a - run_start, 1), round(b - run_start, 1) if b is not None else None]
-                        for k, (a, b) in workers(tail.lines).items()},
+            "workers_first_line_s": {k: round(a - run_start, 1) for k, a in workers(tail.lines).items()},
             "container_start_s": start_s, "setup": st}
 
 
@@ -182,6 +177,7 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=0, help="for --verl-python: GPUs to train on (0: the CPU)")
     ap.add_argument("--size", default="tiny", choices=("tiny", "0.5b"))
     ap.add_argument("--certify-arg", action="append", default=[], help="passed on to certify (repeat)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the import floor (measured in an earlier run)")
     ap.add_argument("--keep", help="copy each run's certificate.json and run.log into this folder")
     ap.add_argument("--json", dest="json_out", help="write the results here")
     a = ap.parse_args()
@@ -204,7 +200,7 @@ def main() -> None:
         for name, python, args, start_s in cases:
             modules = ["torch", "ray", "verl.trainer.main_ppo", "vllm"] if "verl" in name and not a.image else \
                 ["torch", "trl"] if "TRL" in name else []
-            floor = import_floor(python, modules) if modules else {}
+            floor = import_floor(python, modules) if modules and not a.no_floor else {}
             for i in range(a.runs):
                 out = Path(tmp) / f"{len(results)}"
                 whole, cert, tail = certify(python, [*args, *common], out)
@@ -236,9 +232,9 @@ def table(results: list[dict]) -> None:
         print("| phase | s | share |\n|---|---:|---:|")
         for k, v in p.items():
             print(f"| {k} | {v:.1f} | {v / r['whole']:.0%} |")
-        if r["workers"]:
-            print("workers (first line → ready, s after launch): "
-                  + "; ".join(f"{k} {a} → {b if b is not None else '?'}" for k, (a, b) in r["workers"].items()))
+        if r["workers_first_line_s"]:
+            print("each worker's first line, s after launch: "
+                  + ", ".join(f"{k} {a}" for k, a in r["workers_first_line_s"].items()))
 
 
 if __name__ == "__main__":
