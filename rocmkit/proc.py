@@ -40,6 +40,7 @@ class Result:
     seconds: float
     tail: list[str] = field(default_factory=list)  # the last lines of output
     stdout: list[str] | None = None  # every stdout line, when asked for with keep_stdout (stderr kept apart)
+    stopped: str | None = None  # why stop_when stopped it (returncode None then, as at a deadline)
 
     @property
     def ok(self) -> bool:
@@ -179,14 +180,16 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
         timeout: float | None = None, on_line: Callable[[str], None] | None = None,
         log_path: Path | None = None, container_label: str | None = None, what: str | None = None,
         grace_s: float = GRACE_S, keep_stdout: bool = False, passthrough: bool = False,
-        input_text: str | None = None) -> Result:
+        input_text: str | None = None, stop_when: Callable[[], str | None] | None = None) -> Result:
     """Run argv to completion or to its deadline; see the module docstring. `env` replaces the environment
     (None: inherit). `what` names the work in the Interrupted message. With keep_stdout, stdout is read apart
     from stderr and returned whole in Result.stdout (a JSON document a command prints); both still reach the
     log and on_line. With passthrough the child uses this terminal itself (an interactive container): nothing
     is read, and on a terminal it stays in the foreground process group so it can read the keyboard.
     `input_text` is written to the child's stdin, which is then closed (a short request, as a credential
-    helper reads one); otherwise stdin is /dev/null."""
+    helper reads one); otherwise stdin is /dev/null. `stop_when` is asked several times a second while the
+    child runs (after each line, and when none comes): a reason it returns stops the tree as a deadline does,
+    and the Result carries the reason (a certification's watchdog)."""
     _become_subreaper()
     started = time.monotonic()
     interactive = passthrough and sys.stdin.isatty()
@@ -200,7 +203,7 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
                                      start_new_session=not interactive)
         except OSError as exc:
             raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-        watch = _Watch(child, _Tree(child), started + timeout if timeout else None, received)
+        watch = _Watch(child, _Tree(child), started + timeout if timeout else None, received, stop_when)
         try:
             if input_text is not None:
                 with contextlib.suppress(BrokenPipeError):  # a child that exits unread says why in its output
@@ -211,7 +214,7 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
             else:
                 watch.pump(on_line, log_path, keep_stdout)
         finally:
-            stopped = watch.timed_out or bool(received) or child.poll() is None
+            stopped = watch.timed_out or watch.stopped is not None or bool(received) or child.poll() is None
             if container_label and stopped:
                 remove_containers(container_label)  # first: a stopped client would leave its container running
             # Whatever is left of the tree goes: all of it at a deadline or signal, leftovers after an exit.
@@ -222,26 +225,34 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
                 remove_containers(container_label)
         if received:
             raise Interrupted(received[0], what or Path(argv[0]).name)
-    if log_path and watch.timed_out:
+    if log_path and (watch.timed_out or watch.stopped):
         with open(log_path, "a", encoding="utf-8") as handle:
-            handle.write(f"rocmkit: stopped at the deadline ({timeout:g} s)\n")
-    return Result(argv=list(argv), returncode=None if watch.timed_out else child.returncode,
+            handle.write(f"rocmkit: stopped at the deadline ({timeout:g} s)\n" if watch.timed_out
+                         else f"rocmkit: stopped: {watch.stopped}\n")
+    cut_short = watch.timed_out or watch.stopped is not None
+    return Result(argv=list(argv), returncode=None if cut_short else child.returncode,
                   timed_out=watch.timed_out, seconds=time.monotonic() - started, tail=watch.tail,
-                  stdout=watch.stdout if keep_stdout else None)
+                  stdout=watch.stdout if keep_stdout else None, stopped=watch.stopped)
 
 
 class _Watch:
     """The loop around a running child: the clock, the signals noted, and (piped) its output lines."""
 
-    def __init__(self, child: subprocess.Popen, tree: _Tree, deadline: float | None, received: list[int]):
+    def __init__(self, child: subprocess.Popen, tree: _Tree, deadline: float | None, received: list[int],
+                 stop_when: Callable[[], str | None] | None = None):
         self.child, self.tree, self.deadline, self.received = child, tree, deadline, received
+        self.stop_when = stop_when
+        self.stopped: str | None = None
         self.timed_out = False
         self.tail: list[str] = []
         self.stdout: list[str] = []
 
     def _past_deadline(self, now: float) -> bool:
+        """The deadline passed, or stop_when gave a reason: either way the child is stopped."""
         self.timed_out = self.deadline is not None and now >= self.deadline
-        return self.timed_out
+        if not self.timed_out and self.stop_when is not None and self.child.poll() is None:
+            self.stopped = self.stop_when()
+        return self.timed_out or self.stopped is not None
 
     def wait(self) -> None:
         """The child owns the terminal: just watch the clock, the signals and its exit."""

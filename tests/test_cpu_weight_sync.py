@@ -12,16 +12,18 @@ from pathlib import Path
 import pytest
 from provisioned import provisioned
 
+from rocmkit import proc
+
 HERE = Path(__file__).resolve().parent
 
 
 def run(mode: str, *args: str) -> dict:
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")
-    r = subprocess.run([python, str(HERE / "weight_sync_run.py"), mode, *args], capture_output=True, text=True,
-                       timeout=600, cwd=HERE)
-    lines = [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
-    assert r.returncode == 0 and lines, r.stdout[-3000:] + r.stderr[-3000:]
+    # through rocmkit's runner: whatever the run leaves (vLLM's engine process, a sender left waiting) is stopped
+    r = proc.capture([python, str(HERE / "weight_sync_run.py"), mode, *args], timeout=600)
+    lines = [line for line in r.tail if line.startswith("RESULT ")]
+    assert r.returncode == 0 and lines, "\n".join(r.tail[-80:])
     return json.loads(lines[-1][len("RESULT "):])
 
 

@@ -77,8 +77,6 @@ def receiver() -> dict:
 
 
 def vllm_engine(model_dir: str, unfixed: bool) -> dict:
-    import torch
-    from transformers import AutoModelForCausalLM
     from vllm import LLM
 
     llm = LLM(model=model_dir, dtype="bfloat16", enforce_eager=True, max_model_len=256, max_num_seqs=8,
@@ -89,6 +87,16 @@ def vllm_engine(model_dir: str, unfixed: bool) -> dict:
         layer = worker.model_runner.model.model.layers[0].mlp.down_proj
         return {"numel": layer.weight.numel(), "loadable": hasattr(layer.weight, "weight_loader"),
                 "sum": float(layer.weight.float().sum()) if layer.weight.numel() else None}
+
+    try:
+        return _syncs(llm, linear, model_dir, unfixed)
+    finally:
+        llm.llm_engine.engine_core.shutdown()  # vLLM's engine process, which os._exit below would orphan
+
+
+def _syncs(llm, linear, model_dir: str, unfixed: bool) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM
 
     out = {"after_start": llm.collective_rpc(linear)[0], "syncs": []}
     if unfixed:

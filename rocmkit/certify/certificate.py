@@ -85,7 +85,7 @@ def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:
 def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: dict, device: str | None,
           steps: dict | None = None, info: dict | None = None, setup: dict | None = None, probes: dict | None = None,
           notes: list[str] = (), files: dict | None = None, timings: dict | None = None,
-          verl: dict | None = None) -> dict:
+          timeline: list[dict] = (), verl: dict | None = None) -> dict:
     steps, info = steps or {}, info or {}
     metrics = summarize(steps, {**info, "device": device})
     metrics["per_step"] = per_step(steps)
@@ -107,8 +107,15 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
         "verl": verl,  # verl_report.record: the attention chosen, rollout graphs, what sleep mode freed
         "notes": list(notes),
         "timings": dict(timings or {}),
+        "timeline": list(timeline),  # the run's phases as the watchdog named them, with their start (s into the run)
         "files": files or {},
     })
+
+
+def meaningful_mfu(mfu: dict | None) -> bool:
+    """Whether the MFU figure says something: below 0.1 % (the tiny model, a CPU) it prints as 0.0 % and only
+    misleads, so the summary leaves it out; the JSON keeps the figure."""
+    return bool(mfu) and mfu.get("update") is not None and mfu["update"] >= 0.001
 
 
 def _result(c: dict) -> str:
@@ -149,10 +156,15 @@ def markdown(cert: dict) -> str:
         f"wall: {run.get('wall_s') or 0:.1f} s",
         f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
         f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
-        + (f"; MFU (update): {mt['mfu']['update']:.1%}" if mt.get("mfu") else ""),
+        + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),
         "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
     ]
     lines += verl_lines(cert.get("verl"))
+    stop = run.get("stop")
+    if stop:
+        lines.append(f"- stopped by the watchdog: {stop['reason']} in {stop['phase']} ({stop['detail']}), "
+                     f"{stop['quiet_s']} s" + (f"; pattern {stop['pattern']}" if stop.get("pattern") else ""))
+        lines += ["", "```", *stop["lines"][-12:], "```"]
     lines += [f"- note: {n}" for n in cert.get("notes", [])]
     lines += ["", "| check | result | detail |", "|---|---|---|"]
     lines += [f"| {c['name']} | {_result(c)} | {c['detail']} |" for c in cert["checks"]]

@@ -24,10 +24,7 @@ machines the stack was built on:
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
-import sys
-from typing import Callable
+from .import_hooks import after_import
 
 VLLM_GEMM_MODULE = "vllm.model_executor.layers.utils"
 RECEIVER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
@@ -75,44 +72,6 @@ def copy_on_receive(module) -> None:
 
     receive_weights._rocmkit_copies = True
     receiver.receive_weights = receive_weights
-
-
-class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Runs a function on a module right after it is first imported (or now, if it already is)."""
-
-    def __init__(self, name: str, fix: Callable):
-        self.name, self.fix, self._spec = name, fix, None
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name or self._spec is not None:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return None
-        self._spec = spec
-        self._loader = spec.loader
-        spec.loader = self
-        return spec
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        module.__spec__.loader = self._loader
-        sys.meta_path.remove(self)
-        self.fix(module)
-
-
-def after_import(name: str, fix: Callable) -> None:
-    if name in sys.modules:
-        fix(sys.modules[name])
-    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, fix))
 
 
 def install() -> None:

@@ -19,7 +19,7 @@ from ..progress import Display
 from . import metrics as metrics_mod
 from . import settings as settings_mod
 from . import setup as setup_mod
-from . import verl_overrides, verl_report, workspace
+from . import verl_overrides, verl_report, watchdog, workspace
 from .certificate import build, markdown
 from .judge import Reason, RunStatus, Status, Verdict, check, judge, not_certified
 from .settings import SERVER_READY_S, TRL_DEFAULTS, TRL_LR, TRL_MAX_MODEL_LEN, Backend, Engine, Rollout, Settings
@@ -168,6 +168,7 @@ def settings_doc(s: Settings, argv: list[str]) -> dict:
             "model": str(s.model) if s.model else f"built-in {s.size}",
             "data": str(s.data) if s.data else "built-in digits task",
             "rollout": s.rollout.value if s.engine is Engine.VERL else None, "timeout_s": s.timeout,
+            "stall_timeout_s": s.stall_timeout or None,
             "backend": s.backend.value if s.engine is Engine.VERL else None,
             "megatron": {"tp": s.tp, "pp": s.pp} if s.backend.value == "megatron" else None,
             "vllm_mode": s.vllm_mode.value if s.vllm_mode else None, "zero": s.zero,
@@ -178,17 +179,34 @@ def settings_doc(s: Settings, argv: list[str]) -> dict:
 
 # ---- the edges ----
 
-class _StepProgress:
-    """Turns the engine's step lines into the display's 'step k of n, reward'."""
+class Follow:
+    """The run's watchdog and what the display says of it: the phase and its time, or the step and the reward.
+    On a terminal the text is refreshed once a second; in plain mode a line is printed when the phase or step
+    changes, and every PLAIN_EVERY_S while it does not, so a CI log shows what a long wait is waiting for."""
 
-    def __init__(self, display: Display, total: int):
-        self.display, self.total = display, total
+    PLAIN_EVERY_S = 30.0
 
-    def __call__(self, line: str) -> None:
-        steps = metrics_mod.read_console(line)
-        for n, values in steps.items():
-            reward = next((values[k] for k in ("critic/score/mean", "reward") if k in values), None)
-            self.display.update(f"step {n} of {self.total}" + (f", reward {reward:.3f}" if reward is not None else ""))
+    def __init__(self, display: Display, watch: watchdog.Watch):
+        self.display, self.watch = display, watch
+        self._shown, self._shown_at = None, 0.0
+
+    def line(self, text: str) -> None:
+        self.watch.line(text)
+        self._show()
+
+    def tick(self) -> str | None:
+        """proc.run's stop_when: the watchdog's reason to stop, or None."""
+        reason = self.watch.check()
+        self._show()
+        return reason
+
+    def _show(self) -> None:
+        w, now = self.watch, time.monotonic()
+        key = (w.kind, w.detail, w.step)
+        every = 1.0 if self.display.mode == "tty" else self.PLAIN_EVERY_S
+        if key != self._shown or now - self._shown_at >= every:
+            self.display.update(w.status())
+            self._shown, self._shown_at = key, now
 
 
 def _host_facts() -> dict:
@@ -305,8 +323,11 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     probes = probe_figures(s, target, deadline)
     timings.lap("probes")
     display.stage("training", f"{s.engine.value}, {s.steps} steps on {device_used(s, report)}")
-    run = target.run(inner, env, ws, timeout=max(1.0, deadline - time.monotonic()),
-                     on_line=_StepProgress(display, s.steps), log_path=ws.log, what="the certification run")
+    follow = Follow(display, watchdog.Watch(s.steps, stall_s=s.stall_timeout or float("inf"),
+                                            first_phase="starting Ray" if s.engine is Engine.VERL else
+                                            "starting the trainer"))
+    run = target.run(inner, env, ws, timeout=max(1.0, deadline - time.monotonic()), on_line=follow.line,
+                     log_path=ws.log, what="the certification run", stop_when=follow.tick)
     timings.lap("run")
     display.stage("judging")
     steps = read_steps(ws)
@@ -314,24 +335,32 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     files.update(log=str(ws.log), metrics=str(ws.metrics))
     if ws.server_log.exists():
         files["server_log"] = str(ws.server_log)
-    status = RunStatus.TIMED_OUT if run.timed_out else (RunStatus.FINISHED if run.returncode == 0 else RunStatus.CRASHED)
-    run_doc = {"status": status.value, "exit_code": run.returncode, "wall_s": round(run.seconds, 2)}
+    status = run_status(run)
+    watched = follow.watch.record()
+    run_doc = {"status": status.value, "exit_code": run.returncode, "wall_s": round(run.seconds, 2),
+               "stop": watched["stop"], "longest_silence_s": watched["longest_silence_s"],
+               "stall_timeout_s": s.stall_timeout or None}
+    stop = follow.watch.stopped
+    extra = extra_checks(report) + ([check("no stall or engine error", False, stop.message(s.stall_timeout))]
+                                   if stop else [])
+    verdict = judge(steps, s.steps, status, require_learning=s.learning_required, probes=probes, extra=extra)
     if status is RunStatus.TIMED_OUT:
-        verdict = not_certified(Reason.TIMEOUT, judge(steps, s.steps, status, require_learning=s.learning_required,
-                                                      probes=probes, extra=extra_checks(report)).checks)
-    else:
-        verdict = judge(steps, s.steps, status, require_learning=s.learning_required, probes=probes,
-                        extra=extra_checks(report))  # setup failures stopped the run above
+        verdict = not_certified(Reason.TIMEOUT, verdict.checks)  # setup failures stopped the run above
     timings.lap("judge")
     timings["whole_s"] = round(time.monotonic() - timings.started, 3)
     verl = (verl_report.record(report, ws.log.read_text(errors="replace") if ws.log.exists() else "",
                                s.rollout_graphs) if s.engine is Engine.VERL else None)
     cert = build(**base, verdict=verdict, run=run_doc, device=device_used(s, report), steps=steps, info=info,
-                 setup=report, probes=probes, notes=target.notes, files=files, verl=verl)
+                 setup=report, probes=probes, notes=target.notes, files=files, timeline=watched["timeline"],
+                 verl=verl)
     _write_certificate(ws, cert)
     display.done()
-    error = ((f"the certification ran past --timeout {s.timeout} s and was stopped", f"its log: {ws.log}")
-             if status is RunStatus.TIMED_OUT else launch_error(ws))
+    if status is RunStatus.TIMED_OUT:
+        error = (f"the certification ran past --timeout {s.timeout} s and was stopped", f"its log: {ws.log}")
+    elif stop:
+        error = (stop.message(s.stall_timeout), f"the last lines are in the certificate (run.stop.lines); the log: {ws.log}")
+    else:
+        error = launch_error(ws)
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
 
 
@@ -346,6 +375,14 @@ def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report
     if s.dry_run:
         return Outcome(exit_code=verdict.exit_code, error=error, files=files)
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
+
+
+def run_status(run) -> RunStatus:
+    if run.timed_out:
+        return RunStatus.TIMED_OUT
+    if run.stopped:
+        return RunStatus(run.stopped)  # the watchdog's reason: stalled, or engine error
+    return RunStatus.FINISHED if run.returncode == 0 else RunStatus.CRASHED
 
 
 def read_steps(ws: Workspace) -> dict[int, dict[str, float]]:

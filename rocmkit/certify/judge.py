@@ -34,6 +34,8 @@ class RunStatus(TextEnum):
     FINISHED = "finished"
     CRASHED = "crashed"
     TIMED_OUT = "timed out"
+    STALLED = "stalled"  # the watchdog: no step and no output for --stall-timeout
+    ENGINE_ERROR = "engine error"  # the watchdog: a fatal line and no progress after it
 
 
 EXIT_CODES = {Status.PASS: 0, Status.FAIL: 1, Reason.SETUP: 3, Reason.TIMEOUT: 124}

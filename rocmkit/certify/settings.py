@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..textenum import TextEnum
+from .watchdog import STALL_S
 
 
 class Engine(TextEnum):
@@ -62,6 +63,7 @@ class Settings:
     size: str = "tiny"
     rollout: Rollout = Rollout.VLLM
     timeout: int = 3600
+    stall_timeout: int = STALL_S  # 0: no stall limit (fatal errors still stop the run); see watchdog.py
     probes: bool = True
     force: bool = False
     dry_run: bool = False
@@ -96,6 +98,8 @@ def check(s: Settings) -> Settings:
         raise UsageError(f"--gpus {s.gpus}: a count of GPUs, 0 for the CPU")
     if s.timeout < 1:
         raise UsageError(f"--timeout {s.timeout}: seconds, at least 1")
+    if s.stall_timeout < 0:
+        raise UsageError(f"--stall-timeout {s.stall_timeout}: seconds without a step or an output line, 0 for none")
     if s.size not in SIZES:
         raise UsageError(f"--size {s.size!r}", hint=f"one of: {', '.join(SIZES)}")
     if s.engine is Engine.VERL and s.on_cpu and s.rollout is not Rollout.VLLM:

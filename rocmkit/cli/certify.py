@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..certify.watchdog import STALL_S
 from ..errors import UsageError
 from ..output import dumps
 from .common import json_option
@@ -63,6 +64,11 @@ from .common import json_option
               help="With --vllm-mode on GPUs: DeepSpeed ZeRO stage of the trainer (accelerate --use_deepspeed).")
 @click.option("--timeout", type=int, default=3600, show_default=True,
               help="Seconds for the whole certification; at the deadline everything it started is stopped (exit 124).")
+@click.option("--stall-timeout", type=int, default=STALL_S, show_default=True,
+              help="Stop the run when it prints no new step and no line for this many seconds (0: never), or soon "
+                   "after a fatal error (a worker traceback, vLLM's 'Worker failed', a dead Ray actor, a CUDA/HIP "
+                   "error) with no progress after it: a FAIL certificate naming the stall or error, its phase and "
+                   "last lines (exit 1). The default is several times the longest silence of a healthy run.")
 @click.option("--no-probes", is_flag=True,
               help="Skip the level-2 GPU probes (GEMM, HBM, host links, all-reduce) recorded in the certificate.")
 @click.option("--progress", type=click.Choice(["auto", "tty", "plain"]), default="auto", show_default=True,
@@ -76,8 +82,8 @@ from .common import json_option
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, out, force, require_learning, size,
-            rollout, backend, tp, pp, attn, rollout_graphs, vllm_mode, zero, timeout, no_probes, progress, dry_run,
-            tune_file, as_json) -> None:
+            rollout, backend, tp, pp, attn, rollout_graphs, vllm_mode, zero, timeout, stall_timeout, no_probes, progress,
+            dry_run, tune_file, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated inside the
@@ -89,7 +95,11 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     doctor's level-2 GPU probe figures, and every failed or warned probe. The engine's output goes to
     run.log; the terminal shows the step, the reward and the time.
 
-    Exit 0 certified; 1 the stack ran and did not train or learn; 2 bad usage or an invalid verl
+    While it trains, the terminal says which phase the run is in and for how long ("starting the vLLM
+    engine: 2:10", "step 3 of 16, reward 0.412"), and a watchdog stops a run that stalls or whose engine
+    died (--stall-timeout).
+
+    Exit 0 certified; 1 the stack ran and did not train or learn, stalled, or its engine failed; 2 bad usage or an invalid verl
     configuration; 3 not certified: the target could not run the check (no Python, rocmkit, torch or
     engine in it; no Docker engine; fewer GPUs visible than asked; an --attn it cannot run); 124 not certified: past --timeout;
     130/143 interrupted. Whatever the exit, nothing rocmkit started is left running.
@@ -109,7 +119,7 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     s = Settings(engine=Engine(engine), image=image, model=Path(model) if model else None,
                  data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
-                 timeout=timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
+                 timeout=timeout, stall_timeout=stall_timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
                  backend=Backend(backend), tp=tp, pp=pp, vllm_mode=VllmMode(vllm_mode) if vllm_mode else None,
                  zero=zero, attn=attn, rollout_graphs=rollout_graphs)
     with Display("certify", progress) as display:

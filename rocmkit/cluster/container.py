@@ -89,7 +89,7 @@ ULIMIT_NOTE = "the engine refused --ulimit memlock/stack (rootless or restricted
 
 def run_container(image: str, command: list[str], *, what: str, timeout: float | None, docker: str = "docker",
                   ulimits: bool = True, on_line=None, log_path=None, keep_stdout: bool = False,
-                  passthrough: bool = False, **flags):
+                  passthrough: bool = False, stop_when=None, **flags):
     """Run a labelled container through the runner (rocmkit.proc): the deadline and signals stop it and it is
     removed on every exit path. An engine that refuses the memlock/stack ulimits (rootless, restricted) gets
     a second try without them (with passthrough the refusal is not readable: exit 125 is taken for it).
@@ -100,10 +100,10 @@ def run_container(image: str, command: list[str], *, what: str, timeout: float |
     labels = {proc.RUN_LABEL: label, "io.rocmkit.what": what}
     result = proc.run(docker_run_argv(image, command, docker=docker, ulimits=ulimits, labels=labels, **flags),
                       timeout=timeout, on_line=on_line, log_path=log_path, container_label=label, what=what,
-                      keep_stdout=keep_stdout, passthrough=passthrough)
+                      keep_stdout=keep_stdout, passthrough=passthrough, stop_when=stop_when)
     refused = passthrough or any(w in result.output.lower() for w in REFUSED_ULIMIT)
     if ulimits and result.returncode == DOCKER_ERROR and refused:
         return run_container(image, command, what=what, timeout=timeout, docker=docker, ulimits=False,
                              on_line=on_line, log_path=log_path, keep_stdout=keep_stdout, passthrough=passthrough,
-                             **flags)
+                             stop_when=stop_when, **flags)
     return result, ulimits

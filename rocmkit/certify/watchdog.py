@@ -1,0 +1,198 @@
+"""The certification's watchdog: it reads the engine's output line by line, names the phase the run is in, keeps
+a timeline of phases, and says when the run must be stopped before its --timeout:
+
+- stalled: no new step and no output line for --stall-timeout seconds (a frozen trainer, a deadlock);
+- engine error: a line that only a dead run prints (a worker traceback, vLLM's "Worker failed", a dead Ray
+  actor, RayTaskError, a CUDA/HIP error) with no progress after it (a step, or a new phase) within ERROR_GRACE_S.
+
+A hang is the worst answer a certifier can give (an hour of silence in CI or on a cluster); a fatal error with no
+progress after it is a result. Pure apart from the clock, which the caller passes in: tested on data.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from . import metrics
+
+# Why 600 s: the longest silence a healthy run showed was the engine start of verl on a GPU (five processes each
+# importing torch and vLLM, then vLLM's compile: about 60 s without a line, the benchmark records it as
+# `longest_silence_s`), and a user's model loading from network storage prints nothing for minutes. Ten minutes
+# is several times any healthy silence seen and a sixth of the 3600 s --timeout it cuts short.
+STALL_S = 600
+# After a fatal line, how long a step may still take to show the run survived it. Engines print tracebacks for
+# errors they recover from (a retried request); a dead worker never reaches another step. verl's and TRL's steps
+# on the built-in task take seconds; 60 s leaves a large model's step room to finish.
+ERROR_GRACE_S = 60
+RECENT_LINES = 200  # lines looked back over for a fatal line's traceback (vLLM's run to 60 and more)
+CONTEXT_LINES = 40  # the most lines of an error the certificate keeps: its traceback's end, then a few after
+
+# Fatal lines, each with a stable id. A Python traceback alone is not one (Ray and vLLM log handled ones); the
+# exception line a dead process ends with is.
+FATAL = tuple((name, re.compile(rx)) for name, rx in (
+    ("vllm.worker_failed", r"Worker failed with error|EngineDeadError|EngineCore encountered a fatal error"
+                           r"|Engine core initialization failed"),
+    ("ray.task_error", r"\bRayTaskError\b|\bRayActorError\b|ActorDiedError|The actor died|"
+                       r"actor died unexpectedly|Worker exit type: (?:SYSTEM_ERROR|INTENDED_SYSTEM_EXIT)"),
+    ("gpu.error", r"\b(?:CUDA|HIP|hip) error\b|\bhipError\w+|\bcudaError\w+|invalid device function|"
+                  r"torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory|HIP out of memory|NCCL error|RCCL error"),
+    ("process.crash", r"Fatal Python error|Segmentation fault|\bSIGSEGV\b|\bSIGBUS\b|core dumped"),
+    # the last line of an unhandled exception's traceback (counted only after a traceback, see Watch.line)
+    ("python.exception", r"(?:^|[\])] )(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::|$)"),
+))
+
+# What each line means for the phase: (pattern, kind, text). kind is one of START_UP, ROLLOUT, UPDATE, SYNC; the
+# text is what the terminal shows. Engines share the table: a line names its phase whichever engine prints it.
+START_UP, ROLLOUT, UPDATE, SYNC = "start-up", "rollout", "update", "weight sync"
+MARKERS = tuple((re.compile(rx), kind, text) for rx, kind, text in (
+    # verl 0.9.1's driver and workers (verl/trainer/main_ppo.py, ray_trainer.py), vLLM's engine
+    (r"Started a local Ray instance", START_UP, "starting the trainer"),
+    (r"create worker group", START_UP, "starting the actor and reference workers"),
+    (r"actor and ref model engine initialized", START_UP, "starting the vLLM engine"),
+    (r"Initializing a V1 LLM engine", START_UP, "starting the vLLM engine"),
+    (r"torch\.compile takes|Compiling a graph", START_UP, "vLLM compiling"),
+    (r"Capturing CUDA graphs?|Capturing cudagraph", START_UP, "vLLM capturing CUDA/HIP graphs"),
+    (r"all initialize finished, ready to fit", SYNC, "first weight sync"),
+    (r"Sleep mode freed", UPDATE, "log-probs and update"),
+    (r"wake up tags \['weights'\]|to wake up tags", SYNC, "weight sync"),
+    # rocmkit's own TRL runner and launcher (trl_run.py, trl_launch.py)
+    (r"rocmkit: starting .* on http", START_UP, "starting the vLLM server"),
+    (r"rocmkit: .* healthy after", START_UP, "starting the trainer"),
+))
+
+
+@dataclass(frozen=True)
+class Stop:
+    reason: str  # "stalled" or "engine error"
+    phase: str  # kind: start-up, rollout, update, weight sync
+    detail: str  # what the phase was doing ("starting the vLLM engine", "step 3")
+    quiet_s: float  # seconds since the last step or line (stalled) or since the fatal line (engine error)
+    pattern: str | None  # the fatal pattern's id
+    lines: list[str] = field(default_factory=list)  # the error's traceback (or the last lines before the stall)
+    fatal: str | None = None  # the fatal line itself
+
+    def message(self, stall_s: float) -> str:
+        if self.reason == "stalled":
+            return (f"the run stalled in {self.phase} ({self.detail}): no new step and no output for "
+                    f"{self.quiet_s:.0f} s (--stall-timeout {stall_s:g})")
+        return (f"the engine failed in {self.phase} ({self.detail}): {short(self.fatal or '')} — no progress "
+                f"followed within {self.quiet_s:.0f} s")
+
+    def to_json(self) -> dict:
+        return {"reason": self.reason, "phase": self.phase, "detail": self.detail, "quiet_s": round(self.quiet_s, 1),
+                "pattern": self.pattern, "fatal": self.fatal, "lines": self.lines}
+
+
+def fatal_pattern(line: str) -> str | None:
+    for name, rx in FATAL:
+        if rx.search(line):
+            return name
+    return None
+
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Ray colours its prefixes
+_PREFIX_RE = re.compile(r"^(?:\(\S+ pid=\d+\) |\S+ \d\d-\d\d [\d:]+ \[[^\]]+\] )+")
+
+
+def short(line: str) -> str:
+    """A log line without its Ray and vLLM prefixes ("(Worker pid=1) ERROR 11-24 12:59:50 [file.py:9] ")."""
+    return _PREFIX_RE.sub("", _ANSI_RE.sub("", line).strip())[:300]
+
+
+def clock_text(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 60}:{s % 60:02d}"
+
+
+class Watch:
+    """Fed every output line (`line`) and asked on every tick (`check`) whether to stop. The phase starts as
+    start-up; a step line starts the next step's rollout; the marker table refines both."""
+
+    def __init__(self, total_steps: int, stall_s: float = STALL_S, grace_s: float = ERROR_GRACE_S,
+                 clock=time.monotonic, first_phase: str = "starting the engine"):
+        self.total, self.stall_s, self.grace_s, self.clock = total_steps, stall_s, grace_s, clock
+        self.started = self.last_activity = self.phase_started = clock()
+        self.kind, self.detail = START_UP, first_phase
+        self.step = 0  # the last step seen
+        self.reward: float | None = None
+        self.timeline: list[dict] = [{"phase": START_UP, "detail": first_phase, "at_s": 0.0}]
+        self.longest_silence_s = 0.0
+        self._recent: deque[str] = deque(maxlen=RECENT_LINES)
+        self.error_at: float | None = None
+        self.error_pattern: str | None = None
+        self.error_line: str | None = None
+        self.error_lines: list[str] = []
+        self.stopped: Stop | None = None
+
+    def _enter(self, kind: str, detail: str, now: float) -> None:
+        if (kind, detail) == (self.kind, self.detail):
+            return
+        self.error_at, self.error_lines = None, []  # the run moved on past what it printed
+        self.kind, self.detail, self.phase_started = kind, detail, now
+        self.timeline.append({"phase": kind, "detail": detail, "at_s": round(now - self.started, 2)})
+
+    def line(self, text: str) -> None:
+        now = self.clock()
+        self.longest_silence_s = max(self.longest_silence_s, now - self.last_activity)
+        self.last_activity = now
+        steps = metrics.read_console(text)
+        if steps:
+            n = max(steps)
+            values = steps[n]
+            self.reward = next((values[k] for k in ("critic/score/mean", "reward") if k in values), self.reward)
+            if n > self.step:
+                self.step = n
+                self._enter(ROLLOUT, f"step {n + 1}" if n < self.total else "finishing", now)
+            return
+        for rx, kind, detail in MARKERS:
+            if rx.search(text):
+                if kind == START_UP and self.step:
+                    break  # a late start-up line (a restarted worker) does not undo the steps
+                self._enter(kind, detail if kind == START_UP else f"step {self.step + 1}: {detail}", now)
+                break
+        name = fatal_pattern(text)
+        if name == "python.exception" and not any("Traceback (most recent call last)" in r for r in self._recent):
+            name = None  # an error named in passing, not the end of a traceback
+        if name and self.error_at is None:
+            self.error_at, self.error_pattern, self.error_line = now, name, text
+            self.error_lines = (_from_traceback(list(self._recent)) + [text])[-(CONTEXT_LINES - 10):]
+        elif self.error_at is not None and len(self.error_lines) < CONTEXT_LINES:
+            self.error_lines.append(text)  # what followed: vLLM's "Worker failed", Ray's actor death
+        self._recent.append(text)
+
+    def check(self) -> str | None:
+        """A reason to stop now (and self.stopped set), or None."""
+        now = self.clock()
+        if self.error_at is not None and now - self.error_at >= self.grace_s:
+            self.stopped = Stop("engine error", self.kind, self.detail, now - self.error_at, self.error_pattern,
+                                [short(x) for x in self.error_lines], short(self.error_line))
+        elif now - self.last_activity >= self.stall_s:
+            self.stopped = Stop("stalled", self.kind, self.detail, now - self.last_activity, None,
+                                [short(x) for x in list(self._recent)[-12:]])
+        return self.stopped.reason if self.stopped else None
+
+    def status(self) -> str:
+        """What the terminal shows: the phase and how long it has lasted ("starting the vLLM engine: 2:10")."""
+        now = self.clock()
+        if self.step:
+            text = f"step {self.step} of {self.total}" + (f", reward {self.reward:.3f}" if self.reward is not None else "")
+            if self.kind != ROLLOUT:
+                text += f"; {self.detail.split(': ', 1)[-1]}"
+            return text
+        return f"{self.detail}: {clock_text(now - self.phase_started)}"
+
+    def record(self) -> dict:
+        """The certificate's part: the timeline, the longest silence, and the stop if there was one."""
+        return {"timeline": self.timeline, "longest_silence_s": round(self.longest_silence_s, 1),
+                "stall_timeout_s": self.stall_s, "stop": self.stopped.to_json() if self.stopped else None}
+
+
+def _from_traceback(lines: list[str]) -> list[str]:
+    """The lines before a fatal line that belong to it: from the last traceback's start, or the last few."""
+    for i in range(len(lines) - 1, -1, -1):
+        if "Traceback (most recent call last)" in lines[i]:
+            return lines[i:]
+    return lines[-5:]

