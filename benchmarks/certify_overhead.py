@@ -12,8 +12,10 @@ verl (on the CPU or on GPUs) and TRL, on the host and in an image.
 --image IMG       verl on the CPU inside IMG (the verl-cpu image), through the Docker engine
 --keep DIR        copy each run's certificate.json and run.log there (DIR/<case>-<run>.{json,log})
 
-The split comes from the run's own log: the time each line of run.log appeared, read by this script every 0.1 s
-while certify runs, matched against the lines verl 0.9.1, Ray 2.60 and vLLM 0.24 print at each milestone. A milestone not seen leaves its time in the
+The split comes from the run's own log: the certificate's `timeline` (the watchdog's phases, each with its start,
+rocmkit/certify/watchdog.py), or where a certificate has none, the time each line of run.log appeared, read by
+this script every 0.1 s while certify runs, matched against the lines verl 0.9.1, Ray 2.60 and vLLM 0.24 print at
+each milestone. Each worker's first line comes from that reading too. A milestone not seen leaves its time in the
 next phase. Baselines measured in the same script: the steps of the same run (whole ÷ steps), and the import
 floor, the seconds a fresh process of the target's Python takes to import torch, Ray, verl and the rollout
 engine (the run starts about five such processes); start-up ÷ import floor says how much is left above it.
@@ -144,6 +146,26 @@ def workers(lines: list[tuple[float, str]]) -> dict[str, float]:
     return out
 
 
+STEP_DETAIL_RE = re.compile(r"^step (\d+)")
+
+
+def from_timeline(timeline: list[dict], run_s: float, steps: int) -> list[tuple[str, float]]:
+    """The watchdog's phase starts as consecutive parts (name, seconds): start-up phases by what they did, then the
+    first step (its weight sync, rollout, update), the other steps, and what followed the last."""
+    parts: dict[str, float] = {}
+    ends = [e["at_s"] for e in timeline[1:]] + [run_s]
+    for entry, end in zip(timeline, ends):
+        if entry["phase"] == "start-up":
+            name = entry["detail"]
+        elif entry["detail"] == "finishing":
+            name = "after the last step (shutdown)"
+        else:
+            m = STEP_DETAIL_RE.match(entry["detail"])
+            name = "first step" if m and int(m.group(1)) == 1 else f"steps 2-{steps}"
+        parts[name] = parts.get(name, 0.0) + max(0.0, end - entry["at_s"])
+    return list(parts.items())
+
+
 def split(whole: float, cert: dict, tail: Tail, start_s: float) -> dict:
     """The whole command in consecutive phases that add up to it."""
     t, st = cert["timings"], (cert.get("setup") or {}).get("timings", {})
@@ -153,15 +175,19 @@ def split(whole: float, cert: dict, tail: Tail, start_s: float) -> dict:
              + t.get("probes_s", 0)}
     run_start = tail.created if tail.created is not None else whole - t.get("judge_s", 0) - t["run_s"]
     marks = milestones(tail.lines, steps_n)
-    last = run_start
-    for name, at in marks:
-        parts[name] = max(0.0, at - last)
-        last = max(last, at)
-    run_end = run_start + t["run_s"]
-    parts["after the last milestone (shutdown)"] = max(0.0, run_end - last)
+    if cert.get("timeline"):
+        parts.update(from_timeline(cert["timeline"], t["run_s"], steps_n))
+    else:
+        last = run_start
+        for name, at in marks:
+            parts[name] = max(0.0, at - last)
+            last = max(last, at)
+        parts["after the last milestone (shutdown)"] = max(0.0, run_start + t["run_s"] - last)
     parts["judging"] = t.get("judge_s", 0)
     parts["rocmkit CLI and the rest"] = whole - sum(parts.values())
     return {"whole": whole, "parts": {k: round(v, 2) for k, v in parts.items()}, "steps_s": round(steps, 2),
+            "split_from": "timeline" if cert.get("timeline") else "run.log as it grew",
+            "milestones_s": {n: round(at - run_start, 1) for n, at in marks},
             "first_step_line_s": next((round(at - run_start, 1) for n, at in marks if n == "first step"), None),
             "workers_first_line_s": {k: round(a - run_start, 1) for k, a in workers(tail.lines).items()},
             "container_start_s": start_s, "setup": st}
@@ -229,7 +255,8 @@ def table(results: list[dict]) -> None:
               f"whole {r['whole']:.1f} s = {r['whole'] / steps if steps else float('nan'):.1f}× the steps' {steps:.1f} s"
               + (f"; start-up {startup:.0f} s = {startup / floor:.1f}× the import floor {floor:.1f} s "
                  f"({', '.join(f'{k} {v}' for k, v in r['import_floor_s'].items())})" if floor else ""))
-        print("| phase | s | share |\n|---|---:|---:|")
+        print(f"split from: {r['split_from']}; vLLM engine init (its own figure): "
+              f"{(r.get('verl') or {}).get('engine_init_s')} s\n| phase | s | share |\n|---|---:|---:|")
         for k, v in p.items():
             print(f"| {k} | {v:.1f} | {v / r['whole']:.0%} |")
         if r["workers_first_line_s"]:
