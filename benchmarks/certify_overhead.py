@@ -259,6 +259,8 @@ def table(results: list[dict]) -> None:
               f"{(r.get('verl') or {}).get('engine_init_s')} s\n| phase | s | share |\n|---|---:|---:|")
         for k, v in p.items():
             print(f"| {k} | {v:.1f} | {v / r['whole']:.0%} |")
+        if r["milestones_s"]:
+            print("run.log milestones, s after launch: " + ", ".join(f"{k} {v}" for k, v in r["milestones_s"].items()))
         if r["workers_first_line_s"]:
             print("each worker's first line, s after launch: "
                   + ", ".join(f"{k} {a}" for k, a in r["workers_first_line_s"].items()))
