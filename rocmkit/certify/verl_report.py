@@ -10,10 +10,11 @@ from . import attention, sleep_pool
 from .judge import check
 from .verl_overrides import attention_overrides
 
-# vLLM 0.24.0's own lines (vllm/v1/worker/gpu_model_runner.py:6657, vllm/compilation/monitor.py:20,
+# vLLM 0.24.0's own lines (vllm/v1/worker/gpu_model_runner.py:6657, vllm/compilation/monitor.py:20 and 53,
 # vllm/v1/engine/core.py:328-346, vllm/v1/worker/gpu_worker.py:182)
 GRAPHS_RE = re.compile(r"Graph capturing finished in (\d+(?:\.\d+)?) secs?, took (-?\d+(?:\.\d+)?) GiB")
-COMPILE_RE = re.compile(r"torch\.compile took (\d+(?:\.\d+)?) s in total")
+# 0.24.0 says "torch.compile and initial profiling/warmup run together took N s in total" (monitor.py:53)
+COMPILE_RE = re.compile(r"torch\.compile (?:and initial profiling/warmup run together )?took (\d+(?:\.\d+)?) s in total")
 ENGINE_INIT_RE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took (\d+(?:\.\d+)?) s")
 SLEEP_RE = re.compile(r"Sleep mode freed (\d+(?:\.\d+)?) GiB memory, (\d+(?:\.\d+)?) GiB memory is still in use")
 
