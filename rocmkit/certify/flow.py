@@ -19,10 +19,10 @@ from ..progress import Display
 from . import metrics as metrics_mod
 from . import settings as settings_mod
 from . import setup as setup_mod
-from . import verl_overrides, watchdog, workspace
+from . import verl_overrides, verl_report, watchdog, workspace
 from .certificate import build, markdown
 from .judge import Reason, RunStatus, Status, Verdict, check, judge, not_certified
-from .settings import SERVER_READY_S, TRL_DEFAULTS, TRL_LR, TRL_MAX_MODEL_LEN, Engine, Settings
+from .settings import SERVER_READY_S, TRL_DEFAULTS, TRL_LR, TRL_MAX_MODEL_LEN, Backend, Engine, Rollout, Settings
 from .target import NOT_EXECUTABLE, NOT_FOUND, Target, resolve
 from .workspace import Workspace
 
@@ -53,7 +53,8 @@ def verl_run(s: Settings, ws: Workspace, target: Target) -> verl_overrides.VerlR
         model_dir=str(ws.model_dir), train_file=str(ws.train_file), val_file=str(ws.val_file),
         reward_file=str(ws.reward_file), gpus=s.gpus, steps=s.steps, rollout=s.rollout.value, lr=VERL_LR[size],
         max_response_length=VERL_RESPONSE_TOKENS["builtin" if s.data is None else "user"],
-        ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}", backend=s.backend.value, train_tp=s.tp, train_pp=s.pp)
+        ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}", backend=s.backend.value, train_tp=s.tp, train_pp=s.pp,
+        rollout_graphs=s.rollout_graphs)
 
 
 def config(s: Settings, ws: Workspace, target: Target) -> dict:
@@ -66,6 +67,9 @@ def config(s: Settings, ws: Workspace, target: Target) -> dict:
     if s.engine is Engine.VERL:
         cfg["verl_overrides"] = verl_overrides.overrides(verl_run(s, ws, target))
         cfg["tune_overrides"] = list(s.tune)
+        # the setup picks the attention where it can see what imports; the pool check needs vLLM's sleep mode
+        cfg["attention"] = {"asked": s.attn} if s.backend is Backend.FSDP else None
+        cfg["sleep_pool"] = s.rollout is Rollout.VLLM and not s.on_cpu
     else:
         cfg["trl"] = {"model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "out_dir": str(ws.run_dir),
                       "steps": s.steps, "seed": s.seed, "device": "cpu" if s.on_cpu else "auto", **TRL_DEFAULTS,
@@ -84,7 +88,7 @@ def command(s: Settings, ws: Workspace, target: Target, cfg: dict) -> tuple[list
         module = "rocmkit.certify.trl_launch" if s.vllm_mode else "rocmkit.certify.trl_run"
         return [target.python, "-m", module, str(ws.config)], env
     env.update(verl_overrides.environment(verl_run(s, ws, target), str(ws.metrics)))
-    return [target.python, "-m", "verl.trainer.main_ppo", *cfg["verl_overrides"]], env
+    return [target.python, "-m", "verl.trainer.main_ppo", *cfg.get("run_overrides", cfg["verl_overrides"])], env
 
 
 def setup_command(s: Settings, ws: Workspace, target: Target) -> list[str]:
@@ -122,7 +126,7 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
                 "nothing was trained; --gpus 0 runs on the CPU" + (" (the verl engine needs the verl-cpu stack for that)"
                                                                    if s.engine is Engine.VERL else "")
                 + "; on a GPU host `rocmkit doctor` says why the GPUs are not visible")
-    return None
+    return verl_report.refusal(report)
 
 
 def setup_checks(report: dict) -> list[dict]:
@@ -132,7 +136,7 @@ def setup_checks(report: dict) -> list[dict]:
         out.append(check("engine imports", False, "; ".join(f"{k}: {v}" for k, v in report["import_errors"].items())))
     elif report.get("error"):
         out.append(check("setup ran", False, report["error"]))
-    return out + [c for c in tune_checks(report) if not c["passed"]]
+    return out + [c for c in extra_checks(report) if not c["passed"]]
 
 
 def tune_checks(report: dict) -> list[dict]:
@@ -144,6 +148,12 @@ def tune_checks(report: dict) -> list[dict]:
     detail = (f"verl {v.get('verl')} composes and validates the plan's overrides" if v["ok"]
               else "; ".join(v["errors"])[:600])
     return [check("tuned plan accepted by this stack's verl", v["ok"], detail)]
+
+
+def extra_checks(report: dict) -> list[dict]:
+    """Checks the setup measured that the certificate carries beside the run's: the tuned plan, the sleep pool."""
+    pool = verl_report.sleep_pool_check(report)
+    return tune_checks(report) + ([pool] if pool else [])
 
 
 def device_used(s: Settings, report: dict) -> str:
@@ -162,6 +172,8 @@ def settings_doc(s: Settings, argv: list[str]) -> dict:
             "backend": s.backend.value if s.engine is Engine.VERL else None,
             "megatron": {"tp": s.tp, "pp": s.pp} if s.backend.value == "megatron" else None,
             "vllm_mode": s.vllm_mode.value if s.vllm_mode else None, "zero": s.zero,
+            "attn": s.attn if s.engine is Engine.VERL else None,
+            "rollout_graphs": s.rollout_graphs if s.engine is Engine.VERL else None,
             "learning_required": s.learning_required, "command": argv}
 
 
@@ -278,6 +290,10 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                      what="the certification's setup")
     report = setup_mod.parse(lines)
     timings.lap("setup")
+    if s.engine is Engine.VERL and report:  # the setup chose the attention: the run's command takes it
+        cfg["run_overrides"] = verl_report.run_overrides(cfg, report)
+        inner, _ = command(s, ws, target, cfg)
+        argv = base["settings"]["command"] = target.command(inner, env, ws)
     files = {"setup_log": str(ws.setup_log)}
     if res.timed_out:
         return _stop_early(s, ws, base, not_certified(Reason.TIMEOUT, [check("setup finished", False,
@@ -297,7 +313,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
         plan = {"schema": "rocmkit.certify-plan/v1", "command": argv, "env": env, "shell": shell_line(argv, env, target),
                 "target": target.record, "setup": report, "setup_failures": failed_setup,
                 "verl_validation": validation, "tune_validation": report.get("tune_validation"),
-                "notes": target.notes}
+                "attention": report.get("attention"), "checks": extra_checks(report), "notes": target.notes}
         return Outcome(exit_code=1 if failed_setup else 0, plan=plan)
     if failed_setup:
         return _stop_early(s, ws, base, Verdict(Status.FAIL, failed_setup), report, target, files, None)
@@ -325,15 +341,18 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                "stop": watched["stop"], "longest_silence_s": watched["longest_silence_s"],
                "stall_timeout_s": s.stall_timeout or None}
     stop = follow.watch.stopped
-    extra = tune_checks(report) + ([check("no stall or engine error", False, stop.message(s.stall_timeout))]
+    extra = extra_checks(report) + ([check("no stall or engine error", False, stop.message(s.stall_timeout))]
                                    if stop else [])
     verdict = judge(steps, s.steps, status, require_learning=s.learning_required, probes=probes, extra=extra)
     if status is RunStatus.TIMED_OUT:
         verdict = not_certified(Reason.TIMEOUT, verdict.checks)  # setup failures stopped the run above
     timings.lap("judge")
     timings["whole_s"] = round(time.monotonic() - timings.started, 3)
+    verl = (verl_report.record(report, ws.log.read_text(errors="replace") if ws.log.exists() else "",
+                               s.rollout_graphs) if s.engine is Engine.VERL else None)
     cert = build(**base, verdict=verdict, run=run_doc, device=device_used(s, report), steps=steps, info=info,
-                 setup=report, probes=probes, notes=target.notes, files=files, timeline=watched["timeline"])
+                 setup=report, probes=probes, notes=target.notes, files=files, timeline=watched["timeline"],
+                 verl=verl)
     _write_certificate(ws, cert)
     display.done()
     if status is RunStatus.TIMED_OUT:

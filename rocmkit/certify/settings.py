@@ -74,6 +74,8 @@ class Settings:
     pp: int = 1
     vllm_mode: VllmMode | None = None  # TRL only; None: TRL generates with Hugging Face's generate
     zero: int | None = None  # DeepSpeed ZeRO stage for TRL's trainer under accelerate
+    attn: str = "auto"  # verl's actor and reference attention: auto, flash_attention_2, sdpa (attention.py)
+    rollout_graphs: bool = False  # verl's rollout compiled with CUDA/HIP graphs instead of eager
 
     @property
     def builtin(self) -> bool:
@@ -125,6 +127,7 @@ def check(s: Settings) -> Settings:
         if s.vllm_mode is None or s.on_cpu:
             raise UsageError("--zero runs TRL's trainer under accelerate with DeepSpeed, on GPUs",
                              hint="add --vllm-mode server or colocate, and --gpus")
+    verl_run_checks(s)
     if s.tune and s.engine is not Engine.VERL:
         raise UsageError("--tune checks a verl plan: it needs --engine verl")
     if s.image is not None and not IMAGE_REF_RE.match(s.image):
@@ -142,6 +145,21 @@ def check(s: Settings) -> Settings:
             raise UsageError(f"--data {s.data}: not a parquet file",
                              hint="a parquet file with verl's columns: prompt, data_source, reward_model.ground_truth")
     return Settings(**{**s.__dict__, "model": model, "data": data, "out": Path(s.out).absolute()})
+
+
+def verl_run_checks(s: Settings) -> None:
+    """--attn and --rollout-graphs shape verl's FSDP actor and its rollout on GPUs."""
+    from .attention import CHOICES
+
+    if s.attn not in CHOICES:
+        raise UsageError(f"--attn {s.attn!r}", hint=f"one of: {', '.join(CHOICES)}")
+    if s.attn != "auto" and (s.engine is not Engine.VERL or s.backend is not Backend.FSDP):
+        raise UsageError(f"--attn {s.attn} chooses the attention of verl's FSDP actor (transformers' "
+                         "attn_implementation)", hint="use it with --engine verl and the fsdp backend; Megatron "
+                         "runs megatron-core's own attention")
+    if s.rollout_graphs and (s.engine is not Engine.VERL or s.on_cpu):
+        raise UsageError("--rollout-graphs compiles verl's rollout and captures its CUDA/HIP graphs: it needs "
+                         "--engine verl and GPUs", hint="leave it out on the CPU (the rollout runs eager there)")
 
 
 def megatron_checks(s: Settings) -> None:

@@ -3,8 +3,10 @@
 
 BOOTSTRAP needs nothing but Python: it reports which of the modules the run needs are absent (rocmkit
 itself among them) and only then hands over to `main()`, which imports torch and the engine, counts the
-GPUs torch sees, writes the built-in model, data and reward file into the run folder (so the host needs
-no torch), and for verl validates the overrides against the target's own verl. Each step prints one
+GPUs torch sees, for verl picks the actor's attention from what imports (attention.py) and tries vLLM's
+sleep-mode pool under the run's allocator settings (sleep_pool.py), writes the built-in model, data and reward
+file into the run folder (so the host needs no torch), and for verl validates the overrides, the attention's
+among them, against the target's own verl. Each step prints one
 `ROCMKIT-SETUP {json}` line; the host merges them.
 """
 
@@ -84,6 +86,27 @@ def prepare(cfg: dict) -> dict:
     return timings
 
 
+def _package_dir(name: str) -> str | None:
+    """Where a package lies, found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
+
+
+def choose_attention(cfg: dict, report: dict) -> bool:
+    """The actor's attention, from what was asked and what imports here (attention.py). False when the
+    implementation asked for by name cannot run here."""
+    from . import attention
+
+    t = time.perf_counter()
+    found = attention.probe(cfg["gpus"])
+    choice = attention.choose(cfg["attention"]["asked"], cfg["gpus"] == 0, found)
+    report["attention"] = {**choice, "found": found}
+    report["timings"]["attention_s"] = round(time.perf_counter() - t, 3)
+    return attention.refusal(choice, found) is None
+
+
 def main(config_path: str) -> None:
     cfg = json.loads(Path(config_path).read_text())
     report: dict = {"timings": {}}
@@ -108,12 +131,23 @@ def main(config_path: str) -> None:
         if errors:
             emit(report)
             return
+        if cfg.get("attention") and not choose_attention(cfg, report):
+            emit(report)  # asked for an implementation the target cannot run: the host refuses the run
+            return
+        if cfg.get("sleep_pool"):
+            from . import sleep_pool
+
+            t = time.perf_counter()
+            report["sleep_pool"] = sleep_pool.inspect(_package_dir("vllm"), test=True)
+            report["timings"]["sleep_pool_s"] = round(time.perf_counter() - t, 3)
         report["timings"].update(prepare(cfg))
         if cfg["engine"] == "verl":
             from .verl_check import check
+            from .verl_overrides import attention_overrides
 
             t = time.perf_counter()
-            report["verl_validation"] = check(cfg["verl_overrides"])
+            chosen = (report.get("attention") or {}).get("chosen")
+            report["verl_validation"] = check(cfg["verl_overrides"] + attention_overrides(chosen))
             if cfg.get("tune_overrides"):  # the user's tuned plan, as configuration only (its model is not here)
                 report["tune_validation"] = check(["algorithm.adv_estimator=grpo", *cfg["tune_overrides"]],
                                                   files=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import sleep_pool
+
 CPU_PLATFORM_MODULE = "rocmkit.certify.cpu_platform"
 
 
@@ -26,7 +28,8 @@ class VerlRun:
     backend: str = "fsdp"  # or "megatron": verl's Megatron actor and reference (model_engine=megatron)
     train_tp: int = 1  # Megatron's tensor and pipeline parallel sizes
     train_pp: int = 1
-    attn_sdpa: bool = False  # images without flash-attention
+    attn: str | None = None  # the actor's and reference's attention (attention.py decides); None: verl's default
+    rollout_graphs: bool = False  # the rollout's compile and CUDA/HIP graphs (certify --rollout-graphs)
     ray_temp_dir: str | None = None  # a short path: Ray's socket paths must stay under 107 bytes
 
     @property
@@ -75,12 +78,34 @@ def overrides(r: VerlRun) -> list[str]:
     if r.rollout == "vllm" and not r.on_cpu:
         # ROCm: expandable segments and vLLM's custom all-reduce do not mix (verl's ROCm CI sets this).
         out.append("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_custom_all_reduce=True")
-    if r.attn_sdpa or r.on_cpu:
-        out += ["+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
-                "actor_rollout_ref.model.use_remove_padding=False"]
+    out += attention_overrides(r.attn)
+    out += startup_overrides(r)
     if r.on_cpu:
         out += cpu_overrides()
     return out
+
+
+def attention_overrides(attn: str | None) -> list[str]:
+    """verl reads the implementation from the model's override_config (verl/workers/config/model.py:185). Its
+    remove-padding path packs a batch's sequences into one and relies on flash-attn's varlen kernels to keep
+    them apart; SDPA would attend across them, so SDPA runs padded."""
+    if attn is None:
+        return []
+    out = [f"+actor_rollout_ref.model.override_config.attn_implementation={attn}"]
+    return out + (["actor_rollout_ref.model.use_remove_padding=False"] if attn == "sdpa" else [])
+
+
+def startup_overrides(r: VerlRun) -> list[str]:
+    """What a smoke run does not need at start-up (verl 0.9.1 keys). The FSDP engine compiles its entropy
+    function when fsdp_config.use_torch_compile (verl/workers/engine/fsdp/transformer_impl.py:183-187; the
+    actor's top-level use_torch_compile is not what that engine reads). The rollout's enforce_eager turns off
+    both vLLM's torch.compile and its CUDA/HIP graphs (vllm/config/vllm.py:1061-1067 in vLLM 0.24.0), and
+    SGLang's graphs (disable_cuda_graph). --rollout-graphs keeps verl's default: compiled, graphs captured."""
+    out = []
+    if r.backend == "fsdp":
+        out += ["actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",
+                "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False"]
+    return out + [f"actor_rollout_ref.rollout.enforce_eager={not r.rollout_graphs}"]
 
 
 def megatron_overrides(r: VerlRun) -> list[str]:
@@ -101,7 +126,6 @@ def cpu_overrides() -> list[str]:
         "actor_rollout_ref.actor.strategy=fsdp2",  # FSDP1 refuses CPU parameters
         "actor_rollout_ref.ref.strategy=fsdp2",
         "+actor_rollout_ref.rollout.enable_sleep_mode=False",  # sleep mode needs the GPU's virtual memory API
-        "actor_rollout_ref.rollout.enforce_eager=True",
         "actor_rollout_ref.rollout.free_cache_engine=False",
         "actor_rollout_ref.rollout.max_num_seqs=64",
         "actor_rollout_ref.rollout.max_num_batched_tokens=1024",
@@ -133,6 +157,10 @@ def environment(r: VerlRun, metrics_file: str) -> dict[str, str]:
             "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; the default takes far more than a smoke run uses
             "TORCHDYNAMO_DISABLE": "1",  # vLLM's CPU sampler would compile with inductor: g++ and minutes
         })
-    else:
-        env["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
+    if r.rollout == "vllm":
+        # verl's Ray environment quiets vLLM to WARN unless the variable is set (verl/trainer/constants_ppo.py:89,
+        # get_ppo_ray_runtime_env); its INFO lines are what the certificate reads: engine init, compile, graph
+        # capture, what sleep mode freed
+        env["VLLM_LOGGING_LEVEL"] = "INFO"
+    env.update(sleep_pool.environment(r.rollout, r.on_cpu))
     return env

@@ -46,6 +46,15 @@ from .common import json_option
 @click.option("--tp", type=int, default=1, show_default=True, help="With --backend megatron: tensor parallel size "
               "of the actor and reference. verl refuses a TP x PP that does not divide --gpus.")
 @click.option("--pp", type=int, default=1, show_default=True, help="With --backend megatron: pipeline parallel size.")
+@click.option("--attn", type=click.Choice(["auto", "flash_attention_2", "sdpa"]), default="auto", show_default=True,
+              help="With --engine verl: the attention verl's actor and reference load the model with. auto: "
+                   "flash_attention_2 where flash_attn imports in the target (and a GPU is used), otherwise sdpa; a "
+                   "named implementation the target cannot run stops the run (and --dry-run) before training, exit 3. "
+                   "The certificate records the choice and why.")
+@click.option("--rollout-graphs", is_flag=True,
+              help="With --engine verl on GPUs: let the rollout engine compile and capture its CUDA/HIP graphs "
+                   "(verl's default). Without it the smoke run rolls out eager, which starts faster; the "
+                   "certificate records whether graphs were captured.")
 @click.option("--vllm-mode", type=click.Choice(["server", "colocate"]), default=None,
               help="With --engine trl: generate with vLLM. server: `trl vllm-serve` on the first GPU and the trainer "
                    "under `accelerate launch` on the others (--gpus 2 or more; --gpus 0: both on the CPU, the server "
@@ -73,7 +82,8 @@ from .common import json_option
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, out, force, require_learning, size,
-            rollout, backend, tp, pp, vllm_mode, zero, timeout, stall_timeout, no_probes, progress, dry_run, tune_file, as_json) -> None:
+            rollout, backend, tp, pp, attn, rollout_graphs, vllm_mode, zero, timeout, stall_timeout, no_probes, progress,
+            dry_run, tune_file, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated inside the
@@ -91,7 +101,7 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
 
     Exit 0 certified; 1 the stack ran and did not train or learn, stalled, or its engine failed; 2 bad usage or an invalid verl
     configuration; 3 not certified: the target could not run the check (no Python, rocmkit, torch or
-    engine in it; no Docker engine; fewer GPUs visible than asked); 124 not certified: past --timeout;
+    engine in it; no Docker engine; fewer GPUs visible than asked; an --attn it cannot run); 124 not certified: past --timeout;
     130/143 interrupted. Whatever the exit, nothing rocmkit started is left running.
     """
     from ..certify.flow import certify as run_certify
@@ -111,7 +121,7 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
                  timeout=timeout, stall_timeout=stall_timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
                  backend=Backend(backend), tp=tp, pp=pp, vllm_mode=VllmMode(vllm_mode) if vllm_mode else None,
-                 zero=zero)
+                 zero=zero, attn=attn, rollout_graphs=rollout_graphs)
     with Display("certify", progress) as display:
         if s.engine is Engine.MILES:
             from ..certify.miles_run import certify as certify_miles
@@ -129,6 +139,11 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
             dev = (plan["setup"] or {}).get("devices") or {}
             click.echo(f"target: Python {plan['setup'].get('python')}, torch {dev.get('torch')}, "
                        f"{dev.get('visible', 0)} GPU(s) visible")
+            if plan.get("attention"):
+                click.echo(f"attention: {plan['attention']['chosen']} ({plan['attention']['why']})")
+            for c in plan.get("checks", []):
+                if c["passed"]:
+                    click.echo(f"{c['name']}: {c['detail']}")
             for c in plan["setup_failures"]:
                 click.echo(f"setup: {c['name']}: {c['detail']}")
             if plan["verl_validation"]:

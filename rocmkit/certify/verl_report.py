@@ -1,0 +1,77 @@
+"""What a verl certification chose and what its rollout did, for the host: the attention the setup picked (and
+the overrides it adds), a refusal or failed check from the setup, and from run.log whether vLLM compiled and
+captured graphs and what its sleep mode freed. Pure: takes the setup's report and log text, returns data."""
+
+from __future__ import annotations
+
+import re
+
+from . import attention, sleep_pool
+from .judge import check
+from .verl_overrides import attention_overrides
+
+# vLLM 0.24.0's own lines (vllm/v1/worker/gpu_model_runner.py:6657, vllm/compilation/monitor.py:20 and 53,
+# vllm/v1/engine/core.py:328-346, vllm/v1/worker/gpu_worker.py:182)
+GRAPHS_RE = re.compile(r"Graph capturing finished in (\d+(?:\.\d+)?) secs?, took (-?\d+(?:\.\d+)?) GiB")
+# 0.24.0 says "torch.compile and initial profiling/warmup run together took N s in total" (monitor.py:53)
+COMPILE_RE = re.compile(r"torch\.compile (?:and initial profiling/warmup run together )?took (\d+(?:\.\d+)?) s in total")
+ENGINE_INIT_RE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took (\d+(?:\.\d+)?) s")
+SLEEP_RE = re.compile(r"Sleep mode freed (\d+(?:\.\d+)?) GiB memory, (\d+(?:\.\d+)?) GiB memory is still in use")
+
+
+def attention_choice(asked: str, on_cpu: bool, report: dict) -> dict:
+    """The setup's choice; a target whose rocmkit predates --attn reports none, and auto then means SDPA."""
+    return report.get("attention") or attention.choose(asked, on_cpu, None)
+
+
+def run_overrides(cfg: dict, report: dict) -> list[str]:
+    """The run's overrides: the ones validated in the setup, with the chosen attention's."""
+    if not cfg.get("attention"):  # Megatron: megatron-core's own attention
+        return cfg["verl_overrides"]
+    chosen = attention_choice(cfg["attention"]["asked"], cfg["gpus"] == 0, report)["chosen"]
+    return cfg["verl_overrides"] + attention_overrides(chosen)
+
+
+def refusal(report: dict) -> tuple[str, str] | None:
+    """The setup stopped because the implementation asked for by name cannot run in the target (exit 3)."""
+    doc = report.get("attention")
+    return attention.refusal(doc, doc.get("found")) if doc else None
+
+
+def sleep_pool_check(report: dict) -> dict | None:
+    doc = report.get("sleep_pool")
+    if doc is None:
+        return None
+    passed, detail, hint = sleep_pool.judge(doc)
+    return check("vLLM sleep-mode pool", passed, detail + (f" (hint: {hint})" if hint and not passed else ""))
+
+
+def from_log(text: str) -> dict:
+    """vLLM's compile, graph capture, engine start and sleep-mode figures, as its log lines say them."""
+    graphs = [(float(a), float(b)) for a, b in GRAPHS_RE.findall(text)]
+    sleeps = [(float(a), float(b)) for a, b in SLEEP_RE.findall(text)]
+    compiled = [float(x) for x in COMPILE_RE.findall(text)]
+    init = [float(x) for x in ENGINE_INIT_RE.findall(text)]
+    return {
+        "graphs_captured": bool(graphs), "graph_capture_s": graphs[0][0] if graphs else None,
+        "graph_gib": graphs[0][1] if graphs else None,
+        "compile_s": compiled[0] if compiled else None, "engine_init_s": init[0] if init else None,
+        "sleeps": len(sleeps),
+        "sleep_freed_gib": [min(f for f, _ in sleeps), max(f for f, _ in sleeps)] if sleeps else None,
+        "sleep_still_in_use_gib": [min(u for _, u in sleeps), max(u for _, u in sleeps)] if sleeps else None,
+    }
+
+
+def record(report: dict, log_text: str, rollout_graphs: bool) -> dict:
+    """The certificate's "verl" section: what was chosen, and what the rollout was seen doing."""
+    seen = from_log(log_text)
+    att = report.get("attention")
+    return {
+        "attention": {k: att[k] for k in ("asked", "chosen", "why")} if att else None,
+        "rollout_graphs": {"asked": rollout_graphs, "exercised": seen["graphs_captured"],
+                           "capture_s": seen["graph_capture_s"], "compile_s": seen["compile_s"]},
+        "engine_init_s": seen["engine_init_s"],
+        "sleep_mode": ({"sleeps": seen["sleeps"], "freed_gib": seen["sleep_freed_gib"],
+                        "still_in_use_gib": seen["sleep_still_in_use_gib"], "allocator": report.get("sleep_pool")}
+                       if seen["sleeps"] or report.get("sleep_pool") else None),
+    }
