@@ -27,7 +27,9 @@ def _trainer(engine: str, started: float, out: Path) -> psutil.Process | None:
     mark = "rocmkit.certify.trl_run" if engine == "trl" else "TaskRunner"
     for p in psutil.process_iter(["cmdline", "create_time"]):
         try:
-            if p.info["create_time"] >= started - 1 and mark in " ".join(p.info["cmdline"] or []):
+            cmd = p.info["cmdline"] or []
+            # not the host's `docker run … trl_run` client: the trainer itself, in the container or on the host
+            if p.info["create_time"] >= started - 1 and mark in " ".join(cmd) and "docker" not in Path(cmd[0]).name:
                 return p
         except psutil.Error:
             continue
@@ -47,6 +49,13 @@ def _leftovers(started: float, out: Path) -> list[str]:
         except psutil.Error:
             continue
     return found
+
+
+def _gone(p: psutil.Process) -> bool:
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, env: dict | None = None) -> dict:
@@ -77,10 +86,11 @@ def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, e
     stderr = err_path.read_text()
     assert child.returncode == 1, stderr[-3000:]
     assert took <= WITHIN_S, f"certify ended {took:.0f} s after the freeze"
-    assert not psutil.pid_exists(frozen.pid) or frozen.status() == psutil.STATUS_ZOMBIE
-    assert _leftovers(started, out) == []
+    assert _gone(frozen), f"the frozen trainer {frozen.pid} is still there"
+    leftovers = _leftovers(started, out)
+    assert leftovers == [], leftovers
     cert = json.loads(stdout)
-    assert cert["verdict"] == "fail" and cert["run"]["status"] == "stalled"
+    assert cert["verdict"] == "fail" and cert["run"]["status"] == "stalled", (cert["verdict"], cert["run"])
     stop = cert["run"]["stop"]
     assert stop["reason"] == "stalled" and stop["quiet_s"] >= STALL_S and stop["phase"] in ("rollout", "update",
                                                                                             "weight sync")
