@@ -79,11 +79,11 @@ def certify(s, miles_dir: str, display):
     from . import settings as settings_mod
     from . import workspace
     from .certificate import build, markdown
-    from .flow import Follow, Outcome, _host_facts
+    from .flow import Outcome, _host_facts
     from .judge import Reason, Status, Verdict, not_certified
     from .judge import check as judge_check
     from .target import resolve
-    from .watchdog import Watch
+    from .watchdog import Follow, Watch
 
     started = time.monotonic()
     if not s.image:

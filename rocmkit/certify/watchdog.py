@@ -197,3 +197,33 @@ def _from_traceback(lines: list[str]) -> list[str]:
         if "Traceback (most recent call last)" in lines[i]:
             return lines[i:]
     return lines[-5:]
+
+
+class Follow:
+    """The run's watchdog and what the display says of it: the phase and its time, or the step and the reward.
+    On a terminal the text is refreshed once a second; in plain mode a line is printed when the phase or step
+    changes, and every PLAIN_EVERY_S while it does not, so a CI log shows what a long wait is waiting for."""
+
+    PLAIN_EVERY_S = 30.0
+
+    def __init__(self, display, watch: Watch):
+        self.display, self.watch = display, watch
+        self._shown, self._shown_at = None, 0.0
+
+    def line(self, text: str) -> None:
+        self.watch.line(text)
+        self._show()
+
+    def tick(self) -> str | None:
+        """proc.run's stop_when: the watchdog's reason to stop, or None."""
+        reason = self.watch.check()
+        self._show()
+        return reason
+
+    def _show(self) -> None:
+        w, now = self.watch, time.monotonic()
+        key = (w.kind, w.detail, w.step)
+        every = 1.0 if self.display.mode == "tty" else self.PLAIN_EVERY_S
+        if key != self._shown or now - self._shown_at >= every:
+            self.display.update(w.status())
+            self._shown, self._shown_at = key, now
