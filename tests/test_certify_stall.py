@@ -21,7 +21,7 @@ STALL_S = 30
 WITHIN_S = 90
 
 
-def _trainer(engine: str, started: float, out: Path) -> psutil.Process | None:
+def _trainer(engine: str, started: float) -> psutil.Process | None:
     """The training process: TRL's runner (rocmkit.certify.trl_run), or verl's TaskRunner Ray actor, whose loop
     drives every step."""
     mark = "rocmkit.certify.trl_run" if engine == "trl" else "TaskRunner"
@@ -74,7 +74,7 @@ def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, e
             assert child.poll() is None, f"certify ended before its first step: {err_path.read_text()[-3000:]}"
             assert time.monotonic() < deadline, "no first step within 900 s"
             if log.exists() and "step:1 " in log.read_text(errors="replace"):
-                frozen = _trainer(engine, started, out)
+                frozen = _trainer(engine, started)
             time.sleep(0.5)
         frozen.send_signal(signal.SIGSTOP)
         frozen_at = time.monotonic()

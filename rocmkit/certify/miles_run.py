@@ -79,7 +79,7 @@ def certify(s, miles_dir: str, display):
     from . import settings as settings_mod
     from . import workspace
     from .certificate import build, markdown
-    from .flow import Outcome, _host_facts
+    from .flow import Outcome, _host_facts, run_status
     from .judge import Reason, Status, Verdict, not_certified
     from .judge import check as judge_check
     from .target import resolve
@@ -134,9 +134,7 @@ def certify(s, miles_dir: str, display):
             verdict = not_certified(Reason.SETUP, checks)
         else:
             verdict = Verdict(Status.PASS if all(c["passed"] for c in checks) else Status.FAIL, checks)
-        status = ("timed out" if result.timed_out else stop.reason if stop else
-                  "finished" if result.returncode == 0 else "crashed")
-        run_doc = {"status": status, "exit_code": result.returncode, "wall_s": round(result.seconds, 2),
+        run_doc = {"status": run_status(result).value, "exit_code": result.returncode, "wall_s": round(result.seconds, 2),
                    "tail": lines[-40:], "stop": stop.to_json() if stop else None,
                    "longest_silence_s": follow.watch.record()["longest_silence_s"]}
         cert = build(settings=settings, target=target.record, host=_host_facts(), verdict=verdict, run=run_doc,

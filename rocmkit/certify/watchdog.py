@@ -53,7 +53,7 @@ MARKERS = tuple((re.compile(rx), kind, text) for rx, kind, text in (
     (r"create worker group", START_UP, "starting the actor and reference workers"),
     (r"actor and ref model engine initialized", START_UP, "starting the vLLM engine"),
     (r"Initializing a V1 LLM engine", START_UP, "starting the vLLM engine"),
-    (r"torch\.compile takes|Compiling a graph", START_UP, "vLLM compiling"),
+    (r"torch\.compile (?:takes|.* took)|Compiling a graph", START_UP, "vLLM compiling"),
     (r"Capturing CUDA graphs?|Capturing cudagraph", START_UP, "vLLM capturing CUDA/HIP graphs"),
     (r"all initialize finished, ready to fit", SYNC, "first weight sync"),
     (r"Sleep mode freed", UPDATE, "log-probs and update"),
@@ -188,7 +188,7 @@ class Watch:
     def record(self) -> dict:
         """The certificate's part: the timeline, the longest silence, and the stop if there was one."""
         return {"timeline": self.timeline, "longest_silence_s": round(self.longest_silence_s, 1),
-                "stall_timeout_s": self.stall_s, "stop": self.stopped.to_json() if self.stopped else None}
+                "stop": self.stopped.to_json() if self.stopped else None}
 
 
 def _from_traceback(lines: list[str]) -> list[str]:
