@@ -1,8 +1,8 @@
-"""The README's tables made from the data they describe: the stacks and their pins from the stack files, the
-doctor's checks from the check registry. `python tests/readme_tables.py` rewrites them in README.md;
-tests/test_readme.py fails when the README and the data drift apart.
+"""The manual's tables made from the data they describe: the stacks and their pins from the stack files
+(docs/stacks.md), the doctor's checks from the check registry (docs/guides/hosts.md).
+`python tests/doc_tables.py` rewrites them; tests/test_docs.py fails when the pages and the data drift apart.
 
-Each table lives between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`."""
+Each table lives between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->` in the page PAGES names."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import re
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "docs"
 DEFAULT_STACK = "verl-vllm"
 
 
@@ -87,13 +88,15 @@ def checks_section() -> str:
 
 
 SECTIONS = {"stacks": stacks_section, "checks": checks_section}
+# The page each table lives in.
+PAGES = {"stacks": DOCS / "stacks.md", "checks": DOCS / "guides" / "hosts.md"}
 
 
 def _span(text: str, name: str) -> tuple[int, int]:
     begin, end = f"<!-- generated: {name} -->\n", f"\n<!-- end generated: {name} -->"
     i, j = text.find(begin), text.find(end)
     if i < 0 or j < 0:
-        raise SystemExit(f"README.md has no generated section {name!r}")
+        raise SystemExit(f"{PAGES[name].relative_to(REPO)} has no generated section {name!r}")
     return i + len(begin), j
 
 
@@ -102,17 +105,16 @@ def current(text: str, name: str) -> str:
     return text[i:j]
 
 
-def rewrite(text: str) -> str:
-    for name, make in SECTIONS.items():
-        i, j = _span(text, name)
-        text = text[:i] + make() + text[j:]
-    return text
+def rewrite(text: str, name: str) -> str:
+    i, j = _span(text, name)
+    return text[:i] + SECTIONS[name]() + text[j:]
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(README.parent))
-    old = README.read_text()
-    new = rewrite(old)
-    if new != old:
-        README.write_text(new)
-    print("README.md tables " + ("rewritten" if new != old else "already match the data"))
+    sys.path.insert(0, str(REPO))
+    for name, page in PAGES.items():
+        old = page.read_text()
+        new = rewrite(old, name)
+        if new != old:
+            page.write_text(new)
+        print(f"{page.relative_to(REPO)}: the {name} table " + ("rewritten" if new != old else "already matches the data"))
