@@ -1,7 +1,7 @@
 """`certify --engine miles`: the exact argv and environment that run Miles' short e2e test, against what
 that test file and Miles' command_utils expect at the pinned commit (tests/data/miles-e2e-short-test.json,
 copied by hand from them); the certificate read from a `ray job submit` output; the CLI's refusals.
-The test itself needs 4 AMD GPUs and the Hugging Face Hub: it does not run here (README says so)."""
+The test itself needs 4 AMD GPUs and the Hugging Face Hub: it does not run here (docs/guides/certification.md and docs/verified.md say so)."""
 
 from __future__ import annotations
 

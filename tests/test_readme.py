@@ -1,22 +1,45 @@
-"""The README's tables are made from the data they describe (tests/readme_tables.py): when a stack file or a
-check changes, this fails until `python tests/readme_tables.py` rewrites them."""
+"""The README is the front page: what rocmkit is, install, the two quick-start commands, the command table,
+exit codes, the test command and links to the manual in docs/ (tests/test_docs.py checks the manual)."""
 
 from __future__ import annotations
 
-import pytest
+import re
 
-import readme_tables
+import click
+
+import doc_tables
+
+from rocmkit.cli import cli
+
+README = doc_tables.REPO / "README.md"
 
 
-@pytest.mark.parametrize("name", sorted(readme_tables.SECTIONS))
-def test_readme_table_matches_the_data(name):
-    text = readme_tables.README.read_text()
-    assert readme_tables.current(text, name) == readme_tables.SECTIONS[name](), (
-        f"the README's {name} table is stale: run `python tests/readme_tables.py`")
+def test_readme_is_a_front_page():
+    assert len(README.read_bytes()) <= 40 * 1024
 
 
-def test_every_built_in_stack_has_a_table():
-    from rocmkit import stacks
+def test_readme_quick_start_is_two_commands():
+    text = README.read_text()
+    block = text.split("## Quick start", 1)[1].split("```", 2)[1]
+    commands = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    assert commands == ["python3 -m venv .venv && .venv/bin/pip install '.[certify]' && "
+                        ".venv/bin/rocmkit certify --host --gpus 0", "bash .ci/run"]
 
-    text = readme_tables.current(readme_tables.README.read_text(), "stacks")
-    assert all(f"**{name}**" in text for name in stacks.builtin_names())
+
+def test_readme_gives_the_test_command_ci_runs():
+    text = README.read_text()
+    assert "The test command is `python -m pytest`" in text
+    assert 'exec python -m pytest "$@"' in (doc_tables.REPO / ".ci" / "run").read_text()
+
+
+def test_readme_command_table_lists_every_command():
+    text = README.read_text()
+    table = set(re.findall(r"^\| `rocmkit ([a-z-]+)` \|", text, re.M))
+    assert table == set(cli.list_commands(click.Context(cli)))
+
+
+def test_readme_links_resolve_to_doc_pages():
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", README.read_text())
+    assert links
+    missing = [link for link in links if not (doc_tables.REPO / link).is_file()]
+    assert not missing, missing

@@ -19,7 +19,10 @@ _PIPE = "&#124;"
 
 
 def _escape(text: str) -> str:
-    return html.escape(text, quote=False).replace("|", _PIPE)
+    """HTML-escape outside `code` spans (inside them Markdown escapes by itself); `|` everywhere."""
+    parts = text.split("`")
+    parts[::2] = [html.escape(p, quote=False) for p in parts[::2]]
+    return "`".join(parts).replace("|", _PIPE)
 
 
 def _unset(value) -> bool:
@@ -48,7 +51,7 @@ _original_description = _docs._make_description
 
 def _description(ctx: click.Context, remove_ascii_art: bool = False):
     for line in _original_description(ctx, remove_ascii_art):
-        yield html.escape(line, quote=False)
+        yield _escape(line).replace(_PIPE, "|")
 
 
 _docs._format_table_option_row = _row
