@@ -1,5 +1,6 @@
 """The check registry: every check declares the ids it produces and what it checks (the doctor's table in
-docs/guides/hosts.md is made from it), and no check produces an id it did not declare, on healthy and broken generated hosts alike."""
+docs/guides/hosts.md is made from it), and no check produces an id it did not declare, on healthy and broken
+generated hosts alike."""
 
 from __future__ import annotations
 
