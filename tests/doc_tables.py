@@ -117,4 +117,5 @@ if __name__ == "__main__":
         new = rewrite(old, name)
         if new != old:
             page.write_text(new)
-        print(f"{page.relative_to(REPO)}: the {name} table " + ("rewritten" if new != old else "already matches the data"))
+        state = "rewritten" if new != old else "already matches the data"
+        print(f"{page.relative_to(REPO)}: the {name} table {state}")
