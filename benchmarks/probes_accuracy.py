@@ -21,8 +21,8 @@ import time
 
 import torch
 
-from rocmkit.host import probes
-from rocmkit.host.probes_measure import allreduce, device_copy, gemm, host_copy
+from rocmkit.host.probes import run as probes
+from rocmkit.host.probes.measure import allreduce, device_copy, gemm, host_copy
 
 
 def main() -> int:

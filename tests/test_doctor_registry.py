@@ -7,7 +7,7 @@ import pytest
 
 from rocmkit.host.checks import Context, all_checks, declared
 from rocmkit.host.facts import collect
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+from treegen import HostSpec, healthy_process, write_tree
 
 SPECS = {
     "healthy": HostSpec(),

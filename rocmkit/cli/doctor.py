@@ -95,7 +95,7 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
         or None
     only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
     if code_objects and facts.process is not None and root is None:
-        from ..host.image_audit_facts import audit_environment
+        from ..host.facts.image_audit_facts import audit_environment
 
         facts.process.update(audit_environment())
     findings = run_checks(facts, Context(arch=targets, multi_node=multi_node))
@@ -184,7 +184,7 @@ def _level2(facts) -> list:
     """Level 2: the GPU probes (`host.probes.run_probes(facts) -> list[Finding]`, figures in each finding's
     evidence). They may raise a RocmkitError (no GPU: exit 3); anything else they raise is reported as a
     failing finding, so level 1's report is never lost."""
-    from ..host import probes
+    from ..host.probes import run as probes
     from ..host.model import Finding, Status
 
     try:
@@ -202,7 +202,7 @@ def _in_image(image: str, level: int, as_json: bool, strict: bool, arch: str | N
     from ..cluster.container import ULIMIT_NOTE, run_container
     from ..engine import Engine, run_cli
     from ..host.model import Finding
-    from ..host.reader import read_device_nodes
+    from ..host.facts.reader import read_device_nodes
     from ..host.report import table
 
     engine = Engine.connect()
