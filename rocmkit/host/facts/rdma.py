@@ -1,5 +1,5 @@
 """RDMA devices as sysfs shows them (Documentation/ABI/stable/sysfs-class-infiniband), read for the
-`--multi-node` preflight (checks/rdma.py), and written the same way for generated trees.
+`--multi-node` preflight (checks/rdma.py); the tests' tree generator (tests/treegen.py) writes them the same way.
 
 Per port, /sys/class/infiniband/<dev>/ports/<n>/:
   state "4: ACTIVE", phys_state "5: LinkUp", link_layer "InfiniBand" | "Ethernet", rate "400 Gb/sec (4X NDR)",

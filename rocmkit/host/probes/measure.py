@@ -242,7 +242,7 @@ def allreduce(devices: list[str], *, nbytes: int, budget_s: float = 2.0, warmup_
     """All-reduce bus bandwidth in GB/s across `devices` ("cuda:0", "cuda:1", ... or "cpu" for each rank),
     float32 sum, one spawned process per device, through torch.distributed (NCCL, which is RCCL on ROCm;
     gloo on the CPU). The first all-reduce is checked for the right sum. The ranks run under a launcher
-    process (host/allreduce_ranks.py) that rocmkit's runner starts, so a deadline or a signal stops them all.
+    process (probes/allreduce_ranks.py) that rocmkit's runner starts, so a deadline or a signal stops them all.
     """
     from ... import proc
 
