@@ -138,5 +138,3 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
     if rdma:  # hundreds of GID files on a RoCE host: only when a multi-node job asks
         facts.rdma = read_rdma(reader)
     return facts
-
-

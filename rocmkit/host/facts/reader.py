@@ -36,7 +36,6 @@ class Reader:
 
     def __init__(self, root: str, live: bool):
         self.root = Path(root)
-        self.live = live
         self.files_read: list[str] = []
         self.read_errors: list[tuple[str, str]] = []
         self.recorded_errors: dict[str, str] = {}
