@@ -16,7 +16,8 @@ import pytest
 
 from rocmkit import archs
 from rocmkit.host.model import Status
-from rocmkit.host.probes_judge import PASS_AT, WARN_AT, allreduce_peak, judge, verdict
+from rocmkit.host.probes.judge import allreduce_peak, judge
+from rocmkit.host.probes.verdict import PASS_AT, WARN_AT, verdict
 
 DATA = Path(__file__).parent / "data" / "probes"
 PER_GPU = ["probe.gemm.bf16", "probe.gemm.fp8", "probe.hbm", "probe.h2d", "probe.d2h"]

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from rocmkit.cluster.container import docker_run_argv
-from rocmkit.host.reader import read_device_nodes
+from rocmkit.host.facts.reader import read_device_nodes
 
 pytestmark = pytest.mark.docker
 
