@@ -12,7 +12,8 @@ from ..errors import Failed, UsageError
 from ..fileio import write_atomic
 from ..image.plan import make_plan
 from ..image.render import RENDERED_MARK, render_all, render_dockerfile
-from .common import ARCH_HELP, stack_options, targets_for, warn
+from ..image.request import targets_for
+from .common import ARCH_HELP, stack_options, warn
 
 
 @click.command()
