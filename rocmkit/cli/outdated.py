@@ -71,8 +71,8 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
     listed as unreachable), 2 on bad usage.
     """
     from ..fileio import write_atomic
-    from ..refs import outdated as od
     from ..output import document
+    from ..refs import outdated as od
     from ..stacks import parse_stack
     from ..tomlread import load_toml_text
 

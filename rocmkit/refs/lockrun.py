@@ -1,9 +1,11 @@
-"""One stack's refs resolved upstream and compared with its lock: the findings `rocmkit lock` reports and
-the lock document it would write. Resolving reads the network (registry, git); the comparison is data."""
+"""One stack's refs resolved upstream and compared with its lock: the checks `rocmkit lock` reports, the lock
+document it would write, and `lock_stack`, which writes it. Resolving reads the network (registry, git); the
+comparison is data."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..stacks.lock import lock_document, stack_images
 from . import NotFound, Unreachable, gitrefs, registry
@@ -104,3 +106,33 @@ def _git(c) -> RefCheck:
         return RefCheck(MISSING, what, str(exc), old=c.commit)
     except Unreachable as exc:
         return RefCheck(UNREACHABLE, what, str(exc))
+
+
+def lock_stack(stack, path: Path, check: bool) -> dict:
+    """`rocmkit lock` for one stack: resolve its refs and, unless `check`, write its lock to `path` when every
+    ref was reached and no stack pin needs review. Returns the stack's report (what `lock --json` lists)."""
+    from ..fileio import write_atomic
+    from ..output import dumps
+
+    refs = resolve(stack)
+    kinds = refs.kinds()
+    written = False
+    if check:
+        failed = bool(kinds & set(FAILURES))
+        result = "FAILED" if failed else ("incomplete (unreachable refs)" if UNREACHABLE in kinds else "up to date")
+    else:
+        blocking = refs.blocking()
+        failed = bool(blocking)
+        if failed:
+            result = "not written: the stack's pins need review"
+        elif UNREACHABLE in kinds:
+            result = "not written (old lock kept): refs unreachable"
+        else:
+            text = dumps(refs.document())
+            if path.is_file() and path.read_text(encoding="utf-8") == text:
+                result = "unchanged"
+            else:
+                write_atomic(path, text)
+                written, result = True, "written"
+    return {"stack": stack.name, "lock_file": str(path), "written": written, "failed": failed, "result": result,
+            "findings": [{**f.as_dict(), "line": f.line()} for f in refs.findings]}
