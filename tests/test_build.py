@@ -228,6 +228,20 @@ def test_self_wheel_is_reproducible_and_complete(tmp_path):
     assert "Requires-Dist: click" in meta and "## " not in meta  # no README inside
 
 
+def test_self_wheel_declares_only_what_the_image_needs(tmp_path):
+    """The image's rocmkit requires IMAGE_REQUIREMENTS, never the host CLI's CycloneDX library (the SBOM step
+    mounts that); `rocmkit wheelhouse` downloads the same list."""
+    from rocmkit.image.selfwheel import IMAGE_REQUIREMENTS
+    from rocmkit.image.wheelhouse import rocmkit_requirements
+
+    wheel = zipfile.ZipFile(build_self_wheel(tmp_path))
+    meta = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    required = [line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist: ")]
+    assert [r for r in required if "extra ==" not in r] == list(IMAGE_REQUIREMENTS)
+    assert not any("cyclonedx" in r.lower() for r in required if "extra ==" not in r)
+    assert rocmkit_requirements() == list(IMAGE_REQUIREMENTS)
+
+
 def test_self_wheel_installs_and_runs(tmp_path):
     """The wheel installs into a fresh venv (dependencies from this environment) and its CLI runs."""
     wheel = build_self_wheel(tmp_path / "dist")

@@ -88,7 +88,7 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
     After success the image is tagged (and pushed with --push), inspected, and its tag, id, size and
     manifest summary are printed (--json: a rocmkit.build/v1 document). Every image carries a CycloneDX
     SBOM (/opt/rocmkit/sbom.cdx.json: Python distributions, dpkg packages, git commits, base image),
-    written with the CycloneDX library of `pip install 'rocmkit[sbom]'` mounted for that step only; its
+    written with the host's CycloneDX library (a dependency of rocmkit) mounted for that step only; its
     host copy goes to --sbom-out.
 
     With --dry-run, print the build plan instead: the stages, which of them BuildKit builds in parallel,
