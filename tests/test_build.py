@@ -332,3 +332,19 @@ def test_repeated_final_status_is_one_event():
     log = buildlog.BuildLog()
     events = [log.feed(line) for line in ("#4 [base 2/3] RUN x", "#4 CACHED", "#4 CACHED")]
     assert [len(e) for e in events] == [1, 1, 0]
+
+
+# ---- the request the CLI hands to image/orchestrate.py ----
+
+def test_build_request_refuses_what_no_build_could_do(tmp_path):
+    from rocmkit import stacks
+    from rocmkit.image.request import AUTO, BuildRequest
+
+    stack = stacks.load_builtin("verl-vllm")
+    ok = BuildRequest(stack=stack, targets=("gfx942",), max_jobs=AUTO, network="none", wheelhouse=tmp_path)
+    assert ok.offline and not BuildRequest(stack=stack, targets=("gfx942",)).offline
+    (tmp_path / "taken.json").write_text("{}")
+    for bad, needle in [({"push": True}, "--push needs --tag"), ({"network": "b a d"}, "--network"),
+                        ({"max_jobs": 0}, "--max-jobs"), ({"sbom_out": tmp_path / "taken.json"}, "already exists")]:
+        with pytest.raises(UsageError, match=needle):
+            BuildRequest(stack=stack, targets=("gfx942",), **bad)
