@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cluster.container import DOCKER_ERROR
+from ..runtime.container import DOCKER_ERROR
 from ..errors import UsageError
 from ..fileio import write_atomic
 from ..output import dumps
@@ -199,7 +199,7 @@ def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
         return {"figures": doc, "findings": [f.to_json() for f in findings_for(doc)]}
     import sys
 
-    from .. import proc
+    from ..runtime import proc
 
     argv = [sys.executable, "-m", "rocmkit", "doctor", "--image", target.image_id, "--level", "2", "--only", "probe",
             "--json"]

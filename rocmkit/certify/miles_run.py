@@ -49,7 +49,7 @@ def command(gpus: int, miles_dir: str = MILES_DIR) -> tuple[list[str], dict[str,
 def docker_argv(image: str, gpus: int, miles_dir: str, mounts: list[tuple[str, str, str]], *, docker: str = "docker",
                 nodes=None, ulimits: bool = True) -> list[str]:
     """The `docker run` of the test: root (it writes /root/models), working directory the checkout."""
-    from ..cluster.container import docker_run_argv
+    from ..runtime.container import docker_run_argv
 
     argv, env = command(gpus, miles_dir)
     return docker_run_argv(image, argv, env=env, mounts=mounts, workdir=miles_dir, docker=docker, nodes=nodes,
@@ -73,7 +73,7 @@ def checks_from_output(returncode: int | None, timed_out: bool, lines: list[str]
 
 def certify(s, miles_dir: str, display):
     """Run the test in s.image and write the certificate (Outcome as flow.certify)."""
-    from ..cluster.container import run_container
+    from ..runtime.container import run_container
     from ..fileio import write_atomic
     from ..output import dumps
     from . import settings as settings_mod

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from ..runtime import proc
 from ..errors import EnvironmentMissing, Failed, InputFileError, UsageError
 from . import launch_script, verl_check, verl_history
 from .launch_script import Invocation
@@ -175,8 +175,8 @@ def on_host(invocations: list[Invocation], python: str | None, timeout: float) -
 
 
 def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple[list[dict], str]:
-    from ..cluster.container import run_container
-    from ..engine import Engine, run_cli
+    from ..runtime.container import run_container
+    from ..runtime.engine import Engine, run_cli
 
     engine = Engine.connect()
     info = engine.image(image)

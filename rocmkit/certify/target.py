@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import proc
+from ..runtime import proc
 from ..errors import UsageError
 from ..host.reader import DeviceNodes, read_device_nodes
 from .settings import Settings
@@ -51,7 +51,7 @@ class Target:
         """The argv that runs `inner` in the target (for the record and --dry-run)."""
         if not self.image:
             return inner
-        from ..cluster.container import docker_run_argv
+        from ..runtime.container import docker_run_argv
 
         return docker_run_argv(self.image_id or self.image, inner, docker=self.docker or "docker",
                                ulimits=self.ulimits, **self._flags(env, ws))
@@ -62,7 +62,7 @@ class Target:
         if not self.image:
             return proc.run(inner, env={**os.environ, **env}, cwd=ws.root, timeout=timeout, on_line=on_line,
                             log_path=log_path, what=what, stop_when=stop_when)
-        from ..cluster.container import ULIMIT_NOTE, run_container
+        from ..runtime.container import ULIMIT_NOTE, run_container
 
         result, self.ulimits = run_container(self.image_id, inner, what=what, timeout=timeout,
                                              docker=self.docker or "docker", ulimits=self.ulimits, on_line=on_line,
@@ -76,7 +76,7 @@ def resolve(s: Settings) -> Target:
     """The target, checked: the image present in the engine (exit 2 if not, 3 without an engine)."""
     if not s.image:
         return Target(image=None, image_id=None, record=host_record())
-    from ..engine import Engine, run_cli
+    from ..runtime.engine import Engine, run_cli
 
     engine = Engine.connect()
     info = engine.image(s.image)

@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .. import proc
+from ..runtime import proc
 from . import file_weights
 
 SERVER = "the vLLM server (trl vllm-serve)"

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ..cluster.container import ULIMIT_NOTE, docker_run_argv, run_container
+from ..runtime.container import ULIMIT_NOTE, docker_run_argv, run_container
 from ..errors import DeadlinePassed, EnvironmentMissing, UsageError
 
 
@@ -65,7 +65,7 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     The container is labelled and removed however rocmkit ends: its own exit (rocmkit exits with the
     container's code), --timeout (124), SIGINT or SIGTERM to rocmkit (130/143).
     """
-    from ..engine import run_cli
+    from ..runtime.engine import run_cli
     from ..host.reader import read_device_nodes
 
     no_gpus = gpus == "none"

@@ -122,7 +122,7 @@ def compose_with_verl(overrides: list[str], verl_python: str | None) -> dict:
     import sys
     import tempfile
 
-    from .. import proc
+    from ..runtime import proc
     from ..errors import Failed
 
     python = verl_python or (sys.executable if importlib.util.find_spec("verl") else None)

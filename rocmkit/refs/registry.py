@@ -22,7 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from ..runtime import proc
 from ..errors import InputFileError
 from . import NotFound, Unreachable
 

@@ -1,0 +1,423 @@
+"""Everything that talks to Docker: the engine through the `docker` SDK (ping, version, info, inspect,
+tag, push, reading a file out of an image), and the choice of a docker CLI that can run BuildKit builds
+(the SDK cannot: BuildKit needs the CLI's session protocol)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+
+from ..errors import EnvironmentMissing, Failed, UsageError
+
+# The environment variable that names the docker client to build with (same meaning as --docker).
+CLI_ENV_VAR = "ROCMKIT_DOCKER"
+# Where docker clients usually live besides PATH: Debian's docker.io puts its client in /usr/bin,
+# Docker's static bundles and Docker Desktop in /usr/local/bin.
+WELL_KNOWN_CLIS = ("/usr/bin/docker", "/usr/local/bin/docker")
+# Docker 18.09 (API 1.39) is the first engine and client with BuildKit.
+MIN_BUILDKIT_VERSION = (18, 9)
+PROBE_TIMEOUT_S = 30
+
+NO_ENGINE_HINT = (
+    "start a Docker engine (`sudo systemctl start docker`, or as root `dockerd &`), or point DOCKER_HOST "
+    "at a running one (e.g. DOCKER_HOST=unix:///run/user/1000/docker.sock or DOCKER_HOST=ssh://user@builder)"
+)
+
+
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The engine the docker CLI would talk to, found the CLI's way, so that the SDK, the doctor's ping and
+    the CLI (build, run) all reach one engine: DOCKER_HOST, else the context named by DOCKER_CONTEXT or by
+    `docker context use` (currentContext in $DOCKER_CONFIG/config.json), else the default socket."""
+    host: str
+    context: str | None = None  # a non-default context, when the host came from one
+    source: str = "default"
+
+    def describe(self) -> str:
+        if self.source == "DOCKER_HOST":
+            return self.host
+        if self.context:
+            return f"{self.host} (docker context {self.context!r}, from {self.source})"
+        return f"{self.host} (the default; DOCKER_HOST is not set)"
+
+
+def _docker_config_dir() -> str:
+    return os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+
+
+def endpoint() -> Endpoint:
+    if os.environ.get("DOCKER_HOST"):
+        return Endpoint(os.environ["DOCKER_HOST"], source="DOCKER_HOST")
+    name, source = os.environ.get("DOCKER_CONTEXT"), "DOCKER_CONTEXT"
+    config = os.path.join(_docker_config_dir(), "config.json")
+    if not name:
+        name, source = _read_json_field(config, "currentContext"), config
+    if not name or name == "default":
+        return Endpoint(DEFAULT_HOST)
+    import hashlib  # here: the doctor's level 1 imports this module and rarely needs it
+
+    # The CLI's context store: contexts/meta/<sha256 of the name>/meta.json.
+    meta = os.path.join(_docker_config_dir(), "contexts", "meta", hashlib.sha256(name.encode()).hexdigest(),
+                        "meta.json")
+    endpoints = _read_json_field(meta, "Endpoints")
+    host = (endpoints or {}).get("docker", {}).get("Host") if isinstance(endpoints, dict) else None
+    if not host:
+        raise EnvironmentMissing(f"docker context {name!r} (from {source}) does not exist or names no engine "
+                                 f"(read {meta})", hint="`docker context ls` lists the contexts; "
+                                 "`docker context use default` or DOCKER_HOST chooses another engine")
+    return Endpoint(host, context=name, source=source)
+
+
+def _read_json_field(path: str, field: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data.get(field) if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    version: str
+    api_version: str
+    os: str
+    arch: str
+    ncpu: int
+    mem_total: int  # bytes
+    address: str
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    id: str
+    tags: tuple[str, ...]
+    size: int  # bytes
+    labels: dict[str, str]
+    digests: tuple[str, ...] = ()  # repo@sha256:... for images pulled from or pushed to a registry
+
+
+class Engine:
+    """A connected Docker engine. `connect()` makes one or says (exit 3) how to get one."""
+
+    def __init__(self, client, where: Endpoint):
+        self.client = client
+        self.where = where
+
+    @classmethod
+    def connect(cls, timeout: int = 30) -> "Engine":
+        try:
+            import docker
+        except ImportError as exc:  # a broken install; pip install rocmkit brings the SDK
+            raise EnvironmentMissing(f"the docker Python SDK cannot be imported ({exc})",
+                                     hint="pip install 'docker>=5.0.3'") from None
+        where = endpoint()
+        try:
+            if where.context:  # the SDK's from_env ignores contexts; its ContextAPI (docker >= 4.3) reads them
+                from docker.context import ContextAPI
+
+                ctx = ContextAPI.get_context(where.context)
+                client = docker.DockerClient(base_url=where.host, tls=ctx.TLSConfig if ctx else False,
+                                             timeout=timeout)
+            else:
+                client = docker.from_env(timeout=timeout)
+            client.ping()
+        except Exception as exc:  # DockerException, or requests' errors and timeouts, depending on SDK version
+            if "http+docker" in str(exc):  # docker < 7.1 under requests >= 2.32 cannot speak to any engine
+                raise EnvironmentMissing(f"the docker Python SDK {docker.__version__} cannot talk to an engine with "
+                                         "the requests library installed here (needs docker >= 7.1 with requests "
+                                         ">= 2.32)", hint="pip install 'docker>=7.1'") from None
+            raise EnvironmentMissing(f"no Docker engine reachable at {where.describe()}: {_reason(exc)}",
+                                     hint=NO_ENGINE_HINT) from None
+        return cls(client, where)
+
+    def info(self) -> EngineInfo:
+        version = self.client.version()
+        info = self.client.info()
+        engine = EngineInfo(
+            version=str(version.get("Version", "?")),
+            api_version=str(version.get("ApiVersion", "?")),
+            os=str(info.get("OSType", version.get("Os", "?"))),
+            arch=str(info.get("Architecture", version.get("Arch", "?"))),
+            ncpu=int(info.get("NCPU") or 1),
+            mem_total=int(info.get("MemTotal") or 0),
+            address=self.where.describe(),
+        )
+        if _version_tuple(engine.version) < MIN_BUILDKIT_VERSION and not engine.version.startswith("?"):
+            raise EnvironmentMissing(f"Docker engine {engine.version} at {engine.address} has no BuildKit "
+                                     "(needs 18.09 or newer)", hint="upgrade the engine")
+        return engine
+
+    def image(self, ref: str) -> ImageInfo | None:
+        """The image `ref` (a tag or an id), or None when the engine has no such image."""
+        from docker.errors import APIError, ImageNotFound
+
+        try:
+            img = self.client.images.get(ref)
+        except ImageNotFound:
+            return None
+        except APIError as exc:
+            if exc.status_code == 400:  # the engine's own check of the reference ("invalid reference format")
+                raise UsageError(f"{ref!r} is not an image reference: {exc.explanation}") from None
+            raise Failed(f"the Docker engine could not look up {ref!r}: {exc.explanation}") from None
+        return ImageInfo(id=img.id, tags=tuple(img.tags), size=int(img.attrs.get("Size") or 0),
+                         labels=dict((img.attrs.get("Config") or {}).get("Labels") or {}),
+                         digests=tuple(img.attrs.get("RepoDigests") or ()))
+
+    def tag(self, image_id: str, ref: str) -> None:
+        repo, tag = split_ref(ref)
+        if not self.client.api.tag(image_id, repo, tag, force=True):
+            raise Failed(f"the engine refused to tag {image_id} as {ref}")
+
+    def push(self, ref: str, on_line=None) -> str | None:
+        """Push `ref`; returns the pushed digest. Registry errors arrive inside the stream, not as
+        exceptions, so every line is checked."""
+        repo, tag = split_ref(ref)
+        digest = None
+        try:
+            for line in self.client.api.push(repo, tag=tag, stream=True, decode=True):
+                if "error" in line:
+                    raise Failed(f"pushing {ref} failed: {line.get('error')}",
+                                 hint="log in with `docker login REGISTRY`, and check the repository name")
+                if on_line and line.get("status"):
+                    on_line(" ".join(str(line[k]) for k in ("id", "status", "progress") if line.get(k)))
+                aux = line.get("aux") or {}
+                digest = aux.get("Digest", digest)
+        except Failed:
+            raise
+        except Exception as exc:
+            raise Failed(f"pushing {ref} failed: {_reason(exc)}") from None
+        return digest
+
+    def read_file(self, image_id: str, path: str) -> bytes | None:
+        """A file's bytes from an image, without running it: create a container, copy out, remove it."""
+        import io
+        import tarfile
+
+        from docker.errors import NotFound
+
+        container = self.client.containers.create(image_id, command=["true"], network_disabled=True)
+        try:
+            stream, _ = container.get_archive(path)
+            data = b"".join(stream)
+        except NotFound:
+            return None
+        finally:
+            container.remove(force=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.getmembers()[0]
+            handle = tar.extractfile(member)
+            return handle.read() if handle else None
+
+    def remove_labelled(self, label: str) -> list[str]:
+        """Force-remove every container (running or not) carrying `label` ("key=value"); their ids."""
+        removed = []
+        for c in self.client.containers.list(all=True, filters={"label": label}):
+            try:
+                c.remove(force=True)
+                removed.append(c.id)
+            except Exception as exc:  # noqa: BLE001 - one that is already gone is fine
+                if "No such container" not in str(exc) and "is already in progress" not in str(exc):
+                    raise
+        return removed
+
+    def read_json(self, image_id: str, path: str):
+        raw = self.read_file(image_id, path)
+        return None if raw is None else json.loads(raw)
+
+
+def ping() -> dict:
+    """Whether the engine answers and lets this user in — the engine API's `/_ping`, spoken directly on the
+    Unix socket of endpoint(): the doctor's level 1 runs in about 0.15 s, and importing the SDK alone takes 0.22 s."""
+    try:
+        host = endpoint().host
+    except EnvironmentMissing as exc:
+        return {"host": "?", "status": "unchecked", "reason": exc.message}
+    if not host.startswith("unix://"):
+        return {"host": host, "status": "unchecked", "reason": "non-unix DOCKER_HOST is not probed at level 1"}
+    sock = host[len("unix://"):]
+    if not os.path.exists(sock):
+        return {"host": host, "status": "absent"}
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1.0)
+    try:
+        s.connect(sock)
+        s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+        reply = s.recv(64).decode(errors="replace")
+    except PermissionError:
+        return {"host": host, "status": "denied"}
+    except OSError as exc:
+        return {"host": host, "status": "down", "error": exc.strerror or str(exc)}
+    finally:
+        s.close()
+    return {"host": host, "status": "ok" if " 200 " in reply else "down", "reply": reply.split("\r\n")[0]}
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    # The SDK nests the interesting part ("Connection refused", "No such file") deep in a long repr.
+    for pattern in (r"(Connection refused)", r"(No such file or directory)", r"(Permission denied)",
+                    r"(Name or service not known)", r"(timed out)"):
+        m = re.search(pattern, text)
+        if m:
+            return m.group(1)
+    return text.splitlines()[0][:300]
+
+
+REF_RE = re.compile(
+    r"^(?:(?P<host>[A-Za-z0-9.-]+(?::\d+)?)/)?(?P<path>[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?$")
+
+
+def check_ref(ref: str, option: str = "--tag") -> str:
+    """An image reference rocmkit may tag or push: [registry[:port]/]name[/name...][:tag]."""
+    m = REF_RE.match(ref)
+    ok = bool(m)
+    if ok and m.group("host"):
+        host = m.group("host")
+        # Docker reads the first part as a registry only if it has a dot or port or is localhost;
+        # otherwise it is part of the (lower-case) repository name.
+        ok = "." in host or ":" in host or host == "localhost" or host == host.lower()
+    if not ok:
+        raise UsageError(f"{option} {ref!r} is not an image reference",
+                         hint="[registry[:port]/]repository[:tag], lower-case repository, e.g. ghcr.io/org/verl-vllm:gfx942")
+    return ref
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """'host:5000/a/b:t' → ('host:5000/a/b', 't'); a ref without a tag gets 'latest'."""
+    repo, sep, tag = ref.rpartition(":")
+    if sep and "/" not in tag:
+        return repo, tag
+    return ref, "latest"
+
+
+# ---- the docker CLI that runs builds ----
+
+@dataclass(frozen=True)
+class DockerCLI:
+    """A docker client that can build with BuildKit. mode "buildx": `docker buildx build`;
+    mode "builtin": `docker build` with DOCKER_BUILDKIT=1 (clients before 23.0 carry BuildKit)."""
+
+    path: str
+    version: str
+    mode: str
+
+    def build_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.mode == "builtin":
+            env["DOCKER_BUILDKIT"] = "1"
+        return env
+
+    def build_argv(self) -> list[str]:
+        return [self.path, "buildx", "build"] if self.mode == "buildx" else [self.path, "build"]
+
+    def describe(self) -> str:
+        how = "buildx plugin" if self.mode == "buildx" else "built-in BuildKit (DOCKER_BUILDKIT=1)"
+        return f"{self.path} {self.version}, {how}"
+
+
+def probe_cli(path: str) -> DockerCLI | str:
+    """A DockerCLI if the client at `path` can build with BuildKit, else the reason it cannot."""
+    from . import proc
+
+    def run(*args: str, env: dict[str, str] | None = None):
+        return proc.capture([path, *args], timeout=PROBE_TIMEOUT_S, env=env)
+
+    try:
+        out = run("--version")
+    except EnvironmentMissing as exc:
+        return f"cannot run it ({exc.message})"
+    m = re.search(r"version v?(\d+\.\d+[^\s,]*)", out.output)
+    if out.returncode != 0 or not m:
+        why = "it did not answer" if out.timed_out else out.output.strip()[:200]
+        return f"`{path} --version` failed: {why}"
+    version = m.group(1)
+    buildx = run("buildx", "version")
+    if buildx.returncode == 0:
+        return DockerCLI(path, version, "buildx")
+    builtin = run("build", "--help", env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    if buildx.timed_out or builtin.timed_out:
+        return f"it did not answer within {PROBE_TIMEOUT_S}s"
+    if _version_tuple(version) < MIN_BUILDKIT_VERSION:
+        return f"client {version} predates BuildKit (needs 18.09 or newer) and has no buildx plugin"
+    if builtin.returncode != 0:
+        said = " ".join(builtin.output.split())[:200]
+        return f"client {version} has no buildx plugin and refuses built-in BuildKit ({said})"
+    return DockerCLI(path, version, "builtin")
+
+
+def candidate_clis() -> list[str]:
+    """Every distinct `docker` on PATH, in PATH order, then the well-known locations."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        p = os.path.join(d or ".", "docker")
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            key = os.path.realpath(p)
+            if key not in seen:
+                seen.add(key)
+                out.append(p)
+    for p in WELL_KNOWN_CLIS:
+        if os.path.isfile(p) and os.access(p, os.X_OK) and os.path.realpath(p) not in seen:
+            seen.add(os.path.realpath(p))
+            out.append(p)
+    return out
+
+
+def find_cli(explicit: str | None = None) -> DockerCLI:
+    """The docker client to build with: the one named (--docker or $ROCMKIT_DOCKER), else the first
+    that can do BuildKit among candidate_clis(). Says why each was rejected when none can."""
+    named = explicit or os.environ.get(CLI_ENV_VAR)
+    if named:
+        source = "--docker" if explicit else CLI_ENV_VAR
+        path = shutil.which(named) if os.sep not in named else named
+        if not path or not os.path.isfile(path):
+            raise EnvironmentMissing(f"{source}={named}: no such docker client",
+                                     hint="give the path of a docker client, e.g. /usr/bin/docker")
+        found = probe_cli(path)
+        if isinstance(found, str):
+            raise EnvironmentMissing(f"{source}={named} cannot build with BuildKit: {found}", hint=_CLI_HINT)
+        return found
+    rejected = []
+    for path in candidate_clis():
+        found = probe_cli(path)
+        if isinstance(found, DockerCLI):
+            return found
+        rejected.append(f"{path}: {found}")
+    if not rejected:
+        raise EnvironmentMissing("no docker client found (none on PATH, none in " + ", ".join(WELL_KNOWN_CLIS) + ")",
+                                 hint=_CLI_HINT)
+    raise EnvironmentMissing("no docker client here can build with BuildKit:\n  " + "\n  ".join(rejected), hint=_CLI_HINT)
+
+
+def run_cli(explicit: str | None = None) -> str:
+    """The docker client to run containers with: the one named (--docker or $ROCMKIT_DOCKER), else the
+    first on PATH or in the well-known places. Running needs no BuildKit, so nothing is probed."""
+    named = explicit or os.environ.get(CLI_ENV_VAR)
+    if named:
+        return named
+    clis = candidate_clis()
+    if not clis:
+        raise EnvironmentMissing("no docker client found to run the container",
+                                 hint=f"install one, or name it with --docker PATH or {CLI_ENV_VAR}=PATH")
+    return clis[0]
+
+
+_CLI_HINT = (f"install the docker buildx plugin (Debian/Ubuntu: docker-buildx or docker-buildx-plugin), or use a "
+             f"client with built-in BuildKit (docker < 23, e.g. Debian 12's docker.io in /usr/bin/docker); "
+             f"name it with --docker PATH or {CLI_ENV_VAR}=PATH")
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
