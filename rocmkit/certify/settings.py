@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..runtime import imageref
 from ..textenum import TextEnum
 from .watchdog import STALL_S
 
@@ -44,12 +44,6 @@ TRL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 2e-5}
 TRL_MAX_MODEL_LEN = {"builtin": 256, "user": 2048}
 SERVER_READY_S = 600
 ZERO_STAGES = (1, 2, 3)
-# Docker's reference grammar: lower-case repository path, optional tag and digest, or an image id.
-IMAGE_REF_RE = re.compile(
-    r"^(?:(?:[A-Za-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?|(?:sha256:)?[0-9a-f]{12,64})$")
-
-
 @dataclass(frozen=True)
 class Settings:
     engine: Engine = Engine.TRL
@@ -130,7 +124,7 @@ def check(s: Settings) -> Settings:
     verl_run_checks(s)
     if s.tune and s.engine is not Engine.VERL:
         raise UsageError("--tune checks a verl plan: it needs --engine verl")
-    if s.image is not None and not IMAGE_REF_RE.match(s.image):
+    if s.image is not None and not imageref.is_ref(s.image, image_id=True):
         raise UsageError(f"--image {s.image!r} is not an image reference",
                          hint="[registry/]repository[:tag][@sha256:digest] with a lower-case repository, or an image id")
     model = data = None
