@@ -32,6 +32,5 @@ def test_hub_normalisation_and_options():
     assert parse("o/i").hub_repository == "o/i"
     with pytest.raises(BadImageRef):
         parse(f"x@{D}", digest=False)
-    assert parse("sha256:" + "b" * 64, image_id=True).image_id
-    with pytest.raises(BadImageRef):
-        parse("sha256:" + "b" * 64)
+    assert parse("sha256:" + "b" * 64, image_id=True).image_id == "sha256:" + "b" * 64
+    assert parse("sha256:" + "b" * 64).tag == "b" * 64  # without image_id: the repository sha256, tagged
