@@ -179,9 +179,7 @@ def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple
     from ..runtime.engine import Engine, run_cli
 
     engine = Engine.connect()
-    info = engine.image(image)
-    if info is None:
-        raise UsageError(f"image {image!r} is not in the Docker engine", hint="build it (rocmkit build) or pull it")
+    info = engine.require_image(image)
     where = f"image {image} ({info.id[:19]})"
     with tempfile.TemporaryDirectory(prefix="rocmkit-verl-check-") as tmp:
         _inputs(Path(tmp), invocations)

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Callable
 
 from ..runtime import proc
-from ..errors import UsageError
 from ..host.reader import DeviceNodes, read_device_nodes
 from .settings import Settings
 from .workspace import Workspace
@@ -79,10 +78,8 @@ def resolve(s: Settings) -> Target:
     from ..runtime.engine import Engine, run_cli
 
     engine = Engine.connect()
-    info = engine.image(s.image)
-    if info is None:
-        raise UsageError(f"image {s.image!r} is not in the Docker engine",
-                         hint="build it (rocmkit build) or pull it (docker pull) first; `docker images` lists what is there")
+    info = engine.require_image(s.image, hint="build it (rocmkit build) or pull it (docker pull) first; `docker images` "
+                                              "lists what is there")
     docker = run_cli()
     notes = []
     try:

@@ -28,6 +28,8 @@ NO_ENGINE_HINT = (
 )
 
 
+NO_IMAGE_HINT = "build it (rocmkit build) or pull it"
+
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 
 
@@ -170,6 +172,14 @@ class Engine:
         return ImageInfo(id=img.id, tags=tuple(img.tags), size=int(img.attrs.get("Size") or 0),
                          labels=dict((img.attrs.get("Config") or {}).get("Labels") or {}),
                          digests=tuple(img.attrs.get("RepoDigests") or ()))
+
+    def require_image(self, ref: str, hint: str = NO_IMAGE_HINT) -> ImageInfo:
+        """The image `ref`, or UsageError (exit 2) saying the engine lacks it: what every command that runs an
+        image checks first (certify --image, doctor --image, recipe checks)."""
+        info = self.image(ref)
+        if info is None:
+            raise UsageError(f"image {ref!r} is not in the Docker engine", hint=hint)
+        return info
 
     def tag(self, image_id: str, ref: str) -> None:
         repo, tag = split_ref(ref)
