@@ -34,6 +34,7 @@ class Rollout(TextEnum):
 
 
 SIZES = ("tiny", "0.5b")
+MILES_DIR = "/root/miles"  # where Miles' Dockerfile.rocm clones it; its tests and train.py live there
 MIN_STEPS = 4  # learning is judged over the first and the last quarter of the steps
 # Built-in task, TRL: a group of 8 answers per prompt, 2 prompts a step, a high learning rate for a tiny model
 # (the reward rises within about ten steps on a CPU). A 0.5B model diverges at the tiny model's rate.
@@ -70,6 +71,7 @@ class Settings:
     zero: int | None = None  # DeepSpeed ZeRO stage for TRL's trainer under accelerate
     attn: str = "auto"  # verl's actor and reference attention: auto, flash_attention_2, sdpa (attention.py)
     rollout_graphs: bool = False  # verl's rollout compiled with CUDA/HIP graphs instead of eager
+    miles_dir: str = MILES_DIR  # Miles only: its checkout inside the image
 
     @property
     def builtin(self) -> bool:
