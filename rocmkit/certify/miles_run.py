@@ -122,7 +122,7 @@ def certify(s, display, watch):
                                   docker=target.docker or "docker", on_line=on_line, log_path=ws.log,
                                   stop_when=follow.tick,
                                   env=env, mounts=ws.mounts(), workdir=miles_dir, nodes=target.nodes,
-                                  skip_missing=True, user=None)
+                                  skip_missing=True, user=None, host_code=False)  # Miles' test: no rocmkit code
         checks = checks_from_output(result.returncode, result.timed_out, lines)
         stop = follow.watch.stopped
         if stop:

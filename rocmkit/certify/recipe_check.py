@@ -189,7 +189,8 @@ def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple
         result, _ = run_container(info.id, ["python3", f"{inside}/verl_check.py", "--recipe", f"{inside}/recipes.json"],
                                   what=f"verl's config check in {image}", timeout=timeout, docker=run_cli(),
                                   keep_stdout=True, mounts=[(tmp, inside, "ro")], workdir="/tmp",
-                                  env={"HF_HUB_OFFLINE": "1"}, gpus=False, skip_missing=True)
+                                  env={"HF_HUB_OFFLINE": "1"}, gpus=False, skip_missing=True,
+                                  host_code=False)  # a copied script that imports no rocmkit
     if result.timed_out:
         raise Failed(f"verl's config check in {image} did not finish within {timeout:g} s")
     return _parse(result, where), where

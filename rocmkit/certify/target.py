@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..runtime import proc
+from ..runtime import intarget, proc
 from ..host.reader import DeviceNodes, read_device_nodes
 from .settings import Settings
 from .workspace import Workspace
@@ -53,13 +53,13 @@ class Target:
         from ..runtime.container import docker_run_argv
 
         return docker_run_argv(self.image_id or self.image, inner, docker=self.docker or "docker",
-                               ulimits=self.ulimits, **self._flags(env, ws))
+                               ulimits=self.ulimits, host_code=True, **self._flags(env, ws))
 
     def run(self, inner: list[str], env: dict[str, str], ws: Workspace, *, timeout: float,
             on_line: Callable[[str], None] | None = None, log_path: Path | None = None, what: str,
             stop_when: Callable[[], str | None] | None = None) -> proc.Result:
-        if not self.image:
-            return proc.run(inner, env={**os.environ, **env}, cwd=ws.root, timeout=timeout, on_line=on_line,
+        if not self.image:  # this host's rocmkit first on the path, whichever Python runs it (runtime/intarget.py)
+            return proc.run(inner, env=intarget.host_env({**os.environ, **env}), cwd=ws.root, timeout=timeout, on_line=on_line,
                             log_path=log_path, what=what, stop_when=stop_when)
         from ..runtime.container import ULIMIT_NOTE, run_container
 

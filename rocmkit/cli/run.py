@@ -106,7 +106,7 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     docker = run_cli(docker_cli)
     result, ulimits = run_container(image, list(command), what=f"the container of {image}", timeout=timeout_s,
-                                    docker=docker, passthrough=interactive,
+                                    docker=docker, passthrough=interactive, host_code=False,
                                     on_line=None if interactive else click.echo, **flags)
     if not ulimits:
         click.echo(f"note: {ULIMIT_NOTE}", err=True)
