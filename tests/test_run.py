@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from rocmkit.cli import cli
 from rocmkit.cli.run import render_nodes_for
-from rocmkit.cluster.container import docker_run_argv
+from rocmkit.runtime.container import docker_run_argv
 from rocmkit.errors import UsageError
 from treegen import HostSpec, write_tree
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..runtime import imageref
 from ..textenum import TextEnum
 from .watchdog import STALL_S
 
@@ -34,6 +34,7 @@ class Rollout(TextEnum):
 
 
 SIZES = ("tiny", "0.5b")
+MILES_DIR = "/root/miles"  # where Miles' Dockerfile.rocm clones it; its tests and train.py live there
 MIN_STEPS = 4  # learning is judged over the first and the last quarter of the steps
 # Built-in task, TRL: a group of 8 answers per prompt, 2 prompts a step, a high learning rate for a tiny model
 # (the reward rises within about ten steps on a CPU). A 0.5B model diverges at the tiny model's rate.
@@ -44,12 +45,6 @@ TRL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 2e-5}
 TRL_MAX_MODEL_LEN = {"builtin": 256, "user": 2048}
 SERVER_READY_S = 600
 ZERO_STAGES = (1, 2, 3)
-# Docker's reference grammar: lower-case repository path, optional tag and digest, or an image id.
-IMAGE_REF_RE = re.compile(
-    r"^(?:(?:[A-Za-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?|(?:sha256:)?[0-9a-f]{12,64})$")
-
-
 @dataclass(frozen=True)
 class Settings:
     engine: Engine = Engine.TRL
@@ -76,6 +71,7 @@ class Settings:
     zero: int | None = None  # DeepSpeed ZeRO stage for TRL's trainer under accelerate
     attn: str = "auto"  # verl's actor and reference attention: auto, flash_attention_2, sdpa (attention.py)
     rollout_graphs: bool = False  # verl's rollout compiled with CUDA/HIP graphs instead of eager
+    miles_dir: str = MILES_DIR  # Miles only: its checkout inside the image
 
     @property
     def builtin(self) -> bool:
@@ -130,7 +126,7 @@ def check(s: Settings) -> Settings:
     verl_run_checks(s)
     if s.tune and s.engine is not Engine.VERL:
         raise UsageError("--tune checks a verl plan: it needs --engine verl")
-    if s.image is not None and not IMAGE_REF_RE.match(s.image):
+    if s.image is not None and not imageref.is_ref(s.image, image_id=True):
         raise UsageError(f"--image {s.image!r} is not an image reference",
                          hint="[registry/]repository[:tag][@sha256:digest] with a lower-case repository, or an image id")
     model = data = None

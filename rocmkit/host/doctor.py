@@ -140,15 +140,13 @@ def compare_runs(files: tuple[str, str], tolerance: float, strict: bool) -> Outc
 def in_image(image: str, level: int, strict: bool, arch: str | None, only: str | None, timeout_s: float,
              multi_node: bool = False) -> Outcome:
     """`rocmkit doctor --json` run inside IMAGE through the Docker engine, with the ROCm device flags."""
-    from ..cluster.container import ULIMIT_NOTE, run_container
-    from ..engine import Engine, run_cli
+    from ..runtime.container import ULIMIT_NOTE, run_container
+    from ..runtime.engine import Engine, run_cli
     from .facts.reader import read_device_nodes
 
-    engine = Engine.connect()
-    info = engine.image(image)
-    if info is None:
-        raise UsageError(f"image {image!r} is not in the Docker engine", hint="build it (rocmkit build) or pull it")
+    info = Engine.connect().require_image(image)
     docker = run_cli()
+    # run_container runs this host's rocmkit in the image (runtime/intarget.py), as `python3 -m rocmkit`
     inner = ["rocmkit", "doctor", "--json", "--level", str(level), "--code-objects"]
     inner += ["--arch", arch] if arch else []
     inner += ["--only", only] if only else []
@@ -163,7 +161,8 @@ def in_image(image: str, level: int, strict: bool, arch: str | None, only: str |
     except ValueError:
         tail = result.tail[-10:]
         raise Failed(f"the doctor could not run in {image} (exit {result.returncode})",
-                     hint="is rocmkit installed in the image? rocmkit-built images have it. Output:\n  "
+                     hint="the image needs python3 with rocmkit's dependencies (rocmkit-built images have them); "
+                          "this host's rocmkit runs in it from a read-only mount. Output:\n  "
                           + "\n  ".join(tail)) from None
     doc["image"] = image
     doc["notes"] = notes

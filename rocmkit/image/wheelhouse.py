@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .. import proc
+from ..runtime import proc
 from ..errors import EnvironmentMissing, Failed, UsageError
 from ..fileio import write_atomic
 from ..output import document

@@ -261,7 +261,7 @@ def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str
             placeholder.status, placeholder.note = UNREACHABLE, exc.message
             return placeholder
 
-    # The git lookups run one after another in one worker: rocmkit.proc cleans up after a run every process
+    # The git lookups run one after another in one worker: rocmkit.runtime.proc cleans up after a run every process
     # started meanwhile, so two concurrent runs would stop each other's. The HTTP lookups share the others.
     git_jobs = [j for j in jobs if j[0].kind == "git"]
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .. import proc
+from ..runtime import proc
 from ..tomlread import load_toml_file
 from .model import Stack, _canon
 

@@ -244,7 +244,7 @@ def allreduce(devices: list[str], *, nbytes: int, budget_s: float = 2.0, warmup_
     gloo on the CPU). The first all-reduce is checked for the right sum. The ranks run under a launcher
     process (probes/allreduce_ranks.py) that rocmkit's runner starts, so a deadline or a signal stops them all.
     """
-    from ... import proc
+    from ...runtime import proc
 
     started = time.perf_counter()
     n = len(devices)

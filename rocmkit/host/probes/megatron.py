@@ -87,7 +87,7 @@ def measure_megatron(devices: list[str], *, steps: int = STEPS, model: GPT = GPT
     when transformer_engine is installed (GPU only). `dtype` is "bf16" (GPUs' default, as verl trains) or
     "fp32" (the CPU's default; bf16 on the CPU runs the GPU path's casts where the tests run). No megatron-core
     in the worker's environment: available False, saying so."""
-    from ... import proc
+    from ...runtime import intarget, proc
 
     tp = min(len(devices), 2)
     devices = devices[:tp]
@@ -102,7 +102,9 @@ def measure_megatron(devices: list[str], *, steps: int = STEPS, model: GPT = GPT
         args, result = os.path.join(tmp, "args.json"), os.path.join(tmp, "result.json")
         with open(args, "w") as f:
             json.dump({**doc, "port": _free_port(), "result": result}, f)
-        run = proc.capture([python, "-m", "rocmkit.host.probes.megatron", args], timeout=timeout_s)
+        # `python` may be another interpreter (the megatron venv): it runs this rocmkit, not its own
+        run = proc.capture([python, "-m", "rocmkit.host.probes.megatron", args], timeout=timeout_s,
+                           env=intarget.host_env())
         if os.path.exists(result):
             with open(result) as f:
                 doc.update(json.load(f))

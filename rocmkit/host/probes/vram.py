@@ -54,7 +54,7 @@ REFERENCE = ("https://github.com/vllm-project/vllm/issues/37533; https://github.
 
 def measure_vram(index: int, *, share: float = SHARE, cycles: int = CYCLES, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
     """Run the worker for each mode on torch GPU `index`; a mode that cannot run says why."""
-    from ... import proc
+    from ...runtime import proc
 
     conf_vars = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
     doc: dict[str, Any] = {"available": True, "gpu": index, "share": share, "cycles": cycles, "chunk_bytes": CHUNK,
