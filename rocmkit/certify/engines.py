@@ -1,5 +1,5 @@
 """certify's engines behind one interface, registered by name as the image's component kinds are
-(image/components.py): `ENGINES[Engine.TRL]`. flow.py asks the engine of the run for everything that differs
+(image/components.py): `ENGINES[EngineKind.TRL]`. flow.py asks the engine of the run for everything that differs
 between them and branches on none; a new engine is a class here.
 
 Each supplies: the modules the setup finds before anything imports (`required_modules`) and the ones it then
@@ -11,7 +11,7 @@ its run record, its first phase and its watchdog. Miles runs its own test and wr
 from __future__ import annotations
 
 from . import miles_run, verl_overrides, verl_report
-from .settings import SERVER_READY_S, TRL_DEFAULTS, TRL_LR, TRL_MAX_MODEL_LEN, Backend, Engine, Rollout, Settings
+from .settings import SERVER_READY_S, TRL_DEFAULTS, TRL_LR, TRL_MAX_MODEL_LEN, Backend, EngineKind, Rollout, Settings
 from .watchdog import Watch
 
 # verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
@@ -25,7 +25,7 @@ BASE_MODULES = ["rocmkit", "torch", "transformers", "tokenizers", "pyarrow"]
 class CertifyEngine:
     """What flow.py asks of an engine. The defaults suit an engine that runs under the generic flow."""
 
-    kind: Engine
+    kind: EngineKind
     extra: str = "certify"  # rocmkit's pip extra that brings the engine to a host Python
     first_phase = "starting the trainer"  # the watchdog's phase before the engine says what it does
     certifies_itself = False  # True: certify() below runs the whole certification, not flow.py's steps
@@ -76,7 +76,7 @@ class CertifyEngine:
 class Trl(CertifyEngine):
     """TRL's GRPOTrainer; with vLLM, trl_launch starts the server and/or `accelerate launch` of trl_run."""
 
-    kind = Engine.TRL
+    kind = EngineKind.TRL
 
     def required_modules(self, s: Settings) -> list[str]:
         return (BASE_MODULES + ["trl", "datasets", "accelerate"] + (["vllm"] if s.vllm_mode else [])
@@ -101,7 +101,7 @@ class Trl(CertifyEngine):
 class Verl(CertifyEngine):
     """verl's main_ppo with a vLLM or SGLang rollout, FSDP or Megatron actor; the setup validates its overrides."""
 
-    kind = Engine.VERL
+    kind = EngineKind.VERL
     extra = "verl"
     first_phase = "starting Ray"
 
@@ -156,7 +156,7 @@ class Verl(CertifyEngine):
 class Miles(CertifyEngine):
     """Miles' own short e2e test in a Miles image; it writes its certificate itself (miles_run.py)."""
 
-    kind = Engine.MILES
+    kind = EngineKind.MILES
     first_phase = "Miles' test"
     certifies_itself = True
 
@@ -168,7 +168,7 @@ class Miles(CertifyEngine):
         return miles_run.certify(s, display, self.watch(s))
 
 
-ENGINES: dict[Engine, CertifyEngine] = {e.kind: e() for e in (Trl, Verl, Miles)}
+ENGINES: dict[EngineKind, CertifyEngine] = {e.kind: e() for e in (Trl, Verl, Miles)}
 
 
 def of(s: Settings) -> CertifyEngine:

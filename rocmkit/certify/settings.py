@@ -11,7 +11,7 @@ from ..textenum import TextEnum
 from .watchdog import STALL_S
 
 
-class Engine(TextEnum):
+class EngineKind(TextEnum):
     TRL = "trl"
     VERL = "verl"
     MILES = "miles"  # Miles' own e2e test in its image (certify/miles_run.py)
@@ -47,7 +47,7 @@ SERVER_READY_S = 600
 ZERO_STAGES = (1, 2, 3)
 @dataclass(frozen=True)
 class Settings:
-    engine: Engine = Engine.TRL
+    engine: EngineKind = EngineKind.TRL
     image: str | None = None  # None: run on this host
     model: Path | None = None  # None: the built-in model
     data: Path | None = None  # None: the built-in task
@@ -98,14 +98,14 @@ def check(s: Settings) -> Settings:
         raise UsageError(f"--stall-timeout {s.stall_timeout}: seconds without a step or an output line, 0 for none")
     if s.size not in SIZES:
         raise UsageError(f"--size {s.size!r}", hint=f"one of: {', '.join(SIZES)}")
-    if s.engine is Engine.VERL and s.on_cpu and s.rollout is not Rollout.VLLM:
+    if s.engine is EngineKind.VERL and s.on_cpu and s.rollout is not Rollout.VLLM:
         raise UsageError("--gpus 0 with the verl engine runs vLLM's CPU build; SGLang has no CPU rollout in verl",
                          hint="leave out --rollout, or give GPUs")
     if s.backend is Backend.MEGATRON:
         megatron_checks(s)
     elif (s.tp, s.pp) != (1, 1):
         raise UsageError("--tp and --pp size verl's Megatron actor: they need --backend megatron")
-    if s.vllm_mode is not None and s.engine is not Engine.TRL:
+    if s.vllm_mode is not None and s.engine is not EngineKind.TRL:
         raise UsageError(f"--vllm-mode {s.vllm_mode.value} is TRL's; verl's rollout is chosen with --rollout",
                          hint="add --engine trl, or leave out --vllm-mode")
     if s.vllm_mode is VllmMode.SERVER and s.gpus == 1:
@@ -124,7 +124,7 @@ def check(s: Settings) -> Settings:
             raise UsageError("--zero runs TRL's trainer under accelerate with DeepSpeed, on GPUs",
                              hint="add --vllm-mode server or colocate, and --gpus")
     verl_run_checks(s)
-    if s.tune and s.engine is not Engine.VERL:
+    if s.tune and s.engine is not EngineKind.VERL:
         raise UsageError("--tune checks a verl plan: it needs --engine verl")
     if s.image is not None and not imageref.is_ref(s.image, image_id=True):
         raise UsageError(f"--image {s.image!r} is not an image reference",
@@ -149,11 +149,11 @@ def verl_run_checks(s: Settings) -> None:
 
     if s.attn not in CHOICES:
         raise UsageError(f"--attn {s.attn!r}", hint=f"one of: {', '.join(CHOICES)}")
-    if s.attn != "auto" and (s.engine is not Engine.VERL or s.backend is not Backend.FSDP):
+    if s.attn != "auto" and (s.engine is not EngineKind.VERL or s.backend is not Backend.FSDP):
         raise UsageError(f"--attn {s.attn} chooses the attention of verl's FSDP actor (transformers' "
                          "attn_implementation)", hint="use it with --engine verl and the fsdp backend; Megatron "
                          "runs megatron-core's own attention")
-    if s.rollout_graphs and (s.engine is not Engine.VERL or s.on_cpu):
+    if s.rollout_graphs and (s.engine is not EngineKind.VERL or s.on_cpu):
         raise UsageError("--rollout-graphs compiles verl's rollout and captures its CUDA/HIP graphs: it needs "
                          "--engine verl and GPUs", hint="leave it out on the CPU (the rollout runs eager there)")
 
@@ -161,7 +161,7 @@ def verl_run_checks(s: Settings) -> None:
 def megatron_checks(s: Settings) -> None:
     """What rocmkit knows before verl is asked: Megatron is verl's, trains on GPUs only, and the built-in model's
     heads and layers bound TP and PP. Whether TP x PP fits the GPUs is verl's own rule (its validate_config)."""
-    if s.engine is not Engine.VERL:
+    if s.engine is not EngineKind.VERL:
         raise UsageError("--backend megatron is verl's Megatron actor: it needs --engine verl")
     if s.on_cpu:
         raise UsageError("--backend megatron trains on GPUs only (megatron-core's fused kernels and NCCL/RCCL); "

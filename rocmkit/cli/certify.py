@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..certify.attention import CHOICES as ATTN_CHOICES
-from ..certify.settings import SIZES, ZERO_STAGES, Backend, Engine, Rollout, Settings, VllmMode
+from ..certify.settings import SIZES, ZERO_STAGES, Backend, EngineKind, Rollout, Settings, VllmMode
 from ..errors import UsageError
 from ..output import dumps
 from .common import json_option
@@ -22,7 +22,7 @@ def _values(enum) -> list[str]:
 @click.command()
 @click.option("--image", default=None, help="Certify this image (run inside it through the Docker engine).")
 @click.option("--host", "on_host", is_flag=True, help="Certify this host's Python environment (the default without --image).")
-@click.option("--engine", type=click.Choice(_values(Engine)), default=D.engine.value, show_default=True,
+@click.option("--engine", type=click.Choice(_values(EngineKind)), default=D.engine.value, show_default=True,
               help="trl: TRL's GRPOTrainer (CPU or one GPU); verl: verl's main_ppo with a vLLM/SGLang rollout "
                    "(GPUs, or the CPU with the verl-cpu stack); miles: Miles' own short e2e test "
                    "(tests/e2e/short/test_qwen2.5_0.5B_gsm8k_short.py) inside --image on --gpus 4 or 8 AMD GPUs.")
@@ -122,7 +122,7 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
         tuned = tuple(load_overrides(tune_file))
     else:
         tuned = ()
-    s = Settings(engine=Engine(engine), image=image, model=Path(model) if model else None,
+    s = Settings(engine=EngineKind(engine), image=image, model=Path(model) if model else None,
                  data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
                  timeout=timeout, stall_timeout=stall_timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
