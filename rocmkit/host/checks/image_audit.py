@@ -146,9 +146,11 @@ def check_duplicate_dists(f: Facts, ctx: Context):
                           "(pip install --force-reinstall NAME) if they shared files",
                       duplicate=d)
     if len(benign) == len(dups):
-        shadowed = sorted({d["import"] for d, why in benign if why == "debian shadowed"})
+        # counted by Debian package: python3-setuptools alone provides setuptools, pkg_resources, _distutils_hack
+        shadowed = sorted({x["dpkg"] for d, why in benign if why == "debian shadowed"
+                           for x in d["distributions"] if x.get("dpkg")})
         same = sorted({d["import"] for d, why in benign if why == "identical files"})
-        notes = ([f"{len(shadowed)} Debian python3-* copies shadowed by pip's copies earlier on sys.path "
+        notes = ([f"{len(shadowed)} Debian package(s) shadowed by pip's copies earlier on sys.path "
                   f"({', '.join(shadowed[:6])}{' …' if len(shadowed) > 6 else ''}; Debian's normal layout)"]
                  if shadowed else []) + \
                 ([f"{', '.join(same)} shared by distributions installing identical files"] if same else [])
