@@ -171,11 +171,13 @@ def _owners(rows: list[dict], path: list[str], dpkg_info: str) -> None:
     copies = {id(x): x for r in rows for x in r["distributions"]}
     if not copies:
         return
-    metas = [x["meta"] for x in copies.values() if x["meta"]]
-    owners = dpkg_owners(metas, dpkg_info) if os.path.isdir(dpkg_info) else {}
+    installers = {k: _installer(x["dist"]) for k, x in copies.items()}
+    # Only a copy no installer claims (or Debian's) is looked up in dpkg's lists: the scan then stops early.
+    metas = [x["meta"] for k, x in copies.items() if x["meta"] and installers[k] in (None, "debian")]
+    owners = dpkg_owners(metas, dpkg_info) if metas and os.path.isdir(dpkg_info) else {}
     for r in rows:
         r["distributions"] = [{"name": x["name"], "version": x["version"], "location": x["location"],
-                               "installer": _installer(x["dist"]), "dpkg": owners.get(x["meta"]),
+                               "installer": installers[id(x)], "dpkg": owners.get(x["meta"]),
                                "sys_path_index": _order(x["location"], path)} for x in r["distributions"]]
 
 
