@@ -27,17 +27,16 @@ class Incident:
     worse: bool = False
 
 
-def _candidates(text: str, starts: list[int], keys: tuple[str, ...]) -> set[int]:
-    """Indices of the lines holding one of the keys: str.find over the whole lower-cased log (C speed), and
-    bisect for the line of each hit; the next search starts at the next line."""
+def _lines_with(text: str, starts: list[int], key: str) -> set[int]:
+    """Indices of the lines holding key: str.find over the whole lower-cased log (C speed), and bisect for the
+    line of each hit; the next search starts at the next line."""
     lines: set[int] = set()
-    for key in keys:
-        pos = text.find(key)
-        while pos >= 0:
-            line = bisect.bisect_right(starts, pos) - 1
-            lines.add(line)
-            end = text.find("\n", pos)
-            pos = -1 if end < 0 else text.find(key, end)
+    pos = text.find(key)
+    while pos >= 0:
+        line = bisect.bisect_right(starts, pos) - 1
+        lines.add(line)
+        end = text.find("\n", pos)
+        pos = -1 if end < 0 else text.find(key, end)
     return lines
 
 
@@ -78,8 +77,14 @@ def scan(records: list[Record]) -> dict[str, list[Incident]]:
     for r in records[:-1]:
         starts.append(starts[-1] + len(r.message) + 1)
     firsts: dict[str, list[int]] = {}
+    by_key: dict[str, set[int]] = {}  # a key several patterns share is searched once
     for p in PATTERNS:
-        matched = [i for i in sorted(_candidates(text, starts, p.keys)) if p.regex.search(records[i].message)]
+        candidates: set[int] = set()
+        for key in p.keys:
+            if key not in by_key:
+                by_key[key] = _lines_with(text, starts, key)
+            candidates |= by_key[key]
+        matched = [i for i in sorted(candidates) if p.regex.search(records[i].message)]
         if matched:
             firsts[p.id] = matched
     any_start = {i for lines in firsts.values() for i in lines}

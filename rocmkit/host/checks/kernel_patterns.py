@@ -75,35 +75,35 @@ _UC_STATUS = r"0x(?:[2367abefABEF][0-9a-fA-F]{15}|[0-9a-fA-F]{4}[13579bdfBDF][0-
 # Failures first: a finding's order is the table's. AER's words changed in Linux 6.x ("Uncorrected"/"Corrected"
 # became "Uncorrectable"/"Correctable"): both are matched.
 PATTERNS: tuple[Pattern, ...] = (
-    _p("gpu_init", Status.FAIL, "init", r"Fatal error during GPU init|\*ERROR\* (?:hw|sw|early)_init of IP block <\w+> "
+    _p("gpu_init", Status.FAIL, "fatal error during|init of ip block", r"Fatal error during GPU init|\*ERROR\* (?:hw|sw|early)_init of IP block <\w+> "
        r"failed|amdgpu: .*hw_init of IP block .* failed",
        "amdgpu failed to initialise a GPU (an IP block's init failed)",
        "check the firmware package matches the driver (amdgpu-dkms and linux-firmware from one ROCm release), "
        "then cold-boot the node; if it repeats, " + DRAIN + "report it to the vendor", AMDGPU_DOC),
-    _p("gpu_reset_failed", Status.FAIL, "reset failed|) failed|recovery failed",
-       r"(?i)\b(?:GPU|ASIC|mode ?[12]|BACO|ring \S+)\s+reset(?:\(\d+\))? failed|GPU Recovery Failed",
+    _p("gpu_reset_failed", Status.FAIL, "fail",
+       r"(?:GPU|ASIC|[Mm](?:ODE|ode) ?[12]|BACO|[Rr]ing \S+) reset(?:\(\d+\))? failed|GPU Recovery Failed",
        "a GPU reset failed (a failed queue reset escalates to a full one; a failed full reset leaves the GPU hung "
        "until the node reboots)",
        DRAIN + "reboot it if the GPU stays hung (look for a kernel.log.gpu_reset that succeeded after it)",
        AMDGPU_DOC),
-    _p("ras_fatal", Status.FAIL, "hardware error(", r"(?i)\buncorrectable hardware error\s*\(\s*\w+\s*\) detected",
+    _p("ras_fatal", Status.FAIL, "hardware error", r"(?i)\buncorrectable hardware error\s*\(\s*\w+\s*\) detected",
        "a fatal RAS interrupt (e.g. ERREVENT_ATHUB_INTERRUPT on MI300X): the GPU hung and needs a reset",
        DRAIN + "read the ACA dump that follows it (kernel.log.ras_aca) and the RAS counts (amd-smi metric --ecc); "
                "if it repeats on one GPU, replace it", RAS_DOC),
-    _p("ras_uncorrectable", Status.FAIL, "uncorrectable|ecc fatal|deferred", r"(?i)\buncorrectable hardware errors? "
-       r"detected|\bRAS\b.*\buncorrectable|GPU detected ECC Fatal Error|\bdeferred hardware errors? detected",
+    _p("ras_uncorrectable", Status.FAIL, "correct|ecc fatal|hardware error", r"[Uu]ncorrectable hardware errors? detected"
+       r"|\bRAS\b.*\buncorrectable|GPU detected ECC Fatal Error|[Dd]eferred hardware errors? detected",
        "uncorrectable (or deferred) RAS/ECC errors: GPU memory or a block is failing",
        DRAIN + "read the bad pages (amd-smi bad-pages) and RAS counts (amd-smi metric --ecc); replace the GPU "
        "if retired pages keep growing", RAS_DOC),
     _p("ras_poison", Status.FAIL, "poison", r"(?i)\bpoison is consumed by client \d+|\bpoison is created\b",
        "poisoned GPU memory was created or consumed (an uncorrectable error reached a client; the GPU is reset)",
        DRAIN + "read the bad pages (amd-smi bad-pages); the job that consumed the poison died", RAS_DOC),
-    _p("ras_bad_page_threshold", Status.FAIL, "bad pages|exceed threshold|replace this gpu",
+    _p("ras_bad_page_threshold", Status.FAIL, "threshold|replace this gpu",
        r"(?i)\bSaved bad pages\s*\(?\d+\)?\s*reaches threshold value|\bRAS records:\s*\d+ exceed threshold"
        r"|GPU will not be initialized\. Replace this GPU",
        "the GPU's retired (bad) pages reached the RAS threshold: the GPU is marked for replacement (RMA)",
        DRAIN + "replace the GPU (AMD's Service Action Guide); amdgpu.bad_page_threshold only hides it", RAS_DOC),
-    _p("aer_uncorrected", Status.FAIL, "uncorrect|recovery failed|reset failed",
+    _p("aer_uncorrected", Status.FAIL, "correct|fail",
        r"PCIe Bus Error: severity=Uncorrect(?:ed|able)"
        r"|AER: (?:Multiple )?Uncorrect(?:ed|able) \((?:Non-)?Fatal\) error (?:message )?received"
        r"|AER: (?:device recovery failed|subordinate device reset failed)",
@@ -121,7 +121,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "PCIe Downstream Port Containment cut a link after an uncorrectable error (DPC/EDR)",
        DRAIN + "reseat or replace the device below that port; check `lspci -vvv` for it and its AER status",
        AER_DOC),
-    _p("thermal_shutdown", Status.FAIL, "ctf|critical temperature",
+    _p("thermal_shutdown", Status.FAIL, " ctf|critical temperature",
        r"(?i)\bover temperature range\((?:SW|HW) CTF\) detected|\bshutdown due to (?:GPU )?(?:SW|HW) CTF"
        r"|\bcritical temperature reached\b",
        "a GPU or thermal zone reached its critical temperature (the node shuts down)",
@@ -135,7 +135,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "the kernel panicked (the node crashed and rebooted, or stopped)",
        DRAIN + "read the lines before the panic (the oops, lockup or machine check that caused it)", KERNEL_DOC,
        follow=TRACE),
-    _p("oops", Status.FAIL, "bug:|oops:|general protection|kernel bug at|unable to handle",
+    _p("oops", Status.FAIL, "bug: |oops: |general protection fault|kernel bug at|unable to handle kernel",
        r"^(?:BUG: (?:unable to handle|kernel NULL pointer|Bad page|scheduling while atomic|KASAN)|Oops: "
        r"|general protection fault, probably for|general protection fault: [0-9a-f]{4} \[#|kernel BUG at \S+!"
        r"|Unable to handle kernel )",
@@ -145,7 +145,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("lockup", Status.FAIL, "lockup", r"\bBUG: soft lockup - CPU#\d+ stuck for|\bWatchdog detected hard LOCKUP",
        "a CPU soft or hard lockup (a CPU stuck in the kernel for tens of seconds)",
        DRAIN + "reboot it; the call trace names the stuck driver", KERNEL_DOC, follow=TRACE),
-    _p("rcu_stall", Status.FAIL, "detected stall|detected expedited|self-detected",
+    _p("rcu_stall", Status.FAIL, "detected stall|detected expedited",
        r"\brcu_\w+(?:_state)? (?:self-)?detected (?:expedited )?stalls?\b",
        "an RCU stall (a CPU or task did not let RCU make progress: the kernel is stuck somewhere)",
        DRAIN + "reboot it; the stall's stack dump names the culprit", KERNEL_DOC, follow=TRACE),
@@ -153,7 +153,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "a task hung in the kernel for minutes (uninterruptible sleep: a GPU fence, a filesystem, a driver)",
        "the call trace says where it waits (amdgpu_* or dma_fence_* means a GPU hang: look for "
        "kernel.log.ring_timeout); if it does not clear, " + DRAIN + "reboot it", KERNEL_DOC, follow=TRACE),
-    _p("mce", Status.WARN, "machine check|[hardware error]:",
+    _p("mce", Status.WARN, "machine check|hardware error",
        r"\bMachine Check(?: Exception)?: [0-9a-fA-F]+ Bank \d+: [0-9a-fA-F]{16}|\bMachine check events logged"
        r"|\[Hardware Error\]: (?:Corrected error, no action required|Uncorrected, |Deferred error)",
        "CPU machine-check errors (MCE): corrected ones warn, uncorrected ones fail",
@@ -171,14 +171,14 @@ PATTERNS: tuple[Pattern, ...] = (
        r"[Ll]og I/O [Ee]rror|xfs_do_force_shutdown)|\bBTRFS (?:error|critical) \(device",
        "filesystem errors (a filesystem found corruption, or shut down or went read-only)",
        DRAIN + "check the disk (smartctl, nvme smart-log) and fsck/xfs_repair the filesystem", KERNEL_DOC),
-    _p("ras_aca", Status.WARN, "accelerator check architecture",
+    _p("ras_aca", Status.WARN, "hardware error",
        r"(?i)\[Hardware Error\]:?\s*Accelerator Check Architecture events logged",
        "an ACA (Accelerator Check Architecture) error dump from a GPU: corrected ones warn, uncorrected ones fail",
        "the RAS line before it says what happened; keep the dump (STATUS, IPID, SYND) for the vendor; "
        "repeated dumps on one GPU: " + DRAIN + "check amd-smi metric --ecc", RAS_DOC,
        follow=r"(?i)\[Hardware Error\]:?\s*(?:aca entry\[\d+\]|ACA\[\d+/\d+\])\.\w+=", span=16,
        worse=r"(?i)\.STATUS=" + _UC_STATUS),
-    _p("ghes", Status.WARN, "apei generic hardware error",
+    _p("ghes", Status.WARN, "hardware error",
        r"\bHardware error from APEI Generic Hardware Error Source: \d+",
        "a firmware-first hardware error (APEI GHES / UEFI CPER): corrected ones warn, others fail",
        "the record names the section (PCIe, memory, processor) and the device; for a PCIe one, reseat or replace "
@@ -204,7 +204,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "the line names the process; a driver/firmware mismatch or a bad kernel build also does this: check "
        "`rocmkit doctor --level 2`, and if timeouts repeat on this node only, " + DRAIN + "look at its RAS counts",
        AMDGPU_DOC),
-    _p("page_fault", Status.WARN, "page fault|protection_fault|gpu fault detected",
+    _p("page_fault", Status.WARN, "page fault|protection_fault|gpu fault",
        r"\[(?:gfxhub|mmhub)\w*\] (?:retry |no-retry )?page fault|VM_L2_PROTECTION_FAULT_STATUS|GPU fault detected:",
        "a GPU page fault (an access outside a process's GPU memory)",
        "usually a bug in the faulting program (the line names its pid and process); on a node where it repeats "
@@ -220,35 +220,34 @@ PATTERNS: tuple[Pattern, ...] = (
        "xGMI (GPU-to-GPU link) errors: a hive link is degraded or failed to set up",
        "run `rocmkit doctor --level 2` (all-reduce and P2P figures); if a link is slow or the hive is "
        "incomplete, " + DRAIN + "cold-boot it"),
-    _p("firmware", Status.WARN, "firmware|ucode|psp", r"(?i)amdgpu.*(?:failed to load (?:gpu_info )?firmware|firmware "
-       r"load for amdgpu/\S+ failed)|\bPSP firmware loading failed|\bPSP load \w+ failed|\bfailed to load ucode "
-       r"\w+|psp gfx command LOAD_IP_FW\S* failed",
+    _p("firmware", Status.WARN, "fail", r"amdgpu.*[Ff]ailed to load (?:gpu_info )?firmware|firmware load for "
+       r"amdgpu/\S+ failed|PSP firmware loading failed|PSP load \w+ failed|[Ff]ailed to load ucode \w+"
+       r"|psp gfx command LOAD_IP_FW\S* failed",
        "amdgpu could not load a firmware file (or the PSP refused one)",
        "install the linux-firmware / amdgpu firmware of the ROCm release that matches the driver, then "
        "update-initramfs -u and reboot (a required firmware also shows as kernel.log.gpu_init)", AMDGPU_DOC),
-    _p("smu", Status.WARN, "smu|send message|last message",
-       r"(?i)\bSMU: I'm not done with your previous command|\bMsg issuing pre-check failed|\bSMU: response:0x"
-       r"[0-9a-f]+ for index|\bFailed to export SMU metrics table|\bSMU: No response|\bfailed to send message \d+"
-       r"|\blast message was failed|\bFail(?:ed)? to disable (?:smu|dpm) features",
+    _p("smu", Status.WARN, "fail|smu: ",
+       r"SMU: I'm not done with your previous command|Msg issuing pre-check failed|SMU: response:0x"
+       r"[0-9a-fA-F]+ for index|Failed to export SMU metrics table|SMU: No response|failed to send message \d+"
+       r"|last message was failed|Fail(?:ed)? to disable (?:smu|dpm) features",
        "the GPU's power-management firmware (SMU) did not answer or refused a command",
        "often what comes before a GPU hang or reset; a driver/firmware mismatch also does this: install one "
        "ROCm release's amdgpu-dkms and firmware; if it repeats on one GPU, " + DRAIN + "cold-boot it", AMDGPU_DOC),
-    _p("psp", Status.WARN, "psp", r"(?i)\bpsp (?:gfx )?command (?!LOAD_TA|INVOKE_CMD|LOAD_IP_FW)\S* ?failed and "
-       r"response status|\bpsp reg \(0x[0-9a-f]+\) wait timed out|\bPSP (?:create ring|load tmr) failed"
-       r"|\bFailed to terminate tmr",
+    _p("psp", Status.WARN, "fail|psp reg", r"[Pp]sp (?:gfx )?command (?!LOAD_TA|INVOKE_CMD|LOAD_IP_FW)\S* ?failed and "
+       r"response status|psp reg \(0x[0-9a-fA-F]+\) wait timed out|PSP (?:create ring|load tmr) failed"
+       r"|Failed to terminate tmr",
        "the GPU's security processor (PSP) failed a command or timed out",
        "often during a reset or resume; a driver/firmware mismatch also does this: install one ROCm release's "
        "amdgpu-dkms and firmware; if it repeats, " + DRAIN + "cold-boot it", AMDGPU_DOC),
-    _p("kfd", Status.WARN, "kfd|evict|preemption|unrecoverable|fence wait|mes failed|failed to remove|failed to "
-       "unmap|failed to suspend|failed to restore",
-       r"(?i)\b(?:amd)?kfd\b.*\bfail(?:ed|ure)?\b|\bFailed to (?:quiesce|resume) KFD|Failed to evict (?:process )?"
-       r"queues?|Queue preemption (?:failed|time ?out)|cp might be in an unrecoverable state|qcm fence wait loop "
-       r"timeout|\bMES failed to respon(?:d|se)|\bMES might be in unrecoverable state|\bfailed to (?:remove|unmap) "
-       r"(?:hardware |legacy )?queue|\bFailed to (?:suspend|restore) process",
+    _p("kfd", Status.WARN, "fail|unrecoverable|timeout|time out",
+       r"\b(?:amd)?kfd\b.*\bfail(?:ed|ure)?\b|[Ff]ailed to (?:quiesce|resume) (?:KFD|kfd)|[Ff]ailed to evict "
+       r"(?:process )?queues?|Queue preemption (?:failed|time ?out)|cp might be in an unrecoverable state"
+       r"|qcm fence wait loop timeout|MES failed to respon(?:d|se)|MES might be in unrecoverable state"
+       r"|[Ff]ailed to (?:remove|unmap) (?:hardware |legacy )?queue|[Ff]ailed to (?:suspend|restore) process",
        "the compute (KFD) driver or the MES scheduler failed to preempt, evict or remove queues",
        "often what comes before a GPU reset: look for kernel.log.gpu_reset; update the driver and firmware (one "
        "ROCm release) if it repeats without one", AMDGPU_DOC),
-    _p("iommu_fault", Status.WARN, "event logged [|dmar: [dma|dmar: drhd|io_page_fault",
+    _p("iommu_fault", Status.WARN, "event logged [|dmar: |io_page_fault",
        r"\bAMD-Vi: Event logged \[|\bIO_PAGE_FAULT\b|\bDMAR: \[DMA (?:Read|Write)|\bDMAR: DRHD: handling fault",
        "IOMMU faults: a device's DMA hit an address the IOMMU does not map",
        "for a GPU: boot with iommu=pt (AMD's MI300X guide) and check the driver; for other devices the line "
@@ -265,7 +264,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "a few are normal; many on one device mean a marginal link: reseat it, check LnkSta with "
        "`lspci -vvv -s ADDR`", AER_DOC,
        follow=r"PCIe Bus Error: severity=Correct|error status/mask=|^\s+\[\s*\d+\]|AER:\s+\[\s*\d+\]", span=12),
-    _p("ras_correctable", Status.WARN, "correctable hardware",
+    _p("ras_correctable", Status.WARN, "hardware error",
        r"(?i)(?<!un)\bcorrectable hardware errors? detected(?: in total)? in \w+ block",
        "correctable RAS/ECC errors on a GPU (corrected; many of them predict an uncorrectable one)",
        "watch the count (amd-smi metric --ecc); a GPU whose count keeps rising: " + DRAIN + "check its bad pages",
