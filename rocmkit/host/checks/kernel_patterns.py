@@ -126,8 +126,9 @@ PATTERNS: tuple[Pattern, ...] = (
        r"|\bcritical temperature reached\b",
        "a GPU or thermal zone reached its critical temperature (the node shuts down)",
        DRAIN + "check the cooling (fans, airflow, inlet temperature) before it runs jobs again", AMDGPU_DOC),
-    _p("oom", Status.FAIL, "oom-killer|out of memory", r"\binvoked oom-killer:|\bOut of memory: Kill(?:ed)? process"
-       r"|\bMemory cgroup out of memory: Killed process|\bOut of memory and no killable processes",
+    _p("oom", Status.FAIL, "oom-killer|out of memory|killed process", r"\binvoked oom-killer:|\bOut of memory: Kill(?:ed)? process"
+       r"|\bMemory cgroup out of memory: Killed process|\bOut of memory and no killable processes"
+       r"|^Killed process \d+ \(",  # 4.x printed the victim on a line of its own
        "the kernel's OOM killer killed a process (host memory ran out, or a cgroup's limit)",
        "give the job more host memory (or a larger cgroup/container limit), or fewer data-loader workers; the "
        "Killed process line names the victim", KERNEL_DOC, follow=r".", end=r"\bKilled process \d+", span=400),
