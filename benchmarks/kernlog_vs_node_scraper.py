@@ -7,12 +7,12 @@ catch-all (any err/crit/alert/emerg kernel line is an "Unknown dmesg error" warn
     PYTHONPATH=. python benchmarks/kernlog_vs_node_scraper.py --node-scraper /tmp/ns/bin/python [-v] [--before REV]
 
 (or NODE_SCRAPER_PYTHON=/tmp/ns/bin/python). `--before REV` adds the kernel.log check of an earlier revision
-(default: the merge base of HEAD and main; "" for none). node-scraper reads `dmesg --time-format iso -x` text, so each item
-is rendered that way, with the syslog level the corpus gives each line; each item is analysed on its own.
+(default: the merge base of HEAD and main; "" for none). node-scraper reads `dmesg --time-format iso -x` text, so
+each item is rendered that way, with the syslog level the corpus gives each line; each item is analysed on its own.
 
-A fault item counts as found when the tool flags anything in it (for rocmkit also: exactly the expected findings
-with the expected status, and the severity agreeing: FAIL for ERROR/CRITICAL, WARN for WARNING); a benign item
-flagged at all is a false positive."""
+A fault item counts as found when the tool flags anything in it; "right severity" when its worst flag agrees with
+the item's worst expected status (FAIL for ERROR/CRITICAL, WARN for WARNING); "right ids" (rocmkit) when it gives
+exactly the expected findings with their statuses. A benign item flagged at all is a false positive."""
 
 from __future__ import annotations
 

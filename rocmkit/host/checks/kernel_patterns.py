@@ -75,7 +75,8 @@ _UC_STATUS = r"0x(?:[2367abefABEF][0-9a-fA-F]{15}|[0-9a-fA-F]{4}[13579bdfBDF][0-
 # Failures first: a finding's order is the table's. AER's words changed in Linux 6.x ("Uncorrected"/"Corrected"
 # became "Uncorrectable"/"Correctable"): both are matched.
 PATTERNS: tuple[Pattern, ...] = (
-    _p("gpu_init", Status.FAIL, "fatal error during|init of ip block", r"Fatal error during GPU init|\*ERROR\* (?:hw|sw|early)_init of IP block <\w+> "
+    _p("gpu_init", Status.FAIL, "fatal error during|init of ip block",
+       r"Fatal error during GPU init|\*ERROR\* (?:hw|sw|early)_init of IP block <\w+> "
        r"failed|amdgpu: .*hw_init of IP block .* failed",
        "amdgpu failed to initialise a GPU (an IP block's init failed)",
        "check the firmware package matches the driver (amdgpu-dkms and linux-firmware from one ROCm release), "
@@ -90,7 +91,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "a fatal RAS interrupt (e.g. ERREVENT_ATHUB_INTERRUPT on MI300X): the GPU hung and needs a reset",
        DRAIN + "read the ACA dump that follows it (kernel.log.ras_aca) and the RAS counts (amd-smi metric --ecc); "
                "if it repeats on one GPU, replace it", RAS_DOC),
-    _p("ras_uncorrectable", Status.FAIL, "correct|ecc fatal|hardware error", r"[Uu]ncorrectable hardware errors? detected"
+    _p("ras_uncorrectable", Status.FAIL, "correct|ecc fatal|hardware error",
+       r"[Uu]ncorrectable hardware errors? detected"
        r"|\bRAS\b.*\buncorrectable|GPU detected ECC Fatal Error|[Dd]eferred hardware errors? detected",
        "uncorrectable (or deferred) RAS/ECC errors: GPU memory or a block is failing",
        DRAIN + "read the bad pages (amd-smi bad-pages) and RAS counts (amd-smi metric --ecc); replace the GPU "
@@ -126,7 +128,8 @@ PATTERNS: tuple[Pattern, ...] = (
        r"|\bcritical temperature reached\b",
        "a GPU or thermal zone reached its critical temperature (the node shuts down)",
        DRAIN + "check the cooling (fans, airflow, inlet temperature) before it runs jobs again", AMDGPU_DOC),
-    _p("oom", Status.FAIL, "oom-killer|out of memory|killed process", r"\binvoked oom-killer:|\bOut of memory: Kill(?:ed)? process"
+    _p("oom", Status.FAIL, "oom-killer|out of memory|killed process",
+       r"\binvoked oom-killer:|\bOut of memory: Kill(?:ed)? process"
        r"|\bMemory cgroup out of memory: Killed process|\bOut of memory and no killable processes"
        r"|^Killed process \d+ \(",  # 4.x printed the victim on a line of its own
        "the kernel's OOM killer killed a process (host memory ran out, or a cgroup's limit)",
