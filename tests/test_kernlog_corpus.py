@@ -30,6 +30,7 @@ def test_corpus_is_well_formed():
             if i["expect"] != "benign":
                 assert set(i["expect"]) <= names and set(i["expect"].values()) <= {"fail", "warn"}, i["name"]
                 assert set(i.get("count", {})) <= set(i["expect"]), i["name"]
+    assert all(k == k.lower() and k for p in PATTERNS for k in p.keys)  # the prefilter searches lower-cased text
     covered = {n for i in FAULTS for n in i["expect"]}
     assert covered == names, f"patterns without a corpus item: {names - covered}"
     assert len(BENIGN) >= 15
