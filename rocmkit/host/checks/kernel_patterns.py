@@ -82,7 +82,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "check the firmware package matches the driver (amdgpu-dkms and linux-firmware from one ROCm release), "
        "then cold-boot the node; if it repeats, " + DRAIN + "report it to the vendor", AMDGPU_DOC),
     _p("gpu_reset_failed", Status.FAIL, "fail",
-       r"(?:GPU|ASIC|[Mm](?:ODE|ode) ?[12]|BACO|[Rr]ing \S+) reset(?:\(\d+\))? failed|GPU Recovery Failed",
+       r"(?:GPU|ASIC|[Mm](?:ODE|ode) ?[12]|BACO|[Rr]ing \S+) reset(?:\(\d+\))? failed|GPU Recovery Failed"
+       r"|Failed to (?:enter|exit) BACO state",
        "a GPU reset failed (a failed queue reset escalates to a full one; a failed full reset leaves the GPU hung "
        "until the node reboots)",
        DRAIN + "reboot it if the GPU stays hung (look for a kernel.log.gpu_reset that succeeded after it)",
@@ -239,7 +240,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "ROCm release's amdgpu-dkms and firmware; if it repeats on one GPU, " + DRAIN + "cold-boot it", AMDGPU_DOC),
     _p("psp", Status.WARN, "fail|psp reg", r"[Pp]sp (?:gfx )?command (?!LOAD_TA|INVOKE_CMD|LOAD_IP_FW)\S* ?failed and "
        r"response status|psp reg \(0x[0-9a-fA-F]+\) wait timed out|PSP (?:create ring|load tmr) failed"
-       r"|Failed to terminate tmr",
+       r"|Failed to terminate (?:tmr|\w+ ta)\b",
        "the GPU's security processor (PSP) failed a command or timed out",
        "often during a reset or resume; a driver/firmware mismatch also does this: install one ROCm release's "
        "amdgpu-dkms and firmware; if it repeats, " + DRAIN + "cold-boot it", AMDGPU_DOC),
