@@ -14,7 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # this checkout's rocmkit, and the tests' tree generator
+
+from treegen import HostSpec, healthy_process, write_tree  # noqa: E402
 
 
 def timed(argv: list[str], runs: int) -> tuple[float, float]:

@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rocmkit.host.probes_megatron import STEPS, judge_megatron, measure_megatron
+from rocmkit.host.probes.megatron import STEPS, judge_megatron, measure_megatron
 
 
 def main() -> int:

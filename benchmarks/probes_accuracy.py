@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
 
 import torch
 
-from rocmkit.host import probes
-from rocmkit.host.probes_measure import allreduce, device_copy, gemm, host_copy
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from rocmkit.host.probes import run as probes  # noqa: E402
+from rocmkit.host.probes.measure import allreduce, device_copy, gemm, host_copy  # noqa: E402
 
 
 def main() -> int:

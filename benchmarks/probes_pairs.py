@@ -17,9 +17,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rocmkit.host import probes  # noqa: E402
-from rocmkit.host.probes_measure import GB, _measure  # noqa: E402
-from rocmkit.host.probes_vram import judge_vram, measure_vram  # noqa: E402
+from rocmkit.host.probes import run as probes  # noqa: E402
+from rocmkit.host.probes.measure import GB, _measure  # noqa: E402
+from rocmkit.host.probes.vram import judge_vram, measure_vram  # noqa: E402
 
 REF_S = 3.0
 

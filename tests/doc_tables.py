@@ -1,5 +1,6 @@
 """The manual's tables made from the data they describe: the stacks and their pins from the stack files
-(docs/stacks.md), the doctor's checks from the check registry (docs/guides/hosts.md).
+(docs/stacks.md), the doctor's checks from the check registry (docs/guides/hosts.md), the GPU probes from
+their catalog (docs/guides/probes.md).
 `python tests/doc_tables.py` rewrites them; tests/test_docs.py fails when the pages and the data drift apart.
 
 Each table lives between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->` in the page PAGES names."""
@@ -87,9 +88,17 @@ def checks_section() -> str:
     return "\n".join(lines)
 
 
-SECTIONS = {"stacks": stacks_section, "checks": checks_section}
+def probes_section() -> str:
+    from rocmkit.host.probes.catalog import PROBES
+
+    lines = ["| id | measured | judged against |", "|---|---|---|"]
+    lines += [f"| {_code(p.ids)} | {p.measured} | {p.judged} |" for p in PROBES]
+    return "\n".join(lines)
+
+
+SECTIONS = {"stacks": stacks_section, "checks": checks_section, "probes": probes_section}
 # The page each table lives in.
-PAGES = {"stacks": DOCS / "stacks.md", "checks": DOCS / "guides" / "hosts.md"}
+PAGES = {"stacks": DOCS / "stacks.md", "checks": DOCS / "guides" / "hosts.md", "probes": DOCS / "guides" / "probes.md"}
 
 
 def _span(text: str, name: str) -> tuple[int, int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import stackgen
 
-from rocmkit.engine import DockerCLI, check_ref, find_cli, probe_cli, split_ref
+from rocmkit.runtime.engine import DockerCLI, check_ref, find_cli, probe_cli, split_ref
 from rocmkit.errors import EnvironmentMissing, UsageError
 from rocmkit.image import buildlog, jobs
 from rocmkit.image.build import BuildOptions, build_command
@@ -206,7 +206,7 @@ def test_named_client_that_does_not_exist(monkeypatch):
 def test_no_client_anywhere_explains(monkeypatch, tmp_path):
     monkeypatch.delenv("ROCMKIT_DOCKER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr("rocmkit.engine.WELL_KNOWN_CLIS", ())
+    monkeypatch.setattr("rocmkit.runtime.engine.WELL_KNOWN_CLIS", ())
     with pytest.raises(EnvironmentMissing) as e:
         find_cli(None)
     assert "no docker client found" in e.value.message and "ROCMKIT_DOCKER" in e.value.hint
@@ -226,6 +226,20 @@ def test_self_wheel_is_reproducible_and_complete(tmp_path):
     info = [n for n in names if n.endswith(".dist-info/METADATA")]
     meta = zipfile.ZipFile(a).read(info[0]).decode()
     assert "Requires-Dist: click" in meta and "## " not in meta  # no README inside
+
+
+def test_self_wheel_declares_only_what_the_image_needs(tmp_path):
+    """The image's rocmkit requires IMAGE_REQUIREMENTS, never the host CLI's CycloneDX library (the SBOM step
+    mounts that); `rocmkit wheelhouse` downloads the same list."""
+    from rocmkit.image.selfwheel import IMAGE_REQUIREMENTS
+    from rocmkit.image.wheelhouse import rocmkit_requirements
+
+    wheel = zipfile.ZipFile(build_self_wheel(tmp_path))
+    meta = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    required = [line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist: ")]
+    assert [r for r in required if "extra ==" not in r] == list(IMAGE_REQUIREMENTS)
+    assert not any("cyclonedx" in r.lower() for r in required if "extra ==" not in r)
+    assert rocmkit_requirements() == list(IMAGE_REQUIREMENTS)
 
 
 def test_self_wheel_installs_and_runs(tmp_path):
@@ -318,3 +332,19 @@ def test_repeated_final_status_is_one_event():
     log = buildlog.BuildLog()
     events = [log.feed(line) for line in ("#4 [base 2/3] RUN x", "#4 CACHED", "#4 CACHED")]
     assert [len(e) for e in events] == [1, 1, 0]
+
+
+# ---- the request the CLI hands to image/orchestrate.py ----
+
+def test_build_request_refuses_what_no_build_could_do(tmp_path):
+    from rocmkit import stacks
+    from rocmkit.image.request import AUTO, BuildRequest
+
+    stack = stacks.load_builtin("verl-vllm")
+    ok = BuildRequest(stack=stack, targets=("gfx942",), max_jobs=AUTO, network="none", wheelhouse=tmp_path)
+    assert ok.offline and not BuildRequest(stack=stack, targets=("gfx942",)).offline
+    (tmp_path / "taken.json").write_text("{}")
+    for bad, needle in [({"push": True}, "--push needs --tag"), ({"network": "b a d"}, "--network"),
+                        ({"max_jobs": 0}, "--max-jobs"), ({"sbom_out": tmp_path / "taken.json"}, "already exists")]:
+        with pytest.raises(UsageError, match=needle):
+            BuildRequest(stack=stack, targets=("gfx942",), **bad)

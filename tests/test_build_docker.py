@@ -245,7 +245,7 @@ def test_failing_component_names_its_stage_and_tags_nothing(tmp_path):
 
 
 def test_cache_to_a_registry_needs_buildx(project):
-    import rocmkit.engine as engine
+    import rocmkit.runtime.engine as engine
 
     cli = engine.find_cli(None)
     if cli.mode == "buildx":

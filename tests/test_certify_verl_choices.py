@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from rocmkit.certify import attention, sleep_pool, verl_report
-from rocmkit.certify.settings import Backend, Engine, Settings, check
+from rocmkit.certify.settings import Backend, EngineKind, Settings, check
 from rocmkit.certify.verl_overrides import VerlRun, environment, overrides
 from rocmkit.errors import UsageError
 
@@ -64,14 +64,14 @@ def test_the_chosen_attention_reaches_the_run_command():
 
 @pytest.mark.parametrize(("kw", "says"), [
     ({"attn": "eager"}, "--attn 'eager'"),
-    ({"engine": Engine.TRL, "attn": "sdpa"}, "verl's FSDP actor"),
+    ({"engine": EngineKind.TRL, "attn": "sdpa"}, "verl's FSDP actor"),
     ({"backend": Backend.MEGATRON, "attn": "sdpa"}, "verl's FSDP actor"),
     ({"rollout_graphs": True, "gpus": 0}, "needs --engine verl and GPUs"),
-    ({"rollout_graphs": True, "engine": Engine.TRL}, "needs --engine verl and GPUs"),
+    ({"rollout_graphs": True, "engine": EngineKind.TRL}, "needs --engine verl and GPUs"),
 ])
 def test_attention_and_graph_options_refused_where_they_mean_nothing(kw, says):
     with pytest.raises(UsageError) as err:
-        check(Settings(**{"engine": Engine.VERL, "gpus": 1, **kw}))
+        check(Settings(**{"engine": EngineKind.VERL, "gpus": 1, **kw}))
     assert says in err.value.message
 
 

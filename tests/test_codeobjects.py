@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit.host import codeobjects as co
+from rocmkit.host.facts import codeobjects as co
 
 needs_tools = pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("objcopy")),
                                  reason="needs gcc and objcopy")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from provisioned import provisioned
 
-from rocmkit import proc
+from rocmkit.runtime import proc
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,5 +1,5 @@
 """Fleet depth: a good host's run saved as the baseline, this host compared with it, two saved runs compared.
-Trees are generated (rocmkit.host.treegen); probe figures are the ones recorded on real GPUs
+Trees are generated (treegen); probe figures are the ones recorded on real GPUs
 (tests/data/probes), lowered by hand to make a slow GPU."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import pytest
 from click.testing import CliRunner
 
 from rocmkit.cli import cli
-from rocmkit.host import probes
+from rocmkit.host.probes import run as probes
 from rocmkit.host.baseline import compare
 from rocmkit.host.facts import collect
 from rocmkit.host.model import Status
 from rocmkit.host.report import doctor_document
-from rocmkit.host.treegen import HostSpec, write_tree
+from treegen import HostSpec, write_tree
 
 PROBES = Path(__file__).parent / "data" / "probes"
 

@@ -1,4 +1,4 @@
-"""Every level-1 check, driven by generated host trees (rocmkit.host.treegen)."""
+"""Every level-1 check, driven by generated host trees (treegen)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from click.testing import CliRunner
 
 from rocmkit.cli import cli
 from rocmkit.host.checks import Context, run_checks
-from rocmkit.host.facts import KFD_TOPOLOGY, collect
+from rocmkit.host.facts import collect
+from rocmkit.host.facts.reader import KFD_TOPOLOGY
 from rocmkit.host.model import Status
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+from treegen import HostSpec, healthy_process, write_tree
 
 
 def check(tmp_path: Path, arch: str | None = None, **spec) -> dict[str, object]:

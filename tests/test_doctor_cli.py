@@ -17,10 +17,11 @@ from rocmkit.cli import cli
 from rocmkit.errors import EnvironmentMissing
 from rocmkit.host.capture import capture
 from rocmkit.host.checks import Context, run_checks
-from rocmkit.host.facts import KFD_TOPOLOGY, PROCESS_FILE, collect
+from rocmkit.host.facts import PROCESS_FILE, collect
+from rocmkit.host.facts.reader import KFD_TOPOLOGY
 from rocmkit.host.model import Finding, Status
 from rocmkit.host.report import doctor_document, heading, table
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+from treegen import HostSpec, healthy_process, write_tree
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kfd"
 # name: (GPU nodes, physical GPUs, partitions per GPU, arch)
@@ -173,7 +174,7 @@ def test_level1_reads_only(tmp_path):
 
 def _probes_module(monkeypatch, run_probes):
     """Put run_probes where the doctor calls it from."""
-    monkeypatch.setattr("rocmkit.host.probes.run_probes", run_probes)
+    monkeypatch.setattr("rocmkit.host.probes.run.run_probes", run_probes)
 
 
 def test_level2_findings_join_the_report(monkeypatch, tmp_path):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit.host.facts import collect, memlock_from_limits, shm_from_mounts
+from rocmkit.host.facts import collect
+from rocmkit.host.facts.reader import memlock_from_limits, shm_from_mounts
 
 
 def test_shm_from_this_machines_mounts_matches_statvfs():
@@ -97,7 +98,7 @@ def test_container_detection(tmp_path, files, dirs, expected):
                                          ("GPU-5f1e2d3c4b5a6978", False)])
 def test_visible_devices_that_hide_every_gpu(tmp_path, value, hides):
     from rocmkit.host.checks import Context, run_checks
-    from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+    from treegen import HostSpec, healthy_process, write_tree
 
     root = write_tree(tmp_path / "h", HostSpec(process=healthy_process(env={"HIP_VISIBLE_DEVICES": value})))
     titles = [f.title for f in run_checks(collect(str(root)), Context()) if f.id.startswith("env.visible_devices")]
@@ -114,7 +115,7 @@ def test_visible_devices_that_hide_every_gpu(tmp_path, value, hides):
 def test_kernel_command_line(tmp_path, cmdline, warned):
     from rocmkit.host.checks import Context, run_checks
     from rocmkit.host.model import Status
-    from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+    from treegen import HostSpec, healthy_process, write_tree
 
     root = write_tree(tmp_path / "h", HostSpec(cmdline=cmdline, container=True, process=healthy_process()))
     found = {f.id: f for f in run_checks(collect(str(root)), Context()) if f.id.startswith("kernel.")}
@@ -156,7 +157,7 @@ def test_new_facts_never_crash_the_doctor(tmp_path_factory, files, ray_amd, amds
 
     from rocmkit.host.checks import Context, run_checks
     from rocmkit.host.report import doctor_document, heading, table
-    from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+    from treegen import HostSpec, healthy_process, write_tree
 
     process = healthy_process(env=env)
     process["ray_amd"], process["gpu_libraries"] = ray_amd, {"amdsmi": amdsmi}
@@ -176,7 +177,7 @@ def test_only_with_an_unknown_id_is_a_usage_error_and_bad_arch_writes_nothing(tm
     from click.testing import CliRunner
 
     from rocmkit.cli import cli
-    from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+    from treegen import HostSpec, healthy_process, write_tree
 
     root = write_tree(tmp_path / "h", HostSpec(process=healthy_process()))
     r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", "gpu.count,kernal"])
@@ -193,7 +194,7 @@ def test_image_manifest_with_foreign_targets_is_a_finding_not_exit_2(tmp_path):
     from click.testing import CliRunner
 
     from rocmkit.cli import cli
-    from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+    from treegen import HostSpec, healthy_process, write_tree
 
     root = write_tree(tmp_path / "h", HostSpec(manifest={"targets": ["gfx1100"]}, process=healthy_process()))
     r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--json"])
@@ -208,7 +209,7 @@ def test_image_manifest_with_foreign_targets_is_a_finding_not_exit_2(tmp_path):
 ])
 def test_torch_built_rocm_against_the_gpus(tmp_path, product, torch_hip, status):
     from rocmkit.host.checks import Context, run_checks
-    from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+    from treegen import HostSpec, healthy_process, write_tree
 
     root = write_tree(tmp_path / "h", HostSpec(product=product, process=healthy_process(torch_hip=torch_hip)))
     found = {f.id: f for f in run_checks(collect(str(root)), Context())}

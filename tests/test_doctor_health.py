@@ -12,10 +12,9 @@ import pytest
 from rocmkit.host.capture import capture
 from rocmkit.host.checks import Context, run_checks
 from rocmkit.host.facts import collect
-from rocmkit.host.health import ACS_ID, HealthFacts, Reader, _bridge
+from rocmkit.host.facts.health import ACS_ID, HealthFacts, Reader, _bridge
 from rocmkit.host.model import Status
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
-from rocmkit.host.treegen_health import bridge_config
+from treegen import HostSpec, bridge_config, healthy_process, write_tree
 
 IDS = ("gpu.ras", "gpu.pcie_link", "nic.pcie_link", "pcie.acs", "gpu.processes", "gpu.power_cap")
 
@@ -94,7 +93,7 @@ def test_acs_capability_is_found_by_walking_the_list(tmp_path):
     """The ACS header is found wherever the extended list puts it; a looping list ends."""
     root = write_tree(tmp_path / "h", HostSpec(gpus=1, process=healthy_process()))
     facts = collect(str(root))
-    reader = Reader(str(root), facts)
+    reader = Reader(str(root), facts.live)
     cfg = Path(root, "sys/bus/pci/devices/0000:04:00.0/config")
     assert _bridge(reader, "x", "sys/bus/pci/devices/0000:04:00.0").acs_control == 0
     data = bytearray(bridge_config(0x04))
@@ -166,11 +165,9 @@ def test_this_machines_bridges_are_read_without_error():
     devices = Path("/sys/bus/pci/devices")
     if not devices.is_dir() or not any(devices.iterdir()):
         pytest.skip("no PCI devices in this machine's sysfs")
-    from rocmkit.host.facts import Facts
-    from rocmkit.host.health import _bridges
+    from rocmkit.host.facts.health import _bridges
 
-    facts = Facts(root="/", live=True)
-    reader, h = Reader("/", facts), HealthFacts()
+    reader, h = Reader("/", live=True), HealthFacts()
     for dev in sorted(devices.iterdir())[:16]:
         chain = _bridges(reader, h, os.path.relpath(os.path.realpath(dev), "/"))
         assert all(b in h.bridges for b in chain)

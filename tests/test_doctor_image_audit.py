@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from rocmkit.cli import cli
 from rocmkit.host.checks import Context, run_checks
-from rocmkit.host.codeobjects import audit_dirs
-from rocmkit.host.envaudit import duplicate_distributions, jit_caches
+from rocmkit.host.facts.codeobjects import audit_dirs
+from rocmkit.host.facts.envaudit import duplicate_distributions, jit_caches
 from rocmkit.host.facts import collect
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+from treegen import HostSpec, healthy_process, write_tree
 from test_codeobjects import HOST, bundle, needs_tools, shared_object
 
 

@@ -16,13 +16,12 @@ import pytest
 from click.testing import CliRunner
 
 from rocmkit.cli import cli
-from rocmkit.host import kernlog
 from rocmkit.host.capture import capture
 from rocmkit.host.checks import Context, run_checks
-from rocmkit.host.facts import collect
-from rocmkit.host.kernlog import KMSG_FILE, format_records
+from rocmkit.host.facts import collect, kernlog
+from rocmkit.host.facts.kernlog import KMSG_FILE
 from rocmkit.host.model import Status
-from rocmkit.host.treegen import HEALTHY_KMSG, HostSpec, write_tree
+from treegen import HEALTHY_KMSG, HostSpec, format_records, write_tree
 
 
 def scan_tree(tmp_path: Path, **spec) -> dict:

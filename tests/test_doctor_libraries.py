@@ -50,7 +50,7 @@ def run(py: str, code: str) -> subprocess.CompletedProcess:
 
 
 def test_real_libraries_fail_as_facts_and_print_nothing(py):
-    r = run(py, "import json; from rocmkit.host.process import _gpu_libraries; print(json.dumps(_gpu_libraries()))")
+    r = run(py, "import json; from rocmkit.host.facts.process import _gpu_libraries; print(json.dumps(_gpu_libraries()))")
     assert r.returncode == 0, r.stderr
     libs = json.loads(r.stdout)  # nothing but the JSON on stdout: amdsmi's import-time prints were caught
     for name in ("amdsmi", "pyamdgpuinfo"):

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from rocmkit.host.checks import Context, run_checks
-from rocmkit.host.facts import KFD_TOPOLOGY, collect
+from rocmkit.host.facts import collect
+from rocmkit.host.facts.reader import KFD_TOPOLOGY
 from rocmkit.host.model import Status
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+from treegen import HostSpec, healthy_process, write_tree
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kfd"
 

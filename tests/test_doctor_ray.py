@@ -11,8 +11,8 @@ import pytest
 from rocmkit.host.checks import Context, run_checks
 from rocmkit.host.facts import collect
 from rocmkit.host.model import Status
-from rocmkit.host.process import ray_amd_facts
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+from rocmkit.host.facts.process import ray_amd_facts
+from treegen import HostSpec, healthy_process, write_tree
 
 # The parts of Ray's files the facts depend on, as the releases wrote them (ray-project/ray: 2.45's
 # amd_gpu.py after #51104; 2.60's after #53757; the pyamdsmi ctypes bindings before the amdsmi shim).

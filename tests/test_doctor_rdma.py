@@ -18,10 +18,10 @@ from rocmkit.host.capture import capture
 from rocmkit.host.checks import Context, run_checks
 from rocmkit.host.checks.rdma import hca_selection
 from rocmkit.host.facts import collect
+from rocmkit.host.facts.rdma import Gid, Port, read_rdma
+from rocmkit.host.facts.reader import Reader
 from rocmkit.host.model import Status
-from rocmkit.host.rdma import Gid, Port, healthy_ports, read_rdma, roce_gids
-from rocmkit.host.reader import Reader
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+from treegen import HostSpec, healthy_ports, healthy_process, roce_gids, write_tree
 
 
 def tree(tmp_path: Path, ports=(), env=None) -> Path:
@@ -42,9 +42,7 @@ def down(p: Port) -> Port:
 def test_tree_reads_back_as_written(tmp_path):
     ports = healthy_ports(4)
     root = tree(tmp_path, ports)
-    from rocmkit.host.facts import Facts
-
-    rdma = read_rdma(Reader(str(root), Facts(root=str(root), live=False)))
+    rdma = read_rdma(Reader(str(root), live=False))
     assert rdma.found and rdma.ports == list(ports)
     assert [g.ipv4 for g in rdma.ports[1].gids] == [None, None, "10.0.1.11", "10.0.1.11"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from rocmkit.host.checks import Context, all_checks, declared
 from rocmkit.host.facts import collect
-from rocmkit.host.treegen import HostSpec, healthy_process, write_tree
+from treegen import HostSpec, healthy_process, write_tree
 
 SPECS = {
     "healthy": HostSpec(),
@@ -37,3 +37,12 @@ def test_checks_produce_only_the_ids_they_declare(tmp_path, name, arch):
     for check in all_checks():
         for f in check(facts, Context(arch=arch)):
             assert declared(check, f.id), f"{check.__name__} produced {f.id}, declares {check.ids}"
+
+
+def test_id_prefixes_come_from_the_declarations():
+    """--only refuses an id outside every area: the areas are the checks' declared ids, run_checks' own, the
+    probes' and the baseline's (the list the doctor once kept by hand)."""
+    from rocmkit.host.doctor import id_prefixes
+
+    assert id_prefixes() == {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor",
+                             "baseline", "image", "rdma", "nic", "pcie"}

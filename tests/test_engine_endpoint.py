@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from rocmkit import engine
+from rocmkit.runtime import engine
 from rocmkit.errors import EnvironmentMissing
 
 

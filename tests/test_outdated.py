@@ -15,9 +15,8 @@ import tinyindex
 from provisioned import provisioned
 
 from rocmkit.errors import UsageError
-from rocmkit.image import pkgindex
-from rocmkit.image.stackedit import Edit, apply
-from rocmkit.refs import gitrefs
+from rocmkit.refs import gitrefs, pkgindex
+from rocmkit.stacks.edit import Edit, apply
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}

@@ -136,3 +136,11 @@ def test_plan_document_is_complete(stack):
     assert doc["stages"][2]["mutable"] is True
     assert doc["final"]["pip"] == ["ray[default]==2.53.0", "tensordict==0.6.2"]
     assert doc["runtime_env"][HIP_VAR] == "1"
+
+
+def test_with_max_jobs_is_the_plan_made_with_them():
+    """`build --max-jobs auto` makes the plan once and sets MAX_JOBS when the builder is known."""
+    stack = stacks.load_builtin("verl-vllm")
+    assert make_plan(stack, ["gfx942"]).with_max_jobs(5) == make_plan(stack, ["gfx942"], max_jobs=5)
+    with pytest.raises(UsageError):
+        make_plan(stack, ["gfx942"]).with_max_jobs(0)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from rocmkit.cli import cli
 from rocmkit.errors import EnvironmentMissing, UsageError
-from rocmkit.host import probes
+from rocmkit.host.probes import run as probes
 from rocmkit.host.model import Status
 
 if os.environ.get("ROCMKIT_REQUIRE_PROBES") == "1":  # CI provisioned torch (45-probes.sh): no skipping
@@ -149,7 +149,7 @@ def test_doctor_level2_json_on_gpu():
 
 @pytest.mark.gpu
 def test_vram_release_on_gpu():
-    from rocmkit.host.probes_vram import judge_vram, measure_vram
+    from rocmkit.host.probes.vram import judge_vram, measure_vram
 
     doc = measure_vram(0, cycles=2)
     torch_mode = doc["modes"]["torch"]

@@ -16,7 +16,8 @@ import pytest
 
 from rocmkit import archs
 from rocmkit.host.model import Status
-from rocmkit.host.probes_judge import PASS_AT, WARN_AT, allreduce_peak, judge, verdict
+from rocmkit.host.probes.judge import allreduce_peak, judge
+from rocmkit.host.probes.verdict import PASS_AT, WARN_AT, verdict
 
 DATA = Path(__file__).parent / "data" / "probes"
 PER_GPU = ["probe.gemm.bf16", "probe.gemm.fp8", "probe.hbm", "probe.h2d", "probe.d2h"]
@@ -234,3 +235,25 @@ def test_every_product_with_a_peak_has_a_fraction_or_is_legacy():
         for p in arch.products:
             if p.peak_bf16_tflops and arch.status != "legacy":
                 assert p.expected_fraction("gemm_bf16"), p.name
+
+
+def test_every_probe_id_is_in_the_catalog():
+    """The probes table of the manual is made from the catalog: every id a probe can produce is in it, and it
+    names none that no probe produces (ids read from the probes' source: the literal `probe.*` strings and
+    the measures' keys)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    from rocmkit.host.probes import catalog, judge, verdict
+
+    produced = {f"{verdict.AREA}.{m.key}" for m in judge.MEASURES}
+    for path in Path(catalog.__file__).parent.glob("*.py"):
+        if path.name == "catalog.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(
+                    r"probe\.[a-z0-9_.]+", node.value):
+                produced.add(node.value)
+    produced.discard(f"{verdict.AREA}.gpu")  # "no GPU, nothing measured": the probes' skip, not a probe
+    assert produced == catalog.declared_ids()

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from rocmkit.host import probes_measure as pm
+from rocmkit.host.probes import measure as pm
 
 if os.environ.get("ROCMKIT_REQUIRE_PROBES") == "1":  # CI provisioned torch (45-probes.sh): no skipping
     import torch

@@ -23,8 +23,8 @@ import pytest
 from provisioned import provisioned
 
 from rocmkit.host.model import Status
-from rocmkit.host.probes_judge import judge
-from rocmkit.host.probes_megatron import GPT, judge_megatron, measure_megatron
+from rocmkit.host.probes.judge import judge
+from rocmkit.host.probes.megatron import GPT, judge_megatron, measure_megatron
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "data" / "probes" / "megatron-cpu-tp2.json"

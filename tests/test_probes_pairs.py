@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 from rocmkit.host.model import Status
-from rocmkit.host.probes_judge import judge
-from rocmkit.host.probes_p2p import judge_p2p, pair_peak
-from rocmkit.host.probes_vram import judge_vram
+from rocmkit.host.probes.judge import judge
+from rocmkit.host.probes.p2p import judge_p2p, pair_peak
+from rocmkit.host.probes.vram import judge_vram
 from rocmkit import archs
 
 DATA = Path(__file__).parent / "data" / "probes"

@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from rocmkit import proc
+from rocmkit.runtime import proc
 from rocmkit.errors import EnvironmentMissing
 
 # A child that prints a line every 50 ms for `seconds`, and starts a grandchild in a session of its own
@@ -76,7 +76,7 @@ def test_a_missing_program_is_an_environment_error():
 
 DRIVER = textwrap.dedent("""
     import sys
-    from rocmkit import proc
+    from rocmkit.runtime import proc
     from rocmkit.errors import RocmkitError
     try:
         proc.run([sys.executable, "-c", sys.argv[1], "60"], timeout=120, on_line=lambda l: print(l, flush=True),

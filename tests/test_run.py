@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from rocmkit.cli import cli
 from rocmkit.cli.run import render_nodes_for
-from rocmkit.cluster.container import docker_run_argv
+from rocmkit.runtime.container import docker_run_argv
 from rocmkit.errors import UsageError
-from rocmkit.host.treegen import HostSpec, write_tree
+from treegen import HostSpec, write_tree
 
 
 def test_print_gives_a_pasteable_least_privilege_line():

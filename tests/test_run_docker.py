@@ -1,4 +1,4 @@
-"""The flags of rocmkit.cluster.container in a real container (marker `docker`): what each one is for is visible from
+"""The flags of rocmkit.runtime.container in a real container (marker `docker`): what each one is for is visible from
 inside. This CI machine has no GPU, so the device nodes are left out (skip_missing), as `doctor --image` does."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from rocmkit.cluster.container import docker_run_argv
-from rocmkit.host.reader import read_device_nodes
+from rocmkit.host.facts.reader import read_device_nodes
+from rocmkit.runtime.container import docker_run_argv
 
 pytestmark = pytest.mark.docker
 

@@ -19,7 +19,7 @@ import psutil
 import pytest
 from provisioned import provisioned
 
-from rocmkit import proc
+from rocmkit.runtime import proc
 from rocmkit.certify import trl_launch, vllm_cpu_serve
 
 

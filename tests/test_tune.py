@@ -134,7 +134,7 @@ def test_more_memory_never_gives_a_larger_tp(model, small, more):
 
 @pytest.mark.parametrize(("mode", "gib"), [("SPX", 192.0), ("CPX", 24.0)])
 def test_gpu_auto_reads_the_host_and_divides_partitions(tmp_path, mode, gib):
-    from rocmkit.host.treegen import HostSpec, write_tree
+    from treegen import HostSpec, write_tree
 
     root = write_tree(tmp_path / "host", HostSpec(product="MI300X", mode=mode))
     out = tune("--model", "Qwen2-0.5B-Instruct", "--gpu", "auto", "--root", str(root), "--json")

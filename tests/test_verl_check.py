@@ -15,7 +15,7 @@ import pytest
 from provisioned import provisioned
 
 from rocmkit.certify import launch_script, verl_history, verl_overrides
-from rocmkit.certify.settings import Backend, Engine, Settings, check
+from rocmkit.certify.settings import Backend, EngineKind, Settings, check
 
 DATA = Path(__file__).parent / "data" / "verl_check"
 SEED = DATA / "seed000_grpo_megatron.sh"
@@ -159,7 +159,7 @@ def test_no_verl_to_check_against():
 
 @pytest.mark.parametrize(("kw", "says"), [
     ({"gpus": 0}, "trains on GPUs only"),
-    ({"engine": Engine.TRL}, "needs --engine verl"),
+    ({"engine": EngineKind.TRL}, "needs --engine verl"),
     ({"tp": 4}, "the built-in tiny model has 4 attention and 2 KV heads"),
     ({"pp": 3}, "the built-in tiny model has 2 layers"),
     ({"tp": 0}, "--tp 0"),
@@ -167,7 +167,7 @@ def test_no_verl_to_check_against():
 def test_megatron_settings_refused(kw, says):
     from rocmkit.errors import UsageError
 
-    s = Settings(**{"engine": Engine.VERL, "backend": Backend.MEGATRON, "gpus": 2, **kw})
+    s = Settings(**{"engine": EngineKind.VERL, "backend": Backend.MEGATRON, "gpus": 2, **kw})
     with pytest.raises(UsageError) as err:
         check(s)
     assert says in err.value.message

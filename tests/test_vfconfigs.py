@@ -217,7 +217,7 @@ def test_device_token():
 def _doctor(tmp_path: Path, product: str):
     from rocmkit.host.checks import Context, run_checks
     from rocmkit.host.facts import collect
-    from rocmkit.host.treegen import HostSpec, write_tree
+    from treegen import HostSpec, write_tree
 
     root = write_tree(tmp_path / f"host-{product.replace(' ', '_')}", HostSpec(product=product, gpus=2, process=None))
     found = {f.id: f for f in run_checks(collect(str(root), process=True), Context(), only={"software.vf_configs"})}

@@ -6,5 +6,5 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q -e '.[test,sbom]'  # sbom: every `rocmkit build` writes one
+"$venv/bin/python" -m pip install -q -e '.[test]'
 echo "export PATH=\"$venv/bin:\$PATH\"" >> "$ROCMKIT_CI_WORK/env"

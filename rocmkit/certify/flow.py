@@ -8,92 +8,47 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
-from ..cluster.container import DOCKER_ERROR
 from ..errors import UsageError
 from ..fileio import write_atomic
-from ..output import dumps
 from ..progress import Display
+from ..runtime.container import DOCKER_ERROR
+from . import engines
 from . import metrics as metrics_mod
 from . import settings as settings_mod
 from . import setup as setup_mod
-from . import verl_overrides, verl_report, watchdog, workspace
-from .certificate import build, markdown
+from . import verl_report, watchdog, workspace
+from .certificate import build
 from .judge import Reason, RunStatus, Status, Verdict, check, judge, not_certified
-from .settings import SERVER_READY_S, TRL_DEFAULTS, TRL_LR, TRL_MAX_MODEL_LEN, Backend, Engine, Rollout, Settings
+from .outcome import Outcome, host_facts, run_status, write_certificate
+from .settings import Settings
 from .target import NOT_EXECUTABLE, NOT_FOUND, Target, resolve
 from .workspace import Workspace
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-# verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
-# learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
-VERL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 1e-5}
-# The built-in answer is a number: 16 tokens hold it with room; a user's data gets verl's usual room.
-VERL_RESPONSE_TOKENS = {"builtin": 16, "user": 32}
-
-
-@dataclass
-class Outcome:
-    exit_code: int
-    certificate: dict | None = None
-    plan: dict | None = None  # --dry-run
-    error: tuple[str, str | None] | None = None  # (message, hint) said after the certificate when it could not run
-    files: dict = field(default_factory=dict)
-    folder: Path | None = None  # where the certificate was written
 
 
 # ---- pure: what runs ----
 
-def verl_run(s: Settings, ws: Workspace, target: Target) -> verl_overrides.VerlRun:
-    size = s.size if s.model is None else "user"
-    return verl_overrides.VerlRun(
-        model_dir=str(ws.model_dir), train_file=str(ws.train_file), val_file=str(ws.val_file),
-        reward_file=str(ws.reward_file), gpus=s.gpus, steps=s.steps, rollout=s.rollout.value, lr=VERL_LR[size],
-        max_response_length=VERL_RESPONSE_TOKENS["builtin" if s.data is None else "user"],
-        ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}", backend=s.backend.value, train_tp=s.tp, train_pp=s.pp,
-        rollout_graphs=s.rollout_graphs)
-
-
 def config(s: Settings, ws: Workspace, target: Target) -> dict:
     """certify.json: everything the setup and the run read in the target."""
+    engine = engines.of(s)
     cfg = {"engine": s.engine.value, "gpus": s.gpus, "steps": s.steps, "seed": s.seed, "size": s.size,
            "rollout": s.rollout.value, "builtin_model": s.model is None, "builtin_data": s.data is None,
            "model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "val_file": str(ws.val_file),
-           "reward_file": str(ws.reward_file), "run_dir": str(ws.run_dir),
-           "imports": (["trl"] + (["vllm"] if s.vllm_mode else [])) if s.engine is Engine.TRL else ["verl"]}
-    if s.engine is Engine.VERL:
-        cfg["verl_overrides"] = verl_overrides.overrides(verl_run(s, ws, target))
-        cfg["tune_overrides"] = list(s.tune)
-        # the setup picks the attention where it can see what imports; the pool check needs vLLM's sleep mode
-        cfg["attention"] = {"asked": s.attn} if s.backend is Backend.FSDP else None
-        cfg["sleep_pool"] = s.rollout is Rollout.VLLM and not s.on_cpu
-    else:
-        cfg["trl"] = {"model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "out_dir": str(ws.run_dir),
-                      "steps": s.steps, "seed": s.seed, "device": "cpu" if s.on_cpu else "auto", **TRL_DEFAULTS,
-                      "lr": TRL_LR[s.size if s.model is None else "user"],
-                      "vllm_mode": s.vllm_mode.value if s.vllm_mode else None, "gpus": s.gpus, "zero": s.zero,
-                      "server_log": str(ws.server_log), "server_timeout": min(SERVER_READY_S, s.timeout),
-                      "max_model_len": TRL_MAX_MODEL_LEN["builtin" if s.data is None else "user"]}
-    return cfg
+           "reward_file": str(ws.reward_file), "run_dir": str(ws.run_dir), "imports": engine.imports(s)}
+    return {**cfg, **engine.configure(s, ws, target)}
 
 
 def command(s: Settings, ws: Workspace, target: Target, cfg: dict) -> tuple[list[str], dict[str, str]]:
     """The training command and its environment, as they run in the target."""
-    env = dict(OFFLINE_ENV)
-    if s.engine is Engine.TRL:
-        # with vLLM, trl_launch starts the server and/or `accelerate launch` of trl_run, and stops them
-        module = "rocmkit.certify.trl_launch" if s.vllm_mode else "rocmkit.certify.trl_run"
-        return [target.python, "-m", module, str(ws.config)], env
-    env.update(verl_overrides.environment(verl_run(s, ws, target), str(ws.metrics)))
-    return [target.python, "-m", "verl.trainer.main_ppo", *cfg.get("run_overrides", cfg["verl_overrides"])], env
+    argv, env = engines.of(s).command(s, ws, target, cfg)
+    return argv, {**OFFLINE_ENV, **env}
 
 
 def setup_command(s: Settings, ws: Workspace, target: Target) -> list[str]:
-    modules = setup_mod.required_modules(s.engine.value, s.rollout.value, s.backend.value)
-    modules += (["vllm"] if s.vllm_mode else []) + (["deepspeed"] if s.zero else [])
+    modules = engines.of(s).required_modules(s)
     return [target.python, "-c", setup_mod.BOOTSTRAP, ",".join(modules), str(ws.config)]
 
 
@@ -114,8 +69,7 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
         missing = ", ".join(report["missing"])
         hint = ("certify an image built by `rocmkit build` from a stack that has the "
                 f"{s.engine.value} engine (`rocmkit stacks`)" if target.image else
-                f"pip install 'rocmkit[{'certify' if s.engine is Engine.TRL else 'verl'}]' in {target.python}"
-                + (", or the verl-cpu stack's packages for a CPU run" if s.engine is Engine.VERL and s.on_cpu else ""))
+                engines.of(s).install_hint(s, target.python))
         return f"{where} lacks {missing}", hint
     dev = report.get("devices")
     if dev and s.gpus > dev["visible"]:
@@ -123,8 +77,7 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
         env = ", ".join(f"{k}={v!r}" for k, v in dev.get("visible_env", {}).items())
         return (f"asked for {s.gpus} GPU(s), but torch {dev['torch']} (built for {built}) in {where} sees "
                 f"{dev['visible']}" + (f" ({env})" if env else ""),
-                "nothing was trained; --gpus 0 runs on the CPU" + (" (the verl engine needs the verl-cpu stack for that)"
-                                                                   if s.engine is Engine.VERL else "")
+                "nothing was trained; --gpus 0 runs on the CPU" + engines.of(s).cpu_hint()
                 + "; on a GPU host `rocmkit doctor` says why the GPUs are not visible")
     return verl_report.refusal(report)
 
@@ -164,29 +117,20 @@ def device_used(s: Settings, report: dict) -> str:
 
 
 def settings_doc(s: Settings, argv: list[str]) -> dict:
+    own = engines.of(s).settings_fields(s)
     return {"engine": s.engine.value, "steps": s.steps, "gpus": s.gpus,
             "model": str(s.model) if s.model else f"built-in {s.size}",
             "data": str(s.data) if s.data else "built-in digits task",
-            "rollout": s.rollout.value if s.engine is Engine.VERL else None, "timeout_s": s.timeout,
+            "rollout": own["rollout"], "timeout_s": s.timeout,
             "stall_timeout_s": s.stall_timeout or None,
-            "backend": s.backend.value if s.engine is Engine.VERL else None,
+            "backend": own["backend"],
             "megatron": {"tp": s.tp, "pp": s.pp} if s.backend.value == "megatron" else None,
             "vllm_mode": s.vllm_mode.value if s.vllm_mode else None, "zero": s.zero,
-            "attn": s.attn if s.engine is Engine.VERL else None,
-            "rollout_graphs": s.rollout_graphs if s.engine is Engine.VERL else None,
+            "attn": own["attn"], "rollout_graphs": own["rollout_graphs"],
             "learning_required": s.learning_required, "command": argv}
 
 
 # ---- the edges ----
-
-def _host_facts() -> dict:
-    from ..host.facts import collect
-
-    facts = collect("/", process=False)
-    return {"gpus": [{"pci": d.pci_address, "product": d.product.name if d.product else d.device_id, "gfx": d.gfx,
-                      "partitions": d.partitions} for d in facts.devices],
-            "rocm": facts.rocm_version, "container": facts.container}
-
 
 def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
     """The doctor's level-2 GPU probes, measured where the run happens. None on the CPU or with --no-probes."""
@@ -199,7 +143,7 @@ def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
         return {"figures": doc, "findings": [f.to_json() for f in findings_for(doc)]}
     import sys
 
-    from .. import proc
+    from ..runtime import proc
 
     argv = [sys.executable, "-m", "rocmkit", "doctor", "--image", target.image_id, "--level", "2", "--only", "probe",
             "--json"]
@@ -210,11 +154,6 @@ def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
     except ValueError:
         return {"error": "the probes did not run in the image: " + " ".join(out.tail[-3:])}
     return {"findings": [f for f in doc.get("findings", []) if f["id"].startswith("probe")]}
-
-
-def _write_certificate(ws: Workspace, cert: dict) -> None:
-    write_atomic(ws.root / "certificate.json", dumps(cert))
-    write_atomic(ws.root / "certificate.md", markdown(cert))
 
 
 class Timings(dict):
@@ -231,6 +170,8 @@ class Timings(dict):
 
 
 def certify(s: Settings, display: Display) -> Outcome:
+    if engines.of(s).certifies_itself:
+        return engines.of(s).certify(s, display)
     timings = Timings()
     deadline = timings.started + s.timeout
     s = settings_mod.check(s)
@@ -251,7 +192,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     write_atomic(ws.config, json.dumps(cfg, indent=1) + "\n")
     inner, env = command(s, ws, target, cfg)
     argv = target.command(inner, env, ws)
-    base = dict(settings=settings_doc(s, argv), target=target.record, host=_host_facts(), timings=timings)
+    base = dict(settings=settings_doc(s, argv), target=target.record, host=host_facts(), timings=timings)
 
     display.stage("setup", f"in {target.describe()}: imports, GPUs, model and data")
     lines: list[str] = []
@@ -260,8 +201,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                      what="the certification's setup")
     report = setup_mod.parse(lines)
     timings.lap("setup")
-    if s.engine is Engine.VERL and report:  # the setup chose the attention: the run's command takes it
-        cfg["run_overrides"] = verl_report.run_overrides(cfg, report)
+    if engines.of(s).after_setup(cfg, report):  # verl: the setup chose the attention, the command takes it
         inner, _ = command(s, ws, target, cfg)
         argv = base["settings"]["command"] = target.command(inner, env, ws)
     files = {"setup_log": str(ws.setup_log)}
@@ -293,9 +233,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     probes = probe_figures(s, target, deadline)
     timings.lap("probes")
     display.stage("training", f"{s.engine.value}, {s.steps} steps on {device_used(s, report)}")
-    follow = watchdog.Follow(display, watchdog.Watch(s.steps, stall_s=s.stall_timeout or float("inf"),
-                                            first_phase="starting Ray" if s.engine is Engine.VERL else
-                                            "starting the trainer"))
+    follow = watchdog.Follow(display, engines.of(s).watch(s))
     run = target.run(inner, env, ws, timeout=max(1.0, deadline - time.monotonic()), on_line=follow.line,
                      log_path=ws.log, what="the certification run", stop_when=follow.tick)
     timings.lap("run")
@@ -318,12 +256,11 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
         verdict = not_certified(Reason.TIMEOUT, verdict.checks)  # setup failures stopped the run above
     timings.lap("judge")
     timings["whole_s"] = round(time.monotonic() - timings.started, 3)
-    verl = (verl_report.record(report, ws.log.read_text(errors="replace") if ws.log.exists() else "",
-                               s.rollout_graphs) if s.engine is Engine.VERL else None)
+    verl = engines.of(s).run_record(s, report, ws.log.read_text(errors="replace") if ws.log.exists() else "")
     cert = build(**base, verdict=verdict, run=run_doc, device=device_used(s, report), steps=steps, info=info,
                  setup=report, probes=probes, notes=target.notes, files=files, timeline=watched["timeline"],
                  verl=verl)
-    _write_certificate(ws, cert)
+    write_certificate(ws, cert)
     display.done()
     if status is RunStatus.TIMED_OUT:
         error = (f"the certification ran past --timeout {s.timeout} s and was stopped", f"its log: {ws.log}")
@@ -341,18 +278,10 @@ def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report
                  device=device_used(s, report) if report.get("devices") else None, setup=report,
                  notes=target.notes, files=files)
     if not s.dry_run:
-        _write_certificate(ws, cert)
+        write_certificate(ws, cert)
     if s.dry_run:
         return Outcome(exit_code=verdict.exit_code, error=error, files=files)
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
-
-
-def run_status(run) -> RunStatus:
-    if run.timed_out:
-        return RunStatus.TIMED_OUT
-    if run.stopped:
-        return RunStatus(run.stopped)  # the watchdog's reason: stalled, or engine error
-    return RunStatus.FINISHED if run.returncode == 0 else RunStatus.CRASHED
 
 
 def read_steps(ws: Workspace) -> dict[int, dict[str, float]]:

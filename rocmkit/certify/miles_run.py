@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
+from .settings import MILES_DIR
 
 MILES_COMMIT = "31f1ca961a94cb860cec3b2dea34ec332bfa8f76"
 TEST_FILE = "tests/e2e/short/test_qwen2.5_0.5B_gsm8k_short.py"
-MILES_DIR = "/root/miles"  # where Miles' Dockerfile.rocm clones it; its tests and train.py live there
 GPU_COUNTS = {4: "1", 8: "0"}  # --gpus → MILES_TEST_FEW_GPU (the test's NUM_GPUS = 4 if FEW_GPU else 8)
 MILES_DIR_RE = re.compile(r"^/[A-Za-z0-9_./-]{1,200}$")
 NOT_STARTED = (125, 126, 127)  # docker refused the container / the command cannot run / is not there
@@ -49,7 +49,7 @@ def command(gpus: int, miles_dir: str = MILES_DIR) -> tuple[list[str], dict[str,
 def docker_argv(image: str, gpus: int, miles_dir: str, mounts: list[tuple[str, str, str]], *, docker: str = "docker",
                 nodes=None, ulimits: bool = True) -> list[str]:
     """The `docker run` of the test: root (it writes /root/models), working directory the checkout."""
-    from ..cluster.container import docker_run_argv
+    from ..runtime.container import docker_run_argv
 
     argv, env = command(gpus, miles_dir)
     return docker_run_argv(image, argv, env=env, mounts=mounts, workdir=miles_dir, docker=docker, nodes=nodes,
@@ -71,19 +71,20 @@ def checks_from_output(returncode: int | None, timed_out: bool, lines: list[str]
     ]
 
 
-def certify(s, miles_dir: str, display):
-    """Run the test in s.image and write the certificate (Outcome as flow.certify)."""
-    from ..cluster.container import run_container
-    from ..fileio import write_atomic
-    from ..output import dumps
+def certify(s, display, watch):
+    """Run the test in s.image (in s.miles_dir) under `watch` and write the certificate (Outcome as
+    flow.certify)."""
+    from ..runtime.container import run_container
     from . import settings as settings_mod
     from . import workspace
-    from .certificate import build, markdown
-    from .flow import Outcome, _host_facts, run_status
+    from .certificate import build
     from .judge import Reason, Status, Verdict, not_certified
     from .judge import check as judge_check
+    from .outcome import Outcome, host_facts, run_status, write_certificate
     from .target import resolve
-    from .watchdog import Follow, Watch
+    from .watchdog import Follow
+
+    miles_dir = s.miles_dir
 
     started = time.monotonic()
     if not s.image:
@@ -110,9 +111,7 @@ def certify(s, miles_dir: str, display):
             return Outcome(exit_code=0, plan=plan)
         display.stage("training", f"Miles {TEST_FILE} on {s.gpus} GPUs")
         lines: list[str] = []
-        # Miles' output has no step lines rocmkit reads and its own retries print tracebacks: the stall rule only
-        follow = Follow(display, Watch(0, stall_s=s.stall_timeout or float("inf"), first_phase="Miles' test",
-                                       fatal=False))
+        follow = Follow(display, watch)
 
         def on_line(text: str) -> None:
             lines.append(text)
@@ -123,7 +122,7 @@ def certify(s, miles_dir: str, display):
                                   docker=target.docker or "docker", on_line=on_line, log_path=ws.log,
                                   stop_when=follow.tick,
                                   env=env, mounts=ws.mounts(), workdir=miles_dir, nodes=target.nodes,
-                                  skip_missing=True, user=None)
+                                  skip_missing=True, user=None, host_code=False)  # Miles' test: no rocmkit code
         checks = checks_from_output(result.returncode, result.timed_out, lines)
         stop = follow.watch.stopped
         if stop:
@@ -137,13 +136,12 @@ def certify(s, miles_dir: str, display):
         run_doc = {"status": run_status(result).value, "exit_code": result.returncode, "wall_s": round(result.seconds, 2),
                    "tail": lines[-40:], "stop": stop.to_json() if stop else None,
                    "longest_silence_s": follow.watch.record()["longest_silence_s"]}
-        cert = build(settings=settings, target=target.record, host=_host_facts(), verdict=verdict, run=run_doc,
+        cert = build(settings=settings, target=target.record, host=host_facts(), verdict=verdict, run=run_doc,
                      device=f"{s.gpus} GPU(s) in the image", notes=target.notes + [
                          f"docker exit {r}: the test could not start in the image" for r in [result.returncode]
                          if r in NOT_STARTED], files={"log": str(ws.log)},
                      timings={"whole_s": round(time.monotonic() - started, 3)}, timeline=follow.watch.timeline)
-        write_atomic(ws.root / "certificate.json", dumps(cert))
-        write_atomic(ws.root / "certificate.md", markdown(cert))
+        write_certificate(ws, cert)
         display.done()
         error = (f"Miles' test ran past --timeout {s.timeout} s and was stopped", f"its log: {ws.log}") \
             if result.timed_out else (stop.message(s.stall_timeout), f"its log: {ws.log}") if stop else None

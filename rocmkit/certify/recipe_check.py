@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from ..runtime import proc
 from ..errors import EnvironmentMissing, Failed, InputFileError, UsageError
 from . import launch_script, verl_check, verl_history
 from .launch_script import Invocation
@@ -23,7 +23,9 @@ SEVERITIES = ("error", "warning", "note")
 
 
 @dataclass
-class Finding:
+class RecipeProblem:
+    """One problem `rocmkit verl-check` reports in a recipe (a line of a launch script or a config file), as
+    verl's own config check sees it; not the doctor's Finding about a host."""
     severity: str
     file: str
     line: int | None
@@ -66,9 +68,9 @@ def request(inv: Invocation) -> dict:
 
 # ---- judging (pure) ----
 
-def findings(inv: Invocation, verdict: dict) -> list[Finding]:
+def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
     """The parser's problems, what verl rejected, and what its history says, for one command."""
-    out = [Finding(sev, inv.file, line, msg) for sev, line, msg in inv.problems]
+    out = [RecipeProblem(sev, inv.file, line, msg) for sev, line, msg in inv.problems]
     resolved = [o for o in inv.overrides if o.text is not None]
     by_key = {o.key: o for o in inv.overrides}
     verl = f"verl {verdict.get('verl')}"
@@ -76,18 +78,18 @@ def findings(inv: Invocation, verdict: dict) -> list[Finding]:
     if inv.config_name in verl_history.CONFIG_NAMES:
         use, source = verl_history.CONFIG_NAMES[inv.config_name]
         said = cfg.get("header") or ("is deprecated" if cfg.get("exists") else "does not exist")
-        out.append(Finding("warning" if cfg.get("exists", True) else "error", inv.file,
+        out.append(RecipeProblem("warning" if cfg.get("exists", True) else "error", inv.file,
                            inv.config_name_line or inv.line, f"--config-name={inv.config_name}: {verl}: {said}",
                            key=inv.config_name, instead=f"use {use}; {source}"))
     elif cfg.get("header"):
-        out.append(Finding("warning", inv.file, inv.config_name_line or inv.line,
+        out.append(RecipeProblem("warning", inv.file, inv.config_name_line or inv.line,
                            f"--config-name={inv.config_name}: {verl}: {cfg['header']}", key=inv.config_name))
     elif cfg and not cfg.get("exists"):
-        out.append(Finding("error", inv.file, inv.config_name_line or inv.line,
+        out.append(RecipeProblem("error", inv.file, inv.config_name_line or inv.line,
                            f"--config-name={inv.config_name}: {verl} has no such config",
                            instead="one of: " + ", ".join(cfg.get("names", []))))
     if inv.config_path and cfg.get("exists"):
-        out.append(Finding("note", inv.file, inv.config_name_line or inv.line,
+        out.append(RecipeProblem("note", inv.file, inv.config_name_line or inv.line,
                            f"--config-path={inv.config_path}: checked against {verl}'s own {inv.config_name}"))
     rejected = {r["index"] for r in verdict.get("rejected", [])}
     for r in verdict.get("rejected", []):
@@ -96,23 +98,23 @@ def findings(inv: Invocation, verdict: dict) -> list[Finding]:
         kind = change.kind if change else "unknown"
         first = r["error"].splitlines()[0]
         guess = f"did you mean {r['nearest']}?" if r.get("nearest") else None
-        out.append(Finding("error", inv.file, o.line, f"{o.text}: {kind} key: {verl}: {first}", key=o.key,
+        out.append(RecipeProblem("error", inv.file, o.line, f"{o.text}: {kind} key: {verl}: {first}", key=o.key,
                            instead=verl_history.instead(change) if change else guess))
     for key in verdict.get("absent_keys", []):
         o = by_key[key]
         change = verl_history.lookup(key)
-        out.append(Finding("error", inv.file, o.line, f"{key}: {change.kind if change else 'unknown'} key: "
+        out.append(RecipeProblem("error", inv.file, o.line, f"{key}: {change.kind if change else 'unknown'} key: "
                                                       f"{verl} has no such key", key=key,
                            instead=verl_history.instead(change) if change else None))
     for i, o in enumerate(resolved):  # accepted, but verl's history says it is deprecated or ignored
         change = verl_history.lookup(o.key)
         if i not in rejected and change and change.kind in ("deprecated", "ignored"):
-            out.append(Finding("error" if change.kind == "ignored" else "warning", inv.file, o.line,
+            out.append(RecipeProblem("error" if change.kind == "ignored" else "warning", inv.file, o.line,
                                f"{o.text}: {change.kind} in {change.since}", key=o.key,
                                instead=verl_history.instead(change)))
     unresolved = [o for o in inv.overrides if o.text is None]
     for o in unresolved:
-        out.append(Finding("note", inv.file, o.line, f"{o.key}: the value depends on {', '.join(o.unresolved)}, "
+        out.append(RecipeProblem("note", inv.file, o.line, f"{o.key}: the value depends on {', '.join(o.unresolved)}, "
                                                      "which the script does not set: the key is checked, its value "
                                                      "is not", key=o.key))
     for e in verdict.get("errors", []):
@@ -120,7 +122,7 @@ def findings(inv: Invocation, verdict: dict) -> list[Finding]:
             continue  # said above, on its line
         # With unresolved values verl validated its own defaults in their place: a doubt, not a verdict.
         severity = "warning" if unresolved and not e.startswith("compose") else "error"
-        out.append(Finding(severity, inv.file, inv.line, f"{verl}: {e}"
+        out.append(RecipeProblem(severity, inv.file, inv.line, f"{verl}: {e}"
                            + (" (values left unresolved were validated at verl's defaults)" if severity == "warning"
                               else "")))
     return sorted(out, key=lambda f: (f.line or 0, SEVERITIES.index(f.severity)))
@@ -175,13 +177,11 @@ def on_host(invocations: list[Invocation], python: str | None, timeout: float) -
 
 
 def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple[list[dict], str]:
-    from ..cluster.container import run_container
-    from ..engine import Engine, run_cli
+    from ..runtime.container import run_container
+    from ..runtime.engine import Engine, run_cli
 
     engine = Engine.connect()
-    info = engine.image(image)
-    if info is None:
-        raise UsageError(f"image {image!r} is not in the Docker engine", hint="build it (rocmkit build) or pull it")
+    info = engine.require_image(image)
     where = f"image {image} ({info.id[:19]})"
     with tempfile.TemporaryDirectory(prefix="rocmkit-verl-check-") as tmp:
         _inputs(Path(tmp), invocations)
@@ -189,7 +189,8 @@ def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple
         result, _ = run_container(info.id, ["python3", f"{inside}/verl_check.py", "--recipe", f"{inside}/recipes.json"],
                                   what=f"verl's config check in {image}", timeout=timeout, docker=run_cli(),
                                   keep_stdout=True, mounts=[(tmp, inside, "ro")], workdir="/tmp",
-                                  env={"HF_HUB_OFFLINE": "1"}, gpus=False, skip_missing=True)
+                                  env={"HF_HUB_OFFLINE": "1"}, gpus=False, skip_missing=True,
+                                  host_code=False)  # a copied script that imports no rocmkit
     if result.timed_out:
         raise Failed(f"verl's config check in {image} did not finish within {timeout:g} s")
     return _parse(result, where), where

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..runtime import imageref
 from ..textenum import TextEnum
 from .watchdog import STALL_S
 
 
-class Engine(TextEnum):
+class EngineKind(TextEnum):
     TRL = "trl"
     VERL = "verl"
     MILES = "miles"  # Miles' own e2e test in its image (certify/miles_run.py)
@@ -34,6 +34,7 @@ class Rollout(TextEnum):
 
 
 SIZES = ("tiny", "0.5b")
+MILES_DIR = "/root/miles"  # where Miles' Dockerfile.rocm clones it; its tests and train.py live there
 MIN_STEPS = 4  # learning is judged over the first and the last quarter of the steps
 # Built-in task, TRL: a group of 8 answers per prompt, 2 prompts a step, a high learning rate for a tiny model
 # (the reward rises within about ten steps on a CPU). A 0.5B model diverges at the tiny model's rate.
@@ -44,15 +45,9 @@ TRL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 2e-5}
 TRL_MAX_MODEL_LEN = {"builtin": 256, "user": 2048}
 SERVER_READY_S = 600
 ZERO_STAGES = (1, 2, 3)
-# Docker's reference grammar: lower-case repository path, optional tag and digest, or an image id.
-IMAGE_REF_RE = re.compile(
-    r"^(?:(?:[A-Za-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?|(?:sha256:)?[0-9a-f]{12,64})$")
-
-
 @dataclass(frozen=True)
 class Settings:
-    engine: Engine = Engine.TRL
+    engine: EngineKind = EngineKind.TRL
     image: str | None = None  # None: run on this host
     model: Path | None = None  # None: the built-in model
     data: Path | None = None  # None: the built-in task
@@ -76,6 +71,7 @@ class Settings:
     zero: int | None = None  # DeepSpeed ZeRO stage for TRL's trainer under accelerate
     attn: str = "auto"  # verl's actor and reference attention: auto, flash_attention_2, sdpa (attention.py)
     rollout_graphs: bool = False  # verl's rollout compiled with CUDA/HIP graphs instead of eager
+    miles_dir: str = MILES_DIR  # Miles only: its checkout inside the image
 
     @property
     def builtin(self) -> bool:
@@ -102,14 +98,14 @@ def check(s: Settings) -> Settings:
         raise UsageError(f"--stall-timeout {s.stall_timeout}: seconds without a step or an output line, 0 for none")
     if s.size not in SIZES:
         raise UsageError(f"--size {s.size!r}", hint=f"one of: {', '.join(SIZES)}")
-    if s.engine is Engine.VERL and s.on_cpu and s.rollout is not Rollout.VLLM:
+    if s.engine is EngineKind.VERL and s.on_cpu and s.rollout is not Rollout.VLLM:
         raise UsageError("--gpus 0 with the verl engine runs vLLM's CPU build; SGLang has no CPU rollout in verl",
                          hint="leave out --rollout, or give GPUs")
     if s.backend is Backend.MEGATRON:
         megatron_checks(s)
     elif (s.tp, s.pp) != (1, 1):
         raise UsageError("--tp and --pp size verl's Megatron actor: they need --backend megatron")
-    if s.vllm_mode is not None and s.engine is not Engine.TRL:
+    if s.vllm_mode is not None and s.engine is not EngineKind.TRL:
         raise UsageError(f"--vllm-mode {s.vllm_mode.value} is TRL's; verl's rollout is chosen with --rollout",
                          hint="add --engine trl, or leave out --vllm-mode")
     if s.vllm_mode is VllmMode.SERVER and s.gpus == 1:
@@ -128,9 +124,9 @@ def check(s: Settings) -> Settings:
             raise UsageError("--zero runs TRL's trainer under accelerate with DeepSpeed, on GPUs",
                              hint="add --vllm-mode server or colocate, and --gpus")
     verl_run_checks(s)
-    if s.tune and s.engine is not Engine.VERL:
+    if s.tune and s.engine is not EngineKind.VERL:
         raise UsageError("--tune checks a verl plan: it needs --engine verl")
-    if s.image is not None and not IMAGE_REF_RE.match(s.image):
+    if s.image is not None and not imageref.is_ref(s.image, image_id=True):
         raise UsageError(f"--image {s.image!r} is not an image reference",
                          hint="[registry/]repository[:tag][@sha256:digest] with a lower-case repository, or an image id")
     model = data = None
@@ -153,11 +149,11 @@ def verl_run_checks(s: Settings) -> None:
 
     if s.attn not in CHOICES:
         raise UsageError(f"--attn {s.attn!r}", hint=f"one of: {', '.join(CHOICES)}")
-    if s.attn != "auto" and (s.engine is not Engine.VERL or s.backend is not Backend.FSDP):
+    if s.attn != "auto" and (s.engine is not EngineKind.VERL or s.backend is not Backend.FSDP):
         raise UsageError(f"--attn {s.attn} chooses the attention of verl's FSDP actor (transformers' "
                          "attn_implementation)", hint="use it with --engine verl and the fsdp backend; Megatron "
                          "runs megatron-core's own attention")
-    if s.rollout_graphs and (s.engine is not Engine.VERL or s.on_cpu):
+    if s.rollout_graphs and (s.engine is not EngineKind.VERL or s.on_cpu):
         raise UsageError("--rollout-graphs compiles verl's rollout and captures its CUDA/HIP graphs: it needs "
                          "--engine verl and GPUs", hint="leave it out on the CPU (the rollout runs eager there)")
 
@@ -165,7 +161,7 @@ def verl_run_checks(s: Settings) -> None:
 def megatron_checks(s: Settings) -> None:
     """What rocmkit knows before verl is asked: Megatron is verl's, trains on GPUs only, and the built-in model's
     heads and layers bound TP and PP. Whether TP x PP fits the GPUs is verl's own rule (its validate_config)."""
-    if s.engine is not Engine.VERL:
+    if s.engine is not EngineKind.VERL:
         raise UsageError("--backend megatron is verl's Megatron actor: it needs --engine verl")
     if s.on_cpu:
         raise UsageError("--backend megatron trains on GPUs only (megatron-core's fused kernels and NCCL/RCCL); "

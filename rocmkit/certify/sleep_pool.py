@@ -18,7 +18,7 @@ How the pieces meet (read in vLLM 0.24.0, verl 0.9.1, PyTorch's c10 allocator co
 So rocmkit puts `expandable_segments:True` (the trainer's fragmentation guard, as verl's ROCm recipes run it)
 in PYTORCH_CUDA_ALLOC_CONF, the one variable both PyTorch and vLLM read, and sets no other: then vLLM knows
 to keep its pool off expandable segments on every PyTorch release. The SGLang rollout gets none: its
-torch_memory_saver refuses to run beside expandable segments (rocmkit/host/probes_vram.py).
+torch_memory_saver refuses to run beside expandable segments (rocmkit/host/probes/vram.py).
 
 The check runs in the setup, in the target, with the run's own environment: what PyTorch will use, what vLLM
 will see, and a real allocation through vLLM's own pool that must land in it and come back at sleep.

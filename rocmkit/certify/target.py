@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import proc
-from ..errors import UsageError
-from ..host.reader import DeviceNodes, read_device_nodes
+from ..runtime import intarget, proc
+from ..host.facts.reader import DeviceNodes, read_device_nodes
 from .settings import Settings
 from .workspace import Workspace
 
@@ -51,18 +50,18 @@ class Target:
         """The argv that runs `inner` in the target (for the record and --dry-run)."""
         if not self.image:
             return inner
-        from ..cluster.container import docker_run_argv
+        from ..runtime.container import docker_run_argv
 
         return docker_run_argv(self.image_id or self.image, inner, docker=self.docker or "docker",
-                               ulimits=self.ulimits, **self._flags(env, ws))
+                               ulimits=self.ulimits, host_code=True, **self._flags(env, ws))
 
     def run(self, inner: list[str], env: dict[str, str], ws: Workspace, *, timeout: float,
             on_line: Callable[[str], None] | None = None, log_path: Path | None = None, what: str,
             stop_when: Callable[[], str | None] | None = None) -> proc.Result:
-        if not self.image:
-            return proc.run(inner, env={**os.environ, **env}, cwd=ws.root, timeout=timeout, on_line=on_line,
+        if not self.image:  # this host's rocmkit first on the path, whichever Python runs it (runtime/intarget.py)
+            return proc.run(inner, env=intarget.host_env({**os.environ, **env}), cwd=ws.root, timeout=timeout, on_line=on_line,
                             log_path=log_path, what=what, stop_when=stop_when)
-        from ..cluster.container import ULIMIT_NOTE, run_container
+        from ..runtime.container import ULIMIT_NOTE, run_container
 
         result, self.ulimits = run_container(self.image_id, inner, what=what, timeout=timeout,
                                              docker=self.docker or "docker", ulimits=self.ulimits, on_line=on_line,
@@ -76,13 +75,11 @@ def resolve(s: Settings) -> Target:
     """The target, checked: the image present in the engine (exit 2 if not, 3 without an engine)."""
     if not s.image:
         return Target(image=None, image_id=None, record=host_record())
-    from ..engine import Engine, run_cli
+    from ..runtime.engine import Engine, run_cli
 
     engine = Engine.connect()
-    info = engine.image(s.image)
-    if info is None:
-        raise UsageError(f"image {s.image!r} is not in the Docker engine",
-                         hint="build it (rocmkit build) or pull it (docker pull) first; `docker images` lists what is there")
+    info = engine.require_image(s.image, hint="build it (rocmkit build) or pull it (docker pull) first; `docker images` "
+                                              "lists what is there")
     docker = run_cli()
     notes = []
     try:

@@ -5,7 +5,7 @@ server (the seed-004 shape): `trl vllm-serve` on the first device set, then the 
 with a deadline; the server's output goes to server.log beside the engine's run.log. If the server exits
 while the trainer runs, the trainer is stopped and the run exits 1 naming the server. colocate: the trainer
 alone under `accelerate launch`, vLLM inside each training process. Both processes run in their own process
-groups (rocmkit/proc.py) and are stopped on every way out: normal end, failure, deadline, SIGTERM.
+groups (rocmkit/runtime/proc.py) and are stopped on every way out: normal end, failure, deadline, SIGTERM.
 On the CPU (--gpus 0) the server runs vLLM's CPU build on loopback and the trainer runs on the CPU.
 """
 
@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .. import proc
+from ..runtime import proc
 from . import file_weights
 
 SERVER = "the vLLM server (trl vllm-serve)"

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import click
 
-from .. import stacks
 from ..errors import UsageError
 from ..fileio import write_atomic
-from ..image.plan import DEFAULT_MAX_JOBS, make_plan
+from ..image.plan import DEFAULT_MAX_JOBS
 from .common import warn
-
-REGISTRY_RE = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 
 
 @click.command()
@@ -45,26 +41,14 @@ def bake(output, fmt, stack_names, stack_files, context_dir, registry, max_jobs,
     (with REGISTRY=ghcr.io/ORG). Without --context-dir the file expects to be run from a folder
     holding rocmkit-dist/ and dockerfiles/.
     """
-    from ..image.bake import definition, header, prepare_context, to_hcl, to_json
+    from ..image.bake import check_registry, definition, header, plans_for, prepare_context, select, to_hcl, to_json
 
-    if not REGISTRY_RE.match(registry):
-        raise UsageError(f"--registry {registry!r} is not a repository prefix", hint="e.g. ghcr.io/my-org")
-    loaded = [stacks.load_builtin(n) for n in stack_names] + [stacks.load_file(p) for p in stack_files]
-    if not loaded:
-        loaded = stacks.all_builtin()
-    if not loaded:
-        raise UsageError("no stacks to bake", hint="name one with --stack or --stack-file")
-    names = [s.name for s in loaded]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise UsageError(f"stack {dupes[0]} given twice")
-    plans = []
-    for stack in loaded:
-        for arch in stack.targets:
-            plan = make_plan(stack, [arch], max_jobs=max_jobs)
-            for w in plan.warnings:
-                warn(w)
-            plans.append(plan)
+    check_registry(registry)
+    loaded = select(stack_names, stack_files)
+    plans = plans_for(loaded, max_jobs)
+    for plan in plans:
+        for w in plan.warnings:
+            warn(w)
     defn = definition(plans, max_jobs=max_jobs, registry=registry)
     text = to_hcl(defn, header(context_dir)) if fmt == "hcl" else to_json(defn)
     if output and not force and Path(output).exists():

@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import click
 
 from .. import stacks
-from ..engine import check_ref
-from ..errors import Failed, UsageError
+from ..runtime.engine import check_ref
+from ..errors import UsageError
 from ..image.build import DEFAULT_TIMEOUT_S
-from ..fileio import write_atomic
-from ..image.plan import DEFAULT_MAX_JOBS, LABEL_PREFIX, MANIFEST_PATH, make_plan, plan_document
-from ..image.sbom import SBOM_PATH
+from ..image.plan import DEFAULT_MAX_JOBS, MANIFEST_PATH
+from ..image.request import AUTO, BuildRequest, Reporter, targets_for
 from ..image.sources import parse_source_options
 from ..image.wheelhouse import check_dir
 from ..output import document
-from ..progress import resolve_mode
-from .common import ARCH_HELP, echo_json, json_option, stack_options, targets_for, warn
+from .common import ARCH_HELP, echo_json, json_option, stack_options, warn
 
 
 def _max_jobs(value: str) -> int | str:
-    if value == "auto":
-        return "auto"
+    if value == AUTO:
+        return AUTO
     try:
         n = int(value)
     except ValueError:
@@ -31,9 +28,6 @@ def _max_jobs(value: str) -> int | str:
     if n < 1:
         raise UsageError(f"--max-jobs {value!r}: must be at least 1")
     return n
-
-
-NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 @click.command()
@@ -94,7 +88,7 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
     After success the image is tagged (and pushed with --push), inspected, and its tag, id, size and
     manifest summary are printed (--json: a rocmkit.build/v1 document). Every image carries a CycloneDX
     SBOM (/opt/rocmkit/sbom.cdx.json: Python distributions, dpkg packages, git commits, base image),
-    written with the CycloneDX library of `pip install 'rocmkit[sbom]'` mounted for that step only; its
+    written with the host's CycloneDX library (a dependency of rocmkit) mounted for that step only; its
     host copy goes to --sbom-out.
 
     With --dry-run, print the build plan instead: the stages, which of them BuildKit builds in parallel,
@@ -104,161 +98,29 @@ def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, 
     Exit codes: 0 built, 1 the build failed, 2 bad usage or input, 3 no Docker engine or no docker
     client that can do BuildKit.
     """
+    from ..image import orchestrate
+
     stack = stacks.load(stack_name, stack_file)
-    targets = targets_for(stack, arch_spec)
-    jobs = _max_jobs(max_jobs)
-    sources = parse_source_options(source_opts, [c.name for c in stack.git_components])
-    plan = make_plan(stack, targets, base_image=base_image, sources=sources,
-                     max_jobs=DEFAULT_MAX_JOBS if jobs == "auto" else jobs)
-    tags = [check_ref(t) for t in tag_opts]
-    if push and not tags:
-        raise UsageError("--push needs --tag naming where to push", hint="e.g. --tag ghcr.io/ORG/verl-vllm:gfx942 --push")
-    if network is not None and not NETWORK_RE.match(network):
-        raise UsageError(f"--network {network!r} is not a network name", hint="e.g. none, host, default")
-    wheels = check_dir(Path(wheelhouse_dir)) if wheelhouse_dir else None
-    if sbom_out and Path(sbom_out).exists():
-        raise UsageError(f"--sbom-out {sbom_out} already exists", hint="remove it, or name another file")
-    for w in plan.warnings:
-        warn(w)
+    request = BuildRequest(
+        stack=stack, targets=tuple(targets_for(stack, arch_spec)), base_image=base_image, max_jobs=_max_jobs(max_jobs),
+        sources=parse_source_options(source_opts, [c.name for c in stack.git_components]), tags=tuple(check_ref(t) for t in tag_opts), push=push,
+        cache_from=tuple(cache_from), cache_to=tuple(cache_to),
+        wheelhouse=check_dir(Path(wheelhouse_dir)) if wheelhouse_dir else None, network=network, progress=progress,
+        log_file=Path(log_file) if log_file else None, docker_cli=docker_cli, timeout_s=timeout_s,
+        sbom_out=Path(sbom_out) if sbom_out else None, resolve_first=not no_resolve)
+    report = Reporter(say=lambda line: click.echo(line, err=True), warn=warn)
     if dry_run:
-        doc = plan_document(plan)
-        if jobs == "auto":
-            doc["build_args"]["MAX_JOBS"] = "auto (sized from the builder when the build starts)"
+        plan, doc = orchestrate.dry_run(request, report)
         if as_json:
             echo_json(document("plan", doc))
-            return
-        _print_plan(plan, doc)
+        else:
+            _print_plan(plan, doc)
         return
-    _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, wheels, network,
-           progress, log_file, docker_cli, timeout_s, sbom_out, as_json, no_resolve)
-
-
-def _resolve_first(stack, sources, wheels, network) -> None:
-    """Resolve the stack with pip before building: a conflict stops the build in seconds, not hours."""
-    from ..stacks.resolve import resolve
-    from .stacks import print_resolution
-
-    if wheels or network == "none":
-        click.echo("resolve skipped: an offline build (--network none or --wheelhouse) installs nothing from the "
-                   "index; check with `rocmkit stacks --resolve --find-links DIR`", err=True)
-        return
-    r = resolve(stack, {k: v.path for k, v in sources.items()})
-    if r.status == "offline":
-        click.echo("resolve skipped: the package index is not reachable from here", err=True)
-        return
-    print_resolution(r, err=True)
-    if r.status == "conflict":
-        raise Failed(f"{stack.name} does not resolve: nothing was built",
-                     hint="fix the pins named above, or build anyway with --no-resolve")
-    if r.status == "partial":
-        warn("some pins could not be checked before the build (NOT CHECKED above)")
-
-
-def _build(plan, stack, targets, base_image, sources, jobs, tags, push, cache_from, cache_to, wheels, network,
-           progress, log_file, docker_cli, timeout_s, sbom_out, as_json, no_resolve=False) -> None:
-    from ..engine import Engine, find_cli
-    from ..image.build import BuildOptions, build_image, default_log_path, failure
-    from ..image.jobs import auto_max_jobs, gib_per_job
-    from ..image.render import render_dockerfile
-    from ..image.sbomlib import check_installed
-
-    check_installed()
-    engine = Engine.connect()
-    info = engine.info()
-    cli = find_cli(docker_cli)
-    if not no_resolve:
-        _resolve_first(stack, sources, wheels, network)
-    if jobs == "auto":
-        width = max((len(level) for level in plan.levels()), default=1)
-        choice = auto_max_jobs(info.mem_total, info.ncpu, width, gib_per_job(stack.rocm))
-        jobs, jobs_reason = choice.jobs, choice.reason
-        plan = make_plan(stack, targets, base_image=base_image, sources=sources, max_jobs=jobs)
-    else:
-        jobs_reason = "given" if jobs != DEFAULT_MAX_JOBS else "default"
-    dockerfile = render_dockerfile(plan)
-    tty = resolve_mode(progress) == "tty"
-    opts = BuildOptions(max_jobs=jobs, network=network, cache_from=tuple(cache_from), cache_to=tuple(cache_to),
-                        progress="tty" if tty else "plain", timeout_s=timeout_s, wheelhouse=wheels)
-    log_path = Path(log_file).resolve() if log_file else default_log_path(plan)
-    click.echo(f"building {plan.stack.name} for {';'.join(plan.targets)} with {cli.describe()}, engine "
-               f"{info.version} at {info.address}", err=True)
-    click.echo(f"max jobs {jobs} ({jobs_reason}); log {log_path}", err=True)
-    if wheels:
-        click.echo(f"pip installs only from the wheelhouse {wheels}", err=True)
-
-    outcome = build_image(plan, dockerfile, cli, opts, log_path, lambda line: click.echo(line, err=True))
-    if not outcome.ok:
-        err = failure(plan, outcome.log, log_path, outcome.returncode)
-        click.echo(f"---- last lines of {err.stage or 'the build'} ----", err=True)
-        for line in err.tail:
-            click.echo(f"  {line}", err=True)
-        click.echo("----", err=True)
-        raise err
-
-    # The image must be what the plan says before it gets a name: its labels and manifest carry the inputs hash.
-    image = engine.image(outcome.image_id)
-    manifest = engine.read_json(outcome.image_id, MANIFEST_PATH) if image else None
-    problems = []
-    if image is None:
-        problems.append(f"the engine has no image {outcome.image_id}")
-    else:
-        if image.labels.get(f"{LABEL_PREFIX}.inputs-hash") != plan.inputs_hash:
-            problems.append("label io.rocmkit.inputs-hash differs from the plan")
-        if not manifest or manifest.get("inputs_hash") != plan.inputs_hash:
-            problems.append(f"{MANIFEST_PATH} is missing or differs from the plan")
-        sbom = engine.read_file(outcome.image_id, SBOM_PATH)
-        if not sbom:
-            problems.append(f"{SBOM_PATH} is missing")
-    if problems:
-        raise Failed("the built image is not what was planned: " + "; ".join(problems), hint=f"full log: {log_path}")
-
-    # The host copy of the SBOM, byte for byte the image's.
-    sbom_path = write_atomic(Path(sbom_out).resolve() if sbom_out else log_path.with_suffix(".cdx.json"), sbom)
-    final_tags = tags or [plan.tag]
-    for ref in final_tags:
-        engine.tag(outcome.image_id, ref)
-    pushed = []
-    if push:
-        for ref in final_tags:
-            click.echo(f"pushing {ref}", err=True)
-            pushed.append({"tag": ref, "digest": engine.push(ref, on_line=lambda s: click.echo(f"  {s}", err=True)
-                                                              if not tty else None)})
-    image = engine.image(outcome.image_id)
-    doc = _result_document(plan, image, manifest, outcome, final_tags, pushed, jobs, jobs_reason, cli, info)
-    doc["sbom"] = {"image_path": SBOM_PATH, "host_path": str(sbom_path)}
+    doc = orchestrate.build(request, report)
     if as_json:
         echo_json(document("build", doc))
     else:
         _print_result(doc)
-
-
-def _result_document(plan, image, manifest, outcome, tags, pushed, jobs, jobs_reason, cli, info) -> dict:
-    stages = outcome.log.stages()
-    steps = sum(e["steps"] for e in stages.values())
-    cached = sum(e["cached"] for e in stages.values())
-    return {
-        "image": {"id": image.id, "tags": list(tags), "size_bytes": image.size, "labels": image.labels},
-        "stack": plan.stack.name,
-        "targets": list(plan.targets),
-        "inputs_hash": plan.inputs_hash,
-        "manifest": manifest,
-        "pushed": pushed,
-        "build": {
-            "seconds": round(outcome.seconds, 1),
-            "log": str(outcome.log_path),
-            "max_jobs": jobs,
-            "max_jobs_reason": jobs_reason,
-            "steps": steps,
-            "steps_cached": cached,
-            "rebuilt_stages": outcome.log.rebuilt_stages(),
-            "stages": stages,
-            "docker": {"path": cli.path, "version": cli.version, "mode": cli.mode},
-            "engine": {"version": info.version, "address": info.address},
-            "pip_source": str(outcome.wheelhouse) if outcome.wheelhouse else "index",
-        },
-        "local_sources": {st.component.name: st.local.path for st in plan.stages if st.local},
-        "warnings": list(plan.warnings),
-    }
 
 
 def _human_size(n: int) -> str:

@@ -6,29 +6,36 @@ from pathlib import Path
 
 import click
 
-from ..certify.watchdog import STALL_S
+from ..certify.attention import CHOICES as ATTN_CHOICES
+from ..certify.settings import SIZES, ZERO_STAGES, Backend, EngineKind, Rollout, Settings, VllmMode
 from ..errors import UsageError
 from ..output import dumps
 from .common import json_option
+
+D = Settings()  # the defaults: one place (certify/settings.py), read by the options below
+
+
+def _values(enum) -> list[str]:
+    return [e.value for e in enum]
 
 
 @click.command()
 @click.option("--image", default=None, help="Certify this image (run inside it through the Docker engine).")
 @click.option("--host", "on_host", is_flag=True, help="Certify this host's Python environment (the default without --image).")
-@click.option("--engine", type=click.Choice(["trl", "verl", "miles"]), default="trl", show_default=True,
+@click.option("--engine", type=click.Choice(_values(EngineKind)), default=D.engine.value, show_default=True,
               help="trl: TRL's GRPOTrainer (CPU or one GPU); verl: verl's main_ppo with a vLLM/SGLang rollout "
                    "(GPUs, or the CPU with the verl-cpu stack); miles: Miles' own short e2e test "
                    "(tests/e2e/short/test_qwen2.5_0.5B_gsm8k_short.py) inside --image on --gpus 4 or 8 AMD GPUs.")
-@click.option("--miles-dir", default="/root/miles", show_default=True,
+@click.option("--miles-dir", default=D.miles_dir, show_default=True,
               help="With --engine miles: the Miles checkout inside the image (its tests/ and train.py).")
 @click.option("--model", type=click.Path(file_okay=False), default=None,
               help="A local Hugging Face model folder. Default: a tiny Qwen2 model generated in the target.")
 @click.option("--data", type=click.Path(dir_okay=False), default=None,
               help="A parquet file in verl's GSM8K row format. Default: the built-in task.")
-@click.option("--steps", type=int, default=16, show_default=True, help="Training steps (at least 4).")
-@click.option("--gpus", type=int, default=1, show_default=True,
+@click.option("--steps", type=int, default=D.steps, show_default=True, help="Training steps (at least 4).")
+@click.option("--gpus", type=int, default=D.gpus, show_default=True,
               help="GPUs to train on; 0 trains on the CPU. Fewer visible than asked: exit 3 before training.")
-@click.option("--out", type=click.Path(file_okay=False), default="rocmkit-certify", show_default=True,
+@click.option("--out", type=click.Path(file_okay=False), default=str(D.out), show_default=True,
               help="Run folder: new, empty, or a previous run's (its marker file). Holds the model, data, logs, "
                    "metrics, certificate.json and certificate.md.")
 @click.option("--force", is_flag=True,
@@ -36,17 +43,17 @@ from .common import json_option
                    "and never replaces a file it did not write.")
 @click.option("--require-learning", is_flag=True,
               help="Fail unless the reward rises (always required on the built-in task; reported otherwise).")
-@click.option("--size", type=click.Choice(["tiny", "0.5b"]), default="tiny", show_default=True,
+@click.option("--size", type=click.Choice(SIZES), default=D.size, show_default=True,
               help="Size of the built-in model: tiny (1.3M parameters) or 0.5b (Qwen2.5-0.5B-shaped, random).")
-@click.option("--rollout", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
+@click.option("--rollout", type=click.Choice(_values(Rollout)), default=D.rollout.value, show_default=True,
               help="verl's rollout engine.")
-@click.option("--backend", type=click.Choice(["fsdp", "megatron"]), default="fsdp", show_default=True,
+@click.option("--backend", type=click.Choice(_values(Backend)), default=D.backend.value, show_default=True,
               help="verl's actor: FSDP, or Megatron (model_engine=megatron with mbridge; GPUs only, and an image "
                    "with megatron-core and mbridge).")
-@click.option("--tp", type=int, default=1, show_default=True, help="With --backend megatron: tensor parallel size "
+@click.option("--tp", type=int, default=D.tp, show_default=True, help="With --backend megatron: tensor parallel size "
               "of the actor and reference. verl refuses a TP x PP that does not divide --gpus.")
-@click.option("--pp", type=int, default=1, show_default=True, help="With --backend megatron: pipeline parallel size.")
-@click.option("--attn", type=click.Choice(["auto", "flash_attention_2", "sdpa"]), default="auto", show_default=True,
+@click.option("--pp", type=int, default=D.pp, show_default=True, help="With --backend megatron: pipeline parallel size.")
+@click.option("--attn", type=click.Choice(ATTN_CHOICES), default=D.attn, show_default=True,
               help="With --engine verl: the attention verl's actor and reference load the model with. auto: "
                    "flash_attention_2 where flash_attn imports in the target (and a GPU is used), otherwise sdpa; a "
                    "named implementation the target cannot run stops the run (and --dry-run) before training, exit 3. "
@@ -55,16 +62,16 @@ from .common import json_option
               help="With --engine verl on GPUs: let the rollout engine compile and capture its CUDA/HIP graphs "
                    "(verl's default). Without it the smoke run rolls out eager, which starts faster; the "
                    "certificate records whether graphs were captured.")
-@click.option("--vllm-mode", type=click.Choice(["server", "colocate"]), default=None,
+@click.option("--vllm-mode", type=click.Choice(_values(VllmMode)), default=D.vllm_mode,
               help="With --engine trl: generate with vLLM. server: `trl vllm-serve` on the first GPU and the trainer "
                    "under `accelerate launch` on the others (--gpus 2 or more; --gpus 0: both on the CPU, the server "
                    "on loopback); its log is server.log. colocate: vLLM inside each training process. "
                    "Default: TRL's Hugging Face generation in one process.")
-@click.option("--zero", type=click.IntRange(1, 3), default=None,
+@click.option("--zero", type=click.IntRange(min(ZERO_STAGES), max(ZERO_STAGES)), default=D.zero,
               help="With --vllm-mode on GPUs: DeepSpeed ZeRO stage of the trainer (accelerate --use_deepspeed).")
-@click.option("--timeout", type=int, default=3600, show_default=True,
+@click.option("--timeout", type=int, default=D.timeout, show_default=True,
               help="Seconds for the whole certification; at the deadline everything it started is stopped (exit 124).")
-@click.option("--stall-timeout", type=int, default=STALL_S, show_default=True,
+@click.option("--stall-timeout", type=int, default=D.stall_timeout, show_default=True,
               help="Stop the run when it prints no new step and no line for this many seconds (0: never), or soon "
                    "after a fatal error (a worker traceback, vLLM's 'Worker failed', a dead Ray actor, a CUDA/HIP "
                    "error) with no progress after it: a FAIL certificate naming the stall or error, its phase and "
@@ -105,7 +112,6 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     130/143 interrupted. Whatever the exit, nothing rocmkit started is left running.
     """
     from ..certify.flow import certify as run_certify
-    from ..certify.settings import Backend, Engine, Rollout, Settings, VllmMode
     from ..progress import Display
 
     if image and on_host:
@@ -116,19 +122,14 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
         tuned = tuple(load_overrides(tune_file))
     else:
         tuned = ()
-    s = Settings(engine=Engine(engine), image=image, model=Path(model) if model else None,
+    s = Settings(engine=EngineKind(engine), image=image, model=Path(model) if model else None,
                  data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
                  timeout=timeout, stall_timeout=stall_timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
                  backend=Backend(backend), tp=tp, pp=pp, vllm_mode=VllmMode(vllm_mode) if vllm_mode else None,
-                 zero=zero, attn=attn, rollout_graphs=rollout_graphs)
+                 zero=zero, attn=attn, rollout_graphs=rollout_graphs, miles_dir=miles_dir)
     with Display("certify", progress) as display:
-        if s.engine is Engine.MILES:
-            from ..certify.miles_run import certify as certify_miles
-
-            outcome = certify_miles(s, miles_dir, display)
-        else:
-            outcome = run_certify(s, display)
+        outcome = run_certify(s, display)
     if outcome.plan is not None:
         plan = outcome.plan
         if as_json:

@@ -30,16 +30,3 @@ def warn(message: str) -> None:
 
 ARCH_HELP = ("Build target: gfx942 (MI300X/MI325X), gfx950 (MI350X/MI355X), a list (gfx942,gfx950) for a multi-arch "
              "image, or cpu for a CPU stack. Default: the stack's only target, when it has one.")
-
-
-def targets_for(stack, arch_spec: str | None) -> list[str]:
-    """--arch parsed; without it, the stack's target when it has exactly one."""
-    from .. import archs
-    from ..errors import UsageError
-
-    if arch_spec:
-        return archs.parse_targets(arch_spec)
-    if len(stack.targets) == 1:
-        return list(stack.targets)
-    raise UsageError(f"--arch is required: stack {stack.name} has several targets",
-                     hint=f"one of {', '.join(stack.targets)}, or several separated by commas")

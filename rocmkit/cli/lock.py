@@ -8,9 +8,8 @@ import click
 
 from .. import stacks
 from ..errors import EnvironmentMissing, Failed
-from ..fileio import write_atomic
-from ..output import document, dumps
-from ..refs.lockrun import FAILURES, UNREACHABLE, resolve
+from ..output import document
+from ..refs.lockrun import UNREACHABLE, lock_stack
 from ..stacks.lock import lock_path
 from .common import echo_json, json_option
 
@@ -40,7 +39,7 @@ def lock(stack_names, stack_files, check, as_json) -> None:
     chosen += [(stacks.load_file(f), lock_path(f)) for f in stack_files]
     if not chosen:
         chosen = [(stacks.load_builtin(n), stacks.builtin_lock_path(n)) for n in stacks.builtin_names()]
-    reports = [_one(stack, Path(path), check) for stack, path in chosen]
+    reports = [lock_stack(stack, Path(path), check) for stack, path in chosen]
     if as_json:
         echo_json(document("lock", {"check": check, "stacks": reports}))
     else:
@@ -57,28 +56,3 @@ def lock(stack_names, stack_files, check, as_json) -> None:
     if unreachable:
         raise EnvironmentMissing(f"could not reach: {', '.join(unreachable)} (no lock file was rewritten)",
                                  hint="run again where the registry and git remotes are reachable")
-
-
-def _one(stack, path: Path, check: bool) -> dict:
-    refs = resolve(stack)
-    kinds = refs.kinds()
-    written = False
-    if check:
-        failed = bool(kinds & set(FAILURES))
-        result = "FAILED" if failed else ("incomplete (unreachable refs)" if UNREACHABLE in kinds else "up to date")
-    else:
-        blocking = refs.blocking()
-        failed = bool(blocking)
-        if failed:
-            result = "not written: the stack's pins need review"
-        elif UNREACHABLE in kinds:
-            result = "not written (old lock kept): refs unreachable"
-        else:
-            text = dumps(refs.document())
-            if path.is_file() and path.read_text(encoding="utf-8") == text:
-                result = "unchanged"
-            else:
-                write_atomic(path, text)
-                written, result = True, "written"
-    return {"stack": stack.name, "lock_file": str(path), "written": written, "failed": failed, "result": result,
-            "findings": [{**f.as_dict(), "line": f.line()} for f in refs.findings]}

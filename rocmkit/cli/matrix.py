@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .. import stacks
-from ..image.plan import make_plan
-from ..image.render import dockerfile_name
+from ..image.bake import matrix_rows
 from ..output import document
 from .common import echo_json, json_option
 
@@ -19,13 +17,7 @@ def matrix(as_json: bool) -> None:
     `--json` prints {"include": [...]} for a GitHub Actions matrix, each entry with stack, arch, rocm,
     the rendered Dockerfile, the default tag and whether the stack has mutable components.
     """
-    rows = []
-    for s in stacks.all_builtin():
-        for arch in s.targets:
-            plan = make_plan(s, [arch])
-            rows.append({"stack": s.name, "arch": arch, "rocm": s.rocm,
-                         "dockerfile": f"dockerfiles/{dockerfile_name(s.name, [arch])}",
-                         "tag": plan.tag.split(":", 1)[1], "mutable": bool(plan.warnings)})
+    rows = matrix_rows()
     if as_json:
         echo_json(document("matrix", {"include": rows}))
     else:

@@ -71,8 +71,8 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
     listed as unreachable), 2 on bad usage.
     """
     from ..fileio import write_atomic
-    from ..image import outdated as od
     from ..output import document
+    from ..refs import outdated as od
     from ..stacks import parse_stack
     from ..tomlread import load_toml_text
 
@@ -122,7 +122,7 @@ def _print(findings) -> None:
             verdict = "" if "satisfied" not in c else (
                 f"  [stack pins {c['stack_pins']}: {'ok' if c['satisfied'] else 'CONFLICT'}]")
             click.echo(f"    {c['file']}: {c['line']}{verdict}")
-    from ..image.outdated import NEWER, UNREACHABLE
+    from ..refs.outdated import NEWER, UNREACHABLE
 
     newer = sum(f.status == NEWER for f in findings)
     unreachable = sum(f.status == UNREACHABLE for f in findings)

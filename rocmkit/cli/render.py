@@ -11,8 +11,9 @@ from .. import stacks
 from ..errors import Failed, UsageError
 from ..fileio import write_atomic
 from ..image.plan import make_plan
-from ..image.render import RENDERED_MARK, render_all, render_dockerfile
-from .common import ARCH_HELP, stack_options, targets_for, warn
+from ..image.render import compare_dir, render_dockerfile
+from ..image.request import targets_for
+from .common import ARCH_HELP, stack_options, warn
 
 
 @click.command()
@@ -58,23 +59,16 @@ def _render_all(out_dir: Path, check: bool) -> None:
     for stack in stacks.all_builtin():
         for c in stack.mutable_components:
             warn(f"{stack.name}: component {c.name} is MUTABLE ({c.mutable_ref}): {c.mutable_reason}")
-    wanted = render_all(out_dir)
-    # Files rocmkit rendered earlier for stacks or archs that no longer exist are removed (or reported).
-    leftovers = [p for p in sorted(out_dir.glob("*.Dockerfile"))
-                 if p not in wanted and p.read_text(errors="replace").startswith(RENDERED_MARK)]
-    stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
+    d = compare_dir(out_dir)
     if check:
-        for p in stale:
+        for p in d.stale:
             click.echo(f"stale: {p}", err=True)
-        for p in leftovers:
+        for p in d.leftovers:
             click.echo(f"no longer rendered: {p}", err=True)
-        if stale or leftovers:
-            raise Failed(f"{len(stale) + len(leftovers)} file(s) in {out_dir} differ from what rocmkit renders now",
+        if d.stale or d.leftovers:
+            raise Failed(f"{len(d.stale) + len(d.leftovers)} file(s) in {out_dir} differ from what rocmkit renders now",
                          hint="run `rocmkit render --all` and commit the result")
-        click.echo(f"{len(wanted)} Dockerfiles in {out_dir} are up to date")
+        click.echo(f"{len(d.wanted)} Dockerfiles in {out_dir} are up to date")
         return
-    for p in stale:
-        write_atomic(p, wanted[p])
-    for p in leftovers:
-        p.unlink()
-    click.echo(f"rendered {len(wanted)} Dockerfiles into {out_dir} ({len(stale)} changed, {len(leftovers)} removed)")
+    d.write()
+    click.echo(f"rendered {len(d.wanted)} Dockerfiles into {out_dir} ({len(d.stale)} changed, {len(d.leftovers)} removed)")

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ..cluster.container import ULIMIT_NOTE, docker_run_argv, run_container
+from ..runtime.container import ULIMIT_NOTE, docker_run_argv, run_container
 from ..errors import DeadlinePassed, EnvironmentMissing, UsageError
 
 
@@ -65,8 +65,8 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     The container is labelled and removed however rocmkit ends: its own exit (rocmkit exits with the
     container's code), --timeout (124), SIGINT or SIGTERM to rocmkit (130/143).
     """
-    from ..engine import run_cli
-    from ..host.reader import read_device_nodes
+    from ..host.facts.reader import read_device_nodes
+    from ..runtime.engine import run_cli
 
     no_gpus = gpus == "none"
     render_nodes = render_nodes_for(gpus) if gpus and not no_gpus else None
@@ -106,7 +106,7 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     docker = run_cli(docker_cli)
     result, ulimits = run_container(image, list(command), what=f"the container of {image}", timeout=timeout_s,
-                                    docker=docker, passthrough=interactive,
+                                    docker=docker, passthrough=interactive, host_code=False,
                                     on_line=None if interactive else click.echo, **flags)
     if not ulimits:
         click.echo(f"note: {ULIMIT_NOTE}", err=True)

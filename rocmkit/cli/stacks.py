@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import click
 
 from .. import stacks as stacks_mod
@@ -105,7 +103,8 @@ def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, .
         r = resolve(s, {k: v.path for k, v in sources.items()}, find_links, index_url or PYPI)
         results.append(r)
         if not as_json:
-            print_resolution(r)
+            for line in r.lines():
+                click.echo(line)
     if as_json:
         echo_json(document("stacks-resolve", {"results": [r.as_json() for r in results]}))
     statuses = {r.status for r in results}
@@ -117,24 +116,3 @@ def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, .
     if "partial" in statuses:
         raise EnvironmentMissing("some pins could not be checked from here (listed above as NOT CHECKED)",
                                  hint="give their wheels with --find-links DIR to check them too")
-
-
-def print_resolution(r, err: bool = False) -> None:
-    """The text form of one stack's resolve (also what `rocmkit build` prints, on stderr, before building)."""
-    echo = functools.partial(click.echo, err=err)
-    head = {"ok": "resolves", "partial": "resolves, PARTLY CHECKED", "conflict": "DOES NOT RESOLVE",
-            "offline": "NOT RESOLVED (index unreachable)"}[r.status]
-    echo(f"{r.stack} (Python {r.python}): {head} [{r.seconds:.1f}s, {len(r.resolved)} distributions]")
-    if r.mode:
-        echo(f"  pip ran {r.mode}")
-    for b in r.built_from_sdist:
-        echo(f"  built here from its sdist (pure Python, so valid for Python {r.python}): {b}")
-    for c in r.conflicts:
-        echo(f"  CONFLICT {c['message']}")
-        for side in c["sides"]:
-            where = f"  [{side['where']}]" if side.get("where") else ""
-            echo(f"    {side['by']} requires {side['requirement']}{where}")
-    for n in r.not_checked:
-        echo(f"  NOT CHECKED {n['requirement']}  [{n['where']}]: {n['why']}")
-    for g in r.git_requirements:
-        echo(f"  git {g['component']}: {g['detail']}")

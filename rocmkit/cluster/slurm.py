@@ -173,7 +173,7 @@ def environment(spec: SlurmSpec) -> list[tuple[str, str, str]]:
 def render(spec: SlurmSpec) -> str:
     import jinja2
 
-    from .container import rocm_device_args
+    from ..runtime.container import rocm_device_args
 
     spec = validate(spec)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files("rocmkit.templates"))),

@@ -10,8 +10,9 @@ import tempfile
 from pathlib import Path
 
 from ..errors import UsageError
-from .facts import CONTAINER_MARKERS, PROCESS_FILE, READ_ERRORS_FILE, Facts
-from .kernlog import write_capture as write_kmsg
+from .facts import PROCESS_FILE, Facts
+from .facts.kernlog import write_capture as write_kmsg
+from .facts.reader import CONTAINER_MARKERS, READ_ERRORS_FILE
 
 
 def capture(facts: Facts, dest: str) -> Path:

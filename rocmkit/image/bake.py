@@ -1,5 +1,6 @@
 """Stacks × archs → a `docker buildx bake` definition (HCL or JSON) for CI and buildx users: one target per
-stack × arch, one group per stack, MAX_JOBS as an arg, the plan's tag and labels. Pure, except
+stack × arch, one group per stack, MAX_JOBS as an arg, the plan's tag and labels; and the rows of `rocmkit
+matrix` (the same stack × arch list for CI image pipelines). Pure, except `select` (reads stack files) and
 `prepare_context`, which writes the folder the targets build from.
 
 The context is a folder holding `rocmkit-dist/` (rocmkit's own wheel, which every rendered Dockerfile's
@@ -10,9 +11,11 @@ final stage installs) and `dockerfiles/` (the rendered Dockerfiles). Bake resolv
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from .plan import DEFAULT_MAX_JOBS, BuildPlan
+from ..errors import UsageError
+from .plan import DEFAULT_MAX_JOBS, BuildPlan, make_plan
 from .render import dockerfile_name, image_slug, render_dockerfile
 
 REGISTRY_VAR = "REGISTRY"
@@ -23,6 +26,48 @@ DOCKERFILES_DIR = "dockerfiles"
 # arg and step, and BuildKit's SPDX scan. Builders that keep them: docker-container, kubernetes and remote
 # drivers (and the docker driver with the containerd image store), when pushing or writing an OCI output.
 ATTEST = ("type=provenance,mode=max", "type=sbom")
+REGISTRY_RE = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+
+
+def check_registry(registry: str) -> str:
+    if not REGISTRY_RE.match(registry):
+        raise UsageError(f"--registry {registry!r} is not a repository prefix", hint="e.g. ghcr.io/my-org")
+    return registry
+
+
+def select(stack_names, stack_files) -> list:
+    """The stacks to bake: the named built-in ones and the files; neither given, every built-in stack."""
+    from .. import stacks
+
+    loaded = [stacks.load_builtin(n) for n in stack_names] + [stacks.load_file(p) for p in stack_files]
+    if not loaded:
+        loaded = stacks.all_builtin()
+    if not loaded:
+        raise UsageError("no stacks to bake", hint="name one with --stack or --stack-file")
+    names = [s.name for s in loaded]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UsageError(f"stack {dupes[0]} given twice")
+    return loaded
+
+
+def plans_for(loaded, max_jobs: int = DEFAULT_MAX_JOBS) -> list[BuildPlan]:
+    """One single-arch plan per stack × each of its targets, in order."""
+    return [make_plan(stack, [arch], max_jobs=max_jobs) for stack in loaded for arch in stack.targets]
+
+
+def matrix_rows() -> list[dict]:
+    """Every built-in stack × arch for a CI matrix (`rocmkit matrix`): stack, arch, ROCm, its rendered Dockerfile,
+    the default tag's version part and whether anything in it is mutable."""
+    from .. import stacks
+
+    rows = []
+    for plan in plans_for(stacks.all_builtin()):
+        s, arch = plan.stack, plan.targets[0]
+        rows.append({"stack": s.name, "arch": arch, "rocm": s.rocm,
+                     "dockerfile": f"{DOCKERFILES_DIR}/{dockerfile_name(s.name, [arch])}",
+                     "tag": plan.tag.split(":", 1)[1], "mutable": bool(plan.warnings)})
+    return rows
 
 
 def target_name(plan: BuildPlan) -> str:

@@ -12,8 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from .. import proc
-from ..engine import DockerCLI
+from ..runtime import proc
+from ..runtime.engine import DockerCLI
 from ..errors import DeadlinePassed, EnvironmentMissing, Failed, UsageError
 from .buildlog import BuildLog, Event, EventKind, Step, StepStatus
 from .plan import BuildPlan

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import __version__, archs, raycompat
 from ..errors import InputFileError, UsageError
@@ -60,6 +60,13 @@ class BuildPlan:
     def base_ref(self) -> str:
         """What FROM names: image:tag@sha256:... when locked (the tag stays for the reader; the digest decides)."""
         return f"{self.base_image}@{self.base_digest}" if self.base_digest else self.base_image
+
+    def with_max_jobs(self, max_jobs: int) -> "BuildPlan":
+        """This plan with another MAX_JOBS (what make_plan gives for it): `--max-jobs auto` knows it only once
+        the builder is known, and the plan is not made twice for that."""
+        if max_jobs < 1:
+            raise UsageError(f"max jobs must be at least 1, got {max_jobs}")
+        return replace(self, build_args={**self.build_args, "MAX_JOBS": str(max_jobs)})
 
     def levels(self) -> list[list[str]]:
         """Stages grouped by DAG depth: every stage of a level can build in parallel."""

@@ -1,10 +1,12 @@
-"""BuildPlan → Dockerfile text through Jinja2 (StrictUndefined). Pure."""
+"""BuildPlan → Dockerfile text through Jinja2 (StrictUndefined). Pure, but for `compare_dir` and
+`RenderedDir.write` (`rocmkit render --all`), which read and write the rendered folder."""
 
 from __future__ import annotations
 
 import functools
 import json
 import shlex
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -133,3 +135,31 @@ def render_all(out_dir: str | Path) -> dict[Path, str]:
         for arch in stack.targets:
             result[out / dockerfile_name(stack.name, [arch])] = render_dockerfile(make_plan(stack, [arch]))
     return result
+
+
+@dataclass(frozen=True)
+class RenderedDir:
+    """What `rocmkit render --all` would change in a folder: files to (re)write and files rocmkit rendered earlier
+    for stacks or archs that no longer exist."""
+
+    wanted: dict[Path, str]
+    stale: list[Path]
+    leftovers: list[Path]
+
+    def write(self) -> None:
+        from ..fileio import write_atomic
+
+        for p in self.stale:
+            write_atomic(p, self.wanted[p])
+        for p in self.leftovers:
+            p.unlink()
+
+
+def compare_dir(out_dir: str | Path) -> RenderedDir:
+    """Every built-in stack × arch rendered, against what `out_dir` holds now."""
+    out = Path(out_dir)
+    wanted = render_all(out)
+    leftovers = [p for p in sorted(out.glob("*.Dockerfile"))
+                 if p not in wanted and p.read_text(errors="replace").startswith(RENDERED_MARK)]
+    stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
+    return RenderedDir(wanted, stale, leftovers)

@@ -32,7 +32,9 @@ def _closure(root: str) -> list[importlib.metadata.Distribution]:
         except importlib.metadata.PackageNotFoundError:
             if name == ROOT_DIST:
                 raise EnvironmentMissing("the CycloneDX library is not installed, and every build writes an SBOM "
-                                         "with it", hint="pip install 'rocmkit[sbom]'") from None
+                                         "with it (a broken install: rocmkit depends on it)",
+                                         hint="pip install --force-reinstall rocmkit, or pip install "
+                                              "cyclonedx-python-lib") from None
             continue  # a requirement only some Pythons need, absent here
         out[name] = dist
         for req in dist.requires or []:

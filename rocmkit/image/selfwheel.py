@@ -16,6 +16,28 @@ from pathlib import Path
 
 from ..errors import EnvironmentMissing
 
+# What rocmkit needs inside an image, where it runs `rocmkit doctor` and the SBOM step: the wheel made here
+# declares these (with the same specifiers as pyproject.toml) instead of the installed rocmkit's own
+# dependencies, which also serve the CLI on the host. The host's `rocmkit build` writes every image's SBOM
+# with cyclonedx-python-lib, so `pip install rocmkit` must bring it (a core dependency), but the image must
+# not gain it: its SBOM step mounts a copy for that one step (sbomlib.py), and an image's Python environment
+# holds only what its stack and rocmkit's in-image code need. Installing this wheel with its declared
+# requirements (not --no-deps) keeps `pip check` in the image clean. `rocmkit wheelhouse` downloads the same
+# list. tests/test_packaging.py checks that the two lists below cover pyproject.toml's dependencies exactly.
+IMAGE_REQUIREMENTS = (
+    "click>=8.1",
+    "jinja2>=3.1",
+    "packaging>=23",
+    "psutil>=5.9",
+    "rich>=12",
+    "docker>=5.0.3",
+    "tomli>=2.0; python_version < '3.11'",
+)
+# Core dependencies only the host's CLI needs, never installed in an image.
+HOST_ONLY_REQUIREMENTS = (
+    "cyclonedx-python-lib==11.12.0",  # `rocmkit build` writes the SBOM with it (mounted, not installed)
+)
+
 _SKIP_DIRS = {"__pycache__"}
 _SKIP_SUFFIXES = (".pyc", ".pyo")
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold; fixed, so the bytes are reproducible
@@ -42,7 +64,8 @@ def _package_files() -> dict[str, Path]:
 
 
 def _metadata(dist: importlib.metadata.Distribution) -> str:
-    """METADATA from the installed distribution's fields that pip needs, in a fixed order. The long
+    """METADATA from the installed distribution's fields that pip needs, in a fixed order, with the image's
+    requirements (IMAGE_REQUIREMENTS) in place of the distribution's own. The long
     description (the README) is left out: the image does not need it, and a README edit should not
     rebuild the image's final stage. Reading parsed fields also makes the result the same whether
     Python found a .dist-info or a checkout's .egg-info."""
@@ -51,7 +74,9 @@ def _metadata(dist: importlib.metadata.Distribution) -> str:
     for key in ("Summary", "License", "Requires-Python"):
         if meta.get(key):
             lines.append(f"{key}: {meta[key]}")
-    lines += [f"Requires-Dist: {r}" for r in (meta.get_all("Requires-Dist") or [])]
+    # The image's requirements, not the host's (IMAGE_REQUIREMENTS says why); extras stay as declared.
+    lines += [f"Requires-Dist: {r}" for r in IMAGE_REQUIREMENTS]
+    lines += [f"Requires-Dist: {r}" for r in (meta.get_all("Requires-Dist") or []) if "extra ==" in r]
     lines += [f"Provides-Extra: {e}" for e in (meta.get_all("Provides-Extra") or [])]
     return "\n".join(lines) + "\n"
 

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .. import proc
+from ..runtime import proc
 from ..errors import EnvironmentMissing, Failed
 from ..stacks import Asset
 from .plan import BuildPlan

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .. import proc
+from ..runtime import proc
 from ..errors import EnvironmentMissing, Failed, UsageError
 from ..fileio import write_atomic
 from ..output import document
@@ -53,14 +53,11 @@ class PipCall:
 
 
 def rocmkit_requirements() -> list[str]:
-    """rocmkit's own runtime requirements (the final stage installs rocmkit offline too)."""
-    from importlib.metadata import requires
+    """What rocmkit's wheel requires in the image (the final stage installs rocmkit offline too); not the host
+    CLI's own dependencies (selfwheel.IMAGE_REQUIREMENTS)."""
+    from .selfwheel import IMAGE_REQUIREMENTS
 
-    out = []
-    for r in requires("rocmkit") or []:
-        if "extra ==" not in r:
-            out.append(r)
-    return out
+    return list(IMAGE_REQUIREMENTS)
 
 
 def pip_calls(stack: Stack) -> list[PipCall]:

@@ -1,6 +1,7 @@
 """Reading refs upstream: an image tag's digest and a repository's tags from its registry (`registry`), a
-git remote's tags, a tag's commit, a commit's existence and files at a tag (`gitrefs`). What `rocmkit lock`
-resolves and `rocmkit outdated` compares; everything here reads the network."""
+git remote's tags, a tag's commit, a commit's existence and files at a tag (`gitrefs`), the versions a package
+index offers (`pkgindex`). What `rocmkit lock` resolves (`lockrun`) and `rocmkit outdated` compares
+(`outdated`); everything here reads the network."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ annotated tag peeled to its commit), whether a commit exists there, and a few fi
 lists only refs, so a commit that no ref names is asked for directly: a shallow `git fetch --depth=1
 --filter=tree:0 <url> <commit>` into a temporary bare repository (one commit object, no trees, where the server
 supports filters; GitHub does); files come from a depth-1 fetch of the tag, then `git show`. Every git call
-goes through rocmkit.proc with a deadline, and never prompts for credentials: a remote that wants them is
+goes through rocmkit.runtime.proc with a deadline, and never prompts for credentials: a remote that wants them is
 unreachable."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from .. import proc
+from ..runtime import proc
 from ..errors import EnvironmentMissing
 from . import NotFound, Unreachable
 

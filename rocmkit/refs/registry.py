@@ -22,8 +22,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
-from ..errors import InputFileError
+from ..runtime import proc
+from ..errors import InputFileError, UsageError
+from ..runtime import imageref
 from . import NotFound, Unreachable
 
 ACCEPT = ", ".join([
@@ -32,7 +33,7 @@ ACCEPT = ", ".join([
     "application/vnd.docker.distribution.manifest.v2+json",
     "application/vnd.oci.image.manifest.v1+json",
 ])
-DOCKER_HUB = "docker.io"
+DOCKER_HUB = imageref.DOCKER_HUB
 DOCKER_HUB_API = "registry-1.docker.io"
 DOCKER_HUB_AUTH_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io", "registry-1.docker.io")
 # Docker's rule: a registry on this host may speak plain http (127.0.0.0/8 is insecure by default).
@@ -49,17 +50,13 @@ class ImageName:
 
 
 def parse_image(ref: str, default_tag: str = "latest") -> ImageName:
-    """Docker's normalisation: the first part is a registry when it has a dot or a port or is localhost. A
-    digest (`@sha256:...`) is left off; a reference without a tag gets `default_tag`."""
-    name, tag = ref.split("@", 1)[0], ""
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        name, tag = name.rsplit(":", 1)
-    tag = tag or default_tag
-    first, _, rest = name.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return ImageName(first, rest, tag)
-    return ImageName(DOCKER_HUB, name if "/" in name else f"library/{name}", tag)
+    """Docker's normalisation (runtime.imageref): the first part is a registry when it has a dot or a port or is
+    localhost. A digest (`@sha256:...`) is left off; a reference without a tag gets `default_tag`."""
+    try:
+        r = imageref.parse(ref)
+    except imageref.BadImageRef as exc:
+        raise UsageError(f"{ref!r} is not an image reference ({exc})") from None
+    return ImageName(r.hub_registry, r.hub_repository, r.tag or default_tag)
 
 
 def resolve_digest(ref: str, *, timeout: float = TIMEOUT_S) -> str:

@@ -9,13 +9,14 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from ..errors import InputFileError
+from ..runtime import imageref
 from .model import EnvVar
 
 SCHEMA = "rocmkit.stack/v1"
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 TEXT_RE = re.compile(r"^[^\x00-\x1f\"`$\\]*$")  # one line, no double quote, backslash, `$` or backtick
-IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+IMAGE_RE = imageref.Pattern()  # Docker's grammar, with a digest (runtime/imageref.py)
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
 APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]*(=[A-Za-z0-9.+:~-]+)?$")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .. import proc
+from ..runtime import proc
 from ..tomlread import load_toml_file
 from .model import Stack, _canon
 
@@ -63,6 +63,24 @@ class Result:
                 "conflicts": self.conflicts, "not_checked": self.not_checked,
                 "git_requirements": self.git_requirements, "built_from_sdist": self.built_from_sdist,
                 "resolved": self.resolved}
+
+    def lines(self) -> list[str]:
+        """The text form: what `rocmkit stacks --resolve` prints, and `rocmkit build` on stderr before building."""
+        head = {"ok": "resolves", "partial": "resolves, PARTLY CHECKED", "conflict": "DOES NOT RESOLVE",
+                "offline": "NOT RESOLVED (index unreachable)"}[self.status]
+        out = [f"{self.stack} (Python {self.python}): {head} [{self.seconds:.1f}s, {len(self.resolved)} distributions]"]
+        if self.mode:
+            out.append(f"  pip ran {self.mode}")
+        out += [f"  built here from its sdist (pure Python, so valid for Python {self.python}): {b}"
+                for b in self.built_from_sdist]
+        for c in self.conflicts:
+            out.append(f"  CONFLICT {c['message']}")
+            for side in c["sides"]:
+                where = f"  [{side['where']}]" if side.get("where") else ""
+                out.append(f"    {side['by']} requires {side['requirement']}{where}")
+        out += [f"  NOT CHECKED {n['requirement']}  [{n['where']}]: {n['why']}" for n in self.not_checked]
+        out += [f"  git {g['component']}: {g['detail']}" for g in self.git_requirements]
+        return out
 
 
 def stack_text(stack: Stack) -> str:

@@ -14,6 +14,11 @@ from ..facts import PROCESS_FILE, Facts
 from ..model import Finding, Status
 
 
+# The area of run_checks' own finding when a check crashes (doctor.internal.<check>); every check declares its
+# ids with @documents.
+INTERNAL_AREA = "doctor"
+
+
 @dataclass(frozen=True)
 class Context:
     """What the user or the image says the environment should be."""
@@ -84,7 +89,8 @@ def run_checks(facts: Facts, ctx: Context, only: set[str] | None = None) -> list
         try:
             produced = list(check(facts, ctx))
         except Exception as exc:  # noqa: BLE001 - a bug in one rule must not hide the others
-            produced = [Finding(id=f"doctor.internal.{check.__name__}", area="doctor", status=Status.FAIL,
+            produced = [Finding(id=f"{INTERNAL_AREA}.internal.{check.__name__}", area=INTERNAL_AREA,
+                                status=Status.FAIL,
                                 title=f"check {check.__name__} crashed: {type(exc).__name__}: {exc}",
                                 fix="report this as a rocmkit bug with `rocmkit doctor --capture DIR`")]
         findings.extend(for_cpu_target(f) if ctx.cpu else f for f in produced if selected(f, only))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..facts import Facts
-from ..health import ACS_BITS, Link, PciHealth
+from ..facts.health import ACS_BITS, Link, PciHealth
 from ..model import Status
 from . import Context, documents, finding
 

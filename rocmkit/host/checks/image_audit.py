@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from ... import archs
-from ..codeobjects import lacking, runs_on, targets_of
+from ..facts.codeobjects import lacking, runs_on, targets_of
 from ..facts import Facts
 from ..model import Status
 from . import Context, documents, finding, not_captured

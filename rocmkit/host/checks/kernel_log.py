@@ -9,7 +9,7 @@ import bisect
 from dataclasses import dataclass
 
 from ..facts import Facts
-from ..kernlog import MAX_BYTES, Record
+from ..facts.kernlog import MAX_BYTES, Record
 from ..model import Status
 from . import Context, documents, finding
 from .kernel_patterns import MAX_GAP, PATTERNS, Pattern

@@ -1,5 +1,5 @@
 """RDMA devices as sysfs shows them (Documentation/ABI/stable/sysfs-class-infiniband), read for the
-`--multi-node` preflight (checks/rdma.py), and written the same way for generated trees.
+`--multi-node` preflight (checks/rdma.py); the tests' tree generator (tests/treegen.py) writes them the same way.
 
 Per port, /sys/class/infiniband/<dev>/ports/<n>/:
   state "4: ACTIVE", phys_state "5: LinkUp", link_layer "InfiniBand" | "Ethernet", rate "400 Gb/sec (4X NDR)",
@@ -15,8 +15,6 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Iterable
 
 IB_CLASS = "sys/class/infiniband"
 ZERO_GID = ":".join(["0000"] * 8)
@@ -97,44 +95,3 @@ def read_rdma(reader) -> RdmaFacts:
                                     phys_state=reader.line(f"{base}/phys_state"), link_layer=link,
                                     rate=reader.line(f"{base}/rate"), gids=tuple(gids)))
     return facts
-
-
-def roce_gids(ipv4: str, ndev: str, table_size: int = 8) -> tuple[Gid, ...]:
-    """The GID table mlx5 fills for one IPv4 address (indexes 0-3, hence NCCL_IB_GID_INDEX=3 in most
-    recipes): link-local v1 and v2, then IPv4-mapped v1 and v2. Entries up to table_size are left empty."""
-    mapped = "0000:0000:0000:0000:0000:ffff:" + "".join(f"{int(o):02x}" for o in ipv4.split(".")[:2]) + ":" + \
-        "".join(f"{int(o):02x}" for o in ipv4.split(".")[2:])
-    local = "fe80:0000:0000:0000:0a5c:39ff:fe1c:2e0a"
-    return (Gid(0, local, "IB/RoCE v1", ndev), Gid(1, local, "RoCE v2", ndev),
-            Gid(2, mapped, "IB/RoCE v1", ndev), Gid(3, mapped, "RoCE v2", ndev))[:table_size]
-
-
-def healthy_ports(count: int = 8, link_layer: str = "Ethernet") -> tuple[Port, ...]:
-    """A healthy host's RDMA ports: one port per device, RoCE with IPv4 GIDs (or InfiniBand)."""
-    if link_layer == "InfiniBand":
-        return tuple(Port(f"mlx5_{i}", 1, link_layer="InfiniBand") for i in range(count))
-    return tuple(Port(f"mlx5_{i}", 1, gids=roce_gids(f"10.0.{i}.11", f"ens{i}f0np0")) for i in range(count))
-
-
-def write_rdma(root: Path, ports: Iterable[Port], table_size: int = 8) -> None:
-    """Write ports as sysfs shows them; every port gets table_size GID entries, the unused ones all zeros."""
-    for p in ports:
-        base = Path(root) / IB_CLASS / p.device / "ports" / str(p.port)
-        for name, value in (("state", p.state), ("phys_state", p.phys_state), ("link_layer", p.link_layer),
-                            ("rate", p.rate)):
-            if value is not None:
-                _write(base / name, value + "\n")
-        used = {g.index: g for g in p.gids}
-        for i in range(max([table_size, *(g.index + 1 for g in p.gids)])):
-            g = used.get(i)
-            _write(base / "gids" / str(i), (g.gid if g else ZERO_GID) + "\n")
-            # the kernel refuses (EINVAL) types/ndevs of an empty entry; the tree simply lacks them
-            if g and g.type is not None:
-                _write(base / "gid_attrs/types" / str(i), g.type + "\n")
-            if g and g.ndev is not None:
-                _write(base / "gid_attrs/ndevs" / str(i), g.ndev + "\n")
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)

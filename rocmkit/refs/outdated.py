@@ -14,11 +14,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import Failed, RocmkitError
-from ..refs import gitrefs, registry
 from ..stacks import Component, Stack
+from ..stacks.edit import Edit
 from ..tomlread import load_toml_text
-from . import pkgindex
-from .stackedit import Edit
+from . import gitrefs, pkgindex, registry
 
 NEWER, CURRENT, UNORDERED, UNREACHABLE, NONE_FOUND = "newer", "current", "unordered", "unreachable", "none-found"
 BINDING = ("torch", "ray", "transformers")  # the lines that decide which torch/ROCm/Ray/transformers a pin goes with
@@ -29,7 +28,7 @@ _VERSIONED = re.compile(r"^(?P<pre>\D*?)(?P<ver>\d+(?:\.\d+)*)(?P<post>.*)$")
 
 
 @dataclass
-class Finding:
+class PinCheck:
     component: str  # a component's name, or "base"
     kind: str  # git, pip, base-pip, base-image
     pin: str  # what is checked: the requirement, the image, the git URL
@@ -66,8 +65,8 @@ def tag_prefix(tag: str) -> str:
     return "" if pre in ("", "v") else pre
 
 
-def check_git(c: Component, url: str, stack: Stack) -> Finding:
-    f = Finding(c.name, "git", url, c.tag or (c.commit or c.ref))
+def check_git(c: Component, url: str, stack: Stack) -> PinCheck:
+    f = PinCheck(c.name, "git", url, c.tag or (c.commit or c.ref))
     found = gitrefs.tags(url)
     by_commit: dict[str, str] = {}
     for t in found:  # a commit's version tag wins over another name for it (nightly, latest)
@@ -165,12 +164,12 @@ def _judge(path: str, line: str, stack: Stack) -> dict:
 
 # ---- PyPI pins ----
 
-def check_pip(component: str, kind: str, requirement: str, sources: list[tuple[str, bool]], python: str) -> Finding:
+def check_pip(component: str, kind: str, requirement: str, sources: list[tuple[str, bool]], python: str) -> PinCheck:
     """sources: (url, is_page) — simple indexes, or find-links pages."""
     req = Requirement(requirement)
     pinned = next(iter(req.specifier)).version
     current = Version(pinned)
-    f = Finding(component, kind, requirement, str(current))
+    f = PinCheck(component, kind, requirement, str(current))
     found, failed = [], []
     for url, page in sources:
         try:
@@ -208,8 +207,8 @@ def pip_sources(stack: Stack, c: Component | None, requirement: str, index_url: 
 
 # ---- the base image ----
 
-def check_image(ref: str) -> Finding:
-    f = Finding("base", "base-image", ref, ref)
+def check_image(ref: str) -> PinCheck:
+    f = PinCheck("base", "base-image", ref, ref)
     tag = registry.parse_image(ref, default_tag="").tag
     m = _VERSIONED.match(tag) if tag else None
     if "@" in ref or not m:
@@ -238,20 +237,20 @@ def check_image(ref: str) -> Finding:
 
 # ---- all of it ----
 
-def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str, str] | None = None) -> list[Finding]:
+def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str, str] | None = None) -> list[PinCheck]:
     git_remotes = git_remotes or {}
     jobs = []
     for img in dict.fromkeys([stack.base.image, *stack.base.image_per_arch.values()]):
-        jobs.append((Finding("base", "base-image", img, img), lambda img=img: check_image(img)))
+        jobs.append((PinCheck("base", "base-image", img, img), lambda img=img: check_image(img)))
     for r in stack.base.pip:
-        jobs.append((Finding("base", "base-pip", r, r),
+        jobs.append((PinCheck("base", "base-pip", r, r),
                      lambda r=r: check_pip("base", "base-pip", r, pip_sources(stack, None, r, index_url), stack.python)))
     for c in stack.components:
         if c.git:
             url = git_remotes.get(c.name, c.git)
-            jobs.append((Finding(c.name, "git", url, c.tag or c.ref), lambda c=c, url=url: check_git(c, url, stack)))
+            jobs.append((PinCheck(c.name, "git", url, c.tag or c.ref), lambda c=c, url=url: check_git(c, url, stack)))
         for r in c.pip:
-            jobs.append((Finding(c.name, "pip", r, r),
+            jobs.append((PinCheck(c.name, "pip", r, r),
                          lambda c=c, r=r: check_pip(c.name, "pip", r, pip_sources(stack, c, r, index_url), stack.python)))
 
     def run(job):
@@ -262,7 +261,7 @@ def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str
             placeholder.status, placeholder.note = UNREACHABLE, exc.message
             return placeholder
 
-    # The git lookups run one after another in one worker: rocmkit.proc cleans up after a run every process
+    # The git lookups run one after another in one worker: rocmkit.runtime.proc cleans up after a run every process
     # started meanwhile, so two concurrent runs would stop each other's. The HTTP lookups share the others.
     git_jobs = [j for j in jobs if j[0].kind == "git"]
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
@@ -273,17 +272,17 @@ def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str
     return [next(git_results) if j[0].kind == "git" else rest[id(j)] for j in jobs]
 
 
-def edits(findings: list[Finding]) -> list[Edit]:
+def edits(findings: list[PinCheck]) -> list[Edit]:
     return [e for f in findings if f.status == NEWER for e in f.edits if e.old is not None or e.add_after]
 
 
-def proposed_text(text: str, origin: str, findings: list[Finding]) -> tuple[str, Stack]:
+def proposed_text(text: str, origin: str, findings: list[PinCheck]) -> tuple[str, Stack]:
     """The stack file's text with every newer pin written in, and the stack it parses to: it must parse and
     render for each of its targets (what `rocmkit render --stack-file` does), or nothing is proposed."""
+    from ..image.plan import make_plan
+    from ..image.render import render_dockerfile
     from ..stacks import parse_stack
-    from .plan import make_plan
-    from .render import render_dockerfile
-    from .stackedit import apply
+    from ..stacks.edit import apply
 
     new = apply(text, edits(findings), origin)
     stack = parse_stack(load_toml_text(new, origin), origin)

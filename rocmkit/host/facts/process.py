@@ -80,7 +80,7 @@ def _duplicates() -> list[dict] | None:
 
 
 def _docker() -> dict:
-    from ..engine import ping  # only a live run asks the engine; --root runs never import it
+    from ...runtime.engine import ping  # only a live run asks the engine; --root runs never import it
 
     return ping()
 
@@ -111,7 +111,7 @@ def _package_dir(name: str) -> str | None:
 
 def _sglang_vf_missing() -> list[str] | None:
     """VF-named SGLang configs that `rocmkit vf-configs` would create (dry run); None without SGLang."""
-    from . import vfconfigs
+    from .. import vfconfigs
 
     d = _package_dir("sglang")
     if not d:

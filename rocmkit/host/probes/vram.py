@@ -15,7 +15,7 @@ taken once and paused/resumed CYCLES times, resume being the engine's wake.
 
     measure_vram(index) -> plain dict (figures document's "vram_release")
     judge_vram(doc) -> Finding                    pure: tested on recorded documents
-    python -m rocmkit.host.probes_vram ARGS.json  the worker (one mode, one GPU)
+    python -m rocmkit.host.probes.vram ARGS.json  the worker (one mode, one GPU)
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import tempfile
 import time
 from typing import Any
 
-from .model import Finding, Status
+from ..model import Finding, Status
+from .verdict import AREA
 
 SHARE = 0.65  # of the free memory: an engine's gpu_memory_utilization share, leaving room for the context
 CYCLES = 3  # the bug can show at the second wake
@@ -53,7 +54,7 @@ REFERENCE = ("https://github.com/vllm-project/vllm/issues/37533; https://github.
 
 def measure_vram(index: int, *, share: float = SHARE, cycles: int = CYCLES, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
     """Run the worker for each mode on torch GPU `index`; a mode that cannot run says why."""
-    from .. import proc
+    from ...runtime import proc
 
     conf_vars = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
     doc: dict[str, Any] = {"available": True, "gpu": index, "share": share, "cycles": cycles, "chunk_bytes": CHUNK,
@@ -70,7 +71,7 @@ def measure_vram(index: int, *, share: float = SHARE, cycles: int = CYCLES, time
             args, result = os.path.join(tmp, "args.json"), os.path.join(tmp, "result.json")
             with open(args, "w") as f:
                 json.dump({"index": index, "share": share, "cycles": cycles, "mode": mode, "result": result}, f)
-            run = proc.capture([sys.executable, "-m", "rocmkit.host.probes_vram", args], env=env, timeout=timeout_s)
+            run = proc.capture([sys.executable, "-m", "rocmkit.host.probes.vram", args], env=env, timeout=timeout_s)
             if os.path.exists(result):
                 with open(result) as f:
                     doc["modes"][mode] = json.load(f)
@@ -227,9 +228,9 @@ def _judge_mode(mode: str, m: dict[str, Any]) -> tuple[Status, str]:
 def judge_vram(doc: dict[str, Any] | None, context: dict[str, Any] | None = None) -> Finding:
     fid, label = "probe.vram_release", "VRAM release after free (sleep/wake)"
     if not doc:
-        return Finding(fid, "probe", Status.SKIP, f"{label}: not measured")
+        return Finding(fid, AREA, Status.SKIP, f"{label}: not measured")
     if not doc.get("available", True):
-        return Finding(fid, "probe", Status.SKIP, f"{label}: {doc.get('reason', 'not measured')}",
+        return Finding(fid, AREA, Status.SKIP, f"{label}: {doc.get('reason', 'not measured')}",
                        {"reason": doc.get("reason")})
     modes = doc.get("modes") or {}
     verdicts = {mode: _judge_mode(mode, m if isinstance(m, dict) else {}) for mode, m in modes.items()}
@@ -241,7 +242,7 @@ def judge_vram(doc: dict[str, Any] | None, context: dict[str, Any] | None = None
                 "pass_at": PASS_AT, "fail_below": WARN_AT, "modes": modes,
                 "verdicts": {m: s.value for m, (s, _) in verdicts.items()}, **(context or {})}
     flagged = status in (Status.WARN, Status.FAIL)
-    return Finding(fid, "probe", status, title, evidence, FIX if flagged else None, REFERENCE)
+    return Finding(fid, AREA, status, title, evidence, FIX if flagged else None, REFERENCE)
 
 
 def main(argv: list[str]) -> int:

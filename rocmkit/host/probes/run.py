@@ -1,14 +1,14 @@
 """Level 2 of `rocmkit doctor`: measure what each GPU delivers, then judge it against the arch table.
 
     figures = measure(facts)            # plain dict: every figure with its samples (certificates embed it)
-    findings = judge(figures)           # pure: probes_judge
+    findings = judge(figures)           # pure: judge.py
     run_probes(facts) -> findings       # both; what `rocmkit doctor --level 2` calls (no torch/GPU: exit 3,
                                         # or a skip finding with require_gpu=False)
 
 Per GPU, one after another (so a shared PCIe switch or power budget does not blur whose figure is whose):
 bf16 GEMM, fp8 GEMM where the arch has fp8, device-memory copy, pinned host-to-device and device-to-host
 copies; then one all-reduce across all of them, one process per GPU; P2P copies between every pair; a small
-Megatron GPT trained with TP over the first one or two (probes_megatron); VRAM release on the first. Each
+Megatron GPT trained with TP over the first one or two (megatron.py); VRAM release on the first. Each
 measuring probe stops once steady, within its share of `budget_s` seconds per GPU.
 """
 
@@ -20,16 +20,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import archs
-from ..errors import EnvironmentMissing, UsageError
-from ..progress import Display
-from .model import Finding, Status
-from .probes_judge import judge
-from .probes_measure import ProbeError, allreduce, device_copy, gemm, host_copy
-from .probes_megatron import measure_megatron
-from .probes_p2p import P2P_BYTES, measure_p2p
-from .probes_vram import measure_vram
-from .reader import read_pci_device
+from ... import archs
+from ...errors import EnvironmentMissing, UsageError
+from ...progress import Display
+from ..facts.reader import read_pci_device
+from ..model import Finding, Status
+from .judge import judge
+from .measure import ProbeError, allreduce, device_copy, gemm, host_copy
+from .megatron import measure_megatron
+from .p2p import P2P_BYTES, measure_p2p
+from .verdict import AREA
+from .vram import measure_vram
 
 DEFAULT_BUDGET_S = 4.0  # seconds of measuring per GPU, split by SHARE; each probe usually stops sooner
 ALLREDUCE_BUDGET_S = 2.0
@@ -130,7 +131,7 @@ def measure(facts=None, *, gpus: list[int] | None = None, budget_s: float = DEFA
         devices = [f"cuda:{i}" for i in indices]
     if facts is None and devices and devices[0] != "cpu":
         try:
-            from .facts import collect
+            from ..facts import collect
 
             facts = collect("/")
         except Exception:  # noqa: BLE001 - facts only refine the product lookup (partitions); torch names suffice
@@ -213,7 +214,7 @@ def _measure_device(torch, dev: str, info: dict[str, Any], budget_s: float, size
 def findings_for(doc: dict[str, Any]) -> list[Finding]:
     """Findings for a figures document; an unavailable one gives a single skip saying why."""
     if not doc.get("available", True):
-        return [Finding("probe.gpu", "probe", Status.SKIP, f"GPU probes not run: {doc['reason']}",
+        return [Finding(f"{AREA}.gpu", AREA, Status.SKIP, f"GPU probes not run: {doc['reason']}",
                         {"reason": doc["reason"]})]
     return judge(doc)
 

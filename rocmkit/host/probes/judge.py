@@ -1,9 +1,9 @@
 """Judge level-2 figures against the arch table: pure, so it is tested on recorded measurements.
 
-Input is the plain figures document that probes.run_probes measures (probes.figures_document); output is
+Input is the plain figures document that run.run_probes measures (run.measure); output is
 one Finding per measure, worst GPU first. A figure is compared with what a healthy GPU of its product
 delivers: datasheet peak x the arch table's expected fraction. It passes at >= PASS_AT of that, warns from
-WARN_AT, fails below. No product, no peak or no fraction: skip, saying which, never a made-up verdict.
+WARN_AT, fails below (verdict.py, shared with the other probes' judges). No product, no peak or no fraction: skip, saying which, never a made-up verdict.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import archs
-from .model import Finding, Status
+from ... import archs
+from ..model import Finding, Status
+from .megatron import judge_megatron
+from .p2p import judge_p2p
+from .verdict import AREA, PASS_AT, WARN_AT, fmt, link_budget, verdict
+from .vram import judge_vram
 
-PASS_AT = 0.85
-WARN_AT = 0.60
 _ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2, Status.SKIP: 3}
 
 RVS = "https://github.com/ROCm/ROCmValidationSuite (GST, BABEL, PEBB, PBQT modules; conf/<GPU>/levels)"
@@ -69,15 +71,6 @@ ALLREDUCE_FIX = ("check that every GPU pair is linked by xGMI/NVLink (`amd-smi t
                  "then run rccl-tests/nccl-tests `all_reduce_perf -b 8M -e 2G -f 2 -g <n>`")
 ALLREDUCE_REF = ("https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md (busbw); "
                  "https://rocm.blogs.amd.com/software-tools-optimization/mi300x-rccl-xgmi/README.html")
-
-
-def fmt(x: float) -> str:
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
-
-
-def verdict(value: float, expected: float) -> Status:
-    q = value / expected
-    return Status.PASS if q >= PASS_AT else Status.WARN if q >= WARN_AT else Status.FAIL
 
 
 def _product(gpu: dict[str, Any]) -> archs.Product | None:
@@ -174,25 +167,6 @@ def _title(label: str, rows: list[dict[str, Any]], status: Status) -> str:
             + _unsteady(worst) + f", below the healthy {fmt(worst['pass_at'])} ({what}){tail}")
 
 
-def link_budget(gpus: list[dict], key: str, peak_of) -> tuple[Any, float | None, float | None, str | None]:
-    """(product, link peak, expected fraction, None), or the reason a link figure of these GPUs is not judged:
-    one known, unpartitioned product with link figures and an expected fraction `key` in the arch table."""
-    products = {g.get("product") for g in gpus}
-    if len(products) != 1 or None in products:
-        return None, None, None, f"products {sorted(str(p) for p in products)}: not one known product"
-    if any(int(g.get("partitions") or 1) > 1 for g in gpus):
-        return None, None, None, "partitioned GPUs: the data sheet gives no per-partition link figure"
-    product = archs.product_named(next(iter(products)))
-    if product is None:
-        return None, None, None, f"{next(iter(products))} is not in the arch table"
-    peak, fraction = peak_of(product), product.expected_fraction(key)
-    if peak is None:
-        return product, None, None, f"no GPU-to-GPU link figures for {product.name} in the arch table"
-    if fraction is None:
-        return product, peak, None, f"no expected fraction '{key}' for {product.name} in the arch table"
-    return product, peak, fraction, None
-
-
 def _finding(fid: str, label: str, rows: list[dict[str, Any]], fix: str, reference: str,
              extra: dict[str, Any] | None = None) -> Finding:
     rows.sort(key=lambda r: (_ORDER[r["status"]], r.get("of_expected", 9)))
@@ -207,7 +181,7 @@ def _finding(fid: str, label: str, rows: list[dict[str, Any]], fix: str, referen
                                 "pass_at_fraction_of_expected": PASS_AT, "fail_below_fraction_of_expected": WARN_AT}
     evidence.update(extra or {})
     flagged = status in (Status.WARN, Status.FAIL)
-    return Finding(id=fid, area="probe", status=status, title=title, evidence=evidence,
+    return Finding(id=fid, area=AREA, status=status, title=title, evidence=evidence,
                    fix=fix if flagged else None, reference=reference)
 
 
@@ -254,27 +228,27 @@ def judge_allreduce(ar: dict[str, Any] | None, gpus: list[dict[str, Any]],
     fid = "probe.allreduce"
     if not ar:
         n = len(gpus)
-        return Finding(fid, "probe", Status.SKIP, f"{label}: {n} GPU{'s' if n != 1 else ''} visible, nothing to "
+        return Finding(fid, AREA, Status.SKIP, f"{label}: {n} GPU{'s' if n != 1 else ''} visible, nothing to "
                        "all-reduce across" if n < 2 else f"{label}: not measured")
     by_index = {g.get("index"): g for g in gpus}
     members = [by_index.get(i, {"index": i}) for i in ar.get("gpus", [])]
     evidence: dict[str, Any] = {"gpus": ar.get("gpus"), "busbw": "algbw * 2(n-1)/n (nccl-tests)", **(context or {})}
     if ar.get("error"):
         evidence["error"] = ar["error"]
-        return Finding(fid, "probe", Status.FAIL, f"all-reduce across {len(members)} GPUs failed: {ar['error']}",
+        return Finding(fid, AREA, Status.FAIL, f"all-reduce across {len(members)} GPUs failed: {ar['error']}",
                        evidence, ALLREDUCE_FIX, ALLREDUCE_REF)
     fig = ar["figure"]
     ranks = int(fig["params"]["ranks"])
     evidence.update(value=fig["value"], unit=fig["unit"], spread=fig.get("spread"), stable=fig.get("stable"),
                     seconds=fig.get("seconds"), figure=fig)
     if fig["params"].get("correct_sum") is False:
-        return Finding(fid, "probe", Status.FAIL, f"all-reduce across {ranks} GPUs returned a wrong sum",
+        return Finding(fid, AREA, Status.FAIL, f"all-reduce across {ranks} GPUs returned a wrong sum",
                        evidence, ALLREDUCE_FIX, ALLREDUCE_REF)
     head = f"{label} across {ranks} GPUs {fmt(fig['value'])} GB/s"
     product, peak, fraction, reason = link_budget(members, "allreduce", lambda p: allreduce_peak(p, ranks))
     if reason:
         evidence["reason"] = reason
-        return Finding(fid, "probe", Status.SKIP, f"{head}, not judged: {reason}", evidence, None, ALLREDUCE_REF)
+        return Finding(fid, AREA, Status.SKIP, f"{head}, not judged: {reason}", evidence, None, ALLREDUCE_REF)
     expected = peak * fraction
     status = verdict(fig["value"], expected)
     evidence.update(product=product.name, topology=product.link_topology, peak=round(peak, 2), fraction=fraction,
@@ -285,21 +259,17 @@ def judge_allreduce(ar: dict[str, Any] | None, gpus: list[dict[str, Any]],
                                      else f"below the healthy {fmt(expected * PASS_AT)}")
     if fig.get("stable") is False and fig.get("spread"):
         title += f" (unsteady: spread {fig['spread']:.0%})"
-    return Finding(fid, "probe", status, title, evidence, ALLREDUCE_FIX if status is not Status.PASS else None,
+    return Finding(fid, AREA, status, title, evidence, ALLREDUCE_FIX if status is not Status.PASS else None,
                    ALLREDUCE_REF)
 
 
 def judge(doc: dict[str, Any]) -> list[Finding]:
-    """Findings for a figures document (see probes.figures_document)."""
+    """Findings for a figures document (see run.measure)."""
     gpus = doc.get("gpus") or []
     context = {k: doc[k] for k in ("torch", "runtime", "budget_s") if k in doc}
     findings = judge_gpus(gpus, context)
     if "allreduce" in doc:
         findings.append(judge_allreduce(doc.get("allreduce"), gpus, context))
-    from .probes_megatron import judge_megatron
-    from .probes_p2p import judge_p2p  # these import this module's verdict lines
-    from .probes_vram import judge_vram
-
     if "p2p" in doc:  # documents recorded before these probes have neither key
         findings.append(judge_p2p(doc.get("p2p"), gpus, context))
     if "megatron" in doc:

@@ -10,12 +10,9 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .kfd import Node, group_devices, parse_properties
-
-if TYPE_CHECKING:
-    from .facts import Facts
+from .kfd import Node, parse_properties
 
 KFD_TOPOLOGY = "sys/class/kfd/kfd/topology"
 # In a captured tree: files that could not be read where the capture was made, with the reason
@@ -34,13 +31,15 @@ class DevNode:
 
 
 class Reader:
-    """Reads files under a root, remembering what it read and every error, never raising."""
+    """Reads files under a root, remembering what it read and every error, never raising: its read log is
+    files_read (every file read) and read_errors ((path, why) of every failure, in order)."""
 
-    def __init__(self, root: str, facts: Facts):
+    def __init__(self, root: str, live: bool):
         self.root = Path(root)
-        self.facts = facts
+        self.files_read: list[str] = []
+        self.read_errors: list[tuple[str, str]] = []
         self.recorded_errors: dict[str, str] = {}
-        if not facts.live:
+        if not live:
             try:
                 data = json.loads((self.root / READ_ERRORS_FILE).read_text())
                 self.recorded_errors = {str(k).lstrip("/"): str(v) for k, v in data.items()}
@@ -52,10 +51,10 @@ class Reader:
 
     def raw(self, rel: str, limit: int = 1 << 20) -> tuple[bytes | None, str | None]:
         """(the file's first `limit` bytes, None), or (None, why it could not be read); a missing file is
-        (None, None). Every failure is recorded in facts.read_errors, every read in facts.files_read."""
+        (None, None). Every failure is recorded in read_errors, every read in files_read."""
         rel = rel.lstrip("/")
         if rel in self.recorded_errors:
-            self.facts.read_errors.append((rel, self.recorded_errors[rel]))
+            self.read_errors.append((rel, self.recorded_errors[rel]))
             return None, self.recorded_errors[rel]
         try:
             # Non-blocking, and regular files only: a FIFO or device planted in a captured tree would
@@ -66,13 +65,13 @@ class Reader:
                     why = "not a regular file"
                 else:
                     data = f.read(limit)
-                    self.facts.files_read.append(rel)
+                    self.files_read.append(rel)
                     return data, None
         except FileNotFoundError:
             return None, None
         except OSError as exc:
             why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or type(exc).__name__)
-        self.facts.read_errors.append((rel, why))
+        self.read_errors.append((rel, why))
         return None, why
 
     def text(self, rel: str, limit: int = 1 << 20) -> str | None:
@@ -84,20 +83,21 @@ class Reader:
         return t.strip() if t is not None else None
 
 
-def read_nodes(reader: Reader, facts: Facts) -> None:
+def read_nodes(reader: Reader) -> list[Node] | None:
+    """The KFD topology's nodes, or None when the tree has no topology."""
     nodes_dir = reader.path(f"{KFD_TOPOLOGY}/nodes")
     try:
         names = sorted((n for n in os.listdir(nodes_dir) if n.isdigit()), key=int)
     except OSError:
-        return
-    facts.topology_found = True
+        return None
+    nodes = []
     for name in names:
         rel = f"{KFD_TOPOLOGY}/nodes/{name}/properties"
-        before = len(facts.read_errors)
+        before = len(reader.read_errors)
         text = reader.text(rel)
-        error = facts.read_errors[-1][1] if len(facts.read_errors) > before else (None if text is not None else "missing")
-        facts.nodes.append(Node(index=int(name), props=parse_properties(text or ""), error=error))
-    facts.devices = group_devices(facts.nodes)
+        error = reader.read_errors[-1][1] if len(reader.read_errors) > before else (None if text is not None else "missing")
+        nodes.append(Node(index=int(name), props=parse_properties(text or ""), error=error))
+    return nodes
 
 
 def dev_node(reader: Reader, rel: str, live: bool) -> DevNode:
@@ -187,9 +187,7 @@ def pci_device(reader: Reader, pci: str | None) -> dict[str, Any]:
 
 def read_pci_device(pci: str | None, root: str = "/") -> dict[str, Any]:
     """pci_device() for a live host's (or a tree's) PCI address, recording nothing (the probes' evidence)."""
-    from .facts import Facts
-
-    return pci_device(Reader(root, Facts(root=root, live=root == "/")), pci)
+    return pci_device(Reader(root, live=root == "/"), pci)
 
 
 @dataclass(frozen=True)

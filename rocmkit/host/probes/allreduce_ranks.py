@@ -1,4 +1,4 @@
-"""The all-reduce probe's launcher: `python -m rocmkit.host.allreduce_ranks ARGS.json` spawns one process
+"""The all-reduce probe's launcher: `python -m rocmkit.host.probes.allreduce_ranks ARGS.json` spawns one process
 per device (torch.multiprocessing), each timing all-reduces through torch.distributed; rank 0 writes the
 figures to the result file. It runs under rocmkit's runner, so a deadline or a signal stops every rank."""
 
@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from .probes_measure import GB, MAX_SAMPLES, busbw_factor, sample, timer
+from .measure import GB, MAX_SAMPLES, busbw_factor, sample, timer
 
 
 def _allreduce_worker(rank, devices, nbytes, budget_s, warmup_s, stop_early, rendezvous, result, logdir,

@@ -3,9 +3,10 @@
 `run()` starts argv in its own process group, sends every output line to a log file and a callback, and
 holds its deadline while output flows (a reader thread feeds a queue; the caller's thread watches the
 clock and the signals). On the deadline, SIGINT or SIGTERM it stops the whole process tree (SIGTERM,
-then SIGKILL after a grace period) and removes every container carrying the run's label; a deadline
-returns a timed-out Result, a signal raises Interrupted (exit 130/143). Containers are started as
-`docker run --label io.rocmkit.run=<id>` processes, so the same path stops them.
+then SIGKILL after a grace period) and calls the caller's `cleanup` for what lives outside the tree; a
+deadline returns a timed-out Result, a signal raises Interrupted (exit 130/143). This module knows nothing
+of Docker: runtime/container.py starts a container as a `docker run --label io.rocmkit.run=<id>` process
+and passes a cleanup that removes the containers carrying that label, so the same path stops them.
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .errors import EnvironmentMissing, Interrupted
+from ..errors import EnvironmentMissing, Interrupted
 
-RUN_LABEL = "io.rocmkit.run"
 GRACE_S = 10.0  # between SIGTERM and SIGKILL: time for a docker client to pass the signal on
 DRAIN_S = 2.0  # after the child exits: how long its last lines may take to arrive
-CONTAINER_GRACE_S = 3.0  # the container is already gone; the client only has to notice
+CLEANUP_GRACE_S = 3.0  # what cleanup removed (a container) is gone; its client only has to notice
 TAIL_LINES = 60
 
 
@@ -52,7 +52,7 @@ class Result:
 
 
 def new_run_label() -> str:
-    """A label value that names one run's containers (`--label io.rocmkit.run=<value>`)."""
+    """A value that names one run (its containers' label, its files in shared places)."""
     return uuid.uuid4().hex[:16]
 
 
@@ -165,20 +165,9 @@ class _Tree:
         psutil.wait_procs(alive, timeout=grace_s)
 
 
-def remove_containers(label: str) -> list[str]:
-    """Force-remove every container labelled io.rocmkit.run=<label>, through the engine. Returns their ids."""
-    from .engine import Engine
-
-    try:
-        engine = Engine.connect(timeout=30)
-    except EnvironmentMissing:
-        return []
-    return engine.remove_labelled(f"{RUN_LABEL}={label}")
-
-
 def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
         timeout: float | None = None, on_line: Callable[[str], None] | None = None,
-        log_path: Path | None = None, container_label: str | None = None, what: str | None = None,
+        log_path: Path | None = None, cleanup: Callable[[], object] | None = None, what: str | None = None,
         grace_s: float = GRACE_S, keep_stdout: bool = False, passthrough: bool = False,
         input_text: str | None = None, stop_when: Callable[[], str | None] | None = None) -> Result:
     """Run argv to completion or to its deadline; see the module docstring. `env` replaces the environment
@@ -189,7 +178,9 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
     `input_text` is written to the child's stdin, which is then closed (a short request, as a credential
     helper reads one); otherwise stdin is /dev/null. `stop_when` is asked several times a second while the
     child runs (after each line, and when none comes): a reason it returns stops the tree as a deadline does,
-    and the Result carries the reason (a certification's watchdog)."""
+    and the Result carries the reason (a certification's watchdog). `cleanup` removes what the child started
+    outside its process tree (runtime/container.py: the run's containers): called before the tree is stopped
+    when the run is cut short (a stopped client would leave its container running), and again after it."""
     _become_subreaper()
     started = time.monotonic()
     interactive = passthrough and sys.stdin.isatty()
@@ -215,14 +206,14 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
                 watch.pump(on_line, log_path, keep_stdout)
         finally:
             stopped = watch.timed_out or watch.stopped is not None or bool(received) or child.poll() is None
-            if container_label and stopped:
-                remove_containers(container_label)  # first: a stopped client would leave its container running
+            if cleanup and stopped:
+                cleanup()  # first: a stopped client would leave its container running
             # Whatever is left of the tree goes: all of it at a deadline or signal, leftovers after an exit.
-            watch.tree.stop(CONTAINER_GRACE_S if container_label else grace_s)
+            watch.tree.stop(CLEANUP_GRACE_S if cleanup else grace_s)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=grace_s)
-            if container_label:
-                remove_containers(container_label)
+            if cleanup:
+                cleanup()
         if received:
             raise Interrupted(received[0], what or Path(argv[0]).name)
     if log_path and (watch.timed_out or watch.stopped):

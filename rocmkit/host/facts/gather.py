@@ -1,12 +1,6 @@
-"""Every read the doctor makes, done once, into a plain Facts object.
-
-Two kinds of facts:
-- tree facts (sysfs, procfs, /dev, /opt/rocm) are read under a root prefix, so a captured tree (`--root`)
-  is checked exactly like a live host;
-- process facts (environment, resource limits, /dev/shm size, installed Python packages, Docker engine,
-  GPU libraries) belong to the running process. Live, they are read directly; under `--root` they come
-  from the `rocmkit-process.json` that `--capture` writes, or are absent (the checks then skip).
-Nothing here raises for a broken tree: unreadable or malformed files become recorded read errors.
+"""Every read the doctor makes, done once, into a plain Facts object (see the package's docstring for the two
+kinds of facts). Nothing here raises for a broken tree: unreadable or malformed files become recorded read
+errors.
 """
 
 from __future__ import annotations
@@ -17,26 +11,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .health import HealthFacts, read_health
 from . import kernlog
-from .kfd import MODES, Device, Node
+from .health import HealthFacts, read_health
+from .kfd import MODES, Device, Node, group_devices
 from .process import collect_process, valid_process
 from .rdma import RdmaFacts, read_rdma
-
-# KFD_TOPOLOGY, READ_ERRORS_FILE and CONTAINER_MARKERS are named here too: the capture and the tree generator
-# write what the reader reads.
-from .reader import (  # noqa: F401
-    CONTAINER_MARKERS,
-    KFD_TOPOLOGY,
-    READ_ERRORS_FILE,
-    DevNode,
-    Reader,
-    container,
-    dev_node,
-    memlock_from_limits,
-    read_nodes,
-    shm_from_mounts,
-)
+from .reader import DevNode, Reader, container, dev_node, memlock_from_limits, read_nodes, shm_from_mounts
 
 PROCESS_FILE = "rocmkit-process.json"
 
@@ -86,9 +66,12 @@ class Facts:
 def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False) -> Facts:
     """Read everything the checks need. root "/" is the live host; any other root is a captured tree."""
     live = os.path.realpath(root) == "/"
-    facts = Facts(root=root, live=live)
-    reader = Reader(root, facts)
-    read_nodes(reader, facts)
+    reader = Reader(root, live)
+    # the facts' read log is the reader's: every read and read error, in the order they happened
+    facts = Facts(root=root, live=live, read_errors=reader.read_errors, files_read=reader.files_read)
+    nodes = read_nodes(reader)
+    if nodes is not None:
+        facts.topology_found, facts.nodes, facts.devices = True, nodes, group_devices(nodes)
     facts.dev_kfd = dev_node(reader, "dev/kfd", live)
     for d in facts.devices:
         for minor in d.render_minors:
@@ -120,7 +103,7 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
             facts.devices[i] = dataclasses.replace(
                 d, compute_partition=compute if compute in MODES else None,
                 memory_partition=memory if memory and re.fullmatch(r"NPS\d", memory) else None)
-    read_health(reader, facts)
+    facts.health = read_health(reader, facts.devices)
     manifest = reader.text("opt/rocmkit/manifest.json")
     if manifest:
         try:
@@ -155,5 +138,3 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
     if rdma:  # hundreds of GID files on a RoCE host: only when a multi-node job asks
         facts.rdma = read_rdma(reader)
     return facts
-
-

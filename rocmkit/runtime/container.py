@@ -10,9 +10,12 @@ Reference: ROCm docs "Running ROCm Docker containers"; vLLM/ROCm published run l
 
 from __future__ import annotations
 
-from ..host.reader import DeviceNodes
+from ..errors import EnvironmentMissing
+from ..host.facts.reader import DeviceNodes
+from . import intarget, proc
 
 DEFAULT_SHM = "16g"
+RUN_LABEL = "io.rocmkit.run"  # every container rocmkit starts carries one: io.rocmkit.run=<the run's id>
 
 
 def device_gids(nodes: DeviceNodes | None, paths: list[str]) -> list[str]:
@@ -30,7 +33,7 @@ def rocm_device_args(render_nodes: list[str] | None = None, *, nodes: DeviceNode
                      privileged: bool = False, ipc_host: bool = True, shm_size: str = DEFAULT_SHM,
                      skip_missing: bool = False, ulimits: bool = True, gpus: bool = True) -> list[str]:
     """`docker run` flags giving a container the GPUs. render_nodes None means all of /dev/dri. `nodes` are this
-    host's device nodes (host.reader.read_device_nodes): their groups are added, and with skip_missing the
+    host's device nodes (host.facts.reader.read_device_nodes): their groups are added, and with skip_missing the
     ones it lacks are left out (diagnosing a host without GPUs); gpus False gives no GPU at all (a CPU
     image). Pure."""
     if privileged:
@@ -54,10 +57,13 @@ def docker_run_argv(image: str, command: list[str], *, render_nodes: list[str] |
                     workdir: str | None = None, docker: str = "docker", extra: list[str] = (),
                     nodes: DeviceNodes | None = None, skip_missing: bool = False, ulimits: bool = True,
                     shm_size: str | None = None, labels: dict[str, str] | None = None, user: str | None = None,
-                    gpus: bool = True) -> list[str]:
+                    gpus: bool = True, host_code: bool = False) -> list[str]:
     """The full `docker run` argv. mounts are (host_path, container_path, "ro"|"rw"); shm_size gives the
     container a private /dev/shm of that size instead of the host's IPC namespace; labels mark what rocmkit
-    started (the runner removes containers by label); user is "uid:gid"."""
+    started (the runner removes containers by label); user is "uid:gid"; host_code runs this host's rocmkit
+    in the container instead of the image's (runtime/intarget.py)."""
+    if host_code:
+        command, mounts = intarget.in_container(list(command), mounts)
     argv = [docker, "run"]
     if remove:
         argv.append("--rm")
@@ -89,21 +95,36 @@ ULIMIT_NOTE = "the engine refused --ulimit memlock/stack (rootless or restricted
 
 def run_container(image: str, command: list[str], *, what: str, timeout: float | None, docker: str = "docker",
                   ulimits: bool = True, on_line=None, log_path=None, keep_stdout: bool = False,
-                  passthrough: bool = False, stop_when=None, **flags):
-    """Run a labelled container through the runner (rocmkit.proc): the deadline and signals stop it and it is
-    removed on every exit path. An engine that refuses the memlock/stack ulimits (rootless, restricted) gets
+                  passthrough: bool = False, stop_when=None, host_code: bool = True, **flags):
+    """Run a labelled container through the runner (runtime.proc): the deadline and signals stop it and it is
+    removed on every exit path (the runner's cleanup is remove_containers of its label). With host_code (the
+    default: certify, `doctor --image`) the rocmkit code it runs is this host's (runtime/intarget.py); a
+    user's own container (`rocmkit run`) passes False. An engine that refuses the memlock/stack ulimits (rootless, restricted) gets
     a second try without them (with passthrough the refusal is not readable: exit 125 is taken for it).
     Returns (Result, whether ulimits were applied)."""
-    from .. import proc
-
+    if host_code:
+        intarget.check_engine_local()
     label = proc.new_run_label()
-    labels = {proc.RUN_LABEL: label, "io.rocmkit.what": what}
-    result = proc.run(docker_run_argv(image, command, docker=docker, ulimits=ulimits, labels=labels, **flags),
-                      timeout=timeout, on_line=on_line, log_path=log_path, container_label=label, what=what,
+    labels = {RUN_LABEL: label, "io.rocmkit.what": what}
+    result = proc.run(docker_run_argv(image, command, docker=docker, ulimits=ulimits, labels=labels,
+                                      host_code=host_code, **flags),
+                      timeout=timeout, on_line=on_line, log_path=log_path, cleanup=lambda: remove_containers(label),
+                      what=what,
                       keep_stdout=keep_stdout, passthrough=passthrough, stop_when=stop_when)
     refused = passthrough or any(w in result.output.lower() for w in REFUSED_ULIMIT)
     if ulimits and result.returncode == DOCKER_ERROR and refused:
         return run_container(image, command, what=what, timeout=timeout, docker=docker, ulimits=False,
                              on_line=on_line, log_path=log_path, keep_stdout=keep_stdout, passthrough=passthrough,
-                             stop_when=stop_when, **flags)
+                             stop_when=stop_when, host_code=host_code, **flags)
     return result, ulimits
+
+
+def remove_containers(label: str) -> list[str]:
+    """Force-remove every container labelled io.rocmkit.run=<label>, through the engine. Returns their ids."""
+    from .engine import Engine
+
+    try:
+        engine = Engine.connect(timeout=30)
+    except EnvironmentMissing:
+        return []
+    return engine.remove_labelled(f"{RUN_LABEL}={label}")

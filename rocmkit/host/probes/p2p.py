@@ -7,7 +7,7 @@ once steady, within its share of the budget. GB/s counts bytes moved once (one d
 
 A pair is judged against its link budget from the arch table: "mesh" (AMD xGMI) gives one link per peer, so
 a pair's peak is link_gbps; "switch" (NVSwitch) gives every pair all links, link_count x link_gbps; times
-the arch's expected fraction `p2p`. Pass/warn/fail lines are probes_judge's (85 % / 60 % of expected).
+the arch's expected fraction `p2p`. Pass/warn/fail lines are verdict.py's (85 % / 60 % of expected).
 
     measure_p2p(devices, nbytes=..., budget_s=...) -> plain dict (figures document's "p2p")
     judge_p2p(doc, gpus) -> Finding               pure: tested on recorded documents
@@ -19,10 +19,10 @@ import itertools
 import time
 from typing import Any
 
-from .. import archs
-from .model import Finding, Status
-from .probes_judge import PASS_AT, WARN_AT, fmt, link_budget, verdict
-from .probes_measure import GB, ProbeError, _first_line, _measure
+from ... import archs
+from ..model import Finding, Status
+from .measure import GB, ProbeError, _first_line, _measure
+from .verdict import AREA, PASS_AT, WARN_AT, fmt, link_budget, verdict
 
 P2P_BYTES = 256 << 20
 PAIR_BUDGET_S = 0.4  # per ordered pair; 8 GPUs (56 pairs) are capped by TOTAL_BUDGET_S
@@ -107,12 +107,12 @@ def judge_p2p(doc: dict[str, Any] | None, gpus: list[dict[str, Any]], context: d
         n = len(gpus)
         why = (doc or {}).get("reason") or (f"{n} GPU{'s' if n != 1 else ''} visible, no pair to copy between"
                                             if n < 2 else "not measured")
-        return Finding(fid, "probe", Status.SKIP, f"{label}: {why}", {"reason": why})
+        return Finding(fid, AREA, Status.SKIP, f"{label}: {why}", {"reason": why})
     evidence: dict[str, Any] = {"bytes": doc.get("bytes"), "pass_at_fraction_of_expected": PASS_AT,
                                 "fail_below_fraction_of_expected": WARN_AT, **(context or {})}
     if doc.get("error"):
         evidence["error"] = doc["error"]
-        return Finding(fid, "probe", Status.FAIL, f"{label} could not run: {doc['error']}", evidence, FIX, REFERENCE)
+        return Finding(fid, AREA, Status.FAIL, f"{label} could not run: {doc['error']}", evidence, FIX, REFERENCE)
     rows = [dict(r) for r in doc.get("pairs") or []]
     evidence["pairs"] = rows
     failed = [r for r in rows if r.get("error")]
@@ -126,12 +126,12 @@ def judge_p2p(doc: dict[str, Any] | None, gpus: list[dict[str, Any]], context: d
         reason = "no pair measured"
     if failed:
         r = failed[0]
-        return Finding(fid, "probe", Status.FAIL, f"{label} {_pair(r)} failed: {r['error']}", evidence, FIX, REFERENCE)
+        return Finding(fid, AREA, Status.FAIL, f"{label} {_pair(r)} failed: {r['error']}", evidence, FIX, REFERENCE)
     span = _span([r["value"] for r in measured]) if measured else ""
     if reason:
         evidence["reason"] = reason
         head = f"{label} on {len(measured)} pairs {span} GB/s, not judged" if measured else label
-        return Finding(fid, "probe", Status.SKIP, f"{head}: {reason}", evidence, None, REFERENCE)
+        return Finding(fid, AREA, Status.SKIP, f"{head}: {reason}", evidence, None, REFERENCE)
     expected = peak * fraction
     for r in rows:
         r["status"] = verdict(r["value"], expected).value
@@ -158,7 +158,7 @@ def judge_p2p(doc: dict[str, Any] | None, gpus: list[dict[str, Any]], context: d
             title += ": every pair slow"
         if any(not r.get("peer_access", True) for r in bad):
             title += " (no peer access: the copy goes through host memory)"
-    return Finding(fid, "probe", status, title, evidence, FIX if status is not Status.PASS else None, REFERENCE)
+    return Finding(fid, AREA, status, title, evidence, FIX if status is not Status.PASS else None, REFERENCE)
 
 
 def _span(values: list[float]) -> str:

@@ -10,7 +10,8 @@ import re
 import shutil
 from dataclasses import dataclass
 
-from .errors import EnvironmentMissing, Failed, UsageError
+from ..errors import EnvironmentMissing, Failed, UsageError
+from . import imageref
 
 # The environment variable that names the docker client to build with (same meaning as --docker).
 CLI_ENV_VAR = "ROCMKIT_DOCKER"
@@ -26,6 +27,8 @@ NO_ENGINE_HINT = (
     "at a running one (e.g. DOCKER_HOST=unix:///run/user/1000/docker.sock or DOCKER_HOST=ssh://user@builder)"
 )
 
+
+NO_IMAGE_HINT = "build it (rocmkit build) or pull it"
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 
@@ -170,6 +173,14 @@ class Engine:
                          labels=dict((img.attrs.get("Config") or {}).get("Labels") or {}),
                          digests=tuple(img.attrs.get("RepoDigests") or ()))
 
+    def require_image(self, ref: str, hint: str = NO_IMAGE_HINT) -> ImageInfo:
+        """The image `ref`, or UsageError (exit 2) saying the engine lacks it: what every command that runs an
+        image checks first (certify --image, doctor --image, recipe checks)."""
+        info = self.image(ref)
+        if info is None:
+            raise UsageError(f"image {ref!r} is not in the Docker engine", hint=hint)
+        return info
+
     def tag(self, image_id: str, ref: str) -> None:
         repo, tag = split_ref(ref)
         if not self.client.api.tag(image_id, repo, tag, force=True):
@@ -272,32 +283,20 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
-REF_RE = re.compile(
-    r"^(?:(?P<host>[A-Za-z0-9.-]+(?::\d+)?)/)?(?P<path>[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?$")
-
-
 def check_ref(ref: str, option: str = "--tag") -> str:
-    """An image reference rocmkit may tag or push: [registry[:port]/]name[/name...][:tag]."""
-    m = REF_RE.match(ref)
-    ok = bool(m)
-    if ok and m.group("host"):
-        host = m.group("host")
-        # Docker reads the first part as a registry only if it has a dot or port or is localhost;
-        # otherwise it is part of the (lower-case) repository name.
-        ok = "." in host or ":" in host or host == "localhost" or host == host.lower()
-    if not ok:
+    """An image reference rocmkit may tag or push: [registry[:port]/]name[/name...][:tag] (runtime.imageref)."""
+    try:
+        imageref.parse(ref, digest=False)
+    except imageref.BadImageRef:
         raise UsageError(f"{option} {ref!r} is not an image reference",
-                         hint="[registry[:port]/]repository[:tag], lower-case repository, e.g. ghcr.io/org/verl-vllm:gfx942")
+                         hint="[registry[:port]/]repository[:tag], lower-case repository, e.g. ghcr.io/org/verl-vllm:gfx942") from None
     return ref
 
 
 def split_ref(ref: str) -> tuple[str, str]:
     """'host:5000/a/b:t' → ('host:5000/a/b', 't'); a ref without a tag gets 'latest'."""
-    repo, sep, tag = ref.rpartition(":")
-    if sep and "/" not in tag:
-        return repo, tag
-    return ref, "latest"
+    r = imageref.parse(check_ref(ref, "image"), digest=False)
+    return r.name, r.tag or "latest"
 
 
 # ---- the docker CLI that runs builds ----

@@ -18,7 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
 KMSG_DEVICE = "/dev/kmsg"
 KMSG_FILE = "rocmkit/kmsg.txt"
@@ -102,11 +102,11 @@ def read_live(device: str = KMSG_DEVICE, limit: int = MAX_BYTES) -> KernelLog:
 
 def read_captured(reader) -> KernelLog:
     """The capture's copy, through the Reader (so its recorded read error, if any, is reported)."""
-    before = len(reader.facts.read_errors)
+    before = len(reader.read_errors)
     text = reader.text(KMSG_FILE, limit=MAX_BYTES + 4096)
     if text is None:
-        if len(reader.facts.read_errors) > before:
-            return KernelLog(KMSG_FILE, None, f"not readable where it was captured: {reader.facts.read_errors[-1][1]}")
+        if len(reader.read_errors) > before:
+            return KernelLog(KMSG_FILE, None, f"not readable where it was captured: {reader.read_errors[-1][1]}")
         return KernelLog(KMSG_FILE, None, f"not in the captured tree (no {KMSG_FILE})")
     head = text.split("\n", 1)[0]
     meta = dict(re.findall(r"(\w+)=(\d+)", head)) if head.startswith(HEADER) else {}
@@ -116,7 +116,7 @@ def read_captured(reader) -> KernelLog:
 def read(reader, live: bool) -> KernelLog:
     log = read_live() if live else read_captured(reader)
     if live and log.error:
-        reader.facts.read_errors.append((KMSG_FILE, log.error))  # the capture records it for --root
+        reader.read_errors.append((KMSG_FILE, log.error))  # the capture records it for --root
     return log
 
 
@@ -128,14 +128,3 @@ def write_capture(dest: Path, log: KernelLog) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     count = sum(1 for _ in parse(log.text))
     out.write_text(f"{HEADER} records={count} capped={int(log.capped)} lost={log.lost}\n{log.text}")
-
-
-def format_records(messages: Iterable[str | tuple[int, str]], start_usec: int = 1_000_000,
-                   step_usec: int = 12_345) -> str:
-    """/dev/kmsg records of messages (a message, or (syslog level, message); level 6 by default), with
-    rising sequence numbers and times: what tests and generated trees use in place of a real log."""
-    out = []
-    for seq, item in enumerate(messages):
-        level, message = item if isinstance(item, tuple) else (6, item)
-        out.append(f"{level},{seq},{start_usec + seq * step_usec},-;{message}\n")
-    return "".join(out)

@@ -22,12 +22,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from .kfd import Device
 from .reader import KFD_TOPOLOGY, Reader
-
-if TYPE_CHECKING:
-    from .facts import Facts
 
 PCI_DEVICES = "sys/bus/pci/devices"
 KFD_PROC = "sys/class/kfd/kfd/proc"
@@ -94,12 +91,12 @@ class HealthFacts:
     links: dict[str, str] = field(default_factory=dict)  # symlink (root-relative) -> its target (root-relative)
 
 
-def read_health(reader: Reader, facts: Facts) -> None:
+def read_health(reader: Reader, devices: list[Device]) -> HealthFacts:
+    """The health facts of these GPUs (the topology's devices) and of the host's RDMA NICs."""
     h = HealthFacts()
-    facts.health = h
     stat_line = reader.line("proc/self/stat") or ""
     h.self_pid = int(stat_line.split()[0]) if stat_line.split()[:1] and stat_line.split()[0].isdigit() else None
-    for d in facts.devices:
+    for d in devices:
         if d.pci_address and d.pci_address not in h.gpus:
             h.gpus[d.pci_address] = _gpu(reader, h, d.pci_address)
     for name in _listdir(reader, INFINIBAND):
@@ -107,7 +104,8 @@ def read_health(reader: Reader, facts: Facts) -> None:
         pci = real.rsplit("/", 1)[-1] if real else None
         if pci and PCI_ADDRESS.fullmatch(pci):
             h.nics[name] = PciHealth(pci=pci, link=_link(reader, real), bridges=_bridges(reader, h, real))
-    h.kfd_procs = _kfd_processes(reader, facts)
+    h.kfd_procs = _kfd_processes(reader, devices)
+    return h
 
 
 def _gpu(reader: Reader, h: HealthFacts, pci: str) -> PciHealth:
@@ -207,7 +205,7 @@ def _listdir(reader: Reader, rel: str) -> list[str]:
         return []
 
 
-def _kfd_processes(reader: Reader, facts: Facts) -> list[KfdProcess] | None:
+def _kfd_processes(reader: Reader, devices: list[Device]) -> list[KfdProcess] | None:
     if not reader.path(KFD_PROC).is_dir():
         return None
     procs, ids = [], None
@@ -221,7 +219,7 @@ def _kfd_processes(reader: Reader, facts: Facts) -> list[KfdProcess] | None:
             v = reader.line(f"{KFD_PROC}/{pid}/{name}")
             if v and v.isdigit() and int(v) > 0:
                 if ids is None:  # gpu_id -> PCI address, read only when some process holds VRAM
-                    ids = _gpu_ids(reader, facts)
+                    ids = _gpu_ids(reader, devices)
                 gid = name[len("vram_"):]
                 vram[ids.get(gid, f"gpu_id {gid}")] = vram.get(ids.get(gid, f"gpu_id {gid}"), 0) + int(v)
         comm = reader.line(f"proc/{pid}/comm") if vram else None
@@ -229,9 +227,9 @@ def _kfd_processes(reader: Reader, facts: Facts) -> list[KfdProcess] | None:
     return procs
 
 
-def _gpu_ids(reader: Reader, facts: Facts) -> dict[str, str]:
+def _gpu_ids(reader: Reader, devices: list[Device]) -> dict[str, str]:
     out = {}
-    for d in facts.devices:
+    for d in devices:
         for n in d.nodes:
             gid = reader.line(f"{KFD_TOPOLOGY}/nodes/{n.index}/gpu_id")
             if gid and gid.isdigit() and d.pci_address:

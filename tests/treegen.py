@@ -1,20 +1,80 @@
 """Generate host trees (sysfs, procfs, /dev, /opt/rocm, process facts) for the doctor's tests and
 benchmarks: any product of the arch table, any partition mode, containers with GPUs not granted, and the
 misconfigurations the checks look for. The layout and property formats follow the kernel (kfd_topology.c)
-and real captures of MI300X, MI308X, MI210 and Vega10 hosts."""
+and real captures of MI300X, MI308X, MI210 and Vega10 hosts.
+
+The hardware-health part (write_pci_health, write_kfd_procs): each GPU's PCI device nested under its bridges
+as sysfs nests it, with RAS counters, link state, power cap, the bridges' config space, RDMA NICs beside the
+GPUs, and KFD processes. No AMD capture of these files was at hand: they are built from the kernel's
+documented formats (amdgpu_ras.c and Documentation/gpu/amdgpu/ras.rst, pci-sysfs.c, kfd_process.c,
+amdgpu_pm.c) and the PCIe base spec's config space layout (a type 1 header, a capability list at 0x34, the
+extended capability list from 0x100 with ACS, id 0x000D, control register at +6).
+
+Test support, not part of rocmkit: tests import it as `treegen` (pytest puts tests/ on sys.path), benchmarks
+after putting tests/ on sys.path."""
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
-from .. import archs
-from .facts import KFD_TOPOLOGY, PROCESS_FILE, READ_ERRORS_FILE
-from .kernlog import KMSG_FILE, format_records
-from .kfd import MODES, XCC_PER_GPU
-from .treegen_health import write_kfd_procs, write_pci_health
-from .rdma import write_rdma
+from rocmkit import archs
+from rocmkit.host.facts import PROCESS_FILE
+from rocmkit.host.facts.kernlog import KMSG_FILE
+from rocmkit.host.facts.kfd import MODES, XCC_PER_GPU
+from rocmkit.host.facts.rdma import IB_CLASS, ZERO_GID, Gid, Port
+from rocmkit.host.facts.reader import KFD_TOPOLOGY, READ_ERRORS_FILE
+
+
+def format_records(messages: Iterable[str | tuple[int, str]], start_usec: int = 1_000_000,
+                   step_usec: int = 12_345) -> str:
+    """/dev/kmsg records of messages (a message, or (syslog level, message); level 6 by default), with
+    rising sequence numbers and times: what tests and generated trees use in place of a real log."""
+    out = []
+    for seq, item in enumerate(messages):
+        level, message = item if isinstance(item, tuple) else (6, item)
+        out.append(f"{level},{seq},{start_usec + seq * step_usec},-;{message}\n")
+    return "".join(out)
+
+
+def roce_gids(ipv4: str, ndev: str, table_size: int = 8) -> tuple[Gid, ...]:
+    """The GID table mlx5 fills for one IPv4 address (indexes 0-3, hence NCCL_IB_GID_INDEX=3 in most
+    recipes): link-local v1 and v2, then IPv4-mapped v1 and v2. Entries up to table_size are left empty."""
+    mapped = "0000:0000:0000:0000:0000:ffff:" + "".join(f"{int(o):02x}" for o in ipv4.split(".")[:2]) + ":" + \
+        "".join(f"{int(o):02x}" for o in ipv4.split(".")[2:])
+    local = "fe80:0000:0000:0000:0a5c:39ff:fe1c:2e0a"
+    return (Gid(0, local, "IB/RoCE v1", ndev), Gid(1, local, "RoCE v2", ndev),
+            Gid(2, mapped, "IB/RoCE v1", ndev), Gid(3, mapped, "RoCE v2", ndev))[:table_size]
+
+
+def healthy_ports(count: int = 8, link_layer: str = "Ethernet") -> tuple[Port, ...]:
+    """A healthy host's RDMA ports: one port per device, RoCE with IPv4 GIDs (or InfiniBand)."""
+    if link_layer == "InfiniBand":
+        return tuple(Port(f"mlx5_{i}", 1, link_layer="InfiniBand") for i in range(count))
+    return tuple(Port(f"mlx5_{i}", 1, gids=roce_gids(f"10.0.{i}.11", f"ens{i}f0np0")) for i in range(count))
+
+
+def write_rdma(root: Path, ports: Iterable[Port], table_size: int = 8) -> None:
+    """Write ports as sysfs shows them; every port gets table_size GID entries, the unused ones all zeros."""
+    for p in ports:
+        base = Path(root) / IB_CLASS / p.device / "ports" / str(p.port)
+        for name, value in (("state", p.state), ("phys_state", p.phys_state), ("link_layer", p.link_layer),
+                            ("rate", p.rate)):
+            if value is not None:
+                _write(base / name, value + "\n")
+        used = {g.index: g for g in p.gids}
+        for i in range(max([table_size, *(g.index + 1 for g in p.gids)])):
+            g = used.get(i)
+            _write(base / "gids" / str(i), (g.gid if g else ZERO_GID) + "\n")
+            # the kernel refuses (EINVAL) types/ndevs of an empty entry; the tree simply lacks them
+            if g and g.type is not None:
+                _write(base / "gid_attrs/types" / str(i), g.type + "\n")
+            if g and g.ndev is not None:
+                _write(base / "gid_attrs/ndevs" / str(i), g.ndev + "\n")
+
 
 # SIMDs per XCC; MI300X: 38 CUs × 4 SIMDs. Products without an XCC count (MI210) get 8 here: generated
 # trees of them exercise the parsers, not a real layout.
@@ -37,7 +97,7 @@ def healthy_process(**overrides) -> dict:
         "sglang_dir": None,
         "sglang_vf_missing": None,
         # Ray 2.55 reads the HIP no-set variable, counts GPUs through amdsmi and refuses ROCR_VISIBLE_DEVICES
-        # without HIP_VISIBLE_DEVICES (what rocmkit.host.process.ray_amd_facts reads from Ray's code).
+        # without HIP_VISIBLE_DEVICES (what rocmkit.host.facts.process.ray_amd_facts reads from Ray's code).
         "ray_amd": {"gpu_backend": "amdsmi", "amdsmi_guard": "ImportError", "rocr_rule": "without_hip"},
         "gpu_libraries": {"amdsmi": {"status": "ok", "gpus": 8}, "pyamdgpuinfo": {"status": "absent"}},
         "docker": {"host": "unix:///var/run/docker.sock", "status": "absent"},
@@ -99,7 +159,7 @@ class HostSpec:
     process: dict | None = field(default_factory=healthy_process)
     amdgpu_version: str = "6.12.12"  # the DKMS driver's sys/module/amdgpu/version
     kernel_release: str = "6.8.0-57-generic"
-    # Hardware health (rocmkit/host/health.py), keyed by physical GPU index. The files follow the kernel's
+    # Hardware health (rocmkit/host/facts/health.py), keyed by physical GPU index. The files follow the kernel's
     # formats (amdgpu_ras.c, pci-sysfs.c, kfd_process.c, amdgpu_pm.c) and the PCIe spec's config space.
     ras: dict[int, dict[str, tuple[int, int]]] = field(default_factory=dict)  # block -> (ue, ce); others 0
     bad_pages: dict[int, str] = field(default_factory=dict)  # flags of the GPU's bad pages, e.g. "RRP"
@@ -112,10 +172,10 @@ class HostSpec:
     rdma_nics: int = 0  # RDMA NICs; NIC i sits beside GPU i under one PCIe switch
     nic_links: dict[int, tuple[float, int]] = field(default_factory=dict)
     self_pid: int = 4242  # the doctor's own pid (proc/self/stat), which holds no VRAM
-    # the kernel log (/dev/kmsg records, kernlog.format_records) as a capture holds it; None: no such file
+    # the kernel log (/dev/kmsg records, format_records above) as a capture holds it; None: no such file
     kmsg: str | None = field(default_factory=lambda: HEALTHY_KMSG)
     kmsg_error: str | None = None  # the log was not readable where the tree was "captured" (this reason)
-    rdma: tuple = ()  # rdma.Port: RDMA ports in /sys/class/infiniband (rdma.healthy_ports())
+    rdma: tuple = ()  # rdma.Port: RDMA ports in /sys/class/infiniband (healthy_ports() above)
 
 
 def _product(name: str) -> archs.Product:
@@ -236,3 +296,96 @@ def _write(path: Path, text: str) -> None:
 def _touch(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
+
+
+RAS_BLOCKS = ("umc", "gfx", "sdma", "mmhub", "xgmi_wafl", "pcie_bif", "hdp")
+GEN5 = (32.0, 16)
+DEFAULT_CAP_W = 750  # MI300X's default and maximum (amd-smi's power cap of an OAM MI300X)
+
+
+def gpu_id(node_index: int) -> int:
+    """The KFD gpu_id a generated tree gives a topology node (the kernel's is a hash; any non-zero value)."""
+    return 40000 + node_index
+
+
+def bridge_config(acs_control: int, root: bool = True) -> bytes:
+    """A PCIe bridge's config space: type 1 header, PCIe capability, AER then ACS extended capabilities."""
+    c = bytearray(4096)
+    c[0:4] = (0x1022 | 0x14A4 << 16).to_bytes(4, "little")  # AMD vendor id, a switch port's device id
+    c[0x06] = 0x10  # status: capability list present
+    c[0x0E] = 0x01  # header type 1 (bridge)
+    c[0x34] = 0x40
+    c[0x40:0x44] = (0x10 | 0x0042 << 16).to_bytes(4, "little")  # PCI Express capability, v2, next 0
+    c[0x100:0x104] = (0x0001 | 0x2 << 16 | 0x148 << 20).to_bytes(4, "little")  # AER, next: ACS at 0x148
+    c[0x148:0x14C] = (0x000D | 0x1 << 16).to_bytes(4, "little")  # ACS, v1, end of list
+    c[0x14C:0x14E] = (0x005F).to_bytes(2, "little")  # capabilities: SV TB RR CR UF EC
+    c[0x14E:0x150] = acs_control.to_bytes(2, "little")
+    return bytes(c if root else c[:64])
+
+
+def _link_files(d: Path, current: tuple[float, int], maximum: tuple[float, int] = GEN5) -> None:
+    for name, (speed, width) in (("current", current), ("max", maximum)):
+        (d / f"{name}_link_speed").write_text(f"{speed:.1f} GT/s PCIe\n")
+        (d / f"{name}_link_width").write_text(f"{width}\n")
+
+
+def _device(root: Path, path: list[str], link: tuple[float, int]) -> Path:
+    """sys/devices/pci<dom:bus>/<bridge>/.../<dev>, linked from sys/bus/pci/devices/<dev> as sysfs does."""
+    d = root / "sys/devices" / "/".join(path)
+    d.mkdir(parents=True, exist_ok=True)
+    _link_files(d, link)
+    bus_link = root / "sys/bus/pci/devices" / path[-1]
+    bus_link.parent.mkdir(parents=True, exist_ok=True)
+    if not bus_link.is_symlink():
+        os.symlink(os.path.relpath(d, bus_link.parent), bus_link)
+    return d
+
+
+def write_pci_health(root: Path, spec: HostSpec, g: int, bus: int) -> None:
+    """GPU g at 0000:<bus>:00.0 behind root port <bus-3>:01.1, switch upstream port <bus-2>:00.0 and
+    downstream ports <bus-1>:00.0 (to the GPU) and <bus-1>:01.0 (to NIC g at <bus+1>:00.0)."""
+    r = bus - 3
+    chain = [f"pci0000:{r:02x}", f"0000:{r:02x}:01.1", f"0000:{r + 1:02x}:00.0"]
+    ports = {f"0000:{r + 2:02x}:00.0": spec.acs.get(g, 0), f"0000:{r + 2:02x}:01.0": 0}
+    for i, bridge in enumerate(chain[1:] + list(ports)):
+        path = chain[:i + 2] if i < 2 else chain + [bridge]
+        d = _device(root, path, GEN5)
+        (d / "config").write_bytes(bridge_config(ports.get(bridge, 0), spec.config_root))
+    gpu = _device(root, chain + [f"0000:{r + 2:02x}:00.0", f"0000:{bus:02x}:00.0"], spec.links.get(g, GEN5))
+    if spec.ras_sysfs:
+        ras = gpu / "ras"
+        ras.mkdir(exist_ok=True)
+        counts = spec.ras.get(g, {})
+        for block in sorted(set(RAS_BLOCKS) | set(counts)):
+            ue, ce = counts.get(block, (0, 0))
+            (ras / f"{block}_err_count").write_text(f"ue: {ue}\nce: {ce}\n")
+        (ras / "features").write_text("feature mask: 0x3fbf\n")
+        pages = "".join(f"0x{0x1000 + i:08x} : 0x00001000 : {flag}\n" for i, flag in enumerate(spec.bad_pages.get(g, "")))
+        (ras / "gpu_vram_bad_pages").write_text(pages)
+    hw = gpu / "hwmon" / f"hwmon{g + 2}"
+    hw.mkdir(parents=True, exist_ok=True)
+    for name, watts in (("power1_cap", spec.power_caps.get(g, DEFAULT_CAP_W)), ("power1_cap_max", DEFAULT_CAP_W),
+                        ("power1_cap_default", DEFAULT_CAP_W)):
+        (hw / name).write_text(f"{watts * 1_000_000}\n")
+    if g < spec.rdma_nics:
+        nic = _device(root, chain + [f"0000:{r + 2:02x}:01.0", f"0000:{bus + 1:02x}:00.0"], spec.nic_links.get(g, GEN5))
+        ib = root / f"sys/class/infiniband/mlx5_{g}"
+        ib.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(nic, ib), ib / "device")
+
+
+def write_kfd_procs(root: Path, spec: HostSpec, first_nodes: dict[int, int]) -> None:
+    """sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>: the doctor's own process (no VRAM) and spec.kfd_procs."""
+    procs = {spec.self_pid: {}, **spec.kfd_procs}
+    for node in first_nodes.values():  # (a real node of each partition has one; these are the ones named below)
+        (root / f"sys/class/kfd/kfd/topology/nodes/{node}/gpu_id").write_text(f"{gpu_id(node)}\n")
+    for pid, held in procs.items():
+        d = root / f"sys/class/kfd/kfd/proc/{pid}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "pasid").write_text(f"{32768 + pid % 1000}\n")
+        for g, node in first_nodes.items():
+            (d / f"vram_{gpu_id(node)}").write_text(f"{held.get(g, 0)}\n")
+        if pid != spec.self_pid:
+            comm = root / f"proc/{pid}/comm"
+            comm.parent.mkdir(parents=True, exist_ok=True)
+            comm.write_text("python3\n")

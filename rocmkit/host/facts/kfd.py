@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import archs
+from ... import archs
 
 # XCCs (accelerator complex dies) per physical GPU, by product (VFs: their base product). A partition mode
 # splits them evenly: SPX one partition of all, DPX two, TPX three, QPX four, CPX one per XCC. Sources:

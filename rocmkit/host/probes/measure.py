@@ -1,6 +1,6 @@
 """GPU measurements through torch.cuda, the one API that drives both ROCm (HIP) and NVIDIA GPUs.
 
-This is the edge of level 2 that touches hardware; judging the figures is pure (probes_judge). Every probe:
+This is the edge of level 2 that touches hardware; judging the figures is pure (judge.py). Every probe:
 warm up (clocks ramp, BLAS picks its kernel), size a sample to about SAMPLE_S of device time, time samples
 with device events, and stop as soon as the last WINDOW samples agree within TOL, or when its time slice is
 spent. A figure is the median of the samples it keeps, with their spread.
@@ -242,9 +242,9 @@ def allreduce(devices: list[str], *, nbytes: int, budget_s: float = 2.0, warmup_
     """All-reduce bus bandwidth in GB/s across `devices` ("cuda:0", "cuda:1", ... or "cpu" for each rank),
     float32 sum, one spawned process per device, through torch.distributed (NCCL, which is RCCL on ROCm;
     gloo on the CPU). The first all-reduce is checked for the right sum. The ranks run under a launcher
-    process (host/allreduce_ranks.py) that rocmkit's runner starts, so a deadline or a signal stops them all.
+    process (probes/allreduce_ranks.py) that rocmkit's runner starts, so a deadline or a signal stops them all.
     """
-    from .. import proc
+    from ...runtime import proc
 
     started = time.perf_counter()
     n = len(devices)
@@ -258,7 +258,7 @@ def allreduce(devices: list[str], *, nbytes: int, budget_s: float = 2.0, warmup_
         with open(os.path.join(tmp, "args.json"), "w") as f:
             json.dump(args, f)
         # the ranks get timeout_s for NCCL itself, then the time it takes to spawn them
-        run = proc.capture([sys.executable, "-m", "rocmkit.host.allreduce_ranks", os.path.join(tmp, "args.json")],
+        run = proc.capture([sys.executable, "-m", "rocmkit.host.probes.allreduce_ranks", os.path.join(tmp, "args.json")],
                            timeout=timeout_s + 30)
         if run.timed_out:
             raise ProbeError(f"all-reduce across {n} devices did not finish within {timeout_s + 30:.0f} s"

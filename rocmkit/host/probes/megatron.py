@@ -14,7 +14,7 @@ fused kernels): how the tests run the real path on a machine without a GPU.
 
     measure_megatron(devices) -> plain dict (figures document's "megatron")
     judge_megatron(doc) -> Finding                 pure: tested on recorded documents
-    python -m rocmkit.host.probes_megatron ARGS.json   the worker: spawns one rank per device
+    python -m rocmkit.host.probes.megatron ARGS.json   the worker: spawns one rank per device
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from .model import Finding, Status
+from ..model import Finding, Status
+from .verdict import AREA
 
 STEPS = 8
 LR = 1e-3
@@ -86,7 +87,7 @@ def measure_megatron(devices: list[str], *, steps: int = STEPS, model: GPT = GPT
     when transformer_engine is installed (GPU only). `dtype` is "bf16" (GPUs' default, as verl trains) or
     "fp32" (the CPU's default; bf16 on the CPU runs the GPU path's casts where the tests run). No megatron-core
     in the worker's environment: available False, saying so."""
-    from .. import proc
+    from ...runtime import intarget, proc
 
     tp = min(len(devices), 2)
     devices = devices[:tp]
@@ -101,7 +102,9 @@ def measure_megatron(devices: list[str], *, steps: int = STEPS, model: GPT = GPT
         args, result = os.path.join(tmp, "args.json"), os.path.join(tmp, "result.json")
         with open(args, "w") as f:
             json.dump({**doc, "port": _free_port(), "result": result}, f)
-        run = proc.capture([python, "-m", "rocmkit.host.probes_megatron", args], timeout=timeout_s)
+        # `python` may be another interpreter (the megatron venv): it runs this rocmkit, not its own
+        run = proc.capture([python, "-m", "rocmkit.host.probes.megatron", args], timeout=timeout_s,
+                           env=intarget.host_env())
         if os.path.exists(result):
             with open(result) as f:
                 doc.update(json.load(f))
@@ -312,9 +315,9 @@ LAYERS = {"te": "TransformerEngine layers", "local": "megatron-core local layers
 def judge_megatron(doc: dict[str, Any] | None, context: dict[str, Any] | None = None) -> Finding:
     fid, label = "probe.megatron", "Megatron GPT training"
     if not doc:
-        return Finding(fid, "probe", Status.SKIP, f"{label}: not measured")
+        return Finding(fid, AREA, Status.SKIP, f"{label}: not measured")
     if not doc.get("available", True):
-        return Finding(fid, "probe", Status.SKIP, f"{label} not run: {doc.get('reason', 'not measured')}",
+        return Finding(fid, AREA, Status.SKIP, f"{label} not run: {doc.get('reason', 'not measured')}",
                        {"reason": doc.get("reason")})
     layers = LAYERS.get(doc.get("layers"), str(doc.get("layers")))
     where = f"{layers}, TP={doc.get('tp')} on {', '.join(map(str, doc.get('devices') or []))}" + (
@@ -328,9 +331,9 @@ def judge_megatron(doc: dict[str, Any] | None, context: dict[str, Any] | None = 
     error = doc.get("error") or next((e for e in doc.get("rank_errors") or [] if e), None)
     if error:
         evidence["error"] = error
-        return Finding(fid, "probe", Status.FAIL, f"{label} ({where}) failed: {error}", evidence, FIX, REFERENCE)
+        return Finding(fid, AREA, Status.FAIL, f"{label} ({where}) failed: {error}", evidence, FIX, REFERENCE)
     if len(losses) < 2:
-        return Finding(fid, "probe", Status.FAIL, f"{label} ({where}): {len(losses)} step(s) ran, 2 needed",
+        return Finding(fid, AREA, Status.FAIL, f"{label} ({where}): {len(losses)} step(s) ran, 2 needed",
                        evidence, FIX, REFERENCE)
     first, last = losses[0], losses[-1]
     steady = times[1:] or times  # the first step compiles and warms up kernels
@@ -338,13 +341,13 @@ def judge_megatron(doc: dict[str, Any] | None, context: dict[str, Any] | None = 
     evidence.update(loss_first=first, loss_last=last, step_s_median=round(step, 4))
     if not all(math.isfinite(x) for x in losses):
         k = next(i for i, x in enumerate(losses) if not math.isfinite(x)) + 1
-        return Finding(fid, "probe", Status.FAIL, f"{label} ({where}): loss {losses[k - 1]} at step {k} of "
+        return Finding(fid, AREA, Status.FAIL, f"{label} ({where}): loss {losses[k - 1]} at step {k} of "
                        f"{len(losses)}", evidence, FIX, REFERENCE)
     head = f"{label} ({where}): {len(losses)} steps, loss {first:.3f} → {last:.3f}"
     if last >= first * FALL_AT:
-        return Finding(fid, "probe", Status.FAIL, f"{head}, did not fall below {FALL_AT:.0%} of the first "
+        return Finding(fid, AREA, Status.FAIL, f"{head}, did not fall below {FALL_AT:.0%} of the first "
                        "on a batch a healthy model memorises", evidence, FIX, REFERENCE)
-    return Finding(fid, "probe", Status.PASS, f"{head}, {step * 1000:.0f} ms/step", evidence, None, REFERENCE)
+    return Finding(fid, AREA, Status.PASS, f"{head}, {step * 1000:.0f} ms/step", evidence, None, REFERENCE)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,134 @@
+"""The house rules of the package's layout, read from the source: no import cycles (an import inside a
+function counts: it is the same dependency, only later), no module over 450 lines, a host package that is not
+one flat room, nothing below the CLI that climbs back into it, and no test generator shipped."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "rocmkit"
+MAX_LINES = 450
+MAX_HOST_MODULES = 12
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _owner(name: str, mods: dict[str, Path]) -> str | None:
+    """The module a dotted name lives in: `rocmkit.host.model.Finding` -> `rocmkit.host.model`."""
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                    full = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    full = node.module or ""
+                # `from pkg import name`: name is a submodule or something defined in pkg
+                targets = [f"{full}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                owner = _owner(target, mods)
+                if owner and owner != mod:
+                    graph[mod].add(owner)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        comp.append(member)
+                        if member == node:
+                            break
+                    if len(comp) > 1:
+                        found.append(sorted(comp))
+    return found
+
+
+def _is_package_parent(graph_from: str, graph_to: str) -> bool:
+    return graph_from.startswith(graph_to + ".")
+
+
+def test_no_import_cycles():
+    # A package's __init__ importing its own submodules is the package, not a cycle between modules.
+    graph = {m: {t for t in ts if not _is_package_parent(m, t)} for m, ts in import_graph().items()}
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_is_over_the_limit():
+    long = {str(p.relative_to(REPO)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_the_host_package_is_not_one_flat_room():
+    direct = sorted(p.name for p in (PACKAGE / "host").glob("*.py"))
+    assert len(direct) <= MAX_HOST_MODULES, direct
+
+
+def test_nothing_below_the_cli_imports_it():
+    graph = import_graph()
+    climbs = {m: sorted(t for t in ts if t.startswith("rocmkit.cli"))
+              for m, ts in graph.items() if not m.startswith("rocmkit.cli") and m != "rocmkit.__main__"}
+    assert {m: ts for m, ts in climbs.items() if ts} == {}
+
+
+def test_no_test_generator_ships():
+    assert sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*treegen*")) == []
