@@ -24,7 +24,9 @@ sys.path.insert(0, str(REPO))
 
 from kernlog_corpus import CORPUS, load, split_level  # noqa: E402
 
-from rocmkit.host import kernlog  # noqa: E402
+from treegen import format_records  # noqa: E402
+
+from rocmkit.host.facts import kernlog  # noqa: E402
 from rocmkit.host.checks import kernel_log  # noqa: E402
 
 ORDINARY = [
@@ -51,7 +53,7 @@ def synthetic(mib: float) -> str:
         out.extend(block)
         size += sum(len(m) + 24 for _, m in block)
         n += 1
-    return kernlog.format_records(out)
+    return format_records(out)
 
 
 def before(rev: str):
@@ -61,6 +63,7 @@ def before(rev: str):
                              capture_output=True, text=True, check=True).stdout
     except (subprocess.CalledProcessError, FileNotFoundError):
         return None
+    src = src.replace("from ..kernlog import", "from ..facts.kernlog import")  # kernlog.py moved into facts/
     mod = types.ModuleType("rocmkit.host.checks._kernel_log_before")
     mod.__package__ = "rocmkit.host.checks"
     sys.modules[mod.__name__] = mod  # dataclasses look their module up

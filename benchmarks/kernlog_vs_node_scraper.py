@@ -72,7 +72,7 @@ def old_check(module, item: dict) -> list[str]:
     from types import SimpleNamespace
 
     from rocmkit.host.checks import Context
-    from rocmkit.host.kernlog import KernelLog
+    from rocmkit.host.facts.kernlog import KernelLog
 
     facts = SimpleNamespace(kernel_log=KernelLog("corpus", kmsg(item)))
     return [f.status.value for f in module.check_kernel_log(facts, Context()) if f.id != "kernel.log"]

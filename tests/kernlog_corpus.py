@@ -30,7 +30,7 @@ def split_level(line: str) -> tuple[int, str]:
 
 def kmsg(item: dict, before: list[str] = (), after: list[str] = ()) -> str:
     """The item's lines as /dev/kmsg records (with ordinary lines around them if asked)."""
-    from rocmkit.host.kernlog import format_records
+    from treegen import format_records
 
     return format_records([split_level(x) for x in [*before, *item["lines"], *after]])
 
@@ -39,7 +39,7 @@ def findings(text: str) -> dict:
     """kernel.log findings of a /dev/kmsg text: {name: Finding}, the pass/skip under "kernel.log"."""
     from rocmkit.host.checks import Context
     from rocmkit.host.checks.kernel_log import check_kernel_log
-    from rocmkit.host.kernlog import KernelLog
+    from rocmkit.host.facts.kernlog import KernelLog
 
     facts = SimpleNamespace(kernel_log=KernelLog("corpus", text))
     return {(f.id.rsplit(".", 1)[1] if f.id != "kernel.log" else f.id): f

@@ -94,9 +94,9 @@ def test_scan_of_a_full_ring_costs_about_what_parsing_it_does():
     scan near the cost of parsing the records (~1.5x here; every regex on every line would be ~25x)."""
     import time
 
-    from rocmkit.host import kernlog
+    from rocmkit.host.facts import kernlog
     from rocmkit.host.checks.kernel_log import scan
-    from rocmkit.host.kernlog import format_records
+    from treegen import format_records
 
     benign = [split_level(x) for i in BENIGN for x in i["lines"]]
     lines, n = [], 0
