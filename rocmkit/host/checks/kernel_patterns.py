@@ -57,7 +57,7 @@ class Pattern:
 
     @property
     def severity(self) -> str:
-        """As the docs table says it: `fail`, `warn`, or `warn; fail when ...`."""
+        """As the docs table says it: `fail`, `warn`, or `warn/fail` (warn, fail when the incident is `worse`)."""
         return self.status.value + ("/fail" if self.worse is not None and self.status != Status.FAIL else "")
 
 
