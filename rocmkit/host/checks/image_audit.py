@@ -70,8 +70,8 @@ def check_code_objects(f: Facts, ctx: Context):
     elif with_code:
         yield finding("image.code_objects", "software", Status.PASS if not unread else Status.WARN,
                       f"{len(with_code) - len(unread)} shared object(s) with GPU code all carry {'/'.join(want)}"
-                      + (f"; {len(unread)} compressed, targets not read (no zstd module)" if unread else ""),
-                      fix="pip install zstandard, then run again" if unread else None,
+                      + (f"; {len(unread)} compressed, targets not read (no zstd decoder)" if unread else ""),
+                      fix="pip install zstandard (or install the zstd program), then run again" if unread else None,
                       archs=want, compressed_unread=unread[:50], scanned=scanned)
     else:
         yield finding("image.code_objects", "software", Status.PASS,

@@ -7,8 +7,9 @@ uint64 size, uint64 triple length and the triple (`hipv4-amdgcn-amd-amdhsa--gfx9
 in the `.hip_fatbin` section; some libraries keep bundles in `.rodata`, so the whole file is scanned for the
 magic. `--offload-compress` bundles start with `CCOB` (u16 version, u16 method — llvm::compression::Format,
 0 zlib, 1 zstd — then v1: u32 uncompressed size; v2: u32 file size, u32 uncompressed size; v3: u64, u64;
-then a u64 hash and the compressed bundle). zlib ones are read; zstd ones when a zstd module is importable,
-else they are reported as "compressed, targets not read".
+then a u64 hash and the compressed bundle). zlib ones are read; zstd ones through Python 3.14's
+compression.zstd, the zstandard module or the `zstd` program, else they are reported as "compressed,
+targets not read".
 
 A kernel of one translation unit runs on a GPU only if that unit's bundle has a code object for the GPU's
 processor (or a generic one covering it): "invalid device function" / hipErrorNoBinaryForGpu otherwise.
@@ -110,7 +111,25 @@ def _zstd_decompress(data: bytes, limit: int) -> bytes | None:
         import zstandard  # type: ignore[import-not-found]
         return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read(limit)
     except ImportError:
+        pass
+    return _zstd_program(data, limit)
+
+
+def _zstd_program(data: bytes, limit: int) -> bytes | None:
+    """The `zstd` program's decompression (Python < 3.14 has no zstd module; images often ship the program).
+    The input is the stream's first MiB only, so zstd ends with an error after writing what it could: the
+    output is used whatever its exit code, and judged by the caller (it must start with the bundle magic)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("zstd")
+    if not exe:
         return None
+    try:
+        r = subprocess.run([exe, "-dcq"], input=data, capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout[:limit] or None
 
 
 def parse_ccob(buf, start: int, end: int) -> dict:

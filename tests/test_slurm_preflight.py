@@ -1,0 +1,112 @@
+"""`rocmkit slurm --preflight` on the real two-node Slurm CI provisions (marker `slurm`; nodes n1 and n2,
+two slurmd on this host, .ci/provision/30-slurm.sh).
+
+Both slurmd nodes share this host's kernel, so no real per-node fault can be made live: each node's doctor
+reads its own host tree instead (the `--root` capture format, written by tests/treegen.py: two ACTIVE RoCE
+ports, and n2's kernel log holding an amdgpu "GPU reset failed" record). A `rocmkit` on the job's PATH adds
+`--root <trees>/$SLURMD_NODENAME` to the real command; everything else is the product's: the sbatch script,
+srun on each node, the real doctor deciding, the job's verdict. A `ray` on PATH records every call, so the test
+sees that no `ray start` ran."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from rocmkit.host.facts import kernlog
+from treegen import HEALTHY_KMSG, HostSpec, format_records, healthy_ports, write_tree
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+FAULT = "amdgpu 0000:05:00.0: amdgpu: GPU reset(2) failed"
+
+
+@pytest.fixture(autouse=True)
+def one_cluster_at_a_time():
+    """The lock tests/test_slurm_cluster.py takes: its Ray jobs use fixed ports on this host."""
+    with open(Path(tempfile.gettempdir()) / "rocmkit-slurm-ray-test.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def ray_processes() -> list[str]:
+    """Ray's daemons on this host, from /proc."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended meanwhile
+            continue
+        if "raylet" in args or "gcs_server" in args:
+            found.append(f"{cmdline.parent.name} {args}")
+    return found
+
+
+def shim(bindir: Path, name: str, body: str) -> None:
+    (bindir / name).write_text("#!/bin/bash\n" + body)
+    (bindir / name).chmod(0o755)
+
+
+def run_job(tmp_path: Path, faulty: tuple[str, ...]) -> tuple[int, str, float, Path]:
+    """Submits a 2-node --preflight job whose nodes in `faulty` carry the kernel-log fault; (rc, log,
+    seconds, the file of `ray` calls)."""
+    healthy = [(r.level, r.message) for r in kernlog.parse(HEALTHY_KMSG)]
+    trees = tmp_path / "trees"
+    for node in ("n1", "n2"):
+        kmsg = format_records([*healthy, (3, FAULT)]) if node in faulty else HEALTHY_KMSG
+        write_tree(trees / node, HostSpec(rdma=healthy_ports(2), kmsg=kmsg))
+    venv_bin = Path(sys.executable).parent
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    ray_calls = tmp_path / "ray-calls"
+    shim(bindir, "rocmkit", f'exec {venv_bin}/rocmkit "$@" --root "{trees}/$SLURMD_NODENAME"\n')
+    shim(bindir, "ray", f'echo "$SLURMD_NODENAME $*" >> {ray_calls}\nexec {venv_bin}/ray "$@"\n')
+    env = {**os.environ, "PATH": f"{bindir}:{venv_bin}:{os.environ['PATH']}"}
+
+    script = tmp_path / "job.sbatch"
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "2", "--gpus-per-node", "0",
+                        "--runtime", "none", "--job-name", "rocmkit-preflight", "--join-timeout", "60",
+                        "--preflight", "--entrypoint", "python3 -c pass", "-o", str(script)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    start = time.monotonic()
+    r = subprocess.run(["sbatch", "--parsable", "--wait", "--time=4", str(script)], capture_output=True,
+                       text=True, env=env, cwd=tmp_path, timeout=300)
+    elapsed = time.monotonic() - start
+    job = r.stdout.strip().split(";")[0]
+    log = (tmp_path / f"rocmkit-preflight-{job}.out").read_text()
+    return r.returncode, log, elapsed, ray_calls
+
+
+def test_a_node_whose_doctor_fails_fails_the_job_by_name_before_ray(tmp_path):
+    rc, log, elapsed, ray_calls = run_job(tmp_path, faulty=("n2",))
+    assert rc != 0, log
+    assert "preflight on 2 node(s): rocmkit doctor --multi-node --only rdma,kernel.log" in log
+    # each node's own doctor ran and said so under its name
+    assert "[n1] doctor passed: 4 pass" in log, log
+    assert "[n2] doctor FAILED" in log and "[n2]   FAIL  kernel.log.gpu_reset_failed" in log, log
+    assert "[n1]   FAIL" not in log, log
+    assert "ERROR: preflight failed on node(s): n2 (their lines above say why)" in log, log
+    # no Ray: the script stopped before the head's step, and no `ray` command ran anywhere
+    assert "waiting up to" not in log and "starting:" not in log, log
+    assert not ray_calls.exists(), ray_calls.read_text()
+    assert elapsed < 120, elapsed
+
+
+def test_healthy_nodes_pass_the_preflight_and_ray_starts(tmp_path):
+    rc, log, _, ray_calls = run_job(tmp_path, faulty=())
+    assert rc == 0, log
+    assert "[n1] doctor passed" in log and "[n2] doctor passed" in log, log
+    assert "preflight passed on 2 node(s)" in log and "all 2 node(s) joined" in log, log
+    assert "driver exited with 0" in log, log
+    starts = sorted(line.split()[0] for line in ray_calls.read_text().splitlines() if " start " in f"{line} ")
+    assert starts == ["n1", "n2"], ray_calls.read_text()
+    time.sleep(2)
+    assert not ray_processes(), ray_processes()  # the teardown stopped them
