@@ -16,12 +16,13 @@ python3-click,python3-jinja2,python3-packaging,python3-psutil,python3-docker,pyt
 # The image name carries a hash of the package list, so changing the list builds a new image.
 base_image="rocmkit-test/bookworm-python:$(printf '%s' "$base_packages" | sha256sum | cut -c1-12)"
 
-# tmux: the build display's test draws it on a real terminal and reads the screen back.
+# tmux: the build display's test draws it on a real terminal and reads the screen back. zstd: the code-object
+# audit reads clang's zstd-compressed bundles through it (tests/test_codeobjects_hipcc.py).
 if ! [ -x /usr/bin/docker ] || ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
-   || ! command -v docker-registry >/dev/null || ! command -v tmux >/dev/null; then
+   || ! command -v docker-registry >/dev/null || ! command -v tmux >/dev/null || ! command -v zstd >/dev/null; then
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker.io debootstrap ca-certificates \
-    docker-registry tmux
+    docker-registry tmux zstd
 fi
 
 engine_up() { /usr/bin/docker version >/dev/null 2>&1; }
