@@ -116,9 +116,11 @@ def parse(text: str) -> list[Record]:
 
 def _why(output: str, boot: int) -> str:
     text = " ".join(output.split())
-    if "No journal files were found" in text or (not text and boot == 0):
-        return "the systemd journal holds no files here (journald not running, or a container without the host's journal)"
-    if re.search(r"No such boot ID|out of range|not available", text):
+    none = re.search(r"No such boot ID|out of range|not available", text)
+    if "No journal files were found" in text or (boot == 0 and (none or not text)):
+        return ("the systemd journal holds nothing of this boot (journald not running, or a container without the "
+                "host's journal)")
+    if none:
         return ("the journal has no previous boot (journald keeps none across reboots, or a container does not "
                 "see the host's /var/log/journal): create /var/log/journal or set Storage=persistent in "
                 "journald.conf so the next reboot keeps this boot's kernel log")
