@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from aergen import write_aer
 from rocmkit import archs
 from rocmkit.host.facts import PROCESS_FILE
 from rocmkit.host.facts.journal import file_for as journal_file
@@ -197,6 +198,11 @@ class HostSpec:
     kmsg: str | None = field(default_factory=lambda: HEALTHY_KMSG)
     kmsg_error: str | None = None  # the log was not readable where the tree was "captured" (this reason)
     rdma: tuple = ()  # rdma.Port: RDMA ports in /sys/class/infiniband (healthy_ports() above)
+    # PCIe AER counters (aer_dev_*; root ports also aer_rootport_total_err_*), zero unless named here:
+    # "gpu<g>", "nic<g>", "port<g>" (the switch port above GPU g), "root<g>" (its root port) -> {bit: count}
+    aer: dict[str, dict[str, int]] = field(default_factory=dict)
+    aer_sysfs: bool = True  # False: no AER files (firmware-first AER, pci=noaer)
+    uptime_s: float = 86_400.0  # proc/uptime: the time the AER counters had to grow
     # the systemd journal's kernel messages as a capture holds them: boot (0, -1) -> journalctl's JSON lines
     # (format_journal above); journal_errors: boot -> why it could not be read where the tree was "captured"
     journal: dict[int, str] = field(default_factory=dict)
@@ -271,6 +277,7 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
     _write(root / "proc/cmdline", spec.cmdline + "\n")
     _write(root / "proc/sys/kernel/numa_balancing", spec.numa_balancing + "\n")
     _write(root / "proc/sys/kernel/osrelease", spec.kernel_release + "\n")
+    _write(root / "proc/uptime", f"{spec.uptime_s:.2f} {spec.uptime_s * 180:.2f}\n")
     _write(root / "proc/cpuinfo", f"processor\t: 0\nvendor_id\t: {spec.cpu_vendor}\n")
     if spec.proc_self:
         _write_proc_self(root, spec.process or {}, spec.self_pid)
@@ -381,7 +388,14 @@ def write_pci_health(root: Path, spec: HostSpec, g: int, bus: int) -> None:
         path = chain[:i + 2] if i < 2 else chain + [bridge]
         d = _device(root, path, GEN5)
         (d / "config").write_bytes(bridge_config(ports.get(bridge, 0), spec.config_root))
+        names = {chain[1]: f"root{g}", f"0000:{r + 2:02x}:00.0": f"port{g}"}
+        if spec.aer_sysfs:
+            write_aer(d, spec.aer.get(names.get(bridge, ""), {}),
+                      rootport=[spec.aer.get(f"{k}{g}", {}) for k in ("gpu", "nic", "port", "root")]
+                      if bridge == chain[1] else None)
     gpu = _device(root, chain + [f"0000:{r + 2:02x}:00.0", f"0000:{bus:02x}:00.0"], spec.links.get(g, GEN5))
+    if spec.aer_sysfs:
+        write_aer(gpu, spec.aer.get(f"gpu{g}", {}))
     if spec.ras_sysfs:
         ras = gpu / "ras"
         ras.mkdir(exist_ok=True)
@@ -399,6 +413,8 @@ def write_pci_health(root: Path, spec: HostSpec, g: int, bus: int) -> None:
         (hw / name).write_text(f"{watts * 1_000_000}\n")
     if g < spec.rdma_nics:
         nic = _device(root, chain + [f"0000:{r + 2:02x}:01.0", f"0000:{bus + 1:02x}:00.0"], spec.nic_links.get(g, GEN5))
+        if spec.aer_sysfs:
+            write_aer(nic, spec.aer.get(f"nic{g}", {}))
         ib = root / f"sys/class/infiniband/mlx5_{g}"
         ib.mkdir(parents=True, exist_ok=True)
         os.symlink(os.path.relpath(nic, ib), ib / "device")
