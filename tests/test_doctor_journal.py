@@ -77,6 +77,14 @@ def test_no_journal_is_a_note_not_a_failure(tmp_path):
     assert [(f.id, f.status) for f in found] == [("kernel.log", Status.SKIP)]
 
 
+def test_a_capped_journal_boot_says_it_kept_the_last_records(tmp_path):
+    root = write_tree(tmp_path / "host", HostSpec(journal={-1: format_journal(HEALTHY, boot_id=PREV_ID)}))
+    head = f"{journal.HEADER} boot=-1 records={len(HEALTHY)} capped=1\n"
+    (root / journal.file_for(-1)).write_text(head + format_journal(HEALTHY, boot_id=PREV_ID))
+    prev = [f for f in run_checks(collect(str(root)), Context(), only={"kernel.log"}) if f.evidence.get("boot")]
+    assert prev[0].evidence["caveats"] == [f"only the last {len(HEALTHY)} records of that boot were read"]
+
+
 def test_journal_json_edge_values():
     lines = format_journal(["amdgpu: plain"], boot_id=PREV_ID).splitlines()
     entry = json.loads(lines[0])

@@ -190,6 +190,9 @@ def labelled(found, log, boot: str | None, note: str | None):
     if boot is None:
         return dataclasses.replace(found, evidence={**found.evidence, "previous_boot": note}) if note else found
     evidence = {**found.evidence, "boot": boot, "boot_id": getattr(log, "boot_id", None)}
+    if "caveats" in evidence:  # a journal boot is capped at its last records, not at the ring's first bytes
+        evidence["caveats"] = [f"only the last {evidence.get('records')} records of that boot were read"
+                               if c.startswith("only the first") else c for c in evidence["caveats"]]
     if note and boot != "previous boot":
         evidence["previous_boot"] = note
     return dataclasses.replace(found, evidence=evidence, title=f"{boot} (journal): {found.title}")
