@@ -42,6 +42,9 @@ def main() -> None:
         (f"rocmkit doctor --json --root (8 GPUs, CPX, {nodes} KFD nodes)", py + ["-m", "rocmkit", "doctor", "--json",
                                                                               "--root", str(root)]),
         ("rocmkit doctor --json (this machine, live)", py + ["-m", "rocmkit", "doctor", "--json"]),
+        # the subprocess the live doctor adds for the previous boot's kernel log (facts/journal.py)
+        ("journalctl -k -b -1 -o json (the live doctor's journal read)",
+         ["journalctl", "-k", "-b", "-1", "-o", "json", "--no-pager", "-q", "-n", "50000"]),
     ]
     results = [(name, *timed(argv, args.runs)) for name, argv in rows]
     base = results[0][1]

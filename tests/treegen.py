@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from aergen import write_aer
 from rocmkit import archs
 from rocmkit.host.facts import PROCESS_FILE
+from rocmkit.host.facts.journal import file_for as journal_file
 from rocmkit.host.facts.kernlog import KMSG_FILE
 from rocmkit.host.facts.kfd import MODES, XCC_PER_GPU
 from rocmkit.host.facts.rdma import IB_CLASS, ZERO_GID, Gid, Port
@@ -37,6 +39,26 @@ def format_records(messages: Iterable[str | tuple[int, str]], start_usec: int = 
     for seq, item in enumerate(messages):
         level, message = item if isinstance(item, tuple) else (6, item)
         out.append(f"{level},{seq},{start_usec + seq * step_usec},-;{message}\n")
+    return "".join(out)
+
+
+def format_journal(messages: Iterable[str | tuple[int, str]], boot_id: str = "8d3c6a1e5b0f4e2a9c7d1b3f5e7a9c0d",
+                   start_usec: int = 1_000_000, step_usec: int = 12_345, realtime_usec: int = 1_763_900_000_000_000,
+                   hostname: str = "gpu-node-07") -> str:
+    """`journalctl -k -o json` lines of kernel messages: one JSON object per line with the fields journalctl
+    prints for a kernel entry (systemd's Journal JSON Format, https://systemd.io/JOURNAL_EXPORT_FORMATS/;
+    systemd.journal-fields(7)): every value a string, timestamps in µs (realtime since the epoch; monotonic
+    and _SOURCE_MONOTONIC_TIMESTAMP since boot), PRIORITY the syslog level."""
+    out = []
+    for i, item in enumerate(messages):
+        level, message = item if isinstance(item, tuple) else (6, item)
+        mono = start_usec + i * step_usec
+        out.append(json.dumps({
+            "__CURSOR": f"s=5f0c2d7e9b1a4c3e8f6a2b4d6c8e0a1b;i={0x1a2b + i:x};b={boot_id};m={mono:x};t={realtime_usec + mono:x}",
+            "__REALTIME_TIMESTAMP": str(realtime_usec + mono), "__MONOTONIC_TIMESTAMP": str(mono + 150),
+            "_BOOT_ID": boot_id, "_SOURCE_MONOTONIC_TIMESTAMP": str(mono), "_TRANSPORT": "kernel",
+            "PRIORITY": str(level), "SYSLOG_FACILITY": "0", "SYSLOG_IDENTIFIER": "kernel", "_HOSTNAME": hostname,
+            "_MACHINE_ID": "0f1e2d3c4b5a69788796a5b4c3d2e1f0", "MESSAGE": message}) + "\n")
     return "".join(out)
 
 
@@ -179,6 +201,15 @@ class HostSpec:
     kmsg: str | None = field(default_factory=lambda: HEALTHY_KMSG)
     kmsg_error: str | None = None  # the log was not readable where the tree was "captured" (this reason)
     rdma: tuple = ()  # rdma.Port: RDMA ports in /sys/class/infiniband (healthy_ports() above)
+    # PCIe AER counters (aer_dev_*; root ports also aer_rootport_total_err_*), zero unless named here:
+    # "gpu<g>", "nic<g>", "port<g>" (the switch port above GPU g), "root<g>" (its root port) -> {bit: count}
+    aer: dict[str, dict[str, int]] = field(default_factory=dict)
+    aer_sysfs: bool = True  # False: no AER files (firmware-first AER, pci=noaer)
+    uptime_s: float = 86_400.0  # proc/uptime: the time the AER counters had to grow
+    # the systemd journal's kernel messages as a capture holds them: boot (0, -1) -> journalctl's JSON lines
+    # (format_journal above); journal_errors: boot -> why it could not be read where the tree was "captured"
+    journal: dict[int, str] = field(default_factory=dict)
+    journal_errors: dict[int, str] = field(default_factory=dict)
 
 
 def _product(name: str) -> archs.Product:
@@ -249,6 +280,7 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
     _write(root / "proc/cmdline", spec.cmdline + "\n")
     _write(root / "proc/sys/kernel/numa_balancing", spec.numa_balancing + "\n")
     _write(root / "proc/sys/kernel/osrelease", spec.kernel_release + "\n")
+    _write(root / "proc/uptime", f"{spec.uptime_s:.2f} {spec.uptime_s * 180:.2f}\n")
     _write(root / "proc/cpuinfo", f"processor\t: 0\nvendor_id\t: {spec.cpu_vendor}\n")
     if spec.proc_self:
         _write_proc_self(root, spec.process or {}, spec.self_pid)
@@ -269,6 +301,11 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
     elif spec.kmsg is not None:
         _write(root / KMSG_FILE, spec.kmsg)
     write_rdma(root, spec.rdma)
+    for boot, lines in spec.journal.items():
+        _write(root / journal_file(boot), f"#rocmkit-journal v1 boot={boot} records={lines.count(chr(10))} capped=0\n"
+               + lines)
+    for boot, why in spec.journal_errors.items():
+        read_errors[journal_file(boot)] = why
     if read_errors:
         _write(root / READ_ERRORS_FILE, json.dumps(read_errors, indent=1))
     if spec.process is not None:
@@ -359,7 +396,14 @@ def write_pci_health(root: Path, spec: HostSpec, g: int, bus: int) -> None:
         path = chain[:i + 2] if i < 2 else chain + [bridge]
         d = _device(root, path, GEN5)
         (d / "config").write_bytes(bridge_config(ports.get(bridge, 0), spec.config_root))
+        names = {chain[1]: f"root{g}", f"0000:{r + 2:02x}:00.0": f"port{g}"}
+        if spec.aer_sysfs:
+            write_aer(d, spec.aer.get(names.get(bridge, ""), {}),
+                      rootport=[spec.aer.get(f"{k}{g}", {}) for k in ("gpu", "nic", "port", "root")]
+                      if bridge == chain[1] else None)
     gpu = _device(root, chain + [f"0000:{r + 2:02x}:00.0", f"0000:{bus:02x}:00.0"], spec.links.get(g, GEN5))
+    if spec.aer_sysfs:
+        write_aer(gpu, spec.aer.get(f"gpu{g}", {}))
     if spec.ras_sysfs:
         ras = gpu / "ras"
         ras.mkdir(exist_ok=True)
@@ -377,6 +421,8 @@ def write_pci_health(root: Path, spec: HostSpec, g: int, bus: int) -> None:
         (hw / name).write_text(f"{watts * 1_000_000}\n")
     if g < spec.rdma_nics:
         nic = _device(root, chain + [f"0000:{r + 2:02x}:01.0", f"0000:{bus + 1:02x}:00.0"], spec.nic_links.get(g, GEN5))
+        if spec.aer_sysfs:
+            write_aer(nic, spec.aer.get(f"nic{g}", {}))
         ib = root / f"sys/class/infiniband/mlx5_{g}"
         ib.mkdir(parents=True, exist_ok=True)
         os.symlink(os.path.relpath(nic, ib), ib / "device")

@@ -25,7 +25,8 @@ from .common import json_option
                    "the image's manifest says it.")
 @click.option("--only", default=None, metavar="ID,...", help="Only findings with these ids (or id prefixes).")
 @click.option("--capture", "capture_dir", type=click.Path(file_okay=True), default=None,
-              help="Copy the files the doctor reads into this new folder (for bug reports and --root).")
+              help="Copy the files the doctor reads into this new folder (for bug reports and --root), with the kernel "
+                   "log of this boot (/dev/kmsg) and the previous one (the systemd journal).")
 @click.option("--image", default=None, metavar="IMAGE",
               help="Run the doctor inside IMAGE (a rocmkit-built image) through the Docker engine, with the "
                    "ROCm device flags, and report its result.")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .facts import PROCESS_FILE, Facts
+from .facts.journal import write_capture as write_journal
 from .facts.kernlog import write_capture as write_kmsg
 from .facts.reader import CONTAINER_MARKERS, READ_ERRORS_FILE
 
@@ -62,6 +63,8 @@ def capture(facts: Facts, dest: str) -> Path:
                 (tmp / rel).touch()
         if facts.kernel_log is not None and facts.live:  # /dev/kmsg is a device: its records are written
             write_kmsg(tmp, facts.kernel_log)
+        if facts.journal is not None and facts.live:  # journalctl's output, not a file the Reader read
+            write_journal(tmp, facts.journal)
         if facts.process is not None:
             (tmp / PROCESS_FILE).write_text(json.dumps(facts.process, indent=1, default=str))
         if target.exists():

@@ -6,6 +6,7 @@ dump or call trace is one incident) and the fix; a pass only when the log was re
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from dataclasses import dataclass
 
 from ..facts import Facts
@@ -104,14 +105,22 @@ def scan(records: list[Record]) -> dict[str, list[Incident]]:
 
 
 @documents("kernel.log", *(p.id for p in PATTERNS),
-           what="the kernel log since boot (/dev/kmsg; a capture's `rocmkit/kmsg.txt`) for GPU (amdgpu, RAS), PCIe "
-                "and host faults: " + ", ".join(f"`{p.name}` ({p.severity})" for p in PATTERNS)
+           what="the kernel log since boot (/dev/kmsg; a capture's `rocmkit/kmsg.txt`) and the previous boot's "
+                "(the systemd journal, `journalctl -k -b -1`; this boot's too when /dev/kmsg is unreadable) for "
+                "GPU (amdgpu, RAS), PCIe and host faults: "
+                + ", ".join(f"`{p.name}` ({p.severity})" for p in PATTERNS)
                 + "; a dump or call trace is one incident; unreadable (dmesg_restrict without root) is a skip, "
                   "never a pass")
 def check_kernel_log(f: Facts, ctx: Context):
-    log = getattr(f, "kernel_log", None)
-    if log is None:
-        return
+    journal = getattr(f, "journal", None)
+    prev = journal.boot(-1) if journal else None
+    note = f"not read: {prev.error}" if prev is not None and prev.text is None else None
+    for log, boot in boot_logs(f):
+        for found in _scan_log(log):
+            yield labelled(found, log, boot, note)
+
+
+def _scan_log(log):
     if log.text is None:
         yield finding("kernel.log", "kernel", Status.SKIP, f"kernel log not read: {log.error}",
                       fix="run the doctor as root (or with CAP_SYSLOG; in a container: --device=/dev/kmsg "
@@ -146,6 +155,39 @@ def check_kernel_log(f: Facts, ctx: Context):
         note = f" ({'; '.join(caveats)})" if caveats else ""
         yield finding("kernel.log", "kernel", Status.PASS,
                       f"no GPU, PCIe or host faults in {len(records)} kernel log records since boot{note}", **scope)
+
+
+# --- which logs are scanned, and which boot each finding came from (the systemd journal: facts/journal.py)
+
+def boot_logs(f: Facts) -> list[tuple[object, str | None]]:
+    """(log, boot) pairs: /dev/kmsg as this boot (or the journal's this boot when /dev/kmsg was unreadable
+    and the journal was not), then the journal's previous boot when it was read. boot None: this boot read
+    from /dev/kmsg, whose findings read as they always did."""
+    kmsg, journal = getattr(f, "kernel_log", None), getattr(f, "journal", None)
+    this = journal.boot(0) if journal else None
+    logs: list[tuple[object, str | None]] = []
+    if kmsg is not None and (kmsg.text is not None or this is None or this.text is None):
+        logs.append((kmsg, None))
+    elif this is not None:
+        logs.append((this, this.label))
+    prev = journal.boot(-1) if journal else None
+    if prev is not None and prev.text is not None:
+        logs.append((prev, prev.label))
+    return logs
+
+
+def labelled(found, log, boot: str | None, note: str | None):
+    """A finding of a journal boot names it (title and evidence: the boot and its journal boot id); the
+    findings of this boot's log carry why the previous boot was not read (a note: never a failure)."""
+    if boot is None:
+        return dataclasses.replace(found, evidence={**found.evidence, "previous_boot": note}) if note else found
+    evidence = {**found.evidence, "boot": boot, "boot_id": getattr(log, "boot_id", None)}
+    if "caveats" in evidence:  # a journal boot is capped at its last records, not at the ring's first bytes
+        evidence["caveats"] = [f"only the last {evidence.get('records')} records of that boot were read"
+                               if c.startswith("only the first") else c for c in evidence["caveats"]]
+    if note and boot != "previous boot":
+        evidence["previous_boot"] = note
+    return dataclasses.replace(found, evidence=evidence, title=f"{boot} (journal): {found.title}")
 
 
 CHECKS = [check_kernel_log]

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import kernlog
+from .journal import Journal, read as read_journal
 from .health import HealthFacts, read_health
 from .kfd import MODES, Device, Node, group_devices
 from .process import collect_process, valid_process
@@ -56,6 +57,7 @@ class Facts:
     amdgpu_version: str | None = None  # sys/module/amdgpu/version (the DKMS driver; absent for the in-tree one)
     health: HealthFacts | None = None  # RAS, PCIe links and ACS, KFD processes, power caps (health.py)
     kernel_log: kernlog.KernelLog | None = None  # the kernel log since boot (kernlog.py)
+    journal: Journal | None = None  # the kernel's journal of the previous boot (+ this one) (journal.py)
     rdma: RdmaFacts | None = None  # RDMA ports and GIDs, read only for --multi-node (rdma.py)
 
     @property
@@ -139,6 +141,7 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
         except (OSError, ValueError):  # a path too long or with a NUL byte from a recorded environment
             facts.rocm_smi_lib = ("/" + rel, False)
     facts.kernel_log = kernlog.read(reader, live)
+    facts.journal = read_journal(reader, live, this_boot=facts.kernel_log.text is None)
     if rdma:  # hundreds of GID files on a RoCE host: only when a multi-node job asks
         facts.rdma = read_rdma(reader)
     return facts

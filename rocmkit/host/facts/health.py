@@ -12,6 +12,7 @@ Formats, from the kernel:
 - `/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>`: bytes of VRAM that process holds on that GPU; gpu_id is
   the topology node's `gpu_id` file (amdkfd/kfd_process.c).
 - `<pci>/hwmon/hwmon*/power1_cap{,_max,_default}`: microwatts (amdgpu_pm.c).
+- `<pci>/aer_dev_*` and a root port's `aer_rootport_total_err_*`: PCIe AER counters since boot (aer.py).
 Where the bridges above a device are found: the realpath of /sys/bus/pci/devices/<pci> nests the device
 under every bridge on its way to the root complex. Those links are recorded (HealthFacts.links) so that a
 capture can recreate them and `--root` sees the same chain.
@@ -23,6 +24,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .aer import Aer, read_aer, uptime_s
 from .kfd import Device
 from .reader import KFD_TOPOLOGY, Reader
 
@@ -59,6 +61,7 @@ class Bridge:
     acs_control: int | None = None  # the ACS control register; None where the bridge has no ACS capability
     link: Link | None = None  # read for the bridge nearest a GPU or NIC only
     error: str | None = None
+    aer: Aer | None = None  # PCIe AER counters since boot (aer.py); None: no AER files
 
 
 @dataclass
@@ -72,6 +75,7 @@ class PciHealth:
     ras_errors: list[str] = field(default_factory=list)  # ras files that could not be read or parsed
     bad_pages: list[tuple[str, str, str]] | None = None  # (pfn, size, flag)
     power: dict[str, int] | None = None  # power1_cap, power1_cap_max, power1_cap_default (µW)
+    aer: Aer | None = None  # PCIe AER counters since boot (aer.py); None: no AER files
 
 
 @dataclass
@@ -89,6 +93,7 @@ class HealthFacts:
     kfd_procs: list[KfdProcess] | None = None  # None: no KFD proc folder readable
     self_pid: int | None = None
     links: dict[str, str] = field(default_factory=dict)  # symlink (root-relative) -> its target (root-relative)
+    uptime_s: float | None = None  # /proc/uptime: the AER counters count since boot
 
 
 def read_health(reader: Reader, devices: list[Device]) -> HealthFacts:
@@ -103,14 +108,16 @@ def read_health(reader: Reader, devices: list[Device]) -> HealthFacts:
         real = _resolve(reader, h, f"{INFINIBAND}/{name}/device")
         pci = real.rsplit("/", 1)[-1] if real else None
         if pci and PCI_ADDRESS.fullmatch(pci):
-            h.nics[name] = PciHealth(pci=pci, link=_link(reader, real), bridges=_bridges(reader, h, real))
+            h.nics[name] = PciHealth(pci=pci, link=_link(reader, real), bridges=_bridges(reader, h, real),
+                                     aer=read_aer(reader, real))
     h.kfd_procs = _kfd_processes(reader, devices)
+    h.uptime_s = uptime_s(reader) if h.gpus or h.nics else None
     return h
 
 
 def _gpu(reader: Reader, h: HealthFacts, pci: str) -> PciHealth:
     base = _resolve(reader, h, f"{PCI_DEVICES}/{pci}") or f"{PCI_DEVICES}/{pci}"
-    g = PciHealth(pci=pci, link=_link(reader, base), bridges=_bridges(reader, h, base))
+    g = PciHealth(pci=pci, link=_link(reader, base), bridges=_bridges(reader, h, base), aer=read_aer(reader, base))
     ras_dir = f"{base}/ras"
     if reader.path(ras_dir).is_dir():
         g.ras = {}
@@ -162,7 +169,7 @@ def _bridges(reader: Reader, h: HealthFacts, real: str) -> list[str]:
 
 def _bridge(reader: Reader, pci: str, base: str, link: bool = True) -> Bridge:
     # the link of the bridge nearest a device is its evidence; those further up are not read (speed)
-    b = Bridge(pci=pci, link=_link(reader, base) if link else None)
+    b = Bridge(pci=pci, link=_link(reader, base) if link else None, aer=read_aer(reader, base))
     data, b.error = reader.raw(f"{base}/config", 4096)
     if data is None:
         return b
