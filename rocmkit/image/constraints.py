@@ -43,7 +43,7 @@ def stack_pins(stack: Stack, targets) -> list[str]:
     out: dict[str, str] = {}
     for r in reqs:
         req = Requirement(r)
-        out.setdefault(_canon(req.name), f"{_canon(req.name)}{req.specifier}")
+        out.setdefault(_canon(req.name), f"{req.name}{req.specifier}")
     return list(out.values())
 
 
