@@ -109,3 +109,30 @@ def test_component_from_a_prebuilt_wheel_builds_verified_and_held(tmp_path):
         assert free.stdout.strip().splitlines()[-1] == "2.0"
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
+
+
+def test_the_final_stage_checks_the_wheel_again(tmp_path):
+    """A build context assembled by other means (here: the verified file swapped after the host's check) fails
+    in the engine, naming the component and the URL, before pip sees the file."""
+    from rocmkit.image.build import prepare_context
+    from rocmkit.image.plan import make_plan
+    from rocmkit.image.render import render_dockerfile
+    from rocmkit.runtime.engine import probe_cli
+    from rocmkit.stacks import load_file
+
+    base = _base_image()
+    wheel = make_wheel(tmp_path / "served", "prebuilt", "1.0")
+    other = make_wheel(tmp_path / "other", "prebuilt", "2.0")
+    with Server(wheel.parent) as server:
+        url = f"{server.url}/{wheel.name}"
+        plan = make_plan(load_file(_stack(tmp_path / "s.toml", base, url,
+                                          hashlib.sha256(wheel.read_bytes()).hexdigest())), ["cpu"])
+        dockerfile = prepare_context(plan, render_dockerfile(plan), tmp_path / "ctx")
+    (tmp_path / "ctx" / "assets" / wheel.name).write_bytes(other.read_bytes())
+    cli = probe_cli(os.environ.get("ROCMKIT_DOCKER", "docker"))  # the client rocmkit builds with, as it runs it
+    assert not isinstance(cli, str), cli
+    r = subprocess.run(cli.build_argv() + ["--progress=plain", "--network", "none", "--target", "final", "-f",
+                                           str(dockerfile), str(tmp_path / "ctx")],
+                       capture_output=True, text=True, timeout=900, env=cli.build_env())
+    assert r.returncode != 0
+    assert f"component prebuilt: wheel {url}: sha256 differs from the stack" in r.stdout + r.stderr
