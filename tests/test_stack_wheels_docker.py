@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -125,8 +126,8 @@ def test_the_final_stage_checks_the_wheel_again(tmp_path):
     other = make_wheel(tmp_path / "other", "prebuilt", "2.0")
     with Server(wheel.parent) as server:
         url = f"{server.url}/{wheel.name}"
-        plan = make_plan(load_file(_stack(tmp_path / "s.toml", base, url,
-                                          hashlib.sha256(wheel.read_bytes()).hexdigest())), ["cpu"])
+        sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        plan = make_plan(load_file(_stack(tmp_path / "s.toml", base, url, sha)), ["cpu"])
         dockerfile = prepare_context(plan, render_dockerfile(plan), tmp_path / "ctx")
     (tmp_path / "ctx" / "assets" / wheel.name).write_bytes(other.read_bytes())
     cli = probe_cli(os.environ.get("ROCMKIT_DOCKER", "docker"))  # the client rocmkit builds with, as it runs it
@@ -135,4 +136,7 @@ def test_the_final_stage_checks_the_wheel_again(tmp_path):
                                            str(dockerfile), str(tmp_path / "ctx")],
                        capture_output=True, text=True, timeout=900, env=cli.build_env())
     assert r.returncode != 0
-    assert f"component prebuilt: wheel {url}: sha256 differs from the stack" in r.stdout + r.stderr
+    # What the RUN printed (BuildKit's "#<step> <seconds> <line>"), not the command echoed in the step's title.
+    said = [line.split(" ", 2)[2] for line in (r.stdout + r.stderr).splitlines()
+            if re.match(r"^#\d+ \d+\.\d+ ", line)]
+    assert f"component prebuilt: wheel {url}: sha256 differs from the stack: {sha}" in said, r.stderr[-3000:]
