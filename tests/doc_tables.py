@@ -27,6 +27,10 @@ def _repo(url: str) -> str:
 def _pin(c) -> str:
     from rocmkit.stacks import ComponentKind
 
+    if c.kind is ComponentKind.WHEEL:
+        text = (f"prebuilt wheel {c.wheel_url} sha256 `{c.wheel_sha256[:12]}`" if c.wheel_url
+                else f"prebuilt wheel {_code(c.pip)}" + (f" (from {c.extra_index_url})" if c.extra_index_url else ""))
+        return text + ("; held by the constraint file" if c.constrain else "")
     if c.kind is ComponentKind.PIP:
         text = _code(c.pip) + ("; without its dependencies" if c.no_deps else "")
         if c.extra_index_url:
@@ -58,6 +62,12 @@ def stack_table(stack) -> str:
              stack.base.source_note)]
     if stack.base.apt:
         rows.append(("apt", _code(stack.base.apt), "packages the base lacks are installed (the image's distribution)"))
+    rw = stack.base.rocm_wheels
+    if rw:
+        index = rw.index_url or rw.find_links
+        device = _code(rw.device) + "".join(f"; `{{arch}}` for {a}: `{n}`" for a, n in rw.arch_names.items())
+        rows.append(("ROCm wheels", _code(rw.packages) + (f"; per arch {device}" if rw.device else "")
+                     + (f" (from {index})" if index else ""), rw.note))
     if stack.base.pip:
         index = stack.base.pip_extra_index_url or stack.base.pip_find_links
         rows.append(("base pins", _code(stack.base.pip) + (f" (from {index})" if index else ""), stack.base.pip_note))
@@ -67,6 +77,8 @@ def stack_table(stack) -> str:
     rows += [(c.name, _pin(c), c.source_note) for c in stack.components]
     rows += [(f"asset {a.name}", f"{a.url} " + (f"sha256 `{a.sha256[:12]}`" if a.sha256 else "**MUTABLE**"),
               a.why + (f" ({a.mutable_reason})" if a.mutable_reason else "")) for a in stack.assets]
+    if stack.constraints:
+        rows.append(("constraints", _code(stack.constraints), "held by the image's pip constraint file"))
     rows += [(f"env `{e.name}`", f"`{e.value}`", e.why) for e in stack.env]
     lines = [head, "", "| component | pin | source of the pin |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]

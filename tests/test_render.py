@@ -19,12 +19,15 @@ from rocmkit.image.render import dockerfile_name, render_all, render_dockerfile
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = Path(__file__).parent / "data" / "stacks" / "dev-example.toml"
+PIP_ROCM = Path(__file__).parent / "data" / "stacks" / "pip-rocm.toml"
 
 
 def all_rendered() -> list[tuple[str, str]]:
     out = [(p.name, text) for p, text in render_all(REPO / "dockerfiles").items()]
     example = stacks.load_file(EXAMPLE)
     out.append(("dev-example-gfx942", render_dockerfile(make_plan(example, ["gfx942"]))))
+    wheels = stacks.load_file(PIP_ROCM)  # ROCm from wheels, wheel components, constraint pins
+    out += [(f"pip-rocm-{a}", render_dockerfile(make_plan(wheels, [a]))) for a in ("gfx942", "gfx950")]
     return out
 
 

@@ -149,6 +149,8 @@ def _print_result(doc: dict) -> None:
     for c in m["components"]:
         if c["kind"] == "pip":
             pin = " ".join(c["requirements"])
+        elif c["kind"] == "wheel":
+            pin = c["requirement"] + (f" (wheel sha256:{c['sha256'][:12]})" if c.get("sha256") else " (wheel)")
         elif c.get("local_source"):
             pin = f"local sha256:{c['local_source']['digest'][:12]} ({doc['local_sources'][c['name']]})"
         else:

@@ -19,12 +19,17 @@ def _stack_json(s: stacks_mod.Stack) -> dict:
             {"name": c.name, "kind": c.kind, "git": c.git, "commit": c.commit, "tag": c.tag,
              "mutable_ref": c.mutable_ref, "mutable_reason": c.mutable_reason, "pip": list(c.pip),
              "needs": list(c.needs), "single_arch": c.single_arch, "source_note": c.source_note,
-             "branch": c.branch, "patches": [{"file": p.file, "sha256": p.sha256} for p in c.patches]}
+             "branch": c.branch, "patches": [{"file": p.file, "sha256": p.sha256} for p in c.patches],
+             "wheel_url": c.wheel_url, "wheel_sha256": c.wheel_sha256, "constrain": c.constrain}
             for c in s.components
         ],
         "assets": [{"name": a.name, "url": a.url, "sha256": a.sha256, "mutable_reason": a.mutable_reason, "why": a.why}
                    for a in s.assets],
         "ray_version": s.pinned_version("ray"),
+        "rocm_wheels": ({"requirements": list(s.base.rocm_wheels.requirements(s.targets)),
+                         "find_links": s.base.rocm_wheels.find_links, "index_url": s.base.rocm_wheels.index_url}
+                        if s.base.rocm_wheels else None),
+        "constraints": list(s.constraints),
     }
 
 
@@ -49,8 +54,9 @@ def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_op
     """List the built-in stacks, or show one stack's components and pins; with --resolve, check that pip can
     install them together before any build.
 
-    A stack declares a base image, ROCm and Python versions, the targets it supports (GPU archs, or cpu) and its
-    components, each pinned by a full git commit or an exact pip version. Built-in stacks live in
+    A stack declares a base image (ROCm from it, or from pip wheels), ROCm and Python versions, the targets it
+    supports (GPU archs, or cpu) and its components, each pinned by a full git commit, an exact pip version or
+    a prebuilt wheel (a URL with its sha256, or an index pin). Built-in stacks live in
     rocmkit/resources/stacks/*.toml; `--stack-file` on other commands takes your own.
     """
     if do_resolve:
@@ -74,16 +80,22 @@ def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_op
     click.echo(f"  targets {', '.join(s.targets)}; ROCm {s.rocm}; Python {s.python}")
     per_arch = "".join(f"; {a}: {img}" for a, img in s.base.image_per_arch.items())
     click.echo(f"  base image {s.base.image}{per_arch}")
+    if s.base.rocm_wheels:
+        for r in s.base.rocm_wheels.requirements(s.targets):
+            click.echo(f"  base rocm  {r} (ROCm from wheels)")
     for r in s.base.pip:
         click.echo(f"  base pip   {r}")
     for c in s.components:
         flags = (" [single-arch]" if c.single_arch else "") + (" [MUTABLE]" if c.mutable else "")
         flags += f" [branch {c.branch}]" if c.branch else ""
         flags += "".join(f" [patch {p.file}]" for p in c.patches)
-        source = c.git if c.kind == "git" else "PyPI"
+        source = c.git if c.kind == "git" else (c.wheel_url or "index wheel") if c.kind == "wheel" else "PyPI"
+        flags += " [constrained]" if c.constrain else ""
         click.echo(f"  {c.name:<20} {c.pin():<40} {source}{flags}")
     for a in s.assets:
         click.echo(f"  asset {a.name:<14} {(a.sha256 or 'MUTABLE')[:12]:<40} {a.url}")
+    for r in s.constraints:
+        click.echo(f"  constraint {r}")
 
 
 def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, ...], find_links: list[str],

@@ -24,6 +24,20 @@ class Block:
     removed: list[str] = field(default_factory=list)  # removed right after it
     notes: list[str] = field(default_factory=list)  # comments above it
     own_install: list[str] = field(default_factory=list)  # `pip install ...` lines run on their own
+    checks: list[str] = field(default_factory=list)  # shell tests run before the final install
+
+
+ASSETS_DIR = "assets"  # the stack's assets and wheel URLs, downloaded and verified on the host before the build
+ASSETS_TARGET = "/tmp/rocmkit-assets"
+ASSETS_MOUNT = f"--mount=type=bind,source={ASSETS_DIR},target={ASSETS_TARGET}"
+
+
+def sha256_check(what: str, file: str, sha256: str) -> str:
+    """The shell test that a downloaded file is the one the stack pinned (checked on the host too; this catches
+    a build context assembled by other means)."""
+    # No pipe: the final stage inherits bash with pipefail, but a linter reading the stage alone cannot know.
+    return (f'{{ [ "$(sha256sum {ASSETS_TARGET}/{file})" = "{sha256}  {ASSETS_TARGET}/{file}" ] '
+            f'|| {{ echo "{what}: sha256 differs from the stack: {sha256}" >&2; exit 1; }}; }}')
 
 
 def _wheel_mount(name: str, root: str) -> str:
@@ -71,6 +85,22 @@ class PypiPins:
                      removed=list(c.remove), notes=notes)
 
 
+class PrebuiltWheel:
+    """A prebuilt wheel reused instead of compiled: a URL's file (downloaded and verified on the host, checked
+    again here) or an index pin pip may take only as a wheel (`--only-binary`), in the final resolution."""
+
+    def block(self, c: Component) -> Block:
+        if c.wheel_url:
+            return Block(component=c, mounts=[ASSETS_MOUNT], args=[shlex.quote(f"{ASSETS_TARGET}/{c.wheel_file}")],
+                         checks=[sha256_check(f"component {c.name}: wheel {c.wheel_url}", c.wheel_file,
+                                              c.wheel_sha256)])
+        from packaging.requirements import Requirement
+
+        name = Requirement(c.pip[0]).name
+        return Block(component=c, args=[f"--only-binary {name}", shlex.quote(c.pip[0])],
+                     indexes=[c.extra_index_url] if c.extra_index_url else [])
+
+
 GIT_KINDS = {k.kind: k() for k in (GitWheel, GitSetupPy)}
 
 
@@ -82,11 +112,13 @@ class FinalInstall:
     args: list[str]
     removed: list[str]
     notes: list[str]
+    checks: list[str] = field(default_factory=list)
 
 
 def blocks(plan: BuildPlan, render) -> list[Block]:
     """One block per component: git components in stage (dependency) order, then the PyPI pins."""
     out = [GIT_KINDS[st.component.build].block(st, render) for st in plan.stages]
+    out += [PrebuiltWheel().block(c) for c in plan.stack.wheel_components]
     out += [PypiPins().block(c) for c in plan.stack.components if c.kind is ComponentKind.PIP]
     return out
 
@@ -94,9 +126,11 @@ def blocks(plan: BuildPlan, render) -> list[Block]:
 def final_install(parts: list[Block]) -> FinalInstall:
     indexes = sorted({u for b in parts for u in b.indexes})
     git = [b for b in parts if b.component.kind is ComponentKind.GIT]
+    wheels = [b for b in parts if b.component.kind is ComponentKind.WHEEL]
     pins = [b for b in parts if b.component.kind is ComponentKind.PIP]
     return FinalInstall(
-        mounts=[m for b in git for m in b.mounts],
-        args=[f"--extra-index-url {u}" for u in indexes] + [a for b in git + pins for a in b.args],
+        mounts=list(dict.fromkeys(m for b in git + wheels for m in b.mounts)),
+        args=[f"--extra-index-url {u}" for u in indexes] + [a for b in git + wheels + pins for a in b.args],
         removed=[r for b in parts for r in b.removed],
-        notes=[n for b in parts for n in b.notes])
+        notes=[n for b in parts for n in b.notes],
+        checks=[c for b in wheels for c in b.checks])

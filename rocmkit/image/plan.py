@@ -10,14 +10,12 @@ from dataclasses import dataclass, field, replace
 from .. import __version__, archs, raycompat
 from ..errors import InputFileError, UsageError
 from ..stacks import IMAGE_RE, Component, ComponentKind, EnvVar, Stack
+from .constraints import CONSTRAINED_PACKAGES, CONSTRAINTS_PATH, stack_pins  # noqa: F401 (re-exported)
 
 # A hipcc job of these projects peaks at several GB; 8 fits a 64 GB builder with room to spare.
 # `rocmkit build --max-jobs auto` sizes it to the builder; never the upstream 512.
 DEFAULT_MAX_JOBS = 8
 MANIFEST_PATH = "/opt/rocmkit/manifest.json"
-CONSTRAINTS_PATH = "/opt/rocmkit/constraints.txt"
-# Only the PyTorch family is held: a stack may deliberately build its own Triton (upstream swaps it last).
-CONSTRAINED_PACKAGES = ("torch", "torchvision", "torchaudio")
 LABEL_PREFIX = "io.rocmkit"
 
 
@@ -189,8 +187,19 @@ def _runtime_env(stack: Stack) -> tuple[EnvVar, ...]:
 
 
 def _component_entry(c: Component, local: LocalSource | None) -> dict:
+    if c.kind is ComponentKind.WHEEL:
+        entry = {"name": c.name, "kind": c.kind.value, "requirement": c.wheel_pin()}
+        if c.wheel_url:
+            entry.update(url=c.wheel_url, sha256=c.wheel_sha256)
+        if c.extra_index_url:
+            entry["extra_index_url"] = c.extra_index_url
+        if c.constrain:
+            entry["constrain"] = True
+        return entry
     if c.kind is ComponentKind.PIP:
         entry = {"name": c.name, "kind": c.kind.value, "requirements": list(c.pip), "no_deps": c.no_deps}
+        if c.constrain:
+            entry["constrain"] = True
         if c.extra_index_url:
             entry["extra_index_url"] = c.extra_index_url
         if c.remove:
@@ -211,6 +220,20 @@ def _component_entry(c: Component, local: LocalSource | None) -> dict:
 
 def _manifest(stack: Stack, targets: list[str], image: str, overridden: bool, sources: dict[str, LocalSource],
               runtime_env: tuple[EnvVar, ...]) -> dict:
+    # Keys only a stack using them gets, so the inputs hash (and tag) of every other stack stays what it was.
+    extra: dict = {}
+    rw = stack.base.rocm_wheels
+    if rw:
+        extra["base_rocm_wheels"] = {"requirements": list(rw.requirements(targets)),
+                                     "sources": [u for u in (rw.index_url, rw.find_links) if u]}
+    pins = stack_pins(stack, targets)
+    if pins:
+        extra["constraints"] = {"path": CONSTRAINTS_PATH, "pins": pins}
+    return {**_manifest_common(stack, targets, image, overridden, sources, runtime_env), **extra}
+
+
+def _manifest_common(stack: Stack, targets: list[str], image: str, overridden: bool,
+                     sources: dict[str, LocalSource], runtime_env: tuple[EnvVar, ...]) -> dict:
     return {
         "schema": "rocmkit.manifest/v1",
         "rocmkit": __version__,
@@ -285,7 +308,9 @@ def plan_document(plan: BuildPlan) -> dict:
             for s in plan.stages
         ],
         "parallel_levels": plan.levels(),
-        "final": {"pip": [r for c in plan.pip_components for r in c.pip]},
+        "final": {"pip": [r for c in plan.pip_components for r in c.pip],
+                  **({"wheels": [c.wheel_url or c.wheel_pin() for c in plan.stack.wheel_components]}
+                     if plan.stack.wheel_components else {})},
         "build_args": dict(plan.build_args),
         "arch_env": dict(plan.arch_env),
         "runtime_env": {e.name: e.value for e in plan.runtime_env},

@@ -11,15 +11,15 @@ from importlib import resources
 from pathlib import Path
 
 from .. import archs
-from .plan import CONSTRAINED_PACKAGES, CONSTRAINTS_PATH, MANIFEST_PATH, BuildPlan
+from .constraints import CONSTRAINTS_PATH, held_from_image, stack_pins
+from .plan import MANIFEST_PATH, BuildPlan
 from .sbom import SBOM_PATH
 
 # The first line of every rendered file; `render --all` only ever replaces or removes files that start so.
 RENDERED_MARK = "# Rendered by rocmkit"
 
 PATCHES_DIR = "patches"  # patches/<component>/<file>: the stack's patch files, copied into their stages
-ASSETS_DIR = "assets"  # the stack's assets, downloaded and verified on the host before the build
-ASSETS_MOUNT = f"--mount=type=bind,source={ASSETS_DIR},target=/tmp/rocmkit-assets"
+from .components import ASSETS_DIR, ASSETS_MOUNT  # noqa: E402,F401 (the assets folder; stackfiles reads it here)
 WHEELHOUSE_DIR = "wheelhouse"  # a folder of the build context, empty unless `rocmkit build --wheelhouse`
 WHEELHOUSE_MOUNT = "/tmp/wheelhouse"
 # Every RUN that runs pip: its download cache, and the wheelhouse (where PIP_FIND_LINKS points when set).
@@ -65,12 +65,6 @@ def _environment():
     return env
 
 
-def _constrained(plan: BuildPlan) -> list[str]:
-    """The packages the constraint holds: the PyTorch family, and a ROCm Triton when the base pins one."""
-    from packaging.requirements import Requirement
-
-    pinned = {Requirement(r).name.lower() for r in plan.stack.base.pip}
-    return list(CONSTRAINED_PACKAGES) + sorted(pinned & {"triton", "pytorch-triton-rocm"})
 
 
 def _apt_packages(plan: BuildPlan) -> list[str]:
@@ -101,7 +95,9 @@ def render_dockerfile(plan: BuildPlan) -> str:
         py=stack.python,
         rocm=stack.has_rocm,
         targets=list(plan.targets),
-        constrained=_constrained(plan),
+        constraint_pins=(pins := stack_pins(stack, plan.targets)),
+        constrained=held_from_image(stack, pins),
+        rocm_wheels=stack.base.rocm_wheels,
         constraints_path=CONSTRAINTS_PATH,
         manifest_path=MANIFEST_PATH,
         sbom_path=SBOM_PATH,

@@ -1,7 +1,8 @@
 """A CycloneDX SBOM of an image, made inside it by the final stage of every build (`python -m
 rocmkit.image.sbom OUT`): the Python distributions installed (pkg:pypi), the dpkg packages (pkg:deb), the
 manifest's git components with their commits (pkg:github, or pkg:generic with vcs_url) and the base image
-(pkg:oci by digest when the manifest knows it, else pkg:docker by reference).
+(pkg:oci by digest when the manifest knows it, else pkg:docker by reference). A prebuilt wheel component
+carries its URL and sha256; the image's pip constraint file and its exact pins are properties of the image.
 
 The CycloneDX library is not installed in the image: the build mounts a copy of it (sbomlib.py) for this
 one step, so the image's Python environment stays what the stack declared. `bom()` is pure; the readers
@@ -84,7 +85,7 @@ def bom(manifest: dict, distributions: dict[str, str], debs: list[Deb], os_relea
     """The Bom: one component per distribution, dpkg package, manifest git component and the base image.
     Every manifest component is findable by the property rocmkit:component (a pip component on the
     distributions its requirements name)."""
-    from cyclonedx.model import ExternalReference, ExternalReferenceType, Property, XsUri
+    from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, Property, XsUri
     from cyclonedx.model.bom import Bom
     from cyclonedx.model.component import Component, ComponentType
     from packageurl import PackageURL
@@ -100,8 +101,8 @@ def bom(manifest: dict, distributions: dict[str, str], debs: list[Deb], os_relea
                                       purl=PackageURL(type="pypi", name=_norm(name), version=version))
     others: list[Component] = []
     for c in manifest.get("components", []):
-        if c["kind"] == "pip":
-            for req in c["requirements"]:
+        if c["kind"] in ("pip", "wheel"):
+            for req in c.get("requirements") or [c["requirement"]]:
                 req_name = _norm(re.split(r"[\s\[<>=!~;@(]", req, 1)[0])
                 comp = pypi.get(req_name)
                 if comp is None:  # not installed (removed after install): recorded as declared
@@ -113,6 +114,9 @@ def bom(manifest: dict, distributions: dict[str, str], debs: list[Deb], os_relea
                     pypi[req_name] = comp
                 comp.properties.add(prop("component", c["name"]))
                 comp.properties.add(prop("requirement", req))
+                if c.get("url"):  # a prebuilt wheel: where it came from, and the bytes the build verified
+                    comp.properties.add(prop("wheel-url", c["url"]))
+                    comp.hashes.add(HashType(alg=HashAlgorithm.SHA_256, content=c["sha256"]))
             continue
         local = c.get("local_source")
         version = c.get("commit") or c.get("mutable_ref") or "unknown"
@@ -155,6 +159,14 @@ def bom(manifest: dict, distributions: dict[str, str], debs: list[Deb], os_relea
             image.properties.add(prop(key.replace("_", "-"), manifest[key]))
     if manifest.get("targets"):
         image.properties.add(prop("targets", ";".join(manifest["targets"])))
+    constraints = manifest.get("constraints")
+    if constraints:  # the pip constraint file the image sets, and the exact pins it holds
+        image.properties.add(prop("constraints-file", constraints["path"]))
+        for pin in constraints["pins"]:
+            image.properties.add(prop("constraint", pin))
+    rocm_wheels = manifest.get("base_rocm_wheels")
+    if rocm_wheels:
+        image.properties.add(prop("rocm-from", "wheels"))
     doc.metadata.component = image
     doc.metadata.tools.components.add(Component(name="rocmkit", version=__version__, type=ComponentType.APPLICATION))
     doc.register_dependency(image, list(doc.components))

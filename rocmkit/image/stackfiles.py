@@ -1,7 +1,7 @@
 """The stack's own files in the build context: its patches (for a git clone, copied for the stage to check
 and apply; for a local source, checked with `git apply --check` and applied on the host to the copy, before
-the engine is asked for anything, so the stage needs no git) and its assets (downloaded on the host and
-verified against their sha256).
+the engine is asked for anything, so the stage needs no git) and its assets and prebuilt-wheel components
+(downloaded on the host and verified against their sha256).
 
 Why on the host: docker 20.10's built-in BuildKit frontend has no `ADD --checksum` (Dockerfile syntax 1.6+,
 which needs a `# syntax=` image pulled from a registry), and builds here and in many clusters run without a
@@ -72,15 +72,19 @@ def _apply_all(plan: BuildPlan, stage, files: list, src: Path, env: dict[str, st
 
 
 def fetch_assets(plan: BuildPlan, ctx: Path) -> None:
-    """assets/<file> for every asset: downloaded, its sha256 compared with the stack's."""
+    """assets/<file> for every asset and prebuilt-wheel component URL: downloaded (file:// URLs copied), its
+    sha256 compared with the stack's."""
     dest_dir = ctx / ASSETS_DIR
     dest_dir.mkdir(parents=True, exist_ok=True)
-    for a in plan.stack.assets:
+    for a in plan.stack.downloads:
         got = _download(a, dest_dir / a.file)
         if a.sha256 is not None and got != a.sha256:
             (dest_dir / a.file).unlink()
-            raise Failed(f"asset {a.url}: sha256 {got} differs from the stack's {a.sha256}",
-                         hint=f"the file behind the URL changed; review it and update asset {a.name} in "
+            asset = a in plan.stack.assets
+            what = f"asset {a.url}" if asset else f"component {a.name}: wheel {a.url}"
+            field = f"asset {a.name}" if asset else f"the wheel's sha256 of component {a.name}"
+            raise Failed(f"{what}: sha256 {got} differs from the stack's {a.sha256}",
+                         hint=f"the file behind the URL changed; review it and update {field} in "
                               f"{plan.stack.path or 'the stack'}")
 
 

@@ -64,14 +64,21 @@ def pip_calls(stack: Stack) -> list[PipCall]:
     """What the stack's pip steps install, as `pip wheel` calls: one resolution of the base pins, the pip
     components and rocmkit's requirements (the image resolves them together too), then each no-deps component."""
     base = stack.base
+    # A wheel component's index pin joins the final resolution; a wheel URL is a file of the context, not here.
+    pinned = [c for c in stack.pip_components if not c.no_deps] + [c for c in stack.wheel_components if c.pip]
     together = PipCall(
-        requirements=tuple(base.pip) + tuple(r for c in stack.pip_components if not c.no_deps for r in c.pip)
-        + tuple(rocmkit_requirements()),
-        extra_index_urls=tuple(sorted({u for u in [base.pip_extra_index_url]
-                                       + [c.extra_index_url for c in stack.pip_components] if u})),
+        requirements=tuple(base.pip) + tuple(r for c in pinned for r in c.pip) + tuple(rocmkit_requirements()),
+        extra_index_urls=tuple(sorted({u for u in [base.pip_extra_index_url] + [c.extra_index_url for c in pinned]
+                                       if u})),
         find_links=(base.pip_find_links,) if base.pip_find_links else ())
     alone = [PipCall(requirements=c.pip, extra_index_urls=(c.extra_index_url,) if c.extra_index_url else (),
                      no_deps=True) for c in stack.pip_components if c.no_deps]
+    rw = base.rocm_wheels
+    if rw:  # installed in the base stage before the rest, for every target the stack has
+        rocm = PipCall(requirements=rw.requirements(stack.targets),
+                       extra_index_urls=(rw.index_url,) if rw.index_url else (),
+                       find_links=(rw.find_links,) if rw.find_links else ())
+        return [rocm, together, *alone]
     return [together, *alone]
 
 

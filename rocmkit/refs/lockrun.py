@@ -68,6 +68,9 @@ def resolve(stack) -> StackRefs:
                                         f"({c.mutable_reason})"))
             continue
         out.findings.append(_git(c))
+    for c in stack.wheel_components:  # nothing to resolve: the stack pins a URL's bytes, an index pin its version
+        out.findings.append(RefCheck(OK, f"{COMPONENT}{c.name}", "wheel pinned by sha256 in the stack" if c.wheel_url
+                                     else f"wheel {c.wheel_pin()} from an index: `rocmkit outdated` checks it"))
     return out
 
 

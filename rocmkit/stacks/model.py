@@ -20,6 +20,7 @@ NO_ROCM = "none"  # the `rocm` of a stack that ships none (CPU and test stacks)
 class ComponentKind(TextEnum):
     GIT = "git"  # compiled in its own stage into a wheel
     PIP = "pip"  # installed from the index in the final stage
+    WHEEL = "wheel"  # a prebuilt wheel (a URL with its sha256, or an index pin), reused instead of compiled
 
 
 class BuildKind(TextEnum):
@@ -75,6 +76,26 @@ class Asset:
 
 
 @dataclass(frozen=True)
+class RocmWheels:
+    """ROCm from pip wheels (TheRock) installed into the image's Python: the SDK packages every target shares,
+    and per-arch device payloads whose names are declared patterns, `{arch}` standing for the target's name
+    in `arch_names` (TheRock names families, e.g. gfx94X-dcgpu) or the arch itself."""
+
+    packages: tuple[str, ...]  # pinned requirements, e.g. rocm[libraries,devel]==7.14.0
+    device: tuple[str, ...]  # pinned requirement patterns with {arch}, e.g. rocm-sdk-device-{arch}==7.14.0
+    arch_names: dict[str, str]
+    find_links: str | None = None
+    index_url: str | None = None  # an extra index URL
+    note: str = ""
+
+    def device_for(self, targets) -> tuple[str, ...]:
+        return tuple(d.replace("{arch}", self.arch_names.get(t, t)) for t in targets for d in self.device)
+
+    def requirements(self, targets) -> tuple[str, ...]:
+        return self.packages + self.device_for(targets)
+
+
+@dataclass(frozen=True)
 class Base:
     image: str
     image_per_arch: dict[str, str]
@@ -87,6 +108,7 @@ class Base:
     amdsmi_from_rocm: bool = False
     source_note: str = ""  # where the base image comes from (the README's table shows it)
     pip_note: str = ""  # why the base pins are these
+    rocm_wheels: RocmWheels | None = None  # ROCm from pip wheels, not from the base image
 
     def image_for(self, targets: list[str]) -> str:
         """Per-arch base image when the stack names one for a single target, else the default."""
@@ -126,6 +148,25 @@ class Component:
     extra_index_url: str | None = None
     remove: tuple[str, ...] = ()  # distributions its dependencies pull in that are removed after the install
     remove_why: str = ""
+    # wheel components: a URL with its sha256, or an index pin (kept in `pip`, so `outdated` checks it)
+    wheel_url: str | None = None
+    wheel_sha256: str | None = None
+    constrain: bool = False  # its exact pin joins the image's pip constraint file
+
+    @property
+    def wheel_file(self) -> str | None:
+        from urllib.parse import unquote
+
+        return unquote(self.wheel_url.rsplit("/", 1)[-1]) if self.wheel_url else None
+
+    def wheel_pin(self) -> str:
+        """name==version of a wheel component: its index pin, or read from the wheel's file name."""
+        if self.pip:
+            return self.pip[0]
+        from packaging.utils import parse_wheel_filename
+
+        name, version, _, _ = parse_wheel_filename(self.wheel_file)
+        return f"{name}=={version}"
 
     @property
     def mutable(self) -> bool:
@@ -139,6 +180,8 @@ class Component:
     def pin(self) -> str:
         if self.kind is ComponentKind.PIP:
             return " ".join(self.pip)
+        if self.kind is ComponentKind.WHEEL:
+            return f"{self.wheel_pin()} (wheel{f' sha256:{self.wheel_sha256[:12]}' if self.wheel_sha256 else ''})"
         label = self.commit[:12] if self.commit else f"{self.mutable_ref} (MUTABLE)"
         return f"{label} ({self.tag})" if self.tag and self.commit else label
 
@@ -155,6 +198,7 @@ class Stack:
     env: tuple[EnvVar, ...]
     post: tuple[PostStep, ...]
     assets: tuple[Asset, ...] = ()
+    constraints: tuple[str, ...] = ()  # extra exact pins for the image's pip constraint file
     source_note: str = ""  # the recipe the stack follows (the README shows it above the stack's table)
     path: str = field(default="", compare=False)
     lock: Lock | None = None  # the digests `rocmkit lock` resolved, read from the lock file beside the stack
@@ -177,6 +221,16 @@ class Stack:
     @property
     def pip_components(self) -> list[Component]:
         return [c for c in self.components if c.kind is ComponentKind.PIP]
+
+    @property
+    def wheel_components(self) -> list[Component]:
+        return [c for c in self.components if c.kind is ComponentKind.WHEEL]
+
+    @property
+    def downloads(self) -> tuple[Asset, ...]:
+        """Every file fetched on the host and verified by sha256: the assets, then the wheel components' URLs."""
+        return self.assets + tuple(Asset(name=c.name, url=c.wheel_url, sha256=c.wheel_sha256, why="prebuilt wheel")
+                                   for c in self.wheel_components if c.wheel_url)
 
     @property
     def mutable_components(self) -> list[Component]:

@@ -35,6 +35,7 @@ from .fields import (
     path_list,
     pinned_requirements,
 )
+from .wheels import constraints, rocm_wheels, wheel_source
 from .model import NO_ROCM, Asset, Base, BuildKind, Component, ComponentKind, Patch, PostStep, PythonFrom, Stack
 
 FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -105,9 +106,21 @@ def _assets(path: str, raw: Any) -> tuple[Asset, ...]:
 def _component(path: str, index: int, raw: Any, beside: Any = None) -> Component:
     name = raw.get("name") if isinstance(raw, dict) else None
     where = f"component[{index}]" + (f" ({name})" if isinstance(name, str) else "")
+    if isinstance(raw, dict) and "wheel" in raw:
+        f = Fields(path, where, raw, ("name", "wheel", "git", "pip", "constrain", "source_note"))
+        for other in ("git", "pip"):
+            if other in f.table:
+                raise f.error(other, "a component has exactly one of git, pip or wheel", f"remove {other} or wheel")
+        return Component(
+            name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
+            kind=ComponentKind.WHEEL,
+            constrain=f.get("constrain", bool, False),
+            source_note=f.text("source_note", TEXT_RE, NOTE, ""),
+            **wheel_source(f),
+        )
     if isinstance(raw, dict) and "pip" in raw:
         f = Fields(path, where, raw, ("name", "pip", "no_deps", "extra_index_url", "remove", "remove_why",
-                                       "source_note"))
+                                       "constrain", "source_note"))
         if not f.get("pip", list):
             raise f.error("pip", "must list at least one requirement", "name[extras]==version")
         remove = f.text_list("remove", DIST_NAME_RE, "distribution names such as torchvision")
@@ -124,14 +137,19 @@ def _component(path: str, index: int, raw: Any, beside: Any = None) -> Component
             extra_index_url=f.text("extra_index_url", URL_RE, "an https:// URL", None),
             remove=remove,
             remove_why=remove_why,
+            constrain=f.get("constrain", bool, False),
             source_note=f.text("source_note", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick", ""),
         )
     f = Fields(path, where, raw, (
         "name", "git", "commit", "tag", "mutable", "submodules", "subdir", "build", "setup_script", "pyproject",
         "build_requires", "requirements", "env", "needs", "single_arch", "install", "extras", "source_note",
-        "branch", "patches"))
+        "branch", "patches", "constrain"))
     if "git" not in f.table:
-        raise f.error("git", "missing: a component has either git (built from source) or pip (installed from PyPI)")
+        raise f.error("git", "missing: a component has git (built from source), pip (installed from PyPI) or "
+                             "wheel (a prebuilt wheel)")
+    if f.get("constrain", bool, False):
+        raise f.error("constrain", "a git component's version is known only once it is built",
+                      "constrain = true on pip or wheel components, or an exact pin in the top-level constraints")
     commit = f.get("commit", str, None)
     mutable = f.get("mutable", dict, None)
     mutable_ref = mutable_reason = None
@@ -213,7 +231,8 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
 
     b = Fields(path, "base", f.get("base", dict), ("image", "image_per_arch", "python_from", "apt", "pip",
                                                     "pip_extra_index_url", "pip_find_links", "ccache",
-                                                    "amdsmi_from_rocm", "source_note", "pip_note"))
+                                                    "amdsmi_from_rocm", "source_note", "pip_note",
+                                                    "rocm_wheels"))
     per_arch_raw = b.get("image_per_arch", dict, {})
     per_arch = {}
     for a, img in per_arch_raw.items():
@@ -237,6 +256,7 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
         amdsmi_from_rocm=b.get("amdsmi_from_rocm", bool, False),
         source_note=b.text("source_note", TEXT_RE, NOTE, ""),
         pip_note=b.text("pip_note", TEXT_RE, NOTE, ""),
+        rocm_wheels=rocm_wheels(b, stack_targets, rocm),
     )
 
     raw_components = f.get("component", list)
@@ -266,7 +286,7 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
         if step not in {p.value for p in PostStep}:
             raise InputFileError(path, f"post[{i}]", f"unknown step {step!r}", steps)
 
-    return Stack(
+    stack = Stack(
         name=f.text("name", NAME_RE, "lower-case letters, digits and -"),
         description=f.text("description", TEXT_RE, "one line of text without double quotes, backslash, $ or backtick"),
         source_note=f.text("source_note", TEXT_RE, NOTE, ""),
@@ -278,8 +298,16 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
         env=env_list(path, "env", f.get("env", list, [])),
         post=tuple(PostStep(p) for p in post),
         assets=_assets(path, f.get("asset", list, [])),
+        constraints=constraints(f),
         path=path,
     )
+    # Assets and wheel URLs share the build context's assets/ folder: one file name each.
+    files = [d.file for d in stack.downloads]
+    for c in stack.wheel_components:
+        if c.wheel_url and files.count(c.wheel_file) > 1:
+            raise InputFileError(path, f"component ({c.name}).wheel.url", f"the file {c.wheel_file!r} is also "
+                                 "another asset's or wheel's", "a distinct file name each")
+    return stack
 
 
 def _check_acyclic(path: str, components: list[Component]) -> None:

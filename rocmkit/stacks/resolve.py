@@ -116,7 +116,7 @@ def _is_url(s: str) -> bool:
 def stack_pins(stack: Stack) -> tuple[list[Pin], list[Pin]]:
     """(pins resolved with their dependencies, no_deps pins), each with its stack line."""
     text = stack_text(stack)
-    comp_reqs = [(r, c.no_deps) for c in stack.pip_components for r in c.pip]
+    comp_reqs = [(r, c.no_deps) for c in stack.pip_components + stack.wheel_components for r in c.pip]
     repinned = {_canon(Requirement(r).name) for r, _ in comp_reqs}
     pins = [Pin(r, pin_line(stack, text, r)) for r in stack.base.pip if _canon(Requirement(r).name) not in repinned]
     pins += [Pin(r, pin_line(stack, text, r), no_deps) for r, no_deps in comp_reqs]
