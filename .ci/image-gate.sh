@@ -23,7 +23,13 @@ rocmkit build --stack "$stack" --base-image "$ROCMKIT_TEST_BASE_IMAGE" --wheelho
   2> "$work/build-$stack.stderr" || { tail -n 60 "$work/build-$stack.stderr" >&2; exit 1; }
 
 echo "== rocmkit doctor --image $image"
-rocmkit doctor --image "$image"
+# Any warning the build caused stops CI (.ci/doctor_gate.py says which count); the host's own (no GPU, the
+# container's memlock limit) do not. The whole report stays in $report.
+report="$work/doctor-$stack.json"
+doctor_rc=0
+rocmkit doctor --image "$image" --json > "$report" || doctor_rc=$?
+python3 "$(dirname "$0")/doctor_gate.py" "$report"
+[ "$doctor_rc" = 0 ] || { echo "rocmkit doctor --image exited $doctor_rc (report: $report)" >&2; exit "$doctor_rc"; }
 
 echo "== rocmkit certify --image $image $* --gpus 0"
 rm -rf "$out"

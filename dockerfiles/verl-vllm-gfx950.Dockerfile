@@ -1,6 +1,6 @@
 # Rendered by rocmkit from stack verl-vllm for gfx950. Do not edit: change the
 # stack file, then run `rocmkit render --all`.
-# verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source
+# verl + vLLM 0.22 rollout on ROCm 7.14 (rocm/primus:v26.4: torch 2.12, TE, flash-attention, aiter prebuilt), vLLM built from source
 #
 # Build with `rocmkit build --stack verl-vllm --arch gfx950` (it prepares the build
 # context: rocmkit-dist/ with rocmkit's own wheel).
@@ -12,7 +12,7 @@
 # --max-jobs auto` sizes this from the builder's memory and cores.
 ARG MAX_JOBS=8
 
-FROM rocm/dev-ubuntu-22.04:7.0.2-complete AS base
+FROM rocm/primus:v26.4 AS base
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # `rocmkit build --wheelhouse DIR` sets these: pip then installs only from the wheelhouse (an offline build).
 ARG PIP_NO_INDEX
@@ -20,14 +20,8 @@ ARG PIP_FIND_LINKS
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
-RUN apt-get update \
- && apt-get install -y --no-install-recommends software-properties-common gpg-agent \
- && add-apt-repository -y ppa:deadsnakes/ppa \
- && apt-get update \
- && apt-get install -y --no-install-recommends python3.12 python3.12-dev python3.12-venv \
- && rm -rf /var/lib/apt/lists/*
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
-RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev libsqlite3-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
+RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \
       apt-get update && echo "$missing" | xargs apt-get install -y --no-install-recommends && rm -rf /var/lib/apt/lists/*; fi
 # ROCm's compilers and tools (hipcc, amdclang) on PATH: build scripts look for hipcc there to pick HIP over CUDA.
@@ -44,15 +38,11 @@ ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
-    pip install --find-links https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/ torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442 torchvision==0.24.0+rocm7.0.2.gitb919bd0c torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b triton==3.5.1+rocm7.0.2.gita272dfa8 setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1 numpy==2.2.6 einops==0.8.1 psutil==7.0.0
-# amdsmi from the image's own ROCm (what vLLM uses to detect AMD GPUs), matching it exactly.
-RUN --mount=type=cache,target=/root/.cache/pip \
-    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
-    cp -r /opt/rocm/share/amd_smi /tmp/amd_smi && pip install /tmp/amd_smi && rm -rf /tmp/amd_smi
+    pip install setuptools-scm==8.3.1
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
 RUN mkdir -p /opt/rocmkit \
- && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio|triton)==' || true; } > /opt/rocmkit/constraints.txt
+ && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio)==' || true; } > /opt/rocmkit/constraints.txt
 ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
 # GPU targets, one value for every build system that reads one, so none falls back to its own default
 # or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
@@ -70,81 +60,46 @@ ENV CCACHE_DIR=/root/.cache/ccache \
     CMAKE_CXX_COMPILER_LAUNCHER=ccache \
     CMAKE_HIP_COMPILER_LAUNCHER=ccache
 
-# ---- flash-attention: https://github.com/ROCm/flash-attention.git @ 83f9e450cd10e20701fb109db9c7703d376f282b
-FROM base AS build-flash-attention
+# ---- causal-conv1d: https://github.com/Dao-AILab/causal-conv1d.git @ e940ead2fd962c56854455017541384909ca669f
+FROM base AS build-causal-conv1d
 ARG MAX_JOBS
 ARG PIP_NO_INDEX
 ARG PIP_FIND_LINKS
-WORKDIR /src/flash-attention
-RUN git clone https://github.com/ROCm/flash-attention.git . \
- && git checkout --detach 83f9e450cd10e20701fb109db9c7703d376f282b \
- && git submodule update --init --recursive \
- && echo "flash-attention https://github.com/ROCm/flash-attention.git $(git rev-parse HEAD)" > /src/flash-attention.source
-ENV BUILD_TARGET="rocm" \
-    FLASH_ATTENTION_FORCE_BUILD="TRUE"
+WORKDIR /src/causal-conv1d
+RUN git clone https://github.com/Dao-AILab/causal-conv1d.git . \
+ && git checkout --detach e940ead2fd962c56854455017541384909ca669f \
+ && echo "causal-conv1d https://github.com/Dao-AILab/causal-conv1d.git $(git rev-parse HEAD)" > /src/causal-conv1d.source
+ENV CAUSAL_CONV1D_FORCE_BUILD="TRUE" \
+    MAMBA_FORCE_BUILD="TRUE"
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
- && python setup.py bdist_wheel --dist-dir /wheels \
- && cp /src/flash-attention.source /wheels/flash-attention.source
+ && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && cp /src/causal-conv1d.source /wheels/causal-conv1d.source
 
-# ---- transformer-engine: https://github.com/ROCm/TransformerEngine.git @ 90c04bcdc3c109505b318f40a39680263af55edf
-FROM base AS build-transformer-engine
-ARG MAX_JOBS
-ARG PIP_NO_INDEX
-ARG PIP_FIND_LINKS
-WORKDIR /src/transformer-engine
-RUN git clone https://github.com/ROCm/TransformerEngine.git . \
- && git checkout --detach 90c04bcdc3c109505b318f40a39680263af55edf \
- && git submodule update --init --recursive \
- && echo "transformer-engine https://github.com/ROCm/TransformerEngine.git $(git rev-parse HEAD)" > /src/transformer-engine.source
-ENV NVTE_FRAMEWORK="pytorch" \
-    NVTE_USE_ROCM="1" \
-    NVTE_USE_HIPBLASLT="1" \
-    CMAKE_PREFIX_PATH="/opt/rocm:/opt/rocm/hip:/usr/local:/usr"
-RUN --mount=type=cache,target=/root/.cache/pip \
-    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
-    --mount=type=cache,target=/root/.cache/ccache \
-    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
- && python setup.py bdist_wheel --dist-dir /wheels \
- && cp /src/transformer-engine.source /wheels/transformer-engine.source
-
-# ---- aiter: https://github.com/ROCm/aiter.git @ 45c428e54ac15b9b49d66018c8a1108b20c8336a
-FROM base AS build-aiter
-ARG MAX_JOBS
-ARG PIP_NO_INDEX
-ARG PIP_FIND_LINKS
-WORKDIR /src/aiter
-RUN git clone https://github.com/ROCm/aiter.git . \
- && git checkout --detach 45c428e54ac15b9b49d66018c8a1108b20c8336a \
- && git submodule update --init --recursive \
- && echo "aiter https://github.com/ROCm/aiter.git $(git rev-parse HEAD)" > /src/aiter.source
-RUN --mount=type=cache,target=/root/.cache/pip \
-    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
-    pip install -r requirements.txt
-ENV PREBUILD_KERNELS="1"
-RUN --mount=type=cache,target=/root/.cache/pip \
-    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
-    --mount=type=cache,target=/root/.cache/ccache \
-    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
- && python setup.py bdist_wheel --dist-dir /wheels \
- && cp /src/aiter.source /wheels/aiter.source
-
-# ---- vllm: https://github.com/vllm-project/vllm.git @ 1ff9d335355c6f60afc3b8a5b4c15f36ab1ccfa6
+# ---- vllm: https://github.com/vllm-project/vllm.git @ 18d87a87dc39c1a50f452b218fdcc3aeec48d18e
 FROM base AS build-vllm
 ARG MAX_JOBS
 ARG PIP_NO_INDEX
 ARG PIP_FIND_LINKS
 WORKDIR /src/vllm
 RUN git clone https://github.com/vllm-project/vllm.git . \
- && git checkout --detach 1ff9d335355c6f60afc3b8a5b4c15f36ab1ccfa6 \
+ && git checkout --detach 18d87a87dc39c1a50f452b218fdcc3aeec48d18e \
  && echo "vllm https://github.com/vllm-project/vllm.git $(git rev-parse HEAD)" > /src/vllm.source
+# The stack's patches: each checked before any is applied and before anything compiles, so one that no
+# longer applies fails here, naming its file.
+COPY patches/vllm/ /tmp/rocmkit-patches/vllm/
+RUN true \
+ && { git apply --check /tmp/rocmkit-patches/vllm/vllm-rocm-zero-remapped-vram.patch \
+      || { echo "patch patches/vllm-rocm-zero-remapped-vram.patch no longer applies to vllm: the stack's patch needs review" >&2; exit 1; }; } \
+ && git apply /tmp/rocmkit-patches/vllm/vllm-rocm-zero-remapped-vram.patch \
+ && echo "vllm patch patches/vllm-rocm-zero-remapped-vram.patch sha256:0d247c673cc0b91ee32f5f21e05b898f7a8bc759e04f653206ecdc65bcfbab83" >> /src/vllm.source \
+ && rm -rf /tmp/rocmkit-patches
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install -r requirements/rocm.txt
-ENV VLLM_TARGET_DEVICE="rocm" \
-    ROCM_PATH="/opt/rocm"
+ENV VLLM_TARGET_DEVICE="rocm"
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     --mount=type=cache,target=/root/.cache/ccache \
@@ -152,80 +107,103 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && python setup.py bdist_wheel --dist-dir /wheels \
  && cp /src/vllm.source /wheels/vllm.source
 
-# ---- torch-memory-saver: https://github.com/fzyzcjy/torch_memory_saver.git @ f05a8754daf68238d54e4cf31cb3ba866684bbaf
-FROM base AS build-torch-memory-saver
+# ---- verl: https://github.com/verl-project/verl.git @ 7b19203c52503760f92e0368067c7eb744236274
+FROM base AS build-verl
 ARG MAX_JOBS
 ARG PIP_NO_INDEX
 ARG PIP_FIND_LINKS
-WORKDIR /src/torch-memory-saver
-RUN git clone https://github.com/fzyzcjy/torch_memory_saver.git . \
- && git checkout --detach f05a8754daf68238d54e4cf31cb3ba866684bbaf \
- && echo "torch-memory-saver https://github.com/fzyzcjy/torch_memory_saver.git $(git rev-parse HEAD)" > /src/torch-memory-saver.source
+WORKDIR /src/verl
+RUN git clone https://github.com/verl-project/verl.git . \
+ && git checkout --detach 7b19203c52503760f92e0368067c7eb744236274 \
+ && git submodule update --init --recursive \
+ && echo "verl https://github.com/verl-project/verl.git $(git rev-parse HEAD)" > /src/verl.source
+# The stack's patches: each checked before any is applied and before anything compiles, so one that no
+# longer applies fails here, naming its file.
+COPY patches/verl/ /tmp/rocmkit-patches/verl/
+RUN true \
+ && { git apply --check /tmp/rocmkit-patches/verl/verl-rocm-rollout-defaults.patch \
+      || { echo "patch patches/verl-rocm-rollout-defaults.patch no longer applies to verl: the stack's patch needs review" >&2; exit 1; }; } \
+ && git apply /tmp/rocmkit-patches/verl/verl-rocm-rollout-defaults.patch \
+ && echo "verl patch patches/verl-rocm-rollout-defaults.patch sha256:690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a" >> /src/verl.source \
+ && rm -rf /tmp/rocmkit-patches
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     --mount=type=cache,target=/root/.cache/ccache \
     export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
  && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
- && cp /src/torch-memory-saver.source /wheels/torch-memory-saver.source
+ && cp /src/verl.source /wheels/verl.source
+
+# ---- mbridge: https://github.com/ISEEKYAN/mbridge.git @ a61943d7fcb34a190471cfeb0a0eb8bbda621ddf
+FROM base AS build-mbridge
+ARG MAX_JOBS
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
+WORKDIR /src/mbridge
+RUN git clone https://github.com/ISEEKYAN/mbridge.git . \
+ && git checkout --detach a61943d7fcb34a190471cfeb0a0eb8bbda621ddf \
+ && echo "mbridge https://github.com/ISEEKYAN/mbridge.git $(git rev-parse HEAD)" > /src/mbridge.source
+RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
+    --mount=type=cache,target=/root/.cache/ccache \
+    export MAX_JOBS NVTE_MAX_BUILD_JOBS="${MAX_JOBS}" CMAKE_BUILD_PARALLEL_LEVEL="${MAX_JOBS}" \
+ && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && cp /src/mbridge.source /wheels/mbridge.source
 
 # ---- final: the runtime image
 FROM base AS final
 ARG PIP_NO_INDEX
 ARG PIP_FIND_LINKS
-RUN --mount=type=bind,from=build-flash-attention,source=/wheels,target=/tmp/wheels/flash-attention \
-    --mount=type=bind,from=build-transformer-engine,source=/wheels,target=/tmp/wheels/transformer-engine \
-    --mount=type=bind,from=build-aiter,source=/wheels,target=/tmp/wheels/aiter \
+RUN --mount=type=bind,from=build-causal-conv1d,source=/wheels,target=/tmp/wheels/causal-conv1d \
     --mount=type=bind,from=build-vllm,source=/wheels,target=/tmp/wheels/vllm \
-    --mount=type=bind,from=build-torch-memory-saver,source=/wheels,target=/tmp/wheels/torch-memory-saver \
+    --mount=type=bind,from=build-verl,source=/wheels,target=/tmp/wheels/verl \
+    --mount=type=bind,from=build-mbridge,source=/wheels,target=/tmp/wheels/mbridge \
     --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
-    pip install /tmp/wheels/flash-attention/*.whl /tmp/wheels/transformer-engine/*.whl /tmp/wheels/aiter/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/torch-memory-saver/*.whl 'ray[default]==2.55.1' verl==0.9.1 megatron-core==0.18.0 mbridge==0.15.1 transformers==5.8.1 hydra-core==1.3.2 nvidia-modelopt==0.44.0 setuptools==80.9.0 diffusers==0.36.0 \
+    pip install /tmp/wheels/causal-conv1d/*.whl /tmp/wheels/vllm/*.whl /tmp/wheels/verl/*.whl /tmp/wheels/mbridge/*.whl mcore_bridge==1.5.2 megatron-core==0.18.0 mathruler==0.1.0 qwen_vl_utils==0.0.14 datasets==5.0.0 accelerate==1.14.0 TransferQueue==0.1.8 flash-linear-attention==0.5.1 cupy-rocm-7-0==14.1.1 'ray[default]==2.55.1' \
  && cat /tmp/wheels/*/*.source > /opt/rocmkit/sources.txt
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
-    pip install --no-deps megatron-bridge==0.5.0
+    pip install --no-deps xgrammar==0.1.32
 # rocmkit itself, so `rocmkit doctor` and the steps below run inside the image.
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source","targets":["gfx950"],"rocm":"7.0.2","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:7.0.2-complete","base_image_overridden":false,"base_pip":["torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442","torchvision==0.24.0+rocm7.0.2.gitb919bd0c","torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b","triton==3.5.1+rocm7.0.2.gita272dfa8","setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","numpy==2.2.6","einops==0.8.1","psutil==7.0.0"],"base_pip_sources":["https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/"],"components":[{"name":"flash-attention","kind":"git","git":"https://github.com/ROCm/flash-attention.git","commit":"83f9e450cd10e20701fb109db9c7703d376f282b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":"90c04bcdc3c109505b318f40a39680263af55edf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"45c428e54ac15b9b49d66018c8a1108b20c8336a","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"1ff9d335355c6f60afc3b8a5b4c15f36ab1ccfa6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false},{"name":"megatron-core","kind":"pip","requirements":["megatron-core==0.18.0"],"no_deps":false},{"name":"mbridge","kind":"pip","requirements":["mbridge==0.15.1"],"no_deps":false},{"name":"megatron-bridge","kind":"pip","requirements":["megatron-bridge==0.5.0"],"no_deps":true},{"name":"megatron-bridge-bounds","kind":"pip","requirements":["transformers==5.8.1","hydra-core==1.3.2"],"no_deps":false},{"name":"nvidia-modelopt","kind":"pip","requirements":["nvidia-modelopt==0.44.0","setuptools==80.9.0"],"no_deps":false},{"name":"diffusers","kind":"pip","requirements":["diffusers==0.36.0"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","TOKENIZERS_PARALLELISM":"false","SAFETENSORS_FAST_GPU":"1","MIOPEN_DEBUG_CONV_DIRECT":"0","NVTE_CK_USES_BWD_V3":"1","NVTE_CK_V3_BF16_CVT":"2","NVTE_USE_CAST_TRANSPOSE_TRITON":"0","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"db5eb95ce0b0e6166efab5eb37cda1eec37f8781adb2ef4607f272bae43b86c0"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM 0.22 rollout on ROCm 7.14 (rocm/primus:v26.4: torch 2.12, TE, flash-attention, aiter prebuilt), vLLM built from source","targets":["gfx950"],"rocm":"7.14.0","python":"3.12","base_image":"rocm/primus:v26.4","base_image_overridden":false,"base_pip":["setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"causal-conv1d","kind":"git","git":"https://github.com/Dao-AILab/causal-conv1d.git","commit":"e940ead2fd962c56854455017541384909ca669f","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"18d87a87dc39c1a50f452b218fdcc3aeec48d18e","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/vllm-rocm-zero-remapped-vram.patch","sha256":"0d247c673cc0b91ee32f5f21e05b898f7a8bc759e04f653206ecdc65bcfbab83"}]},{"name":"xgrammar","kind":"pip","requirements":["xgrammar==0.1.32"],"no_deps":true,"removed":["tilelang"]},{"name":"verl","kind":"git","git":"https://github.com/verl-project/verl.git","commit":"7b19203c52503760f92e0368067c7eb744236274","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/verl-rocm-rollout-defaults.patch","sha256":"690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a"}]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"a61943d7fcb34a190471cfeb0a0eb8bbda621ddf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"qwen35-extras","kind":"pip","requirements":["mcore_bridge==1.5.2","megatron-core==0.18.0","mathruler==0.1.0","qwen_vl_utils==0.0.14","datasets==5.0.0","accelerate==1.14.0","TransferQueue==0.1.8","flash-linear-attention==0.5.1"],"no_deps":false},{"name":"cupy","kind":"pip","requirements":["cupy-rocm-7-0==14.1.1"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false}],"runtime_env":{"HSA_ENABLE_IPC_MODE_LEGACY":"1","PYTORCH_ALLOC_CONF":"expandable_segments:True","NVTE_USE_GROUPED_GEMM_TRITON":"1","NCCL_DEBUG":"ERROR","ROCPROFILER_LOG_LEVEL":"fatal","MIOPEN_DEBUG_FORCE_IMMED_MODE_FALLBACK":"1","HIP_FORCE_DEV_KERNARG":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"029af82970cc17df5c943f8a8a3c8316cabe89c5ca0bd0c0e91d644fff5416fc"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
 # image). The CycloneDX library comes from the context for this step only: the image's Python does not gain it.
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     PYTHONPATH=/tmp/rocmkit-dist/sbom-lib python -m rocmkit.image.sbom --exclude /tmp/rocmkit-dist/sbom-lib /opt/rocmkit/sbom.cdx.json
-# kernel arguments in device memory: lower launch latency (vLLM docker/Dockerfile.rocm and verl Dockerfile.rocm7 final ENV)
+# ROCm 7.2 and later export VRAM for IPC as dma-buf, which leaks when rollout and training share GPUs (radixark/miles #1707); verl Dockerfile.rocm@c791da0bf sets legacy IPC
+ENV HSA_ENABLE_IPC_MODE_LEGACY="1"
+# less fragmentation between rollout and training phases (verl Dockerfile.rocm@c791da0bf)
+ENV PYTORCH_ALLOC_CONF="expandable_segments:True"
+# TransformerEngine's Triton grouped GEMM for MoE (verl Dockerfile.rocm@c791da0bf)
+ENV NVTE_USE_GROUPED_GEMM_TRITON="1"
+# RCCL logs errors only (verl Dockerfile.rocm@c791da0bf)
+ENV NCCL_DEBUG="ERROR"
+# silence rocprofiler's start-up messages (verl Dockerfile.rocm@c791da0bf)
+ENV ROCPROFILER_LOG_LEVEL="fatal"
+# MIOpen immediate-mode fallback, no find-db tuning at first use (verl Dockerfile.rocm@c791da0bf)
+ENV MIOPEN_DEBUG_FORCE_IMMED_MODE_FALLBACK="1"
+# rocmkit's addition: kernel arguments in device memory, lower launch latency (vLLM docker/Dockerfile.rocm final ENV)
 ENV HIP_FORCE_DEV_KERNARG="1"
-# scratch memory kept, not reclaimed: vLLM Dockerfile.rocm_base says Required for RCCL in ROCm7.1; every SGLang ROCm image sets it, rocm700 included
-ENV HSA_NO_SCRATCH_RECLAIM="1"
-# RCCL channel count for MI300X/MI355X XGMI (seed verl Dockerfile.rocm ENV block; SGLang and radixark/miles ROCm images)
-ENV NCCL_MIN_NCHANNELS="112"
-# tokenizer threads and fork() in Ray workers do not mix (vLLM docker/Dockerfile.rocm and verl Dockerfile.rocm7 final ENV)
+# rocmkit's addition: tokenizer threads and fork() in Ray workers do not mix (vLLM docker/Dockerfile.rocm final ENV)
 ENV TOKENIZERS_PARALLELISM="false"
-# load safetensors straight to the GPU (vLLM docker/Dockerfile.rocm and verl Dockerfile.rocm7 final ENV)
-ENV SAFETENSORS_FAST_GPU="1"
-# as verl docker/rocm/Dockerfile.rocm@78269ccfa: skip MIOpen direct convolution kernels
-ENV MIOPEN_DEBUG_CONV_DIRECT="0"
-# TransformerEngine runtime knob: CK fused-attention v3 backward kernels (verl Dockerfile.rocm@78269ccfa)
-ENV NVTE_CK_USES_BWD_V3="1"
-# TransformerEngine runtime knob: bf16 rounding mode of the CK v3 kernels (verl Dockerfile.rocm@78269ccfa)
-ENV NVTE_CK_V3_BF16_CVT="2"
-# TransformerEngine runtime knob: HIP cast-transpose kernels, not Triton (verl Dockerfile.rocm@78269ccfa)
-ENV NVTE_USE_CAST_TRANSPOSE_TRITON="0"
 # Ray 2.55.1 would narrow each actor's AMD visible devices; verl assigns GPUs itself (ray-project/ray#51104, Ray >= 2.45)
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-vllm" \
-    org.opencontainers.image.description="verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source" \
-    org.opencontainers.image.version="rocm7.0.2-gfx950-db5eb95ce0b0" \
-    org.opencontainers.image.base.name="rocm/dev-ubuntu-22.04:7.0.2-complete" \
+    org.opencontainers.image.description="verl + vLLM 0.22 rollout on ROCm 7.14 (rocm/primus:v26.4: torch 2.12, TE, flash-attention, aiter prebuilt), vLLM built from source" \
+    org.opencontainers.image.version="rocm7.14.0-gfx950-029af82970cc" \
+    org.opencontainers.image.base.name="rocm/primus:v26.4" \
     io.rocmkit.stack="verl-vllm" \
     io.rocmkit.targets="gfx950" \
-    io.rocmkit.rocm="7.0.2" \
+    io.rocmkit.rocm="7.14.0" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="db5eb95ce0b0e6166efab5eb37cda1eec37f8781adb2ef4607f272bae43b86c0" \
+    io.rocmkit.inputs-hash="029af82970cc17df5c943f8a8a3c8316cabe89c5ca0bd0c0e91d644fff5416fc" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.55.1"

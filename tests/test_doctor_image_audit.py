@@ -52,13 +52,20 @@ def test_not_asked_no_finding_and_cpu_target(tmp_path):
     assert ids["image.duplicate_dists"].status.value == "skip"
 
 
-def _dist(site: Path, name: str, version: str, files: list[str], top: str | None = None):
+def _dist(site: Path, name: str, version: str, files: list[str], top: str | None = None,
+          installer: str | None = "pip", same: set[str] = frozenset()) -> Path:
+    """A dist-info as pip (INSTALLER "pip") or Debian (no INSTALLER) writes it; each file's RECORD hash is
+    its own unless listed in `same` (byte-identical across distributions)."""
     info = site / f"{name.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    (info / "RECORD").write_text("".join(f"{f},sha256=x,1\n" for f in files) + f"{info.name}/RECORD,,\n")
+    (info / "RECORD").write_text("".join(f"{f},sha256={'same' if f in same else name + version},1\n" for f in files)
+                                 + f"{info.name}/RECORD,,\n")
     if top:
         (info / "top_level.txt").write_text(top + "\n")
+    if installer:
+        (info / "INSTALLER").write_text(installer + "\n")
+    return info
 
 
 def test_duplicate_distributions(tmp_path):
@@ -107,3 +114,59 @@ def test_stale_jit_caches(tmp_path):
     found = _doctor(tmp_path / "f", {"jit_caches": caches}, manifest={"targets": ["gfx942"]})
     assert found["image.jit_cache.torch_extensions"]["status"] == "warn"  # gfx90a only
     assert "image.jit_cache.aiter" not in found
+
+
+def _dpkg(tmp: Path, package: str, *paths: Path) -> Path:
+    """dpkg's file list for one package, as /var/lib/dpkg/info/PACKAGE.list holds it."""
+    info = tmp / "dpkg-info"
+    info.mkdir(exist_ok=True)
+    (info / f"{package}.list").write_text("/.\n" + "".join(f"{p}\n" for p in paths))
+    return info
+
+
+def _two_sites(tmp: Path):
+    venv, deb = tmp / "venv-site", tmp / "dist-packages"
+    _dist(venv, "requests", "2.34.2", ["requests/__init__.py", "requests/api.py"])
+    meta = _dist(deb, "requests", "2.28.1", ["requests/__init__.py", "requests/api.py"], installer=None)
+    return venv, deb, _dpkg(tmp, "python3-requests", meta, deb / "requests/__init__.py")
+
+
+def test_debian_copy_shadowed_by_pip_is_the_normal_layout(tmp_path):
+    venv, deb, dpkg = _two_sites(tmp_path)
+    dists = lambda: metadata.distributions(path=[str(venv), str(deb)])  # noqa: E731
+    dups = duplicate_distributions(dists(), path=[str(venv), str(deb)], dpkg_info=str(dpkg))
+    copies = dups[0]["distributions"]
+    assert [(c["installer"], c["dpkg"], c["sys_path_index"]) for c in copies] == [
+        ("pip", None, 0), (None, "python3-requests", 1)]
+    f = _doctor(tmp_path / "a", {"duplicate_distributions": dups})["image.duplicate_dists"]
+    assert f["status"] == "pass" and "1 Debian package(s) shadowed by pip's copies earlier on sys.path (python3-requests;" in f["title"], f
+    assert f["evidence"]["by_design"][0]["why"] == "debian shadowed"
+
+    # dpkg's copy first on sys.path: pip's newer one is never imported, a real problem
+    dups = duplicate_distributions(dists(), path=[str(deb), str(venv)], dpkg_info=str(dpkg))
+    f = _doctor(tmp_path / "b", {"duplicate_distributions": dups})["image.duplicate_dists.requests"]
+    assert f["status"] == "warn"
+    assert f"requests 2.28.1 in {deb} (dpkg: python3-requests): apt-get purge python3-requests" in f["fix"]
+    assert f"requests 2.34.2 in {venv} (pip): pip uninstall -y requests" in f["fix"]
+
+
+def test_two_pip_copies_stay_a_warning(tmp_path):
+    a, b = tmp_path / "venv-site", tmp_path / "local-dist-packages"
+    _dist(a, "torch", "2.6.0", ["torch/__init__.py"])
+    _dist(b, "torch", "2.5.1", ["torch/__init__.py"])
+    dups = duplicate_distributions(metadata.distributions(path=[str(a), str(b)]), path=[str(a), str(b)],
+                                   dpkg_info=str(tmp_path / "no-dpkg"))
+    f = _doctor(tmp_path, {"duplicate_distributions": dups})["image.duplicate_dists.torch"]
+    assert f["status"] == "warn" and f"torch 2.5.1 in {b} (pip)" in f["fix"]
+    assert "image.duplicate_dists" not in _doctor(tmp_path / "x", {"duplicate_distributions": dups})
+
+
+def test_overlap_of_identical_files_is_not_a_conflict(tmp_path):
+    site = tmp_path / "site"
+    shared = "opencensus/common/__init__.py"
+    _dist(site, "opencensus", "0.11.4", ["opencensus/__init__.py", shared], same={shared})
+    _dist(site, "opencensus-context", "0.1.3", [shared, "opencensus/common/runtime_context/__init__.py"], same={shared})
+    dups = duplicate_distributions(metadata.distributions(path=[str(site)]), path=[str(site)])
+    assert dups[0]["kind"] == "overlap" and dups[0]["identical"] is True
+    f = _doctor(tmp_path / "a", {"duplicate_distributions": dups})["image.duplicate_dists"]
+    assert f["status"] == "pass" and "opencensus shared by distributions installing identical files" in f["title"]

@@ -3,7 +3,8 @@ read by a user who may not read it.
 
 No captured AMD kernel log exists here: the fault lines below are written in the formats the kernel prints
 (drivers/gpu/drm/amd/amdgpu, drivers/pci/pcie/aer.c) and the records in /dev/kmsg's documented format
-(Documentation/ABI/testing/dev-kmsg)."""
+(Documentation/ABI/testing/dev-kmsg). The real lines quoted from public reports, for every pattern, are in
+tests/data/kernlog/ (tests/test_kernlog_corpus.py)."""
 
 from __future__ import annotations
 

@@ -156,6 +156,9 @@ class HostSpec:
     hive_ids: tuple[int, ...] = ()
     gpu_numa: tuple[int, ...] = ()  # NUMA node per GPU; default: first half node 0, rest node 1
     manifest: dict | None = None
+    # libdrm's usr/share/libdrm/amdgpu.ids: "all" names every product of the arch table (as upstream libdrm
+    # does), a tuple names only those PCI device ids, None writes no file
+    amdgpu_ids: str | tuple[str, ...] | None = "all"
     process: dict | None = field(default_factory=healthy_process)
     amdgpu_version: str = "6.12.12"  # the DKMS driver's sys/module/amdgpu/version
     kernel_release: str = "6.8.0-57-generic"
@@ -255,6 +258,11 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
         _touch(root / ".dockerenv")
     if spec.manifest is not None:
         _write(root / "opt/rocmkit/manifest.json", json.dumps(spec.manifest))
+    if spec.amdgpu_ids is not None:
+        ids = sorted({i.upper().removeprefix("0X") for a in archs.all_archs().values() for p in a.products
+                      for i in p.pci_ids}) if spec.amdgpu_ids == "all" else list(spec.amdgpu_ids)
+        _write(root / "usr/share/libdrm/amdgpu.ids", "# List of AMDGPU IDs\n1.0.0\n"
+               + "".join(f"{i},\t00,\tAMD Instinct test {i}\n" for i in ids))
     if spec.kmsg_error:
         read_errors[KMSG_FILE] = spec.kmsg_error
         _touch(root / KMSG_FILE)

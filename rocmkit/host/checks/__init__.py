@@ -35,7 +35,7 @@ class Context:
 # Findings that matter only where GPUs are meant to be used; on a CPU target a warning or failure of one
 # becomes a skip that says so.
 GPU_ONLY = ("gpu", "rocm", "numa", "kernel.iommu", "kernel.pci_realloc", "kernel.pci_bfsort", "env.ray_noset",
-            "env.ray_rocr", "env.arch", "env.hsa_override_gfx_version", "env.hip_force_dev_kernarg",
+            "env.ray_rocr", "env.ipc_legacy", "env.arch", "env.hsa_override_gfx_version", "env.hip_force_dev_kernarg",
             "env.hsa_no_scratch_reclaim", "env.nccl_min_nchannels", "software.vllm_amdsmi", "software.amdsmi",
             "software.pyamdgpuinfo", "software.ray_gpus", "software.vf_configs", "probe", "pcie.acs")
 

@@ -3,6 +3,7 @@ two distributions providing one import name, JIT caches built for another torch 
 
 from __future__ import annotations
 
+import re
 import time
 
 from ... import archs
@@ -77,8 +78,46 @@ def check_code_objects(f: Facts, ctx: Context):
                       f"no shared object in site-packages carries GPU code ({scanned})", archs=want)
 
 
+def _norm(name) -> str:
+    return re.sub(r"[-_.]+", "-", str(name or "")).lower()
+
+
+def _owner(x: dict) -> str:
+    """Who installed one copy: dpkg (a python3-* package lists its metadata folder), else its INSTALLER."""
+    if x.get("dpkg"):
+        return f"dpkg: {x['dpkg']}"
+    return x.get("installer") or "unknown installer"
+
+
+def _remove(x: dict) -> str:
+    if x.get("dpkg"):
+        return f"apt-get purge {x['dpkg']} (if no other Debian package depends on it)"
+    return f"pip uninstall -y {x.get('name')} (with the Python whose site dir that is)"
+
+
+def _by_design(d: dict) -> str | None:
+    """Why a duplicate is harmless, or None. Two cases only:
+    - Debian's layout: one distribution twice, the copy that sys.path reaches first installed by pip (a venv
+      made with --system-site-packages, or /usr/local/lib/python3.X/dist-packages) and the shadowed one owned
+      by dpkg in /usr/lib/python3/dist-packages. Import and pip both see only the first copy, and Debian's pip
+      refuses to remove dpkg's files, so every pip install over a python3-* package leaves this pair.
+    - An overlap whose shared files are byte-identical by their RECORD hashes (opencensus and
+      opencensus-context both ship one opencensus/common/__init__.py): no install replaced another's content.
+    Two pip copies, two names for one import, or a dpkg copy winning over pip's stay warnings."""
+    a, b = d["distributions"]
+    if d.get("kind") == "overlap":
+        return "identical files" if d.get("identical") else None
+    if d.get("kind") != "shadow" or _norm(a.get("name")) != _norm(b.get("name")):
+        return None
+    ia, ib = a.get("sys_path_index"), b.get("sys_path_index")
+    if not isinstance(ia, int) or not isinstance(ib, int) or ia == ib:
+        return None
+    first, second = (a, b) if ia < ib else (b, a)
+    return "debian shadowed" if second.get("dpkg") and not first.get("dpkg") else None
+
+
 @documents("image.duplicate_dists",
-           what="no two installed distributions provide one import name (opencv-python and opencv-python-headless, pynvml and nvidia-ml-py, triton and pytorch-triton-rocm): read from each dist-info's top_level.txt and RECORD")
+           what="no two installed distributions provide one import name (opencv-python and opencv-python-headless, pynvml and nvidia-ml-py, triton and pytorch-triton-rocm): read from each dist-info's top_level.txt and RECORD; each copy is named with the tool that owns it (dpkg's file lists, else the dist-info's INSTALLER). Not counted: a Debian python3-* copy shadowed by pip's copy of the same distribution earlier on sys.path (Debian's normal layout), and files two distributions share byte for byte")
 def check_duplicate_dists(f: Facts, ctx: Context):
     if f.process is None:
         yield not_captured("image.duplicate_dists", "software", "installed distributions")
@@ -88,22 +127,37 @@ def check_duplicate_dists(f: Facts, ctx: Context):
         yield finding("image.duplicate_dists", "software", Status.SKIP,
                       "installed distributions were not read (older capture, or the metadata could not be read)")
         return
-    dups = [d for d in dups if isinstance(d, dict) and len(d.get("distributions") or []) == 2]
-    if not dups:
-        yield finding("image.duplicate_dists", "software", Status.PASS,
-                      "no two installed distributions provide one import name")
-        return
+    dups = [d for d in dups if isinstance(d, dict) and len(d.get("distributions") or []) == 2
+            and all(isinstance(x, dict) for x in d["distributions"])]
+    benign = [(d, why) for d in dups for why in [_by_design(d)] if why]
     for d in dups:
+        if any(d is b for b, _ in benign):
+            continue
         a, b = (f"{x.get('name')} {x.get('version')}" for x in d["distributions"])
         how = {"overlap": f"both installed {d.get('shared_count')} same file(s), e.g. "
                           f"{', '.join(d.get('shared_files') or [])}: the last install won file by file",
                "shadow": "from two locations on sys.path: the first one shadows the other",
                }.get(d.get("kind"), "their files are not recorded")
+        copies = "; ".join(f"{x.get('name')} {x.get('version')} in {x.get('location')} ({_owner(x)}): "
+                           f"{_remove(x)}" for x in d["distributions"])
         yield finding(f"image.duplicate_dists.{d.get('import')}", "software", Status.WARN,
                       f"import {d.get('import')!r} is provided by {a} and {b}; {how}",
-                      fix=f"pip uninstall -y {d['distributions'][0].get('name')} {d['distributions'][1].get('name')}"
-                          f" && pip install <the one you want> (keep one of them)",
+                      fix=f"keep one copy, remove the other: {copies}; then reinstall the one kept "
+                          "(pip install --force-reinstall NAME) if they shared files",
                       duplicate=d)
+    if len(benign) == len(dups):
+        # counted by Debian package: python3-setuptools alone provides setuptools, pkg_resources, _distutils_hack
+        shadowed = sorted({x["dpkg"] for d, why in benign if why == "debian shadowed"
+                           for x in d["distributions"] if x.get("dpkg")})
+        same = sorted({d["import"] for d, why in benign if why == "identical files"})
+        notes = ([f"{len(shadowed)} Debian package(s) shadowed by pip's copies earlier on sys.path "
+                  f"({', '.join(shadowed[:6])}{' …' if len(shadowed) > 6 else ''}; Debian's normal layout)"]
+                 if shadowed else []) + \
+                ([f"{', '.join(same)} shared by distributions installing identical files"] if same else [])
+        yield finding("image.duplicate_dists", "software", Status.PASS,
+                      "no two installed distributions conflict over one import name"
+                      + (f" ({'; '.join(notes)})" if notes else ""),
+                      by_design=[{"import": d.get("import"), "why": why, "duplicate": d} for d, why in benign][:50])
 
 
 def _stale(module: dict, caches: dict, want: list[str]) -> list[str]:

@@ -1,125 +1,113 @@
-"""amdgpu and PCIe AER faults in the kernel log since boot (as amd/node-scraper's Dmesg plugin and the
-Cluster Validation Suite's dmesg scan do): one finding per pattern that matched, with the count, the first
-and last matching lines and the fix; a pass only when the log was read and nothing matched."""
+"""GPU, PCIe and host faults in the kernel log since boot (as amd/node-scraper's Dmesg plugin and the Cluster
+Validation Suite's dmesg scan do): one finding per pattern that matched (the table is kernel_patterns.py), with
+the number of incidents, the first and last incidents' first lines, the first incident's lines (a multi-line
+dump or call trace is one incident) and the fix; a pass only when the log was read and nothing matched."""
 
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass
 
 from ..facts import Facts
 from ..facts.kernlog import MAX_BYTES, Record
 from ..model import Status
 from . import Context, documents, finding
+from .kernel_patterns import MAX_GAP, PATTERNS, Pattern
 
-AER_DOC = "https://docs.kernel.org/PCI/pcieaer-howto.html"
-AMDGPU_DOC = "https://docs.kernel.org/gpu/amdgpu/debugging.html"
-RAS_DOC = "https://rocm.docs.amd.com/en/latest/how-to/system-debugging.html"
-NODE_SCRAPER = "amd/node-scraper, plugins/inband/dmesg (its error patterns)"
-DRAIN = ("drain the node (scontrol update nodename=NODE state=drain reason=...) and ")
+__all__ = ["PATTERNS", "Pattern", "Incident", "scan", "check_kernel_log"]
+EVIDENCE_LINES = 40  # lines of the first incident kept in the finding
 
 
 @dataclass(frozen=True)
-class Pattern:
-    id: str  # kernel.log.<name>
-    status: Status  # FAIL: the GPU or link is not fit for a job now; WARN: it happened, it may have recovered
-    regex: re.Pattern
-    keys: tuple[str, ...]  # lower-case words a matching line must contain: a cheap test before the regex
-    title: str
-    fix: str
-    ref: str
+class Incident:
+    """One fault: its first line, the lines that belong to it (a dump, a call trace), and whether one of them
+    made it a FAIL (the pattern's `worse`)."""
+    lines: tuple[Record, ...]
+    worse: bool = False
 
 
-def _p(name: str, status: Status, keys: str, regex: str, title: str, fix: str, ref: str = NODE_SCRAPER) -> Pattern:
-    return Pattern(f"kernel.log.{name}", status, re.compile(regex), tuple(keys.split("|")), title, fix, ref)
+def _lines_with(text: str, starts: list[int], key: str) -> set[int]:
+    """Indices of the lines holding key: str.find over the whole lower-cased log (C speed), and bisect for the
+    line of each hit; the next search starts at the next line."""
+    lines: set[int] = set()
+    pos = text.find(key)
+    while pos >= 0:
+        line = bisect.bisect_right(starts, pos) - 1
+        lines.add(line)
+        end = text.find("\n", pos)
+        pos = -1 if end < 0 else text.find(key, end)
+    return lines
 
 
-# Messages as the kernel prints them (drivers/gpu/drm/amd/amdgpu, drivers/pci/pcie/aer.c). AER's words
-# changed in Linux 6.x ("Uncorrected"/"Corrected" became "Uncorrectable"/"Correctable"): both are matched.
-PATTERNS: tuple[Pattern, ...] = (
-    _p("gpu_init", Status.FAIL, "init", r"Fatal error during GPU init|\*ERROR\* (?:hw|sw|early)_init of IP block <\w+> "
-       r"failed|amdgpu: .*hw_init of IP block .* failed",
-       "amdgpu failed to initialise a GPU (an IP block's init failed)",
-       "check the firmware package matches the driver (amdgpu-dkms and linux-firmware from one ROCm release), "
-       "then cold-boot the node; if it repeats, " + DRAIN + "report it to the vendor", AMDGPU_DOC),
-    _p("gpu_reset_failed", Status.FAIL, "failed", r"GPU reset(?:\(\d+\))? failed|GPU Recovery Failed|ASIC reset failed",
-       "a GPU reset failed: the GPU stays hung until the node reboots",
-       DRAIN + "reboot it (a failed reset does not recover without one)", AMDGPU_DOC),
-    _p("ras_uncorrectable", Status.FAIL, "uncorrectable|ecc fatal|deferred", r"(?i)\buncorrectable hardware errors? detected|\bRAS\b.*\buncorrectable"
-       r"|GPU detected ECC Fatal Error|\bdeferred hardware errors? detected",
-       "uncorrectable (or deferred) RAS/ECC errors: GPU memory or a block is failing",
-       DRAIN + "read the bad pages (amd-smi bad-pages) and RAS counts (amd-smi metric --ecc); replace the GPU "
-       "if retired pages keep growing", RAS_DOC),
-    _p("aer_uncorrected", Status.FAIL, "uncorrect", r"PCIe Bus Error: severity=Uncorrect(?:ed|able)"
-       r"|AER: (?:Multiple )?Uncorrect(?:ed|able) \((?:Non-)?Fatal\) error (?:message )?received",
-       "uncorrectable PCIe errors (AER): a GPU or NIC link lost data",
-       DRAIN + "reseat or replace the device or riser the AER lines name (its PCI address); check "
-       "`lspci -vvv -s ADDR` for LnkSta and the AER status registers", AER_DOC),
-    _p("gpu_reset", Status.WARN, "reset", r"GPU reset begin|Issuing Whole GPU reset|GPU reset\(\d+\) succeeded",
-       "a GPU was reset since boot (a hang or a fatal error recovered by the driver)",
-       "find the job that hung it (the ring-timeout lines name the process); if resets repeat, " + DRAIN
-       + "check its RAS counts", AMDGPU_DOC),
-    _p("ring_timeout", Status.WARN, "timeout", r"\bring \S+ timeout",
-       "a GPU ring (queue) timed out: a kernel or copy hung the GPU",
-       "the line names the process; a driver/firmware mismatch or a bad kernel build also does this: check "
-       "`rocmkit doctor --level 2`, and if timeouts repeat on this node only, " + DRAIN + "look at its RAS counts",
-       AMDGPU_DOC),
-    _p("page_fault", Status.WARN, "page fault|protection_fault", r"\[(?:gfxhub|mmhub)\w*\] (?:retry |no-retry )?page fault"
-       r"|VM_L2_PROTECTION_FAULT_STATUS",
-       "a GPU page fault (an access outside a process's GPU memory)",
-       "usually a bug in the faulting program (the line names its pid and process); on a node where it repeats "
-       "with different programs, check the RAS counts and bad pages", AMDGPU_DOC),
-    _p("xgmi", Status.WARN, "xgmi", r"(?i)\bxgmi\b.*\b(?:error|fail(?:ed|ure)?)\b",
-       "xGMI (GPU-to-GPU link) errors: a hive link is degraded or failed to set up",
-       "run `rocmkit doctor --level 2` (all-reduce and P2P figures); if a link is slow or the hive is "
-       "incomplete, " + DRAIN + "cold-boot it"),
-    _p("firmware", Status.WARN, "firmware", r"(?i)amdgpu.*(?:failed to load (?:gpu_info )?firmware|firmware load for "
-       r"amdgpu/\S+ failed)",
-       "amdgpu could not load a firmware file",
-       "install the linux-firmware / amdgpu firmware of the ROCm release that matches the driver, then "
-       "update-initramfs -u and reboot (a required firmware also shows as kernel.log.gpu_init)", AMDGPU_DOC),
-    _p("kfd", Status.WARN, "kfd|evict|preemption|unrecoverable", r"\b(?:amd)?kfd\b.*\bfail(?:ed|ure)?\b|Failed to evict (?:process )?queues"
-       r"|Queue preemption failed|cp might be in an unrecoverable state",
-       "the compute (KFD) driver reported failures (queues that could not be preempted or evicted)",
-       "often what comes before a GPU reset: look for kernel.log.gpu_reset; update the driver if it repeats "
-       "without one", AMDGPU_DOC),
-    _p("aer_corrected", Status.WARN, "correct", r"PCIe Bus Error: severity=Correct(?:ed|able)"
-       r"|AER: (?:Multiple )?Correct(?:ed|able) error (?:message )?received",
-       "corrected PCIe errors (AER): a link retrains or replays (its bandwidth drops)",
-       "a few are normal; many on one device mean a marginal link: reseat it, check LnkSta with "
-       "`lspci -vvv -s ADDR`", AER_DOC),
-)
+def _incident(p: Pattern, records: list[Record], i: int, own: set[int], any_start: set[int]) -> tuple[Incident, int]:
+    """The incident pattern p starts at line i, and the index of its last line."""
+    first = records[i].message
+    taken = [i]
+    worse = bool(p.worse and p.worse.search(first))
+    if p.follow is not None and not (p.end and p.end.search(first)):
+        gap = 0
+        for j in range(i + 1, min(len(records), i + 1 + p.span)):
+            message = records[j].message
+            if p.end is not None and p.end.search(message):
+                taken.append(j)
+                worse = worse or bool(p.worse and p.worse.search(message))
+                break
+            follows = p.follow.search(message) is not None
+            if j in any_start and not (j in own and follows):
+                break  # another incident begins
+            if follows:
+                taken.append(j)
+                worse = worse or bool(p.worse and p.worse.search(message))
+                gap = 0
+            else:
+                gap += 1
+                if gap > MAX_GAP:
+                    break
+    return Incident(tuple(records[k] for k in taken), worse), taken[-1]
 
 
-def scan(records: list[Record]) -> dict[str, list[Record]]:
-    """Pattern id -> the records that matched it, in log order. Each pattern's words are found in the whole
-    lower-cased log first (str.find runs at C speed), and only the lines holding one are tried with its regex:
-    every regex on every line of a 1 MiB log would cost half a second, this a few milliseconds."""
+def scan(records: list[Record]) -> dict[str, list[Incident]]:
+    """Pattern id -> its incidents, in log order. Each pattern's words are found in the whole lower-cased log
+    first (a word several patterns share, once), and only the lines holding one are tried with its regex: every
+    regex on every line of a 1 MiB log costs most of a second, this about 35 ms, 1.5x parsing the records
+    (benchmarks/kernlog_speed.py). A pattern with `follow` takes the lines after its first into the incident (a
+    dump, a call trace); the others are one line each."""
     text = "\n".join(r.message for r in records).lower()
     starts = [0]
     for r in records[:-1]:
         starts.append(starts[-1] + len(r.message) + 1)
-    hits: dict[str, list[Record]] = {}
+    firsts: dict[str, list[int]] = {}
+    by_key: dict[str, set[int]] = {}  # a key several patterns share is searched once
     for p in PATTERNS:
-        lines: set[int] = set()
+        candidates: set[int] = set()
         for key in p.keys:
-            pos = text.find(key)
-            while pos >= 0:
-                line = bisect.bisect_right(starts, pos) - 1
-                lines.add(line)
-                end = text.find("\n", pos)
-                pos = -1 if end < 0 else text.find(key, end)
-        matched = [records[i] for i in sorted(lines) if p.regex.search(records[i].message)]
+            if key not in by_key:
+                by_key[key] = _lines_with(text, starts, key)
+            candidates |= by_key[key]
+        matched = [i for i in sorted(candidates) if p.regex.search(records[i].message)]
         if matched:
-            hits[p.id] = matched
+            firsts[p.id] = matched
+    any_start = {i for lines in firsts.values() for i in lines}
+    hits: dict[str, list[Incident]] = {}
+    for p in PATTERNS:
+        if p.id not in firsts:
+            continue
+        own = set(firsts[p.id])
+        incidents, last = [], -1
+        for i in firsts[p.id]:
+            if i <= last:
+                continue  # a line of the incident before (its own first-line pattern again, e.g. "Oops:")
+            incident, last = _incident(p, records, i, own, any_start)
+            incidents.append(incident)
+        hits[p.id] = incidents
     return hits
 
 
 @documents("kernel.log", *(p.id for p in PATTERNS),
-           what="the kernel log since boot (/dev/kmsg; a capture's `rocmkit/kmsg.txt`) for amdgpu and PCIe AER "
-                "faults: " + ", ".join(f"`{p.id.rsplit('.', 1)[1]}` ({p.status.value})" for p in PATTERNS)
-                + "; unreadable (dmesg_restrict without root) is a skip, never a pass")
+           what="the kernel log since boot (/dev/kmsg; a capture's `rocmkit/kmsg.txt`) for GPU (amdgpu, RAS), PCIe "
+                "and host faults: " + ", ".join(f"`{p.name}` ({p.severity})" for p in PATTERNS)
+                + "; a dump or call trace is one incident; unreadable (dmesg_restrict without root) is a skip, "
+                  "never a pass")
 def check_kernel_log(f: Facts, ctx: Context):
     log = getattr(f, "kernel_log", None)
     if log is None:
@@ -146,15 +134,18 @@ def check_kernel_log(f: Facts, ctx: Context):
                  **({"caveats": caveats} if caveats else {}))
     hits = scan(records)
     for p in PATTERNS:
-        matched = hits.get(p.id)
-        if matched:
-            yield finding(p.id, "kernel", p.status, f"{p.title}: {len(matched)} line(s) in the kernel log",
-                          fix=p.fix, ref=p.ref, count=len(matched), first=matched[0].line(),
-                          last=matched[-1].line(), **scope)
+        incidents = hits.get(p.id)
+        if incidents:
+            status = Status.FAIL if any(i.worse for i in incidents) else p.status
+            first = incidents[0].lines
+            extra = {"lines": [r.line() for r in first[:EVIDENCE_LINES]]} if len(first) > 1 else {}
+            yield finding(p.id, "kernel", status, f"{p.title}: seen {len(incidents)} time(s) since boot",
+                          fix=p.fix, ref=p.ref, count=len(incidents), first=first[0].line(),
+                          last=incidents[-1].lines[0].line(), **extra, **scope)
     if not hits:
         note = f" ({'; '.join(caveats)})" if caveats else ""
         yield finding("kernel.log", "kernel", Status.PASS,
-                      f"no amdgpu or PCIe AER faults in {len(records)} kernel log records since boot{note}", **scope)
+                      f"no GPU, PCIe or host faults in {len(records)} kernel log records since boot{note}", **scope)
 
 
 CHECKS = [check_kernel_log]

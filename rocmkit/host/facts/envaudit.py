@@ -46,10 +46,65 @@ def _name_version(d) -> tuple[str, str]:
     return d.metadata["Name"] or "?", d.version
 
 
-def duplicate_distributions(dists=None) -> list[dict]:
+def _record_hashes(text: str | None, paths: set[str]) -> dict[str, str]:
+    """RECORD's hash column for the given paths (the shared files of an overlap only)."""
+    out = {}
+    for line in (text or "").splitlines():
+        path, _, rest = line.partition(",")
+        if path in paths:
+            out[path] = rest.split(",", 1)[0]
+    return out
+
+
+def _installer(d) -> str | None:
+    """INSTALLER of a dist-info: pip writes "pip" (uv "uv", conda "conda"); Debian's python3-* packages ship
+    none (or "debian"), and an egg-info has no such file."""
+    try:
+        text = d.read_text("INSTALLER")
+    except Exception:  # noqa: BLE001 - unreadable: unknown, not a crash
+        return None
+    return (text.strip() or None) if text else None
+
+
+def dpkg_owners(paths: list[str], info_dir: str = "/var/lib/dpkg/info") -> dict[str, str]:
+    """The Debian package whose file list names each metadata folder (what `dpkg -S PATH` answers, read
+    from dpkg's own lists so no dpkg binary is needed). Only called for duplicates: a few hundred small files."""
+    want = set(paths)
+    found: dict[str, str] = {}
+    try:
+        lists = sorted(Path(info_dir).glob("*.list"))
+    except OSError:
+        return found
+    for lst in lists:
+        try:
+            lines = lst.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line in want and line not in found:
+                found[line] = lst.name[:-len(".list")].split(":", 1)[0]  # python3-certifi (:amd64 on multiarch)
+        if len(found) == len(want):
+            break
+    return found
+
+
+def _order(location: str, path: list[str]) -> int | None:
+    """Where a site dir sits on sys.path: the lower one is what `import` and pip see."""
+    real = os.path.realpath(location)
+    for i, p in enumerate(path):
+        if p and os.path.realpath(p) == real:
+            return i
+    return None
+
+
+def duplicate_distributions(dists=None, path: list[str] | None = None,
+                            dpkg_info: str = "/var/lib/dpkg/info") -> list[dict]:
     """Import names that two installed distributions provide, when they overwrite each other's files (one
     location) or one shadows the other (two sys.path entries). Namespace packages (`nvidia`, `google`) share
-    only a top `__init__.py` or nothing, and are not reported."""
+    only a top `__init__.py` or nothing, and are not reported. Each copy carries who installed it (INSTALLER,
+    and the dpkg package listing its metadata folder) and its place on sys.path, so the check can tell
+    Debian's layout (pip's copy shadowing a python3-* one) from a real conflict; an overlap says whether the
+    shared files are byte-identical by their RECORD hashes."""
     from importlib import metadata
 
     by_import: dict[str, list[dict]] = {}
@@ -67,7 +122,8 @@ def duplicate_distributions(dists=None) -> list[dict]:
         tops = {t for t in (_top(a + b) for a, b in firsts) if t}
         tops |= {t.split("/")[0] for t in (top_level or "").split()}
         for t in tops:
-            by_import.setdefault(t, []).append({"name": name, "version": version, "location": base, "record": record, "dist": d})
+            by_import.setdefault(t, []).append({"name": name, "version": version, "location": base, "record": record,
+                                                "dist": d, "meta": str(getattr(d, "_path", "") or "")})
     for provs in by_import.values():
         if len(provs) < 2:
             continue
@@ -99,11 +155,30 @@ def duplicate_distributions(dists=None) -> list[dict]:
                 else:
                     shared, kind = None, "shadow" if a["regular"] and b["regular"] else None
                 if kind:
-                    out.append({"import": imp, "kind": kind, "shared_count": len(shared) if shared else 0,
-                                "shared_files": (shared or [])[:5],
-                                "distributions": [{k: x[k] for k in ("name", "version", "location")}
-                                                  for x in (a, b)]})
+                    row = {"import": imp, "kind": kind, "shared_count": len(shared) if shared else 0,
+                           "shared_files": (shared or [])[:5], "distributions": [a, b]}
+                    if shared:
+                        ha, hb = (_record_hashes(x["record"], set(shared)) for x in (a, b))
+                        row["identical"] = all(ha.get(f) and ha.get(f) == hb.get(f) for f in shared)
+                    out.append(row)
+    _owners(out, sys.path if path is None else path, dpkg_info)
     return out
+
+
+def _owners(rows: list[dict], path: list[str], dpkg_info: str) -> None:
+    """Replace each duplicate's distributions by their record: name, version, location, installer, the dpkg
+    package that lists the metadata folder, and the location's place on sys.path."""
+    copies = {id(x): x for r in rows for x in r["distributions"]}
+    if not copies:
+        return
+    installers = {k: _installer(x["dist"]) for k, x in copies.items()}
+    # Only a copy no installer claims (or Debian's) is looked up in dpkg's lists: the scan then stops early.
+    metas = [x["meta"] for k, x in copies.items() if x["meta"] and installers[k] in (None, "debian")]
+    owners = dpkg_owners(metas, dpkg_info) if metas and os.path.isdir(dpkg_info) else {}
+    for r in rows:
+        r["distributions"] = [{"name": x["name"], "version": x["version"], "location": x["location"],
+                               "installer": installers[id(x)], "dpkg": owners.get(x["meta"]),
+                               "sys_path_index": _order(x["location"], path)} for x in r["distributions"]]
 
 
 def _mtime(path: Path) -> float | None:

@@ -42,6 +42,9 @@ class Facts:
     numa_nodes: int | None = None  # host NUMA nodes
     gpu_numa: dict[str, int] = field(default_factory=dict)  # PCI address -> NUMA node of that GPU
     manifest: dict | None = None  # /opt/rocmkit/manifest.json of a rocmkit-built image
+    # libdrm's amdgpu.ids: (its path, the upper-case PCI device ids it names), or None where there is none.
+    # hipDeviceGetName reads the product name from it; a device id it lacks shows as "AMD Radeon Graphics".
+    amdgpu_ids: tuple[str, frozenset[str]] | None = None
     # $ROCM_PATH/lib/librocm_smi64.so (ROCM_PATH from the environment, else /opt/rocm) and whether it is a
     # file: older Ray counts AMD GPUs through it, and sees none without it.
     rocm_smi_lib: tuple[str, bool] | None = None
@@ -107,6 +110,7 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
                 d, compute_partition=compute if compute in MODES else None,
                 memory_partition=memory if memory and re.fullmatch(r"NPS\d", memory) else None)
     facts.health = read_health(reader, facts.devices)
+    facts.amdgpu_ids = read_amdgpu_ids(reader)
     manifest = reader.text("opt/rocmkit/manifest.json")
     if manifest:
         try:
@@ -143,3 +147,16 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
 
         facts.rdma = read_rdma(reader)
     return facts
+
+
+AMDGPU_IDS = ("usr/share/libdrm/amdgpu.ids", "opt/amdgpu/share/libdrm/amdgpu.ids")
+
+
+def read_amdgpu_ids(reader: Reader) -> tuple[str, frozenset[str]] | None:
+    """The first amdgpu.ids libdrm would read ("device_id,\trevision_id,\tproduct_name" lines)."""
+    for rel in AMDGPU_IDS:
+        text = reader.text(rel)
+        if text is not None:
+            ids = {m.group(1).upper() for m in re.finditer(r"^([0-9A-Fa-f]{4}),", text, re.M)}
+            return "/" + rel, frozenset(ids)
+    return None
