@@ -1,7 +1,7 @@
 """Whole-process time of `rocmkit doctor --root` on a generated 8-GPU MI300X host in CPX mode (64 KFD
 partitions), as a ratio to a bare `python -c pass` of the same interpreter, measured in the same run.
 
-    python benchmarks/doctor_speed.py [--runs 31]
+    python benchmarks/doctor_speed.py [--runs 31] [--against ../main]
 
 Every command runs once per round, rounds interleaved, so machine load shifts every row alike; the
 figures are medians (and minimums) over the rounds. The headline is `doctor --root CPX ÷ python -c pass`
@@ -11,7 +11,9 @@ Bytecode: an installed rocmkit has its .pyc files (pip compiles them), so every 
 PYTHONPYCACHEPREFIX set to a fresh folder and a warm-up round fills it first; a PYTHONDONTWRITEBYTECODE
 in the caller's environment would otherwise make every run recompile rocmkit's sources (about 0.1 s on a
 2-core machine) and measure the compiler, not the doctor. `--no-bytecode` measures that case instead.
-When ../shared/fixtures holds the real MI300X CPX KFD capture, a row checks it too.
+When ../shared/fixtures holds the real MI300X CPX KFD capture, a row checks it too. `--against DIR` adds a
+row for another checkout's rocmkit (a before/after in one run): DIR first on PYTHONPATH, run from a folder that
+is neither checkout.
 """
 
 from __future__ import annotations
@@ -45,9 +47,9 @@ def real_capture_root(tmp: Path) -> Path | None:
     return root
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> float:
+def run_once(argv: list[str], env: dict[str, str], cwd: Path = REPO) -> float:
     t = time.perf_counter()
-    subprocess.run(argv, capture_output=True, check=False, env=env, cwd=REPO)
+    subprocess.run(argv, capture_output=True, check=False, env=env, cwd=cwd)
     return time.perf_counter() - t
 
 
@@ -55,6 +57,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=31)
     ap.add_argument("--no-bytecode", action="store_true", help="Recompile every module on every run.")
+    ap.add_argument("--against", type=Path, default=None, metavar="DIR",
+                    help="Also time doctor --root CPX with the rocmkit of this checkout (e.g. ../main).")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     root = write_tree(tmp / "host", HostSpec(mode="CPX", process=healthy_process()))
@@ -68,29 +72,33 @@ def main() -> None:
         env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
     py = [sys.executable]
     doctor = py + ["-m", "rocmkit", "doctor"]
+    # (name, argv, environment, working folder)
     rows = [
-        ("python -c pass (interpreter start)", py + ["-c", "pass"]),
-        ("rocmkit --version (CLI start)", py + ["-m", "rocmkit", "--version"]),
-        (f"rocmkit doctor --root CPX (8 GPUs, {nodes} KFD nodes)", doctor + ["--root", str(root)]),
-        ("rocmkit doctor --json --root CPX", doctor + ["--json", "--root", str(root)]),
+        ("python -c pass (interpreter start)", py + ["-c", "pass"], env, REPO),
+        ("rocmkit --version (CLI start)", py + ["-m", "rocmkit", "--version"], env, REPO),
+        (f"rocmkit doctor --root CPX (8 GPUs, {nodes} KFD nodes)", doctor + ["--root", str(root)], env, REPO),
+        ("rocmkit doctor --json --root CPX", doctor + ["--json", "--root", str(root)], env, REPO),
     ]
     real = real_capture_root(tmp)
     if real is not None:
-        rows.append(("rocmkit doctor --root (real MI300X CPX KFD capture)", doctor + ["--root", str(real)]))
-    rows.append(("rocmkit doctor --json (this machine, live)", doctor + ["--json"]))
-    for _, argv in rows:  # warm-up: fills the bytecode cache and the page cache
-        run_once(argv, env)
+        rows.append(("rocmkit doctor --root (real MI300X CPX KFD capture)", doctor + ["--root", str(real)], env, REPO))
+    rows.append(("rocmkit doctor --json (this machine, live)", doctor + ["--json"], env, REPO))
+    if args.against:
+        other = {**env, "PYTHONPATH": str(args.against.resolve())}
+        rows.append((f"doctor --root CPX, rocmkit of {args.against}", doctor + ["--root", str(root)], other, tmp))
+    for _, argv, e, cwd in rows:  # warm-up: fills the bytecode cache and the page cache
+        run_once(argv, e, cwd)
     times: list[list[float]] = [[] for _ in rows]
     for _ in range(args.runs):
-        for i, (_, argv) in enumerate(rows):
-            times[i].append(run_once(argv, env))
+        for i, (_, argv, e, cwd) in enumerate(rows):
+            times[i].append(run_once(argv, e, cwd))
     base = statistics.median(times[0])
     print(f"{args.runs} interleaved rounds, {'no bytecode' if args.no_bytecode else 'bytecode cached'}, "
           f"{sys.executable}")
-    print(f"{'command':<56} {'median s':>9} {'min s':>7} {'÷ python start':>15}")
-    for (name, _), ts in zip(rows, times):
+    print(f"{'command':<58} {'median s':>9} {'min s':>7} {'÷ python start':>15}")
+    for (name, *_), ts in zip(rows, times):
         med = statistics.median(ts)
-        print(f"{name:<56} {med:9.3f} {min(ts):7.3f} {med / base:15.2f}")
+        print(f"{name:<58} {med:9.3f} {min(ts):7.3f} {med / base:15.2f}")
     ratio = statistics.median(times[2]) / base
     print(f"\ndoctor --root CPX ÷ python -c pass (medians): {ratio:.2f}× (target ≤ {TARGET:.1f}×: "
           f"{'met' if ratio <= TARGET else 'not met'})")
