@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
-from importlib import resources
 
 from packaging.version import InvalidVersion, Version
 
@@ -101,7 +101,10 @@ EXPECT_KEYS = {"gemm_bf16", "gemm_fp8", "hbm", "pcie", "allreduce", "p2p"}
 
 @functools.cache
 def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
-    raw = load_toml_text(resources.files("rocmkit.resources").joinpath("archs.toml").read_text(), "archs.toml")
+    # Read beside this module, not through importlib.resources: its import costs the doctor a tenth of its run,
+    # and rocmkit is only ever installed as files (the stacks' loader uses importlib.resources).
+    with open(os.path.join(os.path.dirname(__file__), "resources", "archs.toml"), encoding="utf-8") as f:
+        raw = load_toml_text(f.read(), "archs.toml")
     archs: dict[str, Arch] = {}
     for name, spec in raw["arch"].items():
         products = []

@@ -7,7 +7,6 @@ import re
 import time
 
 from ... import archs
-from ..facts.codeobjects import lacking, runs_on, targets_of
 from ..facts import Facts
 from ..model import Status
 from . import Context, documents, finding, not_captured
@@ -30,6 +29,9 @@ def check_code_objects(f: Facts, ctx: Context):
     audit = f.process.get("code_objects")
     if audit is None:
         return  # not asked for (level 1 stays fast)
+    # here, not at the top: the ELF reader's import is paid only by a run that audited code objects
+    from ..facts.codeobjects import lacking, targets_of
+
     files = [r for r in audit.get("files", []) if isinstance(r, dict)]
     with_code = [r for r in files if r.get("bundles")]
     broken = [r for r in files if r.get("error")]
@@ -169,6 +171,8 @@ def _stale(module: dict, caches: dict, want: list[str]) -> list[str]:
             why.append(f"built {time.strftime('%Y-%m-%d', time.gmtime(built))}, before the {pkg} installed now "
                        f"({time.strftime('%Y-%m-%d', time.gmtime(installed))})")
     has = module.get("targets") or module.get("offload_arch") or []
+    from ..facts.codeobjects import runs_on  # as in check_code_objects: only where there are JIT modules
+
     missing = [a for a in want if has and not any(runs_on(t, a) for t in has)]
     if missing:
         why.append(f"built for {', '.join(has)}, not {', '.join(missing)}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import vfconfigs
 from ..facts import Facts
 from ..model import Status
 from . import Context, documents, finding
@@ -28,6 +27,8 @@ def check_vf_configs(f: Facts, ctx: Context):
         yield finding("software.vf_configs", "software", Status.SKIP,
                       f"{names} host: SGLang's configs were not examined in this capture", sglang=sglang)
         return
+    from .. import vfconfigs  # here: only a VF host with SGLang pays for the copier's import
+
     # Only this host's VFs matter: copies for other products' VFs are harmless to lack. A name without a
     # readable device_name token is kept, so nothing unexpected is hidden.
     tokens = {vfconfigs.token(p.torch_name) for p in vfs}

@@ -10,14 +10,17 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import kernlog
 from .journal import Journal, read as read_journal
 from .health import HealthFacts, read_health
 from .kfd import MODES, Device, Node, group_devices
 from .process import collect_process, valid_process
-from .rdma import RdmaFacts, read_rdma
 from .reader import DevNode, Reader, container, dev_node, memlock_from_limits, read_nodes, shm_from_mounts
+
+if TYPE_CHECKING:  # read_rdma is imported where --multi-node asks for it
+    from .rdma import RdmaFacts
 
 PROCESS_FILE = "rocmkit-process.json"
 
@@ -142,7 +145,9 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
             facts.rocm_smi_lib = ("/" + rel, False)
     facts.kernel_log = kernlog.read(reader, live)
     facts.journal = read_journal(reader, live, this_boot=facts.kernel_log.text is None)
-    if rdma:  # hundreds of GID files on a RoCE host: only when a multi-node job asks
+    if rdma:  # hundreds of GID files on a RoCE host: only when a multi-node job asks (so imported only then)
+        from .rdma import read_rdma
+
         facts.rdma = read_rdma(reader)
     return facts
 
