@@ -44,8 +44,12 @@ PY
     $pip -r "$work/$stack-together.txt"
     xargs -r "$venv/bin/python" -m pip uninstall -q -y < "$work/$stack-remove.txt"
     if [ -s "$work/$stack-nodeps.txt" ]; then $pip --no-deps -r "$work/$stack-nodeps.txt"; fi
-    # as the image installs rocmkit's wheel: with its requirements (in the wheelhouse: `rocmkit wheelhouse` adds them)
-    $pip --no-build-isolation -e .
+    # as the image installs rocmkit's wheel: with the requirements that wheel declares (IMAGE_REQUIREMENTS, not the
+    # CLI's: the SBOM library stays out), which `rocmkit wheelhouse` puts in the wheelhouse
+    "$py" -c 'from rocmkit.image.selfwheel import IMAGE_REQUIREMENTS; print("\n".join(IMAGE_REQUIREMENTS))' \
+      > "$work/$stack-rocmkit.txt"
+    $pip -r "$work/$stack-rocmkit.txt"
+    $pip --no-build-isolation --no-deps -e .
   fi
   "$venv/bin/rocmkit" --version
   {
