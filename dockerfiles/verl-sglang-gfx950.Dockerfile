@@ -173,7 +173,7 @@ ENV HSA_NO_SCRATCH_RECLAIM="1"
 ENV HSA_ENABLE_IPC_MODE_LEGACY="1"
 # RCCL channel count for MI300X/MI355X XGMI (SGLang rocm.Dockerfile runtime ENV; radixark/miles)
 ENV NCCL_MIN_NCHANNELS="112"
-# route SGLang kernels through the aiter built here (SGLang rocm.Dockerfile; verl platform_rocm.py defaults rollouts to 1)
+# route SGLang kernels through the aiter built here (SGLang rocm.Dockerfile; verl platform_rocm.py defaults rollouts to 1). verl's recipe sets 0 with triton attention, but SGLang's non-aiter HIP path calls vLLM's kernels and this image has no vLLM
 ENV SGLANG_USE_AITER="1"
 # bind SGLang workers to the GPU NUMA node (SGLang rocm.Dockerfile runtime ENV)
 ENV SGLANG_SET_CPU_AFFINITY="1"

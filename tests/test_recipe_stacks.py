@@ -114,3 +114,31 @@ def test_default_stack_is_on_rocm_714_or_later_with_vllm_022():
     assert Version(default.rocm) >= Version("7.14")
     vllm = default.component("vllm")
     assert vllm.commit == "18d87a87dc39c1a50f452b218fdcc3aeec48d18e"  # vLLM 0.22.1rc1 (verl README)
+
+
+def test_sglang_on_its_non_aiter_path_has_vllm_beside_it():
+    """SGLANG_USE_AITER=0 sends SGLang's HIP RMSNorm to vLLM's fused_add_rms_norm (sgl-project/sglang
+    python/sglang/srt/layers/layernorm.py). verl's recipe sets 0 with triton attention only in an image that
+    holds vLLM, and patches that call (verl docker/rocm/Dockerfile.rocm@c791da0bf lines 75-86): a built-in
+    stack with SGLang and SGLANG_USE_AITER=0 must carry vLLM too, or its rollout fails on import."""
+    checked = []
+    for stack in stacks.all_builtin():
+        names = {canonicalize_name(c.name) for c in stack.components}
+        if "sglang" not in names:
+            continue
+        checked.append(stack.name)
+        env = {e.name: e.value for e in stack.env}
+        if env.get("SGLANG_USE_AITER") == "0":
+            assert names & {"vllm", "vllm-rocm-fork"}, f"{stack.name}: SGLANG_USE_AITER=0 without vLLM"
+    assert "verl-sglang" in checked
+
+
+def test_verl_sglang_keeps_the_sglang_commit_verl_validates():
+    """verl-sglang stays on SGLang 0.5.15 @0801cc05 (verl Dockerfile.rocm@c791da0bf SGLANG_TAG, and the same
+    commit in AMD-Ecosystem/verl's ROCm 10.0 Dockerfile.rocm): no stored recipe pins SGLang >= 0.5.19 exactly
+    (see the stack file's header). When one does, this test moves with the stack."""
+    stack = stacks.load_builtin("verl-sglang")
+    commit = "0801cc05ed202544e2e5c67d6b0a1d454de54fca"
+    assert stack.component("sglang").commit == commit
+    assert stack.component("sgl-kernel").commit == commit
+    assert {e.name: e.value for e in stack.env}["HSA_ENABLE_IPC_MODE_LEGACY"] == "1"  # ROCm 7.2 dma-buf IPC leak
