@@ -39,6 +39,45 @@ RUN python3.10 -m venv --system-site-packages /opt/venv \
  && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.10", "stack wants Python 3.10, image has " + v'
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
+# MI350X/MI355X named AMD Radeon Graphics by an older libdrm amdgpu.ids (ROCm/ROCm#5992); SGLang's ROCm recipe ships a fixed table
+# libdrm amdgpu.ids lines from the stack's files/libdrm-amdgpu-ids-instinct.txt (sha256 7a8980e70bc9): each is appended to
+# the image's table (both libdrm paths, or a new one) only where that device and revision are missing.
+RUN printf '%s,\t%s,\t%s\n' \
+      66A1 02 'AMD Instinct MI60 / MI50' \
+      6860 00 'AMD Radeon Instinct MI25' \
+      6860 01 'AMD Radeon Instinct MI25' \
+      6860 02 'AMD Radeon Instinct MI25' \
+      6860 04 'AMD Radeon Instinct MI25x2' \
+      6864 04 'AMD Radeon Instinct MI25x2' \
+      686C 00 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 01 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 02 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 04 'AMD Radeon Instinct MI25x2 MxGPU' \
+      686C 06 'AMD Radeon Instinct MI25 MxGPU' \
+      738C 01 'AMD Instinct MI100' \
+      7408 00 'AMD Instinct MI250X' \
+      740C 01 'AMD Instinct MI250X / MI250' \
+      740F 02 'AMD Instinct MI210' \
+      74A0 00 'AMD Instinct MI300A' \
+      74A1 00 'AMD Instinct MI300X' \
+      74A2 00 'AMD Instinct MI308X' \
+      74A5 00 'AMD Instinct MI325X' \
+      74A8 00 'AMD Instinct MI308X HF' \
+      74A9 00 'AMD Instinct MI300X HF' \
+      74B5 00 'AMD Instinct MI300X VF' \
+      74B6 00 'AMD Instinct MI308X' \
+      74BD 00 'AMD Instinct MI300X HF' \
+      75A0 00 'AMD Instinct MI350X' \
+      75A3 00 'AMD Instinct MI355X' \
+      75B0 00 'AMD Instinct MI350X VF' \
+      75B3 00 'AMD Instinct MI355X VF' \
+      > /tmp/rocmkit-amdgpu.ids \
+ && tables="$(for f in /usr/share/libdrm/amdgpu.ids /opt/amdgpu/share/libdrm/amdgpu.ids; do if [ -e "$f" ]; then readlink -f "$f"; fi; done | sort -u)" \
+ && if [ -z "$tables" ]; then mkdir -p /usr/share/libdrm && printf '1.0.0\n' > /usr/share/libdrm/amdgpu.ids && tables=/usr/share/libdrm/amdgpu.ids; fi \
+ && for t in $tables; do \
+      awk -F',[[:space:]]*' 'NR == FNR { if ($0 !~ /^#/ && NF >= 3) have[$1 "," $2] = 1; next } !(($1 "," $2) in have)' "$t" /tmp/rocmkit-amdgpu.ids > /tmp/rocmkit-amdgpu.add \
+      && cat /tmp/rocmkit-amdgpu.add >> "$t" && echo "amdgpu.ids: $(wc -l < /tmp/rocmkit-amdgpu.add) line(s) added to $t"; done \
+ && rm -f /tmp/rocmkit-amdgpu.ids /tmp/rocmkit-amdgpu.add
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install setuptools==79.0.1 typer==0.25.1 click==8.2.1 numpy==1.26.4
@@ -214,7 +253,7 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"miles","description":"Miles RL: SGLang rollout and Megatron-LM training on ROCm 7.0, on SGLang'"'"'s own ROCm images","targets":["gfx950"],"rocm":"7.0.0","python":"3.10","base_image":"rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627","base_image_overridden":false,"base_pip":["setuptools==79.0.1","typer==0.25.1","click==8.2.1","numpy==1.26.4"],"base_pip_sources":[],"components":[{"name":"megatron-lm","kind":"git","git":"https://github.com/radixark/Megatron-LM.git","commit":"2e64d788b67fe8155774200c87606e1e449c494b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"miles-main","patches":[{"file":"patches/megatron-lm-rocm-fused-kernels.patch","sha256":"c667c22c36f0016b78f2b033b44bcef305f1923844fa5e2c560a9e69f2b64d9b"}]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"v2.8_rocm","mutable_reason":"Miles builds the v2.8_rocm branch head; the stored ROCm/TransformerEngine copy lacks that branch and no stored file names its commit","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"89eb10887887bc74853f89a4de258c0702932a1c","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"sglang-miles","mutable_reason":"Miles checks out the sglang-miles branch head over the base image'"'"'s SGLang (SGLANG_COMMIT empty); no stored copy has that branch","needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"megatron-bridge","kind":"git","git":"https://github.com/radixark/Megatron-Bridge.git","commit":null,"tag":null,"mutable_ref":"bridge","mutable_reason":"Miles installs the bridge branch head; no copy of radixark/Megatron-Bridge is stored here","needs":[]},{"name":"miles","kind":"git","git":"https://github.com/radixark/miles.git","commit":"31f1ca961a94cb860cec3b2dea34ec332bfa8f76","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"main"},{"name":"mooncake","kind":"pip","requirements":["mooncake-transfer-engine-non-cuda==0.3.12.post1"],"no_deps":true},{"name":"flash-linear-attention","kind":"pip","requirements":["flash-linear-attention==0.4.2"],"no_deps":false},{"name":"tile-kernels","kind":"pip","requirements":["tile_kernels==1.0.0"],"no_deps":true},{"name":"numba","kind":"pip","requirements":["numba==0.65.1"],"no_deps":false},{"name":"megatron-extras","kind":"pip","requirements":["megatron-energon==7.4.1","multi-storage-client==1.3.1"],"no_deps":true},{"name":"modelopt","kind":"pip","requirements":["nvidia-modelopt[torch]==0.47.0","setuptools==80.9.0"],"no_deps":false}],"runtime_env":{"MILES_HARDWARE_PLATFORM":"rocm","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_USE_AITER":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","SGLANG_MOE_PADDING":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ROCM_FUSED_DECODE_MLA":"1","SGLANG_USE_ROCM700A":"1","NCCL_MIN_NCHANNELS":"112","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO":"0"},"inputs_hash":"220e160af95d96aa8e5a3dee541cf39e43d84df832e93c95c70d2d5e3aada563"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"miles","description":"Miles RL: SGLang rollout and Megatron-LM training on ROCm 7.0, on SGLang'"'"'s own ROCm images","targets":["gfx950"],"rocm":"7.0.0","python":"3.10","base_image":"rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627","base_image_overridden":false,"base_pip":["setuptools==79.0.1","typer==0.25.1","click==8.2.1","numpy==1.26.4"],"base_pip_sources":[],"components":[{"name":"megatron-lm","kind":"git","git":"https://github.com/radixark/Megatron-LM.git","commit":"2e64d788b67fe8155774200c87606e1e449c494b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"miles-main","patches":[{"file":"patches/megatron-lm-rocm-fused-kernels.patch","sha256":"c667c22c36f0016b78f2b033b44bcef305f1923844fa5e2c560a9e69f2b64d9b"}]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"v2.8_rocm","mutable_reason":"Miles builds the v2.8_rocm branch head; the stored ROCm/TransformerEngine copy lacks that branch and no stored file names its commit","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"89eb10887887bc74853f89a4de258c0702932a1c","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"sglang-miles","mutable_reason":"Miles checks out the sglang-miles branch head over the base image'"'"'s SGLang (SGLANG_COMMIT empty); no stored copy has that branch","needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"megatron-bridge","kind":"git","git":"https://github.com/radixark/Megatron-Bridge.git","commit":null,"tag":null,"mutable_ref":"bridge","mutable_reason":"Miles installs the bridge branch head; no copy of radixark/Megatron-Bridge is stored here","needs":[]},{"name":"miles","kind":"git","git":"https://github.com/radixark/miles.git","commit":"31f1ca961a94cb860cec3b2dea34ec332bfa8f76","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"main"},{"name":"mooncake","kind":"pip","requirements":["mooncake-transfer-engine-non-cuda==0.3.12.post1"],"no_deps":true},{"name":"flash-linear-attention","kind":"pip","requirements":["flash-linear-attention==0.4.2"],"no_deps":false},{"name":"tile-kernels","kind":"pip","requirements":["tile_kernels==1.0.0"],"no_deps":true},{"name":"numba","kind":"pip","requirements":["numba==0.65.1"],"no_deps":false},{"name":"megatron-extras","kind":"pip","requirements":["megatron-energon==7.4.1","multi-storage-client==1.3.1"],"no_deps":true},{"name":"modelopt","kind":"pip","requirements":["nvidia-modelopt[torch]==0.47.0","setuptools==80.9.0"],"no_deps":false}],"runtime_env":{"MILES_HARDWARE_PLATFORM":"rocm","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_USE_AITER":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","SGLANG_MOE_PADDING":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ROCM_FUSED_DECODE_MLA":"1","SGLANG_USE_ROCM700A":"1","NCCL_MIN_NCHANNELS":"112","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO":"0"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"b46acf5f8ae4768672bcacc216b66d738d0b3ede2bcccf1f95690c738852ff3b"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -251,13 +290,13 @@ ENV TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 ENV RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="0"
 LABEL org.opencontainers.image.title="rocmkit/miles" \
     org.opencontainers.image.description="Miles RL: SGLang rollout and Megatron-LM training on ROCm 7.0, on SGLang's own ROCm images" \
-    org.opencontainers.image.version="rocm7.0.0-gfx950-220e160af95d" \
+    org.opencontainers.image.version="rocm7.0.0-gfx950-b46acf5f8ae4" \
     org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.14-rocm700-mi35x-20260627" \
     io.rocmkit.stack="miles" \
     io.rocmkit.targets="gfx950" \
     io.rocmkit.rocm="7.0.0" \
     io.rocmkit.python="3.10" \
-    io.rocmkit.inputs-hash="220e160af95d96aa8e5a3dee541cf39e43d84df832e93c95c70d2d5e3aada563" \
+    io.rocmkit.inputs-hash="b46acf5f8ae4768672bcacc216b66d738d0b3ede2bcccf1f95690c738852ff3b" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.mutable-components="transformer-engine,sglang,megatron-bridge"

@@ -32,6 +32,45 @@ RUN python3.14 -m venv --system-site-packages /opt/venv \
  && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.14", "stack wants Python 3.14, image has " + v'
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
+# MI350X/MI355X named AMD Radeon Graphics by an older libdrm amdgpu.ids (ROCm/ROCm#5992); SGLang's ROCm recipe ships a fixed table
+# libdrm amdgpu.ids lines from the stack's files/libdrm-amdgpu-ids-instinct.txt (sha256 7a8980e70bc9): each is appended to
+# the image's table (both libdrm paths, or a new one) only where that device and revision are missing.
+RUN printf '%s,\t%s,\t%s\n' \
+      66A1 02 'AMD Instinct MI60 / MI50' \
+      6860 00 'AMD Radeon Instinct MI25' \
+      6860 01 'AMD Radeon Instinct MI25' \
+      6860 02 'AMD Radeon Instinct MI25' \
+      6860 04 'AMD Radeon Instinct MI25x2' \
+      6864 04 'AMD Radeon Instinct MI25x2' \
+      686C 00 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 01 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 02 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 04 'AMD Radeon Instinct MI25x2 MxGPU' \
+      686C 06 'AMD Radeon Instinct MI25 MxGPU' \
+      738C 01 'AMD Instinct MI100' \
+      7408 00 'AMD Instinct MI250X' \
+      740C 01 'AMD Instinct MI250X / MI250' \
+      740F 02 'AMD Instinct MI210' \
+      74A0 00 'AMD Instinct MI300A' \
+      74A1 00 'AMD Instinct MI300X' \
+      74A2 00 'AMD Instinct MI308X' \
+      74A5 00 'AMD Instinct MI325X' \
+      74A8 00 'AMD Instinct MI308X HF' \
+      74A9 00 'AMD Instinct MI300X HF' \
+      74B5 00 'AMD Instinct MI300X VF' \
+      74B6 00 'AMD Instinct MI308X' \
+      74BD 00 'AMD Instinct MI300X HF' \
+      75A0 00 'AMD Instinct MI350X' \
+      75A3 00 'AMD Instinct MI355X' \
+      75B0 00 'AMD Instinct MI350X VF' \
+      75B3 00 'AMD Instinct MI355X VF' \
+      > /tmp/rocmkit-amdgpu.ids \
+ && tables="$(for f in /usr/share/libdrm/amdgpu.ids /opt/amdgpu/share/libdrm/amdgpu.ids; do if [ -e "$f" ]; then readlink -f "$f"; fi; done | sort -u)" \
+ && if [ -z "$tables" ]; then mkdir -p /usr/share/libdrm && printf '1.0.0\n' > /usr/share/libdrm/amdgpu.ids && tables=/usr/share/libdrm/amdgpu.ids; fi \
+ && for t in $tables; do \
+      awk -F',[[:space:]]*' 'NR == FNR { if ($0 !~ /^#/ && NF >= 3) have[$1 "," $2] = 1; next } !(($1 "," $2) in have)' "$t" /tmp/rocmkit-amdgpu.ids > /tmp/rocmkit-amdgpu.add \
+      && cat /tmp/rocmkit-amdgpu.add >> "$t" && echo "amdgpu.ids: $(wc -l < /tmp/rocmkit-amdgpu.add) line(s) added to $t"; done \
+ && rm -f /tmp/rocmkit-amdgpu.ids /tmp/rocmkit-amdgpu.add
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
 RUN mkdir -p /opt/rocmkit \
@@ -62,7 +101,7 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"trl-vllm","description":"TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14","targets":["gfx950"],"rocm":"7.14.0","python":"3.14","base_image":"rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0","base_image_overridden":false,"base_pip":[],"base_pip_sources":[],"components":[{"name":"trl","kind":"pip","requirements":["trl==1.16.0","accelerate==1.15.0","datasets==5.2.0"],"no_deps":false},{"name":"deepspeed","kind":"pip","requirements":["deepspeed==0.19.8"],"no_deps":false}],"runtime_env":{"TOKENIZERS_PARALLELISM":"false","HIP_FORCE_DEV_KERNARG":"1"},"inputs_hash":"4cd57d39d3ca3583764638a21475c6a6118d401f103578959c0addaba260b2dd"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"trl-vllm","description":"TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14","targets":["gfx950"],"rocm":"7.14.0","python":"3.14","base_image":"rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0","base_image_overridden":false,"base_pip":[],"base_pip_sources":[],"components":[{"name":"trl","kind":"pip","requirements":["trl==1.16.0","accelerate==1.15.0","datasets==5.2.0"],"no_deps":false},{"name":"deepspeed","kind":"pip","requirements":["deepspeed==0.19.8"],"no_deps":false}],"runtime_env":{"TOKENIZERS_PARALLELISM":"false","HIP_FORCE_DEV_KERNARG":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"4049477789c3c0f4695d645a4cac6168bd851e860bf5c208fefaf478f735712d"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -75,12 +114,12 @@ ENV TOKENIZERS_PARALLELISM="false"
 ENV HIP_FORCE_DEV_KERNARG="1"
 LABEL org.opencontainers.image.title="rocmkit/trl-vllm" \
     org.opencontainers.image.description="TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14" \
-    org.opencontainers.image.version="rocm7.14.0-gfx950-4cd57d39d3ca" \
+    org.opencontainers.image.version="rocm7.14.0-gfx950-4049477789c3" \
     org.opencontainers.image.base.name="rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0" \
     io.rocmkit.stack="trl-vllm" \
     io.rocmkit.targets="gfx950" \
     io.rocmkit.rocm="7.14.0" \
     io.rocmkit.python="3.14" \
-    io.rocmkit.inputs-hash="4cd57d39d3ca3583764638a21475c6a6118d401f103578959c0addaba260b2dd" \
+    io.rocmkit.inputs-hash="4049477789c3c0f4695d645a4cac6168bd851e860bf5c208fefaf478f735712d" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false"

@@ -36,6 +36,45 @@ RUN python3.10 -m venv --system-site-packages /opt/venv \
  && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.10", "stack wants Python 3.10, image has " + v'
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
+# MI350X/MI355X named AMD Radeon Graphics by an older libdrm amdgpu.ids (ROCm/ROCm#5992); SGLang's ROCm recipe ships a fixed table
+# libdrm amdgpu.ids lines from the stack's files/libdrm-amdgpu-ids-instinct.txt (sha256 7a8980e70bc9): each is appended to
+# the image's table (both libdrm paths, or a new one) only where that device and revision are missing.
+RUN printf '%s,\t%s,\t%s\n' \
+      66A1 02 'AMD Instinct MI60 / MI50' \
+      6860 00 'AMD Radeon Instinct MI25' \
+      6860 01 'AMD Radeon Instinct MI25' \
+      6860 02 'AMD Radeon Instinct MI25' \
+      6860 04 'AMD Radeon Instinct MI25x2' \
+      6864 04 'AMD Radeon Instinct MI25x2' \
+      686C 00 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 01 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 02 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 04 'AMD Radeon Instinct MI25x2 MxGPU' \
+      686C 06 'AMD Radeon Instinct MI25 MxGPU' \
+      738C 01 'AMD Instinct MI100' \
+      7408 00 'AMD Instinct MI250X' \
+      740C 01 'AMD Instinct MI250X / MI250' \
+      740F 02 'AMD Instinct MI210' \
+      74A0 00 'AMD Instinct MI300A' \
+      74A1 00 'AMD Instinct MI300X' \
+      74A2 00 'AMD Instinct MI308X' \
+      74A5 00 'AMD Instinct MI325X' \
+      74A8 00 'AMD Instinct MI308X HF' \
+      74A9 00 'AMD Instinct MI300X HF' \
+      74B5 00 'AMD Instinct MI300X VF' \
+      74B6 00 'AMD Instinct MI308X' \
+      74BD 00 'AMD Instinct MI300X HF' \
+      75A0 00 'AMD Instinct MI350X' \
+      75A3 00 'AMD Instinct MI355X' \
+      75B0 00 'AMD Instinct MI350X VF' \
+      75B3 00 'AMD Instinct MI355X VF' \
+      > /tmp/rocmkit-amdgpu.ids \
+ && tables="$(for f in /usr/share/libdrm/amdgpu.ids /opt/amdgpu/share/libdrm/amdgpu.ids; do if [ -e "$f" ]; then readlink -f "$f"; fi; done | sort -u)" \
+ && if [ -z "$tables" ]; then mkdir -p /usr/share/libdrm && printf '1.0.0\n' > /usr/share/libdrm/amdgpu.ids && tables=/usr/share/libdrm/amdgpu.ids; fi \
+ && for t in $tables; do \
+      awk -F',[[:space:]]*' 'NR == FNR { if ($0 !~ /^#/ && NF >= 3) have[$1 "," $2] = 1; next } !(($1 "," $2) in have)' "$t" /tmp/rocmkit-amdgpu.ids > /tmp/rocmkit-amdgpu.add \
+      && cat /tmp/rocmkit-amdgpu.add >> "$t" && echo "amdgpu.ids: $(wc -l < /tmp/rocmkit-amdgpu.add) line(s) added to $t"; done \
+ && rm -f /tmp/rocmkit-amdgpu.ids /tmp/rocmkit-amdgpu.add
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1 psutil==7.0.0
@@ -158,7 +197,7 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
 RUN rocmkit vf-configs --strict
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx942"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","psutil==7.0.0"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"4518f37f2cf216c7bf99f34f2ce85f6a5d53d843f79dedaf131f49b03b42a9ac"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx942"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","psutil==7.0.0"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"4faff6d7b60d21eea4a9af704f961a29484bda9a638262c62bb7dfabffc6cfc6"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -185,13 +224,13 @@ ENV TOKENIZERS_PARALLELISM="false"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-sglang" \
     org.opencontainers.image.description="verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source" \
-    org.opencontainers.image.version="rocm7.2.0-gfx942-4518f37f2cf2" \
+    org.opencontainers.image.version="rocm7.2.0-gfx942-4faff6d7b60d" \
     org.opencontainers.image.base.name="rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1" \
     io.rocmkit.stack="verl-sglang" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.2.0" \
     io.rocmkit.python="3.10" \
-    io.rocmkit.inputs-hash="4518f37f2cf216c7bf99f34f2ce85f6a5d53d843f79dedaf131f49b03b42a9ac" \
+    io.rocmkit.inputs-hash="4faff6d7b60d21eea4a9af704f961a29484bda9a638262c62bb7dfabffc6cfc6" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.55.1"

@@ -36,6 +36,45 @@ RUN python3.12 -m venv --system-site-packages /opt/venv \
  && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.12", "stack wants Python 3.12, image has " + v'
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
+# MI350X/MI355X named AMD Radeon Graphics by an older libdrm amdgpu.ids (ROCm/ROCm#5992); SGLang's ROCm recipe ships a fixed table
+# libdrm amdgpu.ids lines from the stack's files/libdrm-amdgpu-ids-instinct.txt (sha256 7a8980e70bc9): each is appended to
+# the image's table (both libdrm paths, or a new one) only where that device and revision are missing.
+RUN printf '%s,\t%s,\t%s\n' \
+      66A1 02 'AMD Instinct MI60 / MI50' \
+      6860 00 'AMD Radeon Instinct MI25' \
+      6860 01 'AMD Radeon Instinct MI25' \
+      6860 02 'AMD Radeon Instinct MI25' \
+      6860 04 'AMD Radeon Instinct MI25x2' \
+      6864 04 'AMD Radeon Instinct MI25x2' \
+      686C 00 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 01 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 02 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 04 'AMD Radeon Instinct MI25x2 MxGPU' \
+      686C 06 'AMD Radeon Instinct MI25 MxGPU' \
+      738C 01 'AMD Instinct MI100' \
+      7408 00 'AMD Instinct MI250X' \
+      740C 01 'AMD Instinct MI250X / MI250' \
+      740F 02 'AMD Instinct MI210' \
+      74A0 00 'AMD Instinct MI300A' \
+      74A1 00 'AMD Instinct MI300X' \
+      74A2 00 'AMD Instinct MI308X' \
+      74A5 00 'AMD Instinct MI325X' \
+      74A8 00 'AMD Instinct MI308X HF' \
+      74A9 00 'AMD Instinct MI300X HF' \
+      74B5 00 'AMD Instinct MI300X VF' \
+      74B6 00 'AMD Instinct MI308X' \
+      74BD 00 'AMD Instinct MI300X HF' \
+      75A0 00 'AMD Instinct MI350X' \
+      75A3 00 'AMD Instinct MI355X' \
+      75B0 00 'AMD Instinct MI350X VF' \
+      75B3 00 'AMD Instinct MI355X VF' \
+      > /tmp/rocmkit-amdgpu.ids \
+ && tables="$(for f in /usr/share/libdrm/amdgpu.ids /opt/amdgpu/share/libdrm/amdgpu.ids; do if [ -e "$f" ]; then readlink -f "$f"; fi; done | sort -u)" \
+ && if [ -z "$tables" ]; then mkdir -p /usr/share/libdrm && printf '1.0.0\n' > /usr/share/libdrm/amdgpu.ids && tables=/usr/share/libdrm/amdgpu.ids; fi \
+ && for t in $tables; do \
+      awk -F',[[:space:]]*' 'NR == FNR { if ($0 !~ /^#/ && NF >= 3) have[$1 "," $2] = 1; next } !(($1 "," $2) in have)' "$t" /tmp/rocmkit-amdgpu.ids > /tmp/rocmkit-amdgpu.add \
+      && cat /tmp/rocmkit-amdgpu.add >> "$t" && echo "amdgpu.ids: $(wc -l < /tmp/rocmkit-amdgpu.add) line(s) added to $t"; done \
+ && rm -f /tmp/rocmkit-amdgpu.ids /tmp/rocmkit-amdgpu.add
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install setuptools-scm==8.3.1
@@ -170,7 +209,7 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM 0.22 rollout on ROCm 7.14 (rocm/primus:v26.4: torch 2.12, TE, flash-attention, aiter prebuilt), vLLM built from source","targets":["gfx942"],"rocm":"7.14.0","python":"3.12","base_image":"rocm/primus:v26.4","base_image_overridden":false,"base_pip":["setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"causal-conv1d","kind":"git","git":"https://github.com/Dao-AILab/causal-conv1d.git","commit":"e940ead2fd962c56854455017541384909ca669f","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"18d87a87dc39c1a50f452b218fdcc3aeec48d18e","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/vllm-rocm-zero-remapped-vram.patch","sha256":"0d247c673cc0b91ee32f5f21e05b898f7a8bc759e04f653206ecdc65bcfbab83"}]},{"name":"xgrammar","kind":"pip","requirements":["xgrammar==0.1.32"],"no_deps":true,"removed":["tilelang"]},{"name":"verl","kind":"git","git":"https://github.com/verl-project/verl.git","commit":"7b19203c52503760f92e0368067c7eb744236274","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/verl-rocm-rollout-defaults.patch","sha256":"690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a"}]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"a61943d7fcb34a190471cfeb0a0eb8bbda621ddf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"qwen35-extras","kind":"pip","requirements":["mcore_bridge==1.5.2","megatron-core==0.18.0","mathruler==0.1.0","qwen_vl_utils==0.0.14","datasets==5.0.0","accelerate==1.14.0","TransferQueue==0.1.8","flash-linear-attention==0.5.1"],"no_deps":false},{"name":"cupy","kind":"pip","requirements":["cupy-rocm-7-0==14.1.1"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false}],"runtime_env":{"HSA_ENABLE_IPC_MODE_LEGACY":"1","PYTORCH_ALLOC_CONF":"expandable_segments:True","NVTE_USE_GROUPED_GEMM_TRITON":"1","NCCL_DEBUG":"ERROR","ROCPROFILER_LOG_LEVEL":"fatal","MIOPEN_DEBUG_FORCE_IMMED_MODE_FALLBACK":"1","HIP_FORCE_DEV_KERNARG":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"7a488e9001713758f4a5586daaa085258d35bfccb32586f1484b17217686a2de"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM 0.22 rollout on ROCm 7.14 (rocm/primus:v26.4: torch 2.12, TE, flash-attention, aiter prebuilt), vLLM built from source","targets":["gfx942"],"rocm":"7.14.0","python":"3.12","base_image":"rocm/primus:v26.4","base_image_overridden":false,"base_pip":["setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"causal-conv1d","kind":"git","git":"https://github.com/Dao-AILab/causal-conv1d.git","commit":"e940ead2fd962c56854455017541384909ca669f","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"18d87a87dc39c1a50f452b218fdcc3aeec48d18e","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/vllm-rocm-zero-remapped-vram.patch","sha256":"0d247c673cc0b91ee32f5f21e05b898f7a8bc759e04f653206ecdc65bcfbab83"}]},{"name":"xgrammar","kind":"pip","requirements":["xgrammar==0.1.32"],"no_deps":true,"removed":["tilelang"]},{"name":"verl","kind":"git","git":"https://github.com/verl-project/verl.git","commit":"7b19203c52503760f92e0368067c7eb744236274","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/verl-rocm-rollout-defaults.patch","sha256":"690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a"}]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"a61943d7fcb34a190471cfeb0a0eb8bbda621ddf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"qwen35-extras","kind":"pip","requirements":["mcore_bridge==1.5.2","megatron-core==0.18.0","mathruler==0.1.0","qwen_vl_utils==0.0.14","datasets==5.0.0","accelerate==1.14.0","TransferQueue==0.1.8","flash-linear-attention==0.5.1"],"no_deps":false},{"name":"cupy","kind":"pip","requirements":["cupy-rocm-7-0==14.1.1"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false}],"runtime_env":{"HSA_ENABLE_IPC_MODE_LEGACY":"1","PYTORCH_ALLOC_CONF":"expandable_segments:True","NVTE_USE_GROUPED_GEMM_TRITON":"1","NCCL_DEBUG":"ERROR","ROCPROFILER_LOG_LEVEL":"fatal","MIOPEN_DEBUG_FORCE_IMMED_MODE_FALLBACK":"1","HIP_FORCE_DEV_KERNARG":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"95d423ab877d64322e06b574aee41c78f834ab84c66c86d872703660f0320a0c"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -197,13 +236,13 @@ ENV TOKENIZERS_PARALLELISM="false"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-vllm" \
     org.opencontainers.image.description="verl + vLLM 0.22 rollout on ROCm 7.14 (rocm/primus:v26.4: torch 2.12, TE, flash-attention, aiter prebuilt), vLLM built from source" \
-    org.opencontainers.image.version="rocm7.14.0-gfx942-7a488e900171" \
+    org.opencontainers.image.version="rocm7.14.0-gfx942-95d423ab877d" \
     org.opencontainers.image.base.name="rocm/primus:v26.4" \
     io.rocmkit.stack="verl-vllm" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.14.0" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="7a488e9001713758f4a5586daaa085258d35bfccb32586f1484b17217686a2de" \
+    io.rocmkit.inputs-hash="95d423ab877d64322e06b574aee41c78f834ab84c66c86d872703660f0320a0c" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.55.1"

@@ -42,6 +42,45 @@ RUN python3.12 -m venv --system-site-packages /opt/venv \
  && /opt/venv/bin/python -c 'import sys; v = "%d.%d" % sys.version_info[:2]; assert v == "3.12", "stack wants Python 3.12, image has " + v'
 ENV PATH=/opt/venv/bin:$PATH \
     VIRTUAL_ENV=/opt/venv
+# MI350X/MI355X named AMD Radeon Graphics by an older libdrm amdgpu.ids (ROCm/ROCm#5992); SGLang's ROCm recipe ships a fixed table
+# libdrm amdgpu.ids lines from the stack's files/libdrm-amdgpu-ids-instinct.txt (sha256 7a8980e70bc9): each is appended to
+# the image's table (both libdrm paths, or a new one) only where that device and revision are missing.
+RUN printf '%s,\t%s,\t%s\n' \
+      66A1 02 'AMD Instinct MI60 / MI50' \
+      6860 00 'AMD Radeon Instinct MI25' \
+      6860 01 'AMD Radeon Instinct MI25' \
+      6860 02 'AMD Radeon Instinct MI25' \
+      6860 04 'AMD Radeon Instinct MI25x2' \
+      6864 04 'AMD Radeon Instinct MI25x2' \
+      686C 00 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 01 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 02 'AMD Radeon Instinct MI25 MxGPU' \
+      686C 04 'AMD Radeon Instinct MI25x2 MxGPU' \
+      686C 06 'AMD Radeon Instinct MI25 MxGPU' \
+      738C 01 'AMD Instinct MI100' \
+      7408 00 'AMD Instinct MI250X' \
+      740C 01 'AMD Instinct MI250X / MI250' \
+      740F 02 'AMD Instinct MI210' \
+      74A0 00 'AMD Instinct MI300A' \
+      74A1 00 'AMD Instinct MI300X' \
+      74A2 00 'AMD Instinct MI308X' \
+      74A5 00 'AMD Instinct MI325X' \
+      74A8 00 'AMD Instinct MI308X HF' \
+      74A9 00 'AMD Instinct MI300X HF' \
+      74B5 00 'AMD Instinct MI300X VF' \
+      74B6 00 'AMD Instinct MI308X' \
+      74BD 00 'AMD Instinct MI300X HF' \
+      75A0 00 'AMD Instinct MI350X' \
+      75A3 00 'AMD Instinct MI355X' \
+      75B0 00 'AMD Instinct MI350X VF' \
+      75B3 00 'AMD Instinct MI355X VF' \
+      > /tmp/rocmkit-amdgpu.ids \
+ && tables="$(for f in /usr/share/libdrm/amdgpu.ids /opt/amdgpu/share/libdrm/amdgpu.ids; do if [ -e "$f" ]; then readlink -f "$f"; fi; done | sort -u)" \
+ && if [ -z "$tables" ]; then mkdir -p /usr/share/libdrm && printf '1.0.0\n' > /usr/share/libdrm/amdgpu.ids && tables=/usr/share/libdrm/amdgpu.ids; fi \
+ && for t in $tables; do \
+      awk -F',[[:space:]]*' 'NR == FNR { if ($0 !~ /^#/ && NF >= 3) have[$1 "," $2] = 1; next } !(($1 "," $2) in have)' "$t" /tmp/rocmkit-amdgpu.ids > /tmp/rocmkit-amdgpu.add \
+      && cat /tmp/rocmkit-amdgpu.add >> "$t" && echo "amdgpu.ids: $(wc -l < /tmp/rocmkit-amdgpu.add) line(s) added to $t"; done \
+ && rm -f /tmp/rocmkit-amdgpu.ids /tmp/rocmkit-amdgpu.add
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --find-links https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/ torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442 torchvision==0.24.0+rocm7.0.2.gitb919bd0c torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b triton==3.5.1+rocm7.0.2.gita272dfa8 setuptools==79.0.1 wheel==0.45.1 packaging==25.0 ninja==1.11.1.4 cmake==3.31.6 pybind11==2.13.6 setuptools-scm==8.3.1 numpy==2.2.6 einops==0.8.1 psutil==7.0.0
@@ -190,7 +229,7 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm-rocm702","description":"verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source","targets":["gfx942"],"rocm":"7.0.2","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:7.0.2-complete","base_image_overridden":false,"base_pip":["torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442","torchvision==0.24.0+rocm7.0.2.gitb919bd0c","torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b","triton==3.5.1+rocm7.0.2.gita272dfa8","setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","numpy==2.2.6","einops==0.8.1","psutil==7.0.0"],"base_pip_sources":["https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/"],"components":[{"name":"flash-attention","kind":"git","git":"https://github.com/ROCm/flash-attention.git","commit":"83f9e450cd10e20701fb109db9c7703d376f282b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":"90c04bcdc3c109505b318f40a39680263af55edf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"45c428e54ac15b9b49d66018c8a1108b20c8336a","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"1ff9d335355c6f60afc3b8a5b4c15f36ab1ccfa6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false},{"name":"megatron-core","kind":"pip","requirements":["megatron-core==0.18.0"],"no_deps":false},{"name":"mbridge","kind":"pip","requirements":["mbridge==0.15.1"],"no_deps":false},{"name":"megatron-bridge","kind":"pip","requirements":["megatron-bridge==0.5.0"],"no_deps":true},{"name":"megatron-bridge-bounds","kind":"pip","requirements":["transformers==5.8.1","hydra-core==1.3.2"],"no_deps":false},{"name":"nvidia-modelopt","kind":"pip","requirements":["nvidia-modelopt==0.44.0","setuptools==80.9.0"],"no_deps":false},{"name":"diffusers","kind":"pip","requirements":["diffusers==0.36.0"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","TOKENIZERS_PARALLELISM":"false","SAFETENSORS_FAST_GPU":"1","MIOPEN_DEBUG_CONV_DIRECT":"0","NVTE_CK_USES_BWD_V3":"1","NVTE_CK_V3_BF16_CVT":"2","NVTE_USE_CAST_TRANSPOSE_TRITON":"0","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"ac2fa574a1b51219b5fff2dec2a349c6f18d15dd2109603654f2ff33b1c63e66"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm-rocm702","description":"verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source","targets":["gfx942"],"rocm":"7.0.2","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:7.0.2-complete","base_image_overridden":false,"base_pip":["torch==2.9.1.dev20251204+rocm7.0.2.lw.git351ff442","torchvision==0.24.0+rocm7.0.2.gitb919bd0c","torchaudio==2.9.0+rocm7.0.2.gite3c6ee2b","triton==3.5.1+rocm7.0.2.gita272dfa8","setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","numpy==2.2.6","einops==0.8.1","psutil==7.0.0"],"base_pip_sources":["https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/"],"components":[{"name":"flash-attention","kind":"git","git":"https://github.com/ROCm/flash-attention.git","commit":"83f9e450cd10e20701fb109db9c7703d376f282b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":"90c04bcdc3c109505b318f40a39680263af55edf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"45c428e54ac15b9b49d66018c8a1108b20c8336a","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"1ff9d335355c6f60afc3b8a5b4c15f36ab1ccfa6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false},{"name":"megatron-core","kind":"pip","requirements":["megatron-core==0.18.0"],"no_deps":false},{"name":"mbridge","kind":"pip","requirements":["mbridge==0.15.1"],"no_deps":false},{"name":"megatron-bridge","kind":"pip","requirements":["megatron-bridge==0.5.0"],"no_deps":true},{"name":"megatron-bridge-bounds","kind":"pip","requirements":["transformers==5.8.1","hydra-core==1.3.2"],"no_deps":false},{"name":"nvidia-modelopt","kind":"pip","requirements":["nvidia-modelopt==0.44.0","setuptools==80.9.0"],"no_deps":false},{"name":"diffusers","kind":"pip","requirements":["diffusers==0.36.0"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","TOKENIZERS_PARALLELISM":"false","SAFETENSORS_FAST_GPU":"1","MIOPEN_DEBUG_CONV_DIRECT":"0","NVTE_CK_USES_BWD_V3":"1","NVTE_CK_V3_BF16_CVT":"2","NVTE_USE_CAST_TRANSPOSE_TRITON":"0","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"ffb867c8d3382f44abfbb62e2c2782fc27170b1ceb49525c388504e615efe444"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -219,13 +258,13 @@ ENV NVTE_USE_CAST_TRANSPOSE_TRITON="0"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-vllm-rocm702" \
     org.opencontainers.image.description="verl + vLLM rollout on ROCm 7.0.2 with flash-attention, TransformerEngine and aiter built from source" \
-    org.opencontainers.image.version="rocm7.0.2-gfx942-ac2fa574a1b5" \
+    org.opencontainers.image.version="rocm7.0.2-gfx942-ffb867c8d338" \
     org.opencontainers.image.base.name="rocm/dev-ubuntu-22.04:7.0.2-complete" \
     io.rocmkit.stack="verl-vllm-rocm702" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.0.2" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="ac2fa574a1b51219b5fff2dec2a349c6f18d15dd2109603654f2ff33b1c63e66" \
+    io.rocmkit.inputs-hash="ffb867c8d3382f44abfbb62e2c2782fc27170b1ceb49525c388504e615efe444" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.55.1"

@@ -250,6 +250,8 @@ def _manifest_common(stack: Stack, targets: list[str], image: str, overridden: b
         "runtime_env": {e.name: e.value for e in runtime_env},
         **({"assets": [{"name": a.name, "url": a.url, "sha256": a.sha256, "mutable_reason": a.mutable_reason}
                        for a in stack.assets]} if stack.assets else {}),
+        **({"amdgpu_ids": {"file": stack.amdgpu_ids.file, "sha256": stack.amdgpu_ids.sha256,
+                           "entries": len(stack.amdgpu_ids.entries)}} if stack.amdgpu_ids else {}),
     }
 
 

@@ -34,7 +34,7 @@ DIST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}$")
 URL_RE = re.compile(r"^https://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~%/+-]*)?$")
 
 TOP_LEVEL_KEYS = ("schema", "name", "description", "source_note", "targets", "rocm", "python", "base", "component", "env",
-                  "post", "asset", "constraints")
+                  "post", "asset", "constraints", "amdgpu_ids")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 PATCH_FILE_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,200}\.(patch|diff)$")
 # https anywhere; plain http only on the loopback (a local mirror, the tests' server).

@@ -58,6 +58,17 @@ class Patch:
 
 
 @dataclass(frozen=True)
+class AmdgpuIds:
+    """Lines of libdrm's amdgpu.ids (device, revision, product name) appended to the image's table where it
+    lacks that device and revision; `file` is relative to the stack file, its bytes hashed into the inputs."""
+
+    file: str
+    sha256: str
+    entries: tuple[tuple[str, str, str], ...]
+    why: str
+
+
+@dataclass(frozen=True)
 class Asset:
     """A file downloaded from a URL (a prebuilt wheel from a release page), verified against its sha256 and
     installed with pip in the final stage. Without a sha256 it is mutable, with the reason."""
@@ -199,6 +210,7 @@ class Stack:
     post: tuple[PostStep, ...]
     assets: tuple[Asset, ...] = ()
     constraints: tuple[str, ...] = ()  # extra exact pins for the image's pip constraint file
+    amdgpu_ids: AmdgpuIds | None = None  # libdrm amdgpu.ids lines the image's table may lack
     source_note: str = ""  # the recipe the stack follows (the README shows it above the stack's table)
     path: str = field(default="", compare=False)
     lock: Lock | None = None  # the digests `rocmkit lock` resolved, read from the lock file beside the stack

@@ -35,6 +35,7 @@ from .fields import (
     path_list,
     pinned_requirements,
 )
+from .amdgpu_ids import amdgpu_ids
 from .wheels import constraints, rocm_wheels, wheel_source
 from .model import NO_ROCM, Asset, Base, BuildKind, Component, ComponentKind, Patch, PostStep, PythonFrom, Stack
 
@@ -299,6 +300,7 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
         post=tuple(PostStep(p) for p in post),
         assets=_assets(path, f.get("asset", list, [])),
         constraints=constraints(f),
+        amdgpu_ids=amdgpu_ids(f, beside),
         path=path,
     )
     # Assets and wheel URLs share the build context's assets/ folder: one file name each.
