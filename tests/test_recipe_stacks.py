@@ -142,3 +142,16 @@ def test_verl_sglang_keeps_the_sglang_commit_verl_validates():
     assert stack.component("sglang").commit == commit
     assert stack.component("sgl-kernel").commit == commit
     assert {e.name: e.value for e in stack.env}["HSA_ENABLE_IPC_MODE_LEGACY"] == "1"  # ROCm 7.2 dma-buf IPC leak
+
+
+def test_verl_vllm_constraint_file_holds_the_bases_torch_and_triton():
+    """The base's torch and Triton (recipe README; the exact torch build from Primus' image table, as the
+    stack's base source_note says) are exact pins in the image's pip constraint file."""
+    data = tomllib.loads((Path(__file__).parent / "data" / "recipes" / "verl-rocm714.toml").read_text())
+    s = stacks.load_builtin(data["stack"])
+    pins = {Requirement(r).name: next(iter(Requirement(r).specifier)).version for r in s.constraints}
+    assert pins["torch"].split("+")[0] == data["base"]["contains"]["torch"] and pins["torch"] in s.base.source_note
+    assert pins["triton"] == data["base"]["contains"]["triton"]
+    text = render_dockerfile(make_plan(s, list(s.targets)))
+    assert f"printf '%s\\n' torch=={pins['torch']} triton=={pins['triton']} > /opt/rocmkit/constraints.txt" in text
+    assert "grep -iE '^(torchvision|torchaudio)=='" in text  # the rest of the family still read from the image
