@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rayhost import one_cluster_at_a_time, ray_processes
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -32,28 +33,9 @@ sys.exit(0 if names == sorted(sys.argv[1:]) else 3)
 
 
 @pytest.fixture(autouse=True)
-def one_cluster_at_a_time():
-    """Ray's head and agent ports are fixed: two of these jobs on one host (test runs started side by side)
-    would collide, so they take turns on a lock file."""
-    import fcntl
-    import tempfile
-
-    with open(Path(tempfile.gettempdir()) / "rocmkit-slurm-ray-test.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def _one_cluster_at_a_time():
+    with one_cluster_at_a_time():
         yield
-
-
-def ray_processes() -> list[str]:
-    """Ray's daemons on this host, read from /proc (a bare Debian container has no `ps`)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # the process ended meanwhile
-            continue
-        if "raylet" in args or "gcs_server" in args:
-            found.append(f"{cmdline.parent.name} {args}")
-    return found
 
 
 def submit(tmp_path: Path, join_timeout: int, env_extra: dict | None = None) -> tuple[int, str, float]:

@@ -10,15 +10,14 @@ sees that no `ray start` ran."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from rayhost import one_cluster_at_a_time, ray_processes
 
 from rocmkit.host.facts import kernlog
 from treegen import HEALTHY_KMSG, HostSpec, format_records, healthy_ports, write_tree
@@ -29,24 +28,9 @@ FAULT = "amdgpu 0000:05:00.0: amdgpu: GPU reset(2) failed"
 
 
 @pytest.fixture(autouse=True)
-def one_cluster_at_a_time():
-    """The lock tests/test_slurm_cluster.py takes: its Ray jobs use fixed ports on this host."""
-    with open(Path(tempfile.gettempdir()) / "rocmkit-slurm-ray-test.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def _one_cluster_at_a_time():
+    with one_cluster_at_a_time():
         yield
-
-
-def ray_processes() -> list[str]:
-    """Ray's daemons on this host, from /proc."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # the process ended meanwhile
-            continue
-        if "raylet" in args or "gcs_server" in args:
-            found.append(f"{cmdline.parent.name} {args}")
-    return found
 
 
 def shim(bindir: Path, name: str, body: str) -> None:
