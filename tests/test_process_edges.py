@@ -150,7 +150,8 @@ def test_build_display_on_a_terminal_draws_whole_lines(tmp_path, base_image):
     specs = [dataclasses.replace(s, revision=revision) for s in stackgen.default_specs(functions=300, units=2)]
     for s in specs:
         stackgen.write_component(tmp_path / "src", s)
-    stack = stackgen.write_stack(tmp_path / "stack.toml", f"tty{uuid.uuid4().hex[:6]}", base_image, specs)
+    name = f"tty{uuid.uuid4().hex[:6]}"
+    stack = stackgen.write_stack(tmp_path / "stack.toml", name, base_image, specs)
     session = f"rocmkit-{uuid.uuid4().hex[:8]}"
     done = tmp_path / "done"
     env = " ".join(f"{k}={v}" for k, v in (("ROCMKIT_DOCKER", os.environ.get("ROCMKIT_DOCKER", "docker")),
@@ -170,6 +171,10 @@ def test_build_display_on_a_terminal_draws_whole_lines(tmp_path, base_image):
                                       text=True).stdout)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        # the image is this test's own (a fresh stack name): left behind, every run would add 0.5 GB to the engine
+        made = subprocess.run([DOCKER, "images", "-q", f"rocmkit/{name}"], capture_output=True, text=True).stdout.split()
+        if made:
+            subprocess.run([DOCKER, "rmi", "-f", *made], capture_output=True)
     assert done.exists() and done.read_text().strip() == "0", screens[-1]
     allowed = [ROW, re.compile(r"^building \S+ for \S+"), re.compile(r"^pip installs only"), re.compile(r"^resolve skipped: "), re.compile(r"^\s*stage\s+state\s+time\s+now\s*$"),
                re.compile(r"^(max jobs|built|id|size|stack|inputs|steps|manifest|sbom|log)\s"), re.compile(r"^  \S+\s+"),

@@ -260,7 +260,11 @@ def _pip_base(stack: Stack, report: Path, interpreter: str | None) -> list[str]:
     else for its version and Linux x86_64 by tags, which pip allows for wheels only."""
     argv = [sys.executable, "-m", "pip"] + (["--python", interpreter] if interpreter else []) + [
         "install", "--isolated", "--dry-run", "--ignore-installed", "--disable-pip-version-check",
-        "--progress-bar", "off", "--report", str(report)]
+        "--progress-bar", "off", "--report", str(report),
+        # An index without PEP 658 metadata files (many mirrors and proxies) makes a dry run download every
+        # wheel whole: 14 GB at once for the built-in stacks, which filled CI's disk. fast-deps reads only
+        # a wheel's METADATA by HTTP range requests (and downloads whole where ranges are refused).
+        "--use-feature=fast-deps"]
     if interpreter:
         return argv
     argv += ["--python-version", stack.python, "--only-binary=:all:"]
