@@ -74,6 +74,24 @@ def test_no_rdma_devices_fails(tmp_path):
     assert "rdma.gid" not in found
 
 
+@pytest.mark.parametrize("ports", [(), "down"], ids=["no-devices", "all-down"])
+def test_a_tcp_cluster_that_says_so_passes(tmp_path, ports):
+    """NCCL_IB_DISABLE=1 (as a Slurm job passes it to the preflight): no RDMA is needed, so none is a pass."""
+    ports = [down(p) for p in healthy_ports(2)] if ports == "down" else ports
+    found = preflight(tmp_path, ports, env={"NCCL_IB_DISABLE": "1"})
+    assert list(found) == ["rdma.port"] and found["rdma.port"].status == Status.PASS
+    assert "TCP sockets" in found["rdma.port"].title
+    # NCCL_IB_DISABLE=0 is RCCL's default, not a choice of TCP
+    assert preflight(tmp_path / "zero", ports, env={"NCCL_IB_DISABLE": "0"})["rdma.port"].status == Status.FAIL
+
+
+def test_rdma_switched_off_while_ports_are_active_warns(tmp_path):
+    found = preflight(tmp_path, healthy_ports(2), env={"NCCL_IB_DISABLE": "1"})
+    f = found["rdma.port"]
+    assert list(found) == ["rdma.port"] and f.status == Status.WARN
+    assert f.evidence["active"] == ["mlx5_0:1", "mlx5_1:1"] and "unset NCCL_IB_DISABLE" in f.fix
+
+
 def test_no_active_port_fails(tmp_path):
     found = preflight(tmp_path, [down(p) for p in healthy_ports(2)])
     f = found["rdma.port"]

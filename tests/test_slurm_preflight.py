@@ -38,14 +38,15 @@ def shim(bindir: Path, name: str, body: str) -> None:
     (bindir / name).chmod(0o755)
 
 
-def run_job(tmp_path: Path, faulty: tuple[str, ...]) -> tuple[int, str, float, Path]:
-    """Submits a 2-node --preflight job whose nodes in `faulty` carry the kernel-log fault; (rc, log,
-    seconds, the file of `ray` calls)."""
+def run_job(tmp_path: Path, faulty: tuple[str, ...], ports=None, job_args: tuple[str, ...] = ()) \
+        -> tuple[int, str, float, Path]:
+    """Submits a 2-node --preflight job whose nodes in `faulty` carry the kernel-log fault, each node with `ports`
+    (two ACTIVE RoCE ports unless given); (rc, log, seconds, the file of `ray` calls)."""
     healthy = [(r.level, r.message) for r in kernlog.parse(HEALTHY_KMSG)]
     trees = tmp_path / "trees"
     for node in ("n1", "n2"):
         kmsg = format_records([*healthy, (3, FAULT)]) if node in faulty else HEALTHY_KMSG
-        write_tree(trees / node, HostSpec(rdma=healthy_ports(2), kmsg=kmsg))
+        write_tree(trees / node, HostSpec(rdma=healthy_ports(2) if ports is None else ports, kmsg=kmsg))
     venv_bin = Path(sys.executable).parent
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -57,7 +58,7 @@ def run_job(tmp_path: Path, faulty: tuple[str, ...]) -> tuple[int, str, float, P
     script = tmp_path / "job.sbatch"
     r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "2", "--gpus-per-node", "0",
                         "--runtime", "none", "--job-name", "rocmkit-preflight", "--join-timeout", "60",
-                        "--preflight", "--entrypoint", "python3 -c pass", "-o", str(script)],
+                        "--preflight", "--entrypoint", "python3 -c pass", *job_args, "-o", str(script)],
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     start = time.monotonic()
@@ -94,3 +95,16 @@ def test_healthy_nodes_pass_the_preflight_and_ray_starts(tmp_path):
     assert starts == ["n1", "n2"], ray_calls.read_text()
     time.sleep(2)
     assert not ray_processes(), ray_processes()  # the teardown stopped them
+
+
+def test_a_tcp_cluster_passes_when_the_job_says_so(tmp_path):
+    """Nodes without RDMA: the preflight fails them, unless the job tells RCCL to use TCP (NCCL_IB_DISABLE=1, given
+    with --env, which reaches each node's doctor as it reaches the job)."""
+    for sub in ("rdma", "tcp"):
+        (tmp_path / sub).mkdir()
+    rc, log, _, _ = run_job(tmp_path / "rdma", faulty=(), ports=())
+    assert rc != 0 and "ERROR: preflight failed on node(s): n1 n2" in log, log
+    assert "[n1]   FAIL  rdma.port" in log, log
+    rc, log, _, ray_calls = run_job(tmp_path / "tcp", faulty=(), ports=(), job_args=("--env", "NCCL_IB_DISABLE=1"))
+    assert rc == 0, log
+    assert "[n1] doctor passed" in log and "[n2] doctor passed" in log and "preflight passed on 2 node(s)" in log, log

@@ -36,20 +36,36 @@ def hca_selection(value: str, names: list[tuple[str, int]]) -> list[tuple[str, i
            what="with `--multi-node`: RDMA ports in /sys/class/infiniband (fail when none is ACTIVE, warn for "
                 "ports down), the devices for NCCL_IB_HCA (warn when the set variable selects no active port), "
                 "and on RoCE a `RoCE v2` GID with an IPv4-mapped address (warn when none; the index for "
-                "NCCL_IB_GID_INDEX, warn when the set variable differs)")
+                "NCCL_IB_GID_INDEX, warn when the set variable differs); with NCCL_IB_DISABLE set, pass when "
+                "no port is ACTIVE (a TCP cluster) and warn when one is (RDMA left unused)")
 def check_rdma(f: Facts, ctx: Context):
     rdma = getattr(f, "rdma", None)
     if not getattr(ctx, "multi_node", False) or rdma is None:
         yield finding("rdma", "rdma", Status.SKIP, "RDMA preflight not run (give --multi-node for a multi-node job)")
         return
     ports = rdma.ports
+    ib_disable = (f.env.get("NCCL_IB_DISABLE") or "").strip()
+    if ib_disable not in ("", "0"):
+        # A TCP cluster says so to RCCL with NCCL_IB_DISABLE; the Slurm preflight passes the job's environment,
+        # so it judges by that instead of failing every node for the RDMA it was told not to use.
+        active = [p.name for p in ports if p.active]
+        if active:
+            yield finding("rdma.port", "rdma", Status.WARN,
+                          f"NCCL_IB_DISABLE={ib_disable}, but {len(active)} RDMA port(s) are ACTIVE "
+                          f"({', '.join(active)}): RCCL will send inter-node traffic over TCP sockets, far slower",
+                          fix="unset NCCL_IB_DISABLE to let RCCL use RDMA", ref=NCCL_ENV, active=active)
+        else:
+            yield finding("rdma.port", "rdma", Status.PASS,
+                          f"NCCL_IB_DISABLE={ib_disable}: RCCL uses TCP sockets between nodes, no RDMA needed",
+                          ref=NCCL_ENV)
+        return
     if not ports:
         where = "/sys/class/infiniband is empty" if rdma.found else "no /sys/class/infiniband"
         yield finding("rdma.port", "rdma", Status.FAIL,
                       f"no RDMA devices ({where}): multi-node RCCL would fall back to TCP sockets",
                       fix="load the NIC's RDMA driver (mlx5_ib, bnxt_re, ionic_rdma) and install rdma-core; in a "
                           "container pass --device=/dev/infiniband and --network=host; if this cluster is meant "
-                          "to use TCP, set NCCL_IB_DISABLE=1 and leave out --multi-node", ref=SYSFS_IB)
+                          "to use TCP, set NCCL_IB_DISABLE=1 (the preflight then passes this check)", ref=SYSFS_IB)
         return
     active = [p for p in ports if p.active]
     down = {p.name: f"{p.state or 'state unknown'}, {p.phys_state or 'phys_state unknown'}" for p in ports
