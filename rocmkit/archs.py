@@ -14,6 +14,8 @@ from .tomlread import load_toml_text
 
 @dataclass(frozen=True)
 class Product:
+    """One PCI device of an arch (a [[arch.X.product]] of archs.toml): its ids, names and level-2 peaks."""
+
     name: str
     arch: str
     pci_ids: tuple[str, ...]
@@ -44,6 +46,8 @@ class Product:
 
 @dataclass(frozen=True)
 class Arch:
+    """One GPU architecture (an [arch.X] table of archs.toml) and its products."""
+
     name: str
     vendor: str  # "amd" | "nvidia"
     family: str
@@ -80,6 +84,8 @@ def targets_slug(targets) -> str:
 
 @dataclass(frozen=True)
 class BuildVariable:
+    """A build system's arch variable (a [build_variable.X] table of archs.toml) and how it lists targets."""
+
     name: str
     format: str  # "list" | "offload-flags"
     read_by: str

@@ -70,6 +70,8 @@ class BootLog:
 
 @dataclass
 class Journal:
+    """The boots read from the journal (0: this boot, -1: the previous one)."""
+
     boots: dict[int, BootLog] = field(default_factory=dict)
 
     def boot(self, n: int) -> BootLog | None:

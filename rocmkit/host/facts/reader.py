@@ -22,6 +22,8 @@ READ_ERRORS_FILE = "rocmkit-read-errors.json"
 
 @dataclass
 class DevNode:
+    """A device node (/dev/kfd, a render node): whether it exists, its group, and whether it opens."""
+
     path: str
     exists: bool
     accessible: bool = False  # opened read-write by this process (live) — None-like False otherwise
