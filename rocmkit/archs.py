@@ -1,15 +1,21 @@
-"""GPU architecture facts, loaded from rocmkit/resources/archs.toml (one table per arch)."""
+"""GPU architecture facts, from rocmkit/resources/archs.toml (one table per arch).
+
+The table is edited as archs.toml (comments, sources) and read from archs.json beside it, the same data that
+`python -m rocmkit.archs` writes from the TOML (tests/test_archs_table.py holds the two equal): importing tomllib
+and parsing the TOML cost `doctor --root` about 4 ms, a twentieth of its whole run, where json (imported anyway)
+reads the copy in a tenth of a millisecond.
+"""
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError
-from .tomlread import load_toml_text
 
 
 @dataclass(frozen=True)
@@ -105,12 +111,30 @@ _PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory
 EXPECT_KEYS = {"gemm_bf16", "gemm_fp8", "hbm", "pcie", "allreduce", "p2p"}
 
 
+def _resource(name: str) -> str:
+    # Beside this module, not through importlib.resources: its import costs the doctor a tenth of its run, and
+    # rocmkit is only ever installed as files (the stacks' loader uses importlib.resources).
+    return os.path.join(os.path.dirname(__file__), "resources", name)
+
+
+def toml_table() -> dict:
+    """archs.toml as parsed: what archs.json must hold."""
+    from .tomlread import load_toml_text
+
+    with open(_resource("archs.toml"), encoding="utf-8") as f:
+        return load_toml_text(f.read(), "archs.toml")
+
+
+def json_text(raw: dict) -> str:
+    """archs.json's text for the parsed TOML `raw` (its first key says where it comes from)."""
+    return json.dumps({"generated_from": "archs.toml: edit that, then run `python -m rocmkit.archs`", **raw},
+                      indent=1) + "\n"
+
+
 @functools.cache
 def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
-    # Read beside this module, not through importlib.resources: its import costs the doctor a tenth of its run,
-    # and rocmkit is only ever installed as files (the stacks' loader uses importlib.resources).
-    with open(os.path.join(os.path.dirname(__file__), "resources", "archs.toml"), encoding="utf-8") as f:
-        raw = load_toml_text(f.read(), "archs.toml")
+    with open(_resource("archs.json"), encoding="utf-8") as f:
+        raw = json.load(f)
     archs: dict[str, Arch] = {}
     for name, spec in raw["arch"].items():
         products = []
@@ -241,3 +265,8 @@ def rocm_supports(rocm: str, arch: Arch, product: Product | None = None) -> bool
         return Version(rocm) >= Version(need)
     except InvalidVersion:
         return False
+
+
+if __name__ == "__main__":  # python -m rocmkit.archs: archs.json from archs.toml
+    with open(_resource("archs.json"), "w", encoding="utf-8") as out:
+        out.write(json_text(toml_table()))
