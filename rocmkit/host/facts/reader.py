@@ -210,25 +210,3 @@ def read_pci_device(pci: str | None, root: str = "/") -> dict[str, Any]:
     """pci_device() for a live host's (or a tree's) PCI address, recording nothing (the probes' evidence)."""
     return pci_device(Reader(root, live=root == "/"), pci)
 
-
-@dataclass(frozen=True)
-class DeviceNodes:
-    """The GPU device nodes of this host (or a tree): which exist, and the groups that own them."""
-
-    present: frozenset[str]
-    gids: dict[str, int]
-    render: tuple[str, ...]  # every /dev/dri/renderD*, sorted
-
-
-def read_device_nodes(root: str = "/") -> DeviceNodes:
-    base = Path(root)
-    paths = ["/dev/kfd", "/dev/dri"] + sorted("/dev/dri/" + p.name for p in (base / "dev/dri").glob("renderD*"))
-    present, gids = set(), {}
-    for p in paths:
-        try:
-            st = os.stat(base / p.lstrip("/"))
-        except OSError:
-            continue
-        present.add(p)
-        gids[p] = st.st_gid
-    return DeviceNodes(present=frozenset(present), gids=gids, render=tuple(p for p in paths if "renderD" in p))
