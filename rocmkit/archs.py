@@ -88,20 +88,6 @@ def targets_slug(targets) -> str:
     return "-".join(targets)
 
 
-@dataclass(frozen=True)
-class BuildVariable:
-    """A build system's arch variable (a [build_variable.X] table of archs.toml) and how it lists targets."""
-
-    name: str
-    format: str  # "list" | "offload-flags"
-    read_by: str
-
-    def value(self, targets: list[str]) -> str:
-        if self.format == "offload-flags":
-            return " ".join(f"--offload-arch={t}" for t in targets)
-        return join_targets(targets)
-
-
 _PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory_gib",
                    "peak_bf16_tflops", "peak_fp8_tflops", "hbm_tbps", "config_copies",
                    "pcie_gbps", "link_topology", "link_count", "link_gbps", "expect"}
@@ -132,7 +118,7 @@ def json_text(raw: dict) -> str:
 
 
 @functools.cache
-def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
+def _table() -> tuple[dict[str, Arch], dict[str, dict]]:
     with open(_resource("archs.json"), encoding="utf-8") as f:
         raw = json.load(f)
     archs: dict[str, Arch] = {}
@@ -154,16 +140,22 @@ def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
             products=tuple(products), gfx_target_version=spec.get("gfx_target_version"),
             compute_capability=spec.get("compute_capability"), min_rocm=spec.get("min_rocm"),
         )
-    variables = {n: BuildVariable(name=n, **v) for n, v in raw["build_variable"].items()}
-    return archs, variables
+    for name, spec in raw["build_variable"].items():
+        if set(spec) != {"format", "read_by"} or spec["format"] not in ("list", "offload-flags"):
+            raise ValueError(f"archs.toml: build_variable.{name}: needs format ('list' or 'offload-flags') and "
+                             "read_by, nothing else")
+    return archs, raw["build_variable"]
 
 
 def all_archs() -> dict[str, Arch]:
     return dict(_table()[0])
 
 
-def build_variables() -> list[BuildVariable]:
-    return list(_table()[1].values())
+def build_arch_env(targets: list[str]) -> tuple[tuple[str, str], ...]:
+    """Every build system's arch variable (archs.toml's [build_variable.X]) set to `targets`: `;`-separated, or
+    as --offload-arch flags. (Plain pairs, no record class: the doctor loads this table and never needs them.)"""
+    return tuple((name, " ".join(f"--offload-arch={t}" for t in targets) if spec["format"] == "offload-flags"
+                  else join_targets(targets)) for name, spec in _table()[1].items())
 
 
 def known_build_archs() -> list[str]:
