@@ -1,19 +1,27 @@
-"""GPU architecture facts, loaded from rocmkit/resources/archs.toml (one table per arch)."""
+"""GPU architecture facts, from rocmkit/resources/archs.toml (one table per arch).
+
+The table is edited as archs.toml (comments, sources) and read from archs.json beside it, the same data that
+`python -m rocmkit.archs` writes from the TOML (tests/test_archs_table.py holds the two equal): importing tomllib
+and parsing the TOML cost `doctor --root` about 4 ms, a twentieth of its whole run, where json (imported anyway)
+reads the copy in a tenth of a millisecond.
+"""
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError
-from .tomlread import load_toml_text
 
 
 @dataclass(frozen=True)
 class Product:
+    """One PCI device of an arch (a [[arch.X.product]] of archs.toml): its ids, names and level-2 peaks."""
+
     name: str
     arch: str
     pci_ids: tuple[str, ...]
@@ -44,6 +52,8 @@ class Product:
 
 @dataclass(frozen=True)
 class Arch:
+    """One GPU architecture (an [arch.X] table of archs.toml) and its products."""
+
     name: str
     vendor: str  # "amd" | "nvidia"
     family: str
@@ -78,18 +88,6 @@ def targets_slug(targets) -> str:
     return "-".join(targets)
 
 
-@dataclass(frozen=True)
-class BuildVariable:
-    name: str
-    format: str  # "list" | "offload-flags"
-    read_by: str
-
-    def value(self, targets: list[str]) -> str:
-        if self.format == "offload-flags":
-            return " ".join(f"--offload-arch={t}" for t in targets)
-        return join_targets(targets)
-
-
 _PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory_gib",
                    "peak_bf16_tflops", "peak_fp8_tflops", "hbm_tbps", "config_copies",
                    "pcie_gbps", "link_topology", "link_count", "link_gbps", "expect"}
@@ -99,12 +97,30 @@ _PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory
 EXPECT_KEYS = {"gemm_bf16", "gemm_fp8", "hbm", "pcie", "allreduce", "p2p"}
 
 
+def _resource(name: str) -> str:
+    # Beside this module, not through importlib.resources: its import costs the doctor a tenth of its run, and
+    # rocmkit is only ever installed as files (the stacks' loader uses importlib.resources).
+    return os.path.join(os.path.dirname(__file__), "resources", name)
+
+
+def toml_table() -> dict:
+    """archs.toml as parsed: what archs.json must hold."""
+    from .tomlread import load_toml_text
+
+    with open(_resource("archs.toml"), encoding="utf-8") as f:
+        return load_toml_text(f.read(), "archs.toml")
+
+
+def json_text(raw: dict) -> str:
+    """archs.json's text for the parsed TOML `raw` (its first key says where it comes from)."""
+    return json.dumps({"generated_from": "archs.toml: edit that, then run `python -m rocmkit.archs`", **raw},
+                      indent=1) + "\n"
+
+
 @functools.cache
-def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
-    # Read beside this module, not through importlib.resources: its import costs the doctor a tenth of its run,
-    # and rocmkit is only ever installed as files (the stacks' loader uses importlib.resources).
-    with open(os.path.join(os.path.dirname(__file__), "resources", "archs.toml"), encoding="utf-8") as f:
-        raw = load_toml_text(f.read(), "archs.toml")
+def _table() -> tuple[dict[str, Arch], dict[str, dict]]:
+    with open(_resource("archs.json"), encoding="utf-8") as f:
+        raw = json.load(f)
     archs: dict[str, Arch] = {}
     for name, spec in raw["arch"].items():
         products = []
@@ -124,16 +140,22 @@ def _table() -> tuple[dict[str, Arch], dict[str, BuildVariable]]:
             products=tuple(products), gfx_target_version=spec.get("gfx_target_version"),
             compute_capability=spec.get("compute_capability"), min_rocm=spec.get("min_rocm"),
         )
-    variables = {n: BuildVariable(name=n, **v) for n, v in raw["build_variable"].items()}
-    return archs, variables
+    for name, spec in raw["build_variable"].items():
+        if set(spec) != {"format", "read_by"} or spec["format"] not in ("list", "offload-flags"):
+            raise ValueError(f"archs.toml: build_variable.{name}: needs format ('list' or 'offload-flags') and "
+                             "read_by, nothing else")
+    return archs, raw["build_variable"]
 
 
 def all_archs() -> dict[str, Arch]:
     return dict(_table()[0])
 
 
-def build_variables() -> list[BuildVariable]:
-    return list(_table()[1].values())
+def build_arch_env(targets: list[str]) -> tuple[tuple[str, str], ...]:
+    """Every build system's arch variable (archs.toml's [build_variable.X]) set to `targets`: `;`-separated, or
+    as --offload-arch flags. (Plain pairs, no record class: the doctor loads this table and never needs them.)"""
+    return tuple((name, " ".join(f"--offload-arch={t}" for t in targets) if spec["format"] == "offload-flags"
+                  else join_targets(targets)) for name, spec in _table()[1].items())
 
 
 def known_build_archs() -> list[str]:
@@ -235,3 +257,8 @@ def rocm_supports(rocm: str, arch: Arch, product: Product | None = None) -> bool
         return Version(rocm) >= Version(need)
     except InvalidVersion:
         return False
+
+
+if __name__ == "__main__":  # python -m rocmkit.archs: archs.json from archs.toml
+    with open(_resource("archs.json"), "w", encoding="utf-8") as out:
+        out.write(json_text(toml_table()))

@@ -221,7 +221,7 @@ def test_self_wheel_is_reproducible_and_complete(tmp_path):
     names = zipfile.ZipFile(a).namelist()
     assert "rocmkit/cli/__init__.py" in names and "rocmkit/templates/Dockerfile.j2" in names
     assert "rocmkit/resources/stacks/verl-cpu.toml" in names
-    assert "rocmkit/resources/archs.toml" in names
+    assert "rocmkit/resources/archs.toml" in names and "rocmkit/resources/archs.json" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     info = [n for n in names if n.endswith(".dist-info/METADATA")]
     meta = zipfile.ZipFile(a).read(info[0]).decode()

@@ -121,7 +121,7 @@ def test_live_read_of_an_empty_journal_directory_says_so(tmp_path):
 def test_missing_or_hanging_journalctl(tmp_path, monkeypatch):
     log = journal.read_live_boot(-1, journalctl=str(tmp_path / "journalctl"))  # not there
     assert log.text is None and "cannot start" in log.error
-    monkeypatch.setattr(journal.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)  # journal.py imports shutil where it looks
     assert "not installed" in journal.read_live_boot(-1).error
     hang = tmp_path / "hang"
     hang.write_text("#!/bin/sh\nexec sleep 30\n")  # stands for a journalctl stuck on a broken journal file

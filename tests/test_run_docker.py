@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from rocmkit.host.facts.reader import read_device_nodes
+from rocmkit.runtime.container import read_device_nodes
 from rocmkit.runtime.container import docker_run_argv
 
 pytestmark = pytest.mark.docker

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..runtime import intarget, proc
-from ..host.facts.reader import DeviceNodes, read_device_nodes
+from ..runtime.container import DeviceNodes, read_device_nodes
 from .settings import Settings
 from .workspace import Workspace
 

@@ -65,7 +65,7 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     The container is labelled and removed however rocmkit ends: its own exit (rocmkit exits with the
     container's code), --timeout (124), SIGINT or SIGTERM to rocmkit (130/143).
     """
-    from ..host.facts.reader import read_device_nodes
+    from ..runtime.container import read_device_nodes
     from ..runtime.engine import run_cli
 
     no_gpus = gpus == "none"

@@ -140,9 +140,8 @@ def compare_runs(files: tuple[str, str], tolerance: float, strict: bool) -> Outc
 def in_image(image: str, level: int, strict: bool, arch: str | None, only: str | None, timeout_s: float,
              multi_node: bool = False) -> Outcome:
     """`rocmkit doctor --json` run inside IMAGE through the Docker engine, with the ROCm device flags."""
-    from ..runtime.container import ULIMIT_NOTE, run_container
+    from ..runtime.container import ULIMIT_NOTE, read_device_nodes, run_container
     from ..runtime.engine import Engine, run_cli
-    from .facts.reader import read_device_nodes
 
     info = Engine.connect().require_image(image)
     docker = run_cli()

@@ -17,6 +17,8 @@ class Status(TextEnum):
 
 @dataclass(frozen=True)
 class Finding:
+    """One result of a check: an id, a status, one line of title, evidence, and the fix."""
+
     id: str  # stable, dotted: "gpu.kfd.access", "env.ray.noset", "probe.gemm.bf16"
     area: str  # grouping in the table: "gpu", "driver", "kernel", "container", "env", "software", "probe"
     status: Status

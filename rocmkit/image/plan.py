@@ -91,7 +91,7 @@ def make_plan(stack: Stack, targets: list[str], *, base_image: str | None = None
     stages = _stages(stack, sources)
     runtime_env = _runtime_env(stack)
     # A CPU image has no GPU arch: no arch variable is set, so no build system compiles for a GPU.
-    arch_env = () if archs.is_cpu(targets) else tuple((v.name, v.value(targets)) for v in archs.build_variables())
+    arch_env = () if archs.is_cpu(targets) else archs.build_arch_env(targets)
     image = base_image or stack.base.image_for(targets)
     digest = stack.lock.digest_for(image) if stack.lock and base_image is None and "@" not in image else None
     warnings = tuple(

@@ -10,12 +10,39 @@ Reference: ROCm docs "Running ROCm Docker containers"; vLLM/ROCm published run l
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
 from ..errors import EnvironmentMissing
-from ..host.facts.reader import DeviceNodes
 from . import intarget, proc
 
 DEFAULT_SHM = "16g"
 RUN_LABEL = "io.rocmkit.run"  # every container rocmkit starts carries one: io.rocmkit.run=<the run's id>
+
+
+@dataclass(frozen=True)
+class DeviceNodes:
+    """The GPU device nodes of this host (or a tree): which exist, and the groups that own them. (Here, not among
+    the doctor's facts: only the commands that start containers read them.)"""
+
+    present: frozenset[str]
+    gids: dict[str, int]
+    render: tuple[str, ...]  # every /dev/dri/renderD*, sorted
+
+
+def read_device_nodes(root: str = "/") -> DeviceNodes:
+    base = Path(root)
+    paths = ["/dev/kfd", "/dev/dri"] + sorted("/dev/dri/" + p.name for p in (base / "dev/dri").glob("renderD*"))
+    present, gids = set(), {}
+    for p in paths:
+        try:
+            st = os.stat(base / p.lstrip("/"))
+        except OSError:
+            continue
+        present.add(p)
+        gids[p] = st.st_gid
+    return DeviceNodes(present=frozenset(present), gids=gids, render=tuple(p for p in paths if "renderD" in p))
 
 
 def device_gids(nodes: DeviceNodes | None, paths: list[str]) -> list[str]:
@@ -33,7 +60,7 @@ def rocm_device_args(render_nodes: list[str] | None = None, *, nodes: DeviceNode
                      privileged: bool = False, ipc_host: bool = True, shm_size: str = DEFAULT_SHM,
                      skip_missing: bool = False, ulimits: bool = True, gpus: bool = True) -> list[str]:
     """`docker run` flags giving a container the GPUs. render_nodes None means all of /dev/dri. `nodes` are this
-    host's device nodes (host.facts.reader.read_device_nodes): their groups are added, and with skip_missing the
+    host's device nodes (read_device_nodes): their groups are added, and with skip_missing the
     ones it lacks are left out (diagnosing a host without GPUs); gpus False gives no GPU at all (a CPU
     image). Pure."""
     if privileged:

@@ -56,6 +56,8 @@ class LazyRegex:
 
 @dataclass(frozen=True)
 class Pattern:
+    """One fault of the table below: how its incident starts, continues and ends, and what to do about it."""
+
     id: str  # kernel.log.<name>
     status: Status  # FAIL: it kills a job or marks the hardware bad; WARN: it degrades, or it may have recovered
     regex: LazyRegex  # the first line of an incident

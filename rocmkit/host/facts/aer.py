@@ -27,6 +27,8 @@ ROOTPORT = ("cor", "nonfatal", "fatal")
 
 @dataclass
 class Aer:
+    """The AER counters of one PCI device (see the module's docstring for the files)."""
+
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # severity -> {bit name: count}
     totals: dict[str, int] = field(default_factory=dict)  # severity -> its TOTAL_ERR_* line
     rootport: dict[str, int] | None = None  # cor/nonfatal/fatal messages a root port received

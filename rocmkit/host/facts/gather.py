@@ -27,6 +27,8 @@ PROCESS_FILE = "rocmkit-process.json"
 
 @dataclass
 class Facts:
+    """Everything one doctor run read (see the package's docstring); the checks read only this."""
+
     root: str
     live: bool
     nodes: list[Node] = field(default_factory=list)

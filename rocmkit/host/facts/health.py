@@ -40,6 +40,8 @@ ACS_BITS = {0: "SrcValid", 1: "TransBlk", 2: "ReqRedir", 3: "CmpltRedir", 4: "Up
 
 @dataclass
 class Link:
+    """A PCIe link's current and maximum speed and width, as sysfs writes them."""
+
     current_speed: str | None = None
     current_width: str | None = None
     max_speed: str | None = None
@@ -56,6 +58,8 @@ class Link:
 
 @dataclass
 class Bridge:
+    """A PCI bridge above a GPU or NIC: its ACS control, its link (the nearest one only) and AER counters."""
+
     pci: str
     config_bytes: int | None = None  # bytes of config space readable (64: not root); None: unreadable
     acs_control: int | None = None  # the ACS control register; None where the bridge has no ACS capability
@@ -80,6 +84,8 @@ class PciHealth:
 
 @dataclass
 class KfdProcess:
+    """A process holding VRAM through KFD, and how much on which GPU."""
+
     pid: int
     comm: str | None
     vram: dict[str, int]  # PCI address of the GPU (or "gpu_id N" when unknown) -> bytes
@@ -87,6 +93,8 @@ class KfdProcess:
 
 @dataclass
 class HealthFacts:
+    """The health facts of a host's GPUs, RDMA NICs and the bridges above them (read_health)."""
+
     gpus: dict[str, PciHealth] = field(default_factory=dict)
     nics: dict[str, PciHealth] = field(default_factory=dict)  # RDMA device name -> its PCI function
     bridges: dict[str, Bridge] = field(default_factory=dict)

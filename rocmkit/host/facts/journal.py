@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +70,8 @@ class BootLog:
 
 @dataclass
 class Journal:
+    """The boots read from the journal (0: this boot, -1: the previous one)."""
+
     boots: dict[int, BootLog] = field(default_factory=dict)
 
     def boot(self, n: int) -> BootLog | None:
@@ -129,6 +130,8 @@ def _why(output: str, boot: int) -> str:
 
 def read_live_boot(boot: int, journalctl: str | None = None, extra: tuple[str, ...] = ()) -> BootLog:
     """`extra`: more journalctl arguments (the tests' --directory of a journal they wrote)."""
+    import shutil  # here: shutil brings zlib, bz2 and lzma, and a --root run never looks for journalctl
+
     from ...errors import EnvironmentMissing
     from ...runtime.proc import capture
 

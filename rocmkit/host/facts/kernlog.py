@@ -31,6 +31,8 @@ RECORD_BUFFER = 16384  # read(2) of /dev/kmsg fails with EINVAL when one record 
 
 @dataclass(frozen=True)
 class Record:
+    """One kernel log record."""
+
     level: int  # syslog level, 0 (emerg) .. 7 (debug)
     seq: int
     usec: int  # since boot
@@ -43,6 +45,8 @@ class Record:
 
 @dataclass(frozen=True)
 class KernelLog:
+    """The kernel log since boot as read (or why it could not be)."""
+
     source: str  # /dev/kmsg, or the captured file
     text: str | None  # the records as read; None when the log could not be read
     error: str | None = None  # why not

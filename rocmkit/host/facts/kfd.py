@@ -25,6 +25,8 @@ MODES = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": None}
 
 @dataclass(frozen=True)
 class Node:
+    """One KFD topology node (a CPU, a GPU or a GPU partition) and its properties."""
+
     index: int
     props: dict[str, int]
     error: str | None = None  # why properties could not be read (e.g. "permission denied")
