@@ -20,7 +20,7 @@ import pytest
 from rayhost import one_cluster_at_a_time, ray_processes
 
 from rocmkit.host.facts import kernlog
-from treegen import HEALTHY_KMSG, HostSpec, format_records, healthy_ports, write_tree
+from treegen import HEALTHY_KMSG, HostSpec, format_records, healthy_ports, healthy_process, write_tree
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -38,20 +38,24 @@ def shim(bindir: Path, name: str, body: str) -> None:
     (bindir / name).chmod(0o755)
 
 
-def run_job(tmp_path: Path, faulty: tuple[str, ...], ports=None, job_args: tuple[str, ...] = ()) \
-        -> tuple[int, str, float, Path]:
+def run_job(tmp_path: Path, faulty: tuple[str, ...], ports=None, job_args: tuple[str, ...] = (),
+            tree_env: dict | None = None) -> tuple[int, str, float, Path]:
     """Submits a 2-node --preflight job whose nodes in `faulty` carry the kernel-log fault, each node with `ports`
-    (two ACTIVE RoCE ports unless given); (rc, log, seconds, the file of `ray` calls)."""
+    (two ACTIVE RoCE ports unless given) and `tree_env` in its captured process environment; (rc, log, seconds,
+    the file of `ray` calls). The `rocmkit` shim records each node's NCCL_IB_DISABLE in tmp_path/node-env."""
     healthy = [(r.level, r.message) for r in kernlog.parse(HEALTHY_KMSG)]
     trees = tmp_path / "trees"
     for node in ("n1", "n2"):
         kmsg = format_records([*healthy, (3, FAULT)]) if node in faulty else HEALTHY_KMSG
-        write_tree(trees / node, HostSpec(rdma=healthy_ports(2) if ports is None else ports, kmsg=kmsg))
+        process = healthy_process(env={**healthy_process()["env"], **(tree_env or {})})
+        write_tree(trees / node, HostSpec(rdma=healthy_ports(2) if ports is None else ports, kmsg=kmsg,
+                                          process=process))
     venv_bin = Path(sys.executable).parent
     bindir = tmp_path / "bin"
     bindir.mkdir()
     ray_calls = tmp_path / "ray-calls"
-    shim(bindir, "rocmkit", f'exec {venv_bin}/rocmkit "$@" --root "{trees}/$SLURMD_NODENAME"\n')
+    shim(bindir, "rocmkit", f'echo "$SLURMD_NODENAME ${{NCCL_IB_DISABLE:-unset}}" >> {tmp_path}/node-env\n'
+                            f'exec {venv_bin}/rocmkit "$@" --root "{trees}/$SLURMD_NODENAME"\n')
     shim(bindir, "ray", f'echo "$SLURMD_NODENAME $*" >> {ray_calls}\nexec {venv_bin}/ray "$@"\n')
     env = {**os.environ, "PATH": f"{bindir}:{venv_bin}:{os.environ['PATH']}"}
 
@@ -98,13 +102,19 @@ def test_healthy_nodes_pass_the_preflight_and_ray_starts(tmp_path):
 
 
 def test_a_tcp_cluster_passes_when_the_job_says_so(tmp_path):
-    """Nodes without RDMA: the preflight fails them, unless the job tells RCCL to use TCP (NCCL_IB_DISABLE=1, given
-    with --env, which reaches each node's doctor as it reaches the job)."""
+    """Nodes without RDMA: the preflight fails them, unless the job tells RCCL to use TCP. Two links of that chain:
+    `--env NCCL_IB_DISABLE=1` reaches the doctor's process on every node (the shim records it), and a node whose
+    environment holds it passes. (Under --root the doctor judges the tree's captured environment, not its own, so
+    the tree carries the variable as the live node's process would.)"""
     for sub in ("rdma", "tcp"):
         (tmp_path / sub).mkdir()
     rc, log, _, _ = run_job(tmp_path / "rdma", faulty=(), ports=())
     assert rc != 0 and "ERROR: preflight failed on node(s): n1 n2" in log, log
     assert "[n1]   FAIL  rdma.port" in log, log
-    rc, log, _, ray_calls = run_job(tmp_path / "tcp", faulty=(), ports=(), job_args=("--env", "NCCL_IB_DISABLE=1"))
+    assert sorted((tmp_path / "rdma/node-env").read_text().split("\n")[:-1]) == ["n1 unset", "n2 unset"]
+    rc, log, _, _ = run_job(tmp_path / "tcp", faulty=(), ports=(), job_args=("--env", "NCCL_IB_DISABLE=1"),
+                            tree_env={"NCCL_IB_DISABLE": "1"})
     assert rc == 0, log
+    assert sorted((tmp_path / "tcp/node-env").read_text().split("\n")[:-1]) == ["n1 1", "n2 1"]
     assert "[n1] doctor passed" in log and "[n2] doctor passed" in log and "preflight passed on 2 node(s)" in log, log
+    assert "[n1]   PASS  rdma.port" in log and "TCP sockets" in log, log
