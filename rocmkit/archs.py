@@ -260,5 +260,6 @@ def rocm_supports(rocm: str, arch: Arch, product: Product | None = None) -> bool
 
 
 if __name__ == "__main__":  # python -m rocmkit.archs: archs.json from archs.toml
-    with open(_resource("archs.json"), "w", encoding="utf-8") as out:
-        out.write(json_text(toml_table()))
+    from .fileio import write_atomic
+
+    write_atomic(_resource("archs.json"), json_text(toml_table()))

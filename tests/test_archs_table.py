@@ -22,7 +22,7 @@ def test_python_m_rocmkit_archs_writes_the_json(tmp_path):
     # the command the failure above names, run on a copy of the package so the checkout is left as it is
     pkg = tmp_path / "rocmkit"
     (pkg / "resources").mkdir(parents=True)
-    for name in ("__init__.py", "archs.py", "errors.py", "tomlread.py"):
+    for name in ("__init__.py", "archs.py", "errors.py", "fileio.py", "tomlread.py"):
         (pkg / name).write_text((REPO / "rocmkit" / name).read_text())
     (pkg / "resources" / "archs.toml").write_text((REPO / "rocmkit/resources/archs.toml").read_text())
     subprocess.run([sys.executable, "-m", "rocmkit.archs"], cwd=tmp_path, check=True, timeout=60)

@@ -91,6 +91,18 @@ class Fields:
                 raise InputFileError(self.path, f"{self._f(key)}[{i}]", f"invalid value {v!r}", allowed)
         return tuple(values)
 
+    def per_arch(self, key: str, targets, pattern: re.Pattern, invalid: str, allowed: str) -> dict[str, str]:
+        """A table of arch -> text (image_per_arch, arch_names): each arch one of the stack's targets, each value
+        matching `pattern` (else "invalid {invalid} ...")."""
+        out = {}
+        for arch, value in self.get(key, dict, {}).items():
+            if arch not in targets:
+                raise self.error(f"{key}.{arch}", "arch not in the stack's targets", ", ".join(targets))
+            if not isinstance(value, str) or not pattern.match(value):
+                raise self.error(f"{key}.{arch}", f"invalid {invalid} {value!r}", allowed)
+            out[arch] = value
+        return out
+
 
 def kind_name(kind: type | tuple[type, ...]) -> str:
     names = {str: "a string", bool: "true or false", list: "a list", dict: "a table", int: "an integer"}

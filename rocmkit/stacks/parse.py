@@ -234,14 +234,8 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
                                                     "pip_extra_index_url", "pip_find_links", "ccache",
                                                     "amdsmi_from_rocm", "source_note", "pip_note",
                                                     "rocm_wheels"))
-    per_arch_raw = b.get("image_per_arch", dict, {})
-    per_arch = {}
-    for a, img in per_arch_raw.items():
-        if a not in stack_targets:
-            raise b.error(f"image_per_arch.{a}", "arch not in the stack's targets", ", ".join(stack_targets))
-        if not isinstance(img, str) or not IMAGE_RE.match(img):
-            raise b.error(f"image_per_arch.{a}", f"invalid image {img!r}", "an image reference such as repo/name:tag")
-        per_arch[a] = img
+    per_arch = b.per_arch("image_per_arch", stack_targets, IMAGE_RE, "image",
+                          "an image reference such as repo/name:tag")
     python_from = b.get("python_from", str, "image")
     if python_from not in {p.value for p in PythonFrom}:
         raise b.error("python_from", f"invalid value {python_from!r}", ", ".join(p.value for p in PythonFrom))

@@ -43,14 +43,7 @@ def rocm_wheels(b: Fields, targets: tuple[str, ...], rocm: str) -> RocmWheels | 
         if req.name.lower() == "rocm" and version != rocm:
             raise InputFileError(b.path, f"{where}.packages[{i}]", f"pins rocm {version}, but the stack says rocm = "
                                  f"{rocm!r}", "the same version in both")
-    arch_names_raw = f.get("arch_names", dict, {})
-    arch_names = {}
-    for a, n in arch_names_raw.items():
-        if a not in targets:
-            raise f.error(f"arch_names.{a}", "arch not in the stack's targets", ", ".join(targets))
-        if not isinstance(n, str) or not ARCH_NAME_RE.match(n):
-            raise f.error(f"arch_names.{a}", f"invalid value {n!r}", "a package-name part such as gfx94X-dcgpu")
-        arch_names[a] = n
+    arch_names = f.per_arch("arch_names", targets, ARCH_NAME_RE, "value", "a package-name part such as gfx94X-dcgpu")
     patterns = f.get("device", list, [])
     allowed = "a pinned requirement with {arch}, e.g. rocm-sdk-device-{arch}==7.14.0"
     for i, p in enumerate(patterns):

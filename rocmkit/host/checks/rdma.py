@@ -44,16 +44,17 @@ def check_rdma(f: Facts, ctx: Context):
         yield finding("rdma", "rdma", Status.SKIP, "RDMA preflight not run (give --multi-node for a multi-node job)")
         return
     ports = rdma.ports
+    active = [p for p in ports if p.active]
     ib_disable = (f.env.get("NCCL_IB_DISABLE") or "").strip()
     if ib_disable not in ("", "0"):
         # A TCP cluster says so to RCCL with NCCL_IB_DISABLE; the Slurm preflight passes the job's environment,
         # so it judges by that instead of failing every node for the RDMA it was told not to use.
-        active = [p.name for p in ports if p.active]
         if active:
+            names = [p.name for p in active]
             yield finding("rdma.port", "rdma", Status.WARN,
                           f"NCCL_IB_DISABLE={ib_disable}, but {len(active)} RDMA port(s) are ACTIVE "
-                          f"({', '.join(active)}): RCCL will send inter-node traffic over TCP sockets, far slower",
-                          fix="unset NCCL_IB_DISABLE to let RCCL use RDMA", ref=NCCL_ENV, active=active)
+                          f"({', '.join(names)}): RCCL will send inter-node traffic over TCP sockets, far slower",
+                          fix="unset NCCL_IB_DISABLE to let RCCL use RDMA", ref=NCCL_ENV, active=names)
         else:
             yield finding("rdma.port", "rdma", Status.PASS,
                           f"NCCL_IB_DISABLE={ib_disable}: RCCL uses TCP sockets between nodes, no RDMA needed",
@@ -67,7 +68,6 @@ def check_rdma(f: Facts, ctx: Context):
                           "container pass --device=/dev/infiniband and --network=host; if this cluster is meant "
                           "to use TCP, set NCCL_IB_DISABLE=1 (the preflight then passes this check)", ref=SYSFS_IB)
         return
-    active = [p for p in ports if p.active]
     down = {p.name: f"{p.state or 'state unknown'}, {p.phys_state or 'phys_state unknown'}" for p in ports
             if not p.active}
     layers = sorted({p.link_layer or "unknown" for p in active})
