@@ -11,15 +11,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-from dataclasses import dataclass
-
-from packaging.version import InvalidVersion, Version
+from typing import NamedTuple
 
 from .errors import UsageError
 
 
-@dataclass(frozen=True)
-class Product:
+class Product(NamedTuple):
     """One PCI device of an arch (a [[arch.X.product]] of archs.toml): its ids, names and level-2 peaks."""
 
     name: str
@@ -50,8 +47,7 @@ class Product:
         return self.vf_of is not None
 
 
-@dataclass(frozen=True)
-class Arch:
+class Arch(NamedTuple):
     """One GPU architecture (an [arch.X] table of archs.toml) and its products."""
 
     name: str
@@ -248,15 +244,25 @@ def min_rocm_for(arch: Arch, product: Product | None = None) -> str | None:
     return (product.min_rocm if product and product.min_rocm else None) or arch.min_rocm
 
 
+def rocm_release(version: str) -> tuple[int, ...] | None:
+    """A ROCm version's release numbers, or None when it does not start with them: "6.4.1" and
+    /opt/rocm/.info/version's "6.4.1-120" are (6, 4, 1). ROCm versions are dotted releases, not PEP 440
+    versions; and packaging.version is a tenth of `doctor --root`'s imports."""
+    parts = version.strip().split("-", 1)[0].split(".")
+    return tuple(int(p) for p in parts) if all(p.isascii() and p.isdigit() for p in parts) else None
+
+
 def rocm_supports(rocm: str, arch: Arch, product: Product | None = None) -> bool:
-    """Whether ROCm version `rocm` is at least the minimum for this arch (and product)."""
+    """Whether ROCm version `rocm` is at least the minimum for this arch (and product); False for a version
+    that is not a dotted release."""
     need = min_rocm_for(arch, product)
     if need is None:
         return True
-    try:
-        return Version(rocm) >= Version(need)
-    except InvalidVersion:
+    have, floor = rocm_release(rocm), rocm_release(need)
+    if have is None or floor is None:
         return False
+    width = max(len(have), len(floor))  # 6.3 is 6.3.0
+    return have + (0,) * (width - len(have)) >= floor + (0,) * (width - len(floor))
 
 
 if __name__ == "__main__":  # python -m rocmkit.archs: archs.json from archs.toml

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .. import archs
 from ..errors import DeadlinePassed, Failed, RocmkitError, UsageError
@@ -24,8 +24,7 @@ from .report import counts, doctor_document, exit_code, heading
 Say = Callable[[str], None]
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
     """What a run found, the heading of its table, its exit code and its JSON document."""
 
     findings: list[Finding]

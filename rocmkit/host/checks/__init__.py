@@ -6,8 +6,7 @@ the check, so one broken rule cannot hide the rest of the report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from ...archs import CPU
 from ..facts import PROCESS_FILE, Facts
@@ -19,8 +18,7 @@ from ..model import Finding, Status
 INTERNAL_AREA = "doctor"
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(NamedTuple):
     """What the user or the image says the environment should be."""
 
     arch: str | None = None  # --arch, or the targets of the image's manifest

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..facts import Facts
 from ..facts.kernlog import MAX_BYTES, Record
@@ -19,8 +19,7 @@ __all__ = ["PATTERNS", "Pattern", "Incident", "scan", "check_kernel_log"]
 EVIDENCE_LINES = 40  # lines of the first incident kept in the finding
 
 
-@dataclass(frozen=True)
-class Incident:
+class Incident(NamedTuple):
     """One fault: its first line, the lines that belong to it (a dump, a call trace), and whether one of them
     made it a FAIL (the pattern's `worse`)."""
     lines: tuple[Record, ...]

@@ -15,7 +15,7 @@ line matching `end`. An incident is judged `status`, or FAIL when one of its lin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..model import Status
 
@@ -54,8 +54,7 @@ class LazyRegex:
         return self._compiled.search(text)
 
 
-@dataclass(frozen=True)
-class Pattern:
+class Pattern(NamedTuple):
     """One fault of the table below: how its incident starts, continues and ends, and what to do about it."""
 
     id: str  # kernel.log.<name>

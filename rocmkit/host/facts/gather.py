@@ -5,7 +5,6 @@ errors.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -110,8 +109,8 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
             # amdgpu's partition state (kernels and GPUs without partitions have no such files)
             compute = reader.line(f"{pci}/current_compute_partition")
             memory = reader.line(f"{pci}/current_memory_partition")
-            facts.devices[i] = dataclasses.replace(
-                d, compute_partition=compute if compute in MODES else None,
+            facts.devices[i] = d._replace(
+                compute_partition=compute if compute in MODES else None,
                 memory_partition=memory if memory and re.fullmatch(r"NPS\d", memory) else None)
     facts.health = read_health(reader, facts.devices)
     facts.amdgpu_ids = read_amdgpu_ids(reader)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .aer import Aer, read_aer, uptime_s
 from .kfd import Device
@@ -38,8 +39,7 @@ ACS_BITS = {0: "SrcValid", 1: "TransBlk", 2: "ReqRedir", 3: "CmpltRedir", 4: "Up
             6: "DirectTrans"}
 
 
-@dataclass
-class Link:
+class Link(NamedTuple):
     """A PCIe link's current and maximum speed and width, as sysfs writes them."""
 
     current_speed: str | None = None
@@ -82,8 +82,7 @@ class PciHealth:
     aer: Aer | None = None  # PCIe AER counters since boot (aer.py); None: no AER files
 
 
-@dataclass
-class KfdProcess:
+class KfdProcess(NamedTuple):
     """A process holding VRAM through KFD, and how much on which GPU."""
 
     pid: int

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from pathlib import Path
 
 from .kernlog import Record
@@ -40,8 +41,7 @@ def file_for(boot: int) -> str:
     return f"rocmkit/journal-b{boot}.json"
 
 
-@dataclass(frozen=True)
-class BootLog:
+class BootLog(NamedTuple):
     """One boot's kernel records from the journal; it answers as kernlog.KernelLog does, so the kernel-log
     check scans either."""
 

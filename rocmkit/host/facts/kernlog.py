@@ -16,9 +16,8 @@ from __future__ import annotations
 import errno
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 KMSG_DEVICE = "/dev/kmsg"
 KMSG_FILE = "rocmkit/kmsg.txt"
@@ -29,8 +28,7 @@ MAX_BYTES = 4 << 20
 RECORD_BUFFER = 16384  # read(2) of /dev/kmsg fails with EINVAL when one record does not fit
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One kernel log record."""
 
     level: int  # syslog level, 0 (emerg) .. 7 (debug)
@@ -43,8 +41,7 @@ class Record:
         return f"[{self.usec // 1_000_000:5d}.{self.usec % 1_000_000:06d}] {self.message}"
 
 
-@dataclass(frozen=True)
-class KernelLog:
+class KernelLog(NamedTuple):
     """The kernel log since boot as read (or why it could not be)."""
 
     source: str  # /dev/kmsg, or the captured file

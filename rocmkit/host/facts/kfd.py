@@ -9,7 +9,7 @@ one physical GPU is several nodes that differ only in the PCI function bits of `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ... import archs
 
@@ -23,8 +23,7 @@ XCC_PER_GPU = {"MI300X": 8, "MI300X HF": 8, "MI325X": 8, "MI300A": 6, "MI308X": 
 MODES = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": None}
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(NamedTuple):
     """One KFD topology node (a CPU, a GPU or a GPU partition) and its properties."""
 
     index: int
@@ -41,8 +40,7 @@ class Node:
         return self.error == "permission denied"
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(NamedTuple):
     """One physical GPU and the KFD nodes (partitions) it shows as."""
 
     key: str

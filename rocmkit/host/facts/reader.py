@@ -8,9 +8,8 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .kfd import Node, parse_properties
 
@@ -20,16 +19,14 @@ KFD_TOPOLOGY = "sys/class/kfd/kfd/topology"
 READ_ERRORS_FILE = "rocmkit-read-errors.json"
 
 
-@dataclass
-class DevNode:
+class DevNode(NamedTuple):
     """A device node (/dev/kfd, a render node): whether it exists, its group, and whether it opens."""
 
     path: str
     exists: bool
-    accessible: bool = False  # opened read-write by this process (live) — None-like False otherwise
+    accessible: bool = False  # opened read-write by this process (live); True in a captured tree (not judged)
     gid: int | None = None
     error: str | None = None
-
 
 
 class Reader:
@@ -127,17 +124,14 @@ def dev_node(reader: Reader, rel: str, live: bool) -> DevNode:
         st = os.stat(p)
     except OSError:
         return DevNode(path="/" + rel, exists=False)
-    node = DevNode(path="/" + rel, exists=True, gid=st.st_gid)
-    if live:  # opening is the only honest test of access (device cgroup, groups, mode)
-        try:
-            fd = os.open(p, os.O_RDWR | os.O_CLOEXEC)
-            os.close(fd)
-            node.accessible = True
-        except OSError as exc:
-            node.error = "permission denied" if exc.errno in (errno.EACCES, errno.EPERM) else (exc.strerror or str(exc))
-    else:
-        node.accessible = True  # a captured tree cannot tell; access is judged only live
-    return node
+    if not live:  # a captured tree cannot tell; access is judged only live
+        return DevNode(path="/" + rel, exists=True, accessible=True, gid=st.st_gid)
+    try:  # opening is the only honest test of access (device cgroup, groups, mode)
+        os.close(os.open(p, os.O_RDWR | os.O_CLOEXEC))
+    except OSError as exc:
+        why = "permission denied" if exc.errno in (errno.EACCES, errno.EPERM) else (exc.strerror or str(exc))
+        return DevNode(path="/" + rel, exists=True, gid=st.st_gid, error=why)
+    return DevNode(path="/" + rel, exists=True, accessible=True, gid=st.st_gid)
 
 
 # Marker files and folders that only container engines create (a capture records them by existence).
