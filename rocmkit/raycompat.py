@@ -8,18 +8,18 @@ silently ignored, and Ray then narrows each actor's GPUs under verl, which assig
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
-
 HIP_VAR = "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"
 ROCR_VAR = "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"
 ALL_NOSET_VARS = (HIP_VAR, ROCR_VAR, "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES")
-HIP_SINCE = Version("2.45.0")
+HIP_SINCE = "2.45.0"
 
 
 def noset_variable(ray_version: str) -> str:
     """The variable that stops `ray_version` from setting the AMD visible-devices variable."""
+    from packaging.version import InvalidVersion, Version  # here: the doctor imports this module on every run
+
     try:
         v = Version(ray_version)
     except InvalidVersion:
         raise ValueError(f"not a Ray version: {ray_version!r}") from None
-    return HIP_VAR if v >= HIP_SINCE else ROCR_VAR
+    return HIP_VAR if v >= Version(HIP_SINCE) else ROCR_VAR

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from packaging.version import InvalidVersion, Version
 
 from ... import archs, raycompat
 from ..facts import Facts
@@ -147,11 +146,11 @@ def check_arch_vars(f: Facts, ctx: Context):
                       "load kernels for another arch", fix="unset HSA_OVERRIDE_GFX_VERSION", value=override)
 
 
-def _rocm(f: Facts) -> Version | None:
-    try:
-        return Version(f.rocm_version.split("-")[0]) if f.rocm_version else None
-    except InvalidVersion:
-        return None
+def _rocm(f: Facts) -> tuple[str, tuple[int, ...]] | None:
+    """The host's ROCm version as written (without a build number) and as numbers; None where it has none."""
+    version = f.rocm_version.split("-")[0] if f.rocm_version else None
+    release = archs.rocm_release(version) if version else None
+    return (version, release) if release is not None else None
 
 
 @documents("env.hip_force_dev_kernarg", "env.hsa_no_scratch_reclaim", "env.nccl_min_nchannels", "env.tuning",
@@ -163,11 +162,11 @@ def check_tuning_vars(f: Facts, ctx: Context):
         yield not_captured("env.tuning", "env", "HIP_FORCE_DEV_KERNARG, HSA_NO_SCRATCH_RECLAIM, NCCL_MIN_NCHANNELS")
         return
     env = f.env
-    rocm = _rocm(f)
+    rocm, release = _rocm(f) or (None, None)
     gfx = {d.gfx for d in f.devices}
     multi = sum(d.partitions for d in f.devices) > 1
     if env.get("HIP_FORCE_DEV_KERNARG") != "1":
-        old = rocm is not None and rocm < Version("6.2")
+        old = release is not None and release < (6, 2)
         yield finding("env.hip_force_dev_kernarg", "env", Status.WARN if old else Status.PASS,
                       "HIP_FORCE_DEV_KERNARG is not set" + (f": ROCm {rocm} keeps kernel arguments in host memory "
                                                             "(slower launches)" if old else " (the default since ROCm 6.2)"),
@@ -178,7 +177,7 @@ def check_tuning_vars(f: Facts, ctx: Context):
     if multi and env.get("HSA_NO_SCRATCH_RECLAIM") != "1":
         fw = min((d.props.get("fw_version", 10**6) for d in f.devices), default=10**6)
         reasons = []
-        if rocm is not None and rocm >= Version("7.1"):
+        if release is not None and release >= (7, 1):
             reasons.append(f"RCCL on ROCm {rocm} fails ncclCommInitRank without it (vllm-project/vllm#32497)")
         if fw < 177:
             reasons.append(f"MEC firmware {fw} < 177 cannot reclaim RCCL scratch memory")

@@ -40,7 +40,7 @@ def check_ras(f: Facts, ctx: Context):
         ue = {b: c["ue"] for b, c in g.ras.items() if c.get("ue")}
         ce = {b: c["ce"] for b, c in g.ras.items() if c.get("ce")}
         pages = dict(Counter(flag for _, _, flag in g.bad_pages or []))
-        per[g.pci] = {"ue": ue, "ce": ce, "bad_pages": pages, "unreadable": g.ras_errors}
+        per[g.pci] = {"ue": ue, "ce": ce, "bad_pages": pages, "unreadable": list(g.ras_errors)}
         ue_gpus += [g.pci] if ue else []
         ce_gpus += [g.pci] if ce else []
         failed += [g.pci] if pages.get("F") else []

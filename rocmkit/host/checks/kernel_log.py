@@ -6,7 +6,6 @@ dump or call trace is one incident) and the fix; a pass only when the log was re
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from typing import NamedTuple
 
 from ..facts import Facts
@@ -179,14 +178,14 @@ def labelled(found, log, boot: str | None, note: str | None):
     """A finding of a journal boot names it (title and evidence: the boot and its journal boot id); the
     findings of this boot's log carry why the previous boot was not read (a note: never a failure)."""
     if boot is None:
-        return dataclasses.replace(found, evidence={**found.evidence, "previous_boot": note}) if note else found
+        return found._replace(evidence={**found.evidence, "previous_boot": note}) if note else found
     evidence = {**found.evidence, "boot": boot, "boot_id": getattr(log, "boot_id", None)}
     if "caveats" in evidence:  # a journal boot is capped at its last records, not at the ring's first bytes
         evidence["caveats"] = [f"only the last {evidence.get('records')} records of that boot were read"
                                if c.startswith("only the first") else c for c in evidence["caveats"]]
     if note and boot != "previous boot":
         evidence["previous_boot"] = note
-    return dataclasses.replace(found, evidence=evidence, title=f"{boot} (journal): {found.title}")
+    return found._replace(evidence=evidence, title=f"{boot} (journal): {found.title}")
 
 
 CHECKS = [check_kernel_log]

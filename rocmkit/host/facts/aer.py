@@ -19,20 +19,19 @@ why the bridges are read too (the ABI document says so).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 SEVERITIES = ("correctable", "nonfatal", "fatal")
 ROOTPORT = ("cor", "nonfatal", "fatal")
 
 
-@dataclass
-class Aer:
+class Aer(NamedTuple):
     """The AER counters of one PCI device (see the module's docstring for the files)."""
 
-    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # severity -> {bit name: count}
-    totals: dict[str, int] = field(default_factory=dict)  # severity -> its TOTAL_ERR_* line
-    rootport: dict[str, int] | None = None  # cor/nonfatal/fatal messages a root port received
-    errors: list[str] = field(default_factory=list)  # files present but unreadable or not in the format
+    counts: dict[str, dict[str, int]]  # severity -> {bit name: count}
+    totals: dict[str, int]  # severity -> its TOTAL_ERR_* line
+    rootport: dict[str, int] | None  # cor/nonfatal/fatal messages a root port received
+    errors: list[str]  # files present but unreadable or not in the format
 
     def total(self, severity: str) -> int:
         """The TOTAL line where the kernel wrote one, else the sum of the bits."""
@@ -46,7 +45,10 @@ def read_aer(reader, base: str) -> Aer | None:
     """The AER counters under sysfs folder `base` (root-relative); None where the device has no AER files.
     Each file is opened directly (a missing one is (None, None) from the Reader): no stat before the read,
     as 40 devices of an 8-GPU host cost 6 ms more that way."""
-    out, found = Aer(), False
+    counts: dict[str, dict[str, int]] = {}
+    totals: dict[str, int] = {}
+    errors: list[str] = []
+    found = False
     for severity in SEVERITIES:
         data, why = reader.raw(f"{base}/aer_dev_{severity}", 4096)
         if data is None and why is None:
@@ -54,25 +56,29 @@ def read_aer(reader, base: str) -> Aer | None:
         found = True
         pairs = LINE.findall(data.decode("ascii", errors="replace")) if data is not None else []
         if not pairs:
-            out.errors.append(f"aer_dev_{severity}")
+            errors.append(f"aer_dev_{severity}")
             continue
+        bits: dict[str, int] = {}
         for name, count in pairs:
             if name.startswith("TOTAL_ERR_"):
-                out.totals[severity] = int(count)
+                totals[severity] = int(count)
             else:  # "Undefined" can appear more than once on some kernels: add them
-                out.counts.setdefault(severity, {})[name] = out.counts.get(severity, {}).get(name, 0) + int(count)
+                bits[name] = bits.get(name, 0) + int(count)
+        if bits:
+            counts[severity] = bits
     if not found:
         return None  # (only root ports have the rootport totals, and every AER-capable port has aer_dev_*)
+    rootport: dict[str, int] = {}
     for kind in ROOTPORT:
         data, why = reader.raw(f"{base}/aer_rootport_total_err_{kind}", 256)
         if data is None and why is None:
             continue
         value = (data or b"").decode("ascii", errors="replace").strip()
         if value.isdigit():
-            out.rootport = {**(out.rootport or {}), kind: int(value)}
+            rootport[kind] = int(value)
         else:
-            out.errors.append(f"aer_rootport_total_err_{kind}")
-    return out
+            errors.append(f"aer_rootport_total_err_{kind}")
+    return Aer(counts, totals, rootport or None, errors)
 
 
 def uptime_s(reader) -> float | None:

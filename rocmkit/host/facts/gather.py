@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import kernlog
@@ -24,45 +23,47 @@ if TYPE_CHECKING:  # read_rdma is imported where --multi-node asks for it
 PROCESS_FILE = "rocmkit-process.json"
 
 
-@dataclass
 class Facts:
-    """Everything one doctor run read (see the package's docstring); the checks read only this."""
+    """Everything one doctor run read (see the package's docstring); the checks read only this. collect() fills it in
+    step by step. A plain class, not a @dataclass: creating one with these 30 fields costs 1.3 ms, a fiftieth of
+    `doctor --root` (benchmarks/doctor_speed.py), and nothing compares or prints Facts."""
 
-    root: str
-    live: bool
-    nodes: list[Node] = field(default_factory=list)
-    devices: list[Device] = field(default_factory=list)
-    topology_found: bool = False
-    dev_kfd: DevNode | None = None
-    render: dict[int, DevNode] = field(default_factory=dict)  # render minor -> node
-    amdgpu_initstate: str | None = None
-    cmdline: str | None = None
-    numa_balancing: str | None = None
-    rocm_version: str | None = None
-    container: str | None = None  # evidence that this is a container, or None
-    cpu_vendor: str | None = None  # AuthenticAMD / GenuineIntel, for the IOMMU advice
-    numa_nodes: int | None = None  # host NUMA nodes
-    gpu_numa: dict[str, int] = field(default_factory=dict)  # PCI address -> NUMA node of that GPU
-    manifest: dict | None = None  # /opt/rocmkit/manifest.json of a rocmkit-built image
-    # libdrm's amdgpu.ids: (its path, the upper-case PCI device ids it names), or None where there is none.
-    # hipDeviceGetName reads the product name from it; a device id it lacks shows as "AMD Radeon Graphics".
-    amdgpu_ids: tuple[str, frozenset[str]] | None = None
-    # $ROCM_PATH/lib/librocm_smi64.so (ROCM_PATH from the environment, else /opt/rocm) and whether it is a
-    # file: older Ray counts AMD GPUs through it, and sees none without it.
-    rocm_smi_lib: tuple[str, bool] | None = None
-    # /dev/shm size and the memlock limit: measured by the process (statvfs, getrlimit) when its record is
-    # there, else read from the tree's proc/self/mounts (+ proc/meminfo) and proc/self/limits
-    shm_bytes: int | None = None
-    memlock: dict | None = None  # {"soft": bytes or None for unlimited, "hard": ...}
-    process: dict | None = None  # see collect_process(); None when not available (captured tree without it)
-    read_errors: list[tuple[str, str]] = field(default_factory=list)
-    files_read: list[str] = field(default_factory=list)
-    kernel_release: str | None = None  # proc/sys/kernel/osrelease
-    amdgpu_version: str | None = None  # sys/module/amdgpu/version (the DKMS driver; absent for the in-tree one)
-    health: HealthFacts | None = None  # RAS, PCIe links and ACS, KFD processes, power caps (health.py)
-    kernel_log: kernlog.KernelLog | None = None  # the kernel log since boot (kernlog.py)
-    journal: Journal | None = None  # the kernel's journal of the previous boot (+ this one) (journal.py)
-    rdma: RdmaFacts | None = None  # RDMA ports and GIDs, read only for --multi-node (rdma.py)
+    def __init__(self, root: str, live: bool, read_errors: list[tuple[str, str]], files_read: list[str]):
+        self.root: str = root
+        self.live: bool = live
+        # the facts' read log is the reader's: every read and read error, in the order they happened
+        self.read_errors, self.files_read = read_errors, files_read
+        self.nodes: list[Node] = []
+        self.devices: list[Device] = []
+        self.topology_found: bool = False
+        self.dev_kfd: DevNode | None = None
+        self.render: dict[int, DevNode] = {}  # render minor -> node
+        self.amdgpu_initstate: str | None = None
+        self.cmdline: str | None = None
+        self.numa_balancing: str | None = None
+        self.rocm_version: str | None = None
+        self.container: str | None = None  # evidence that this is a container, or None
+        self.cpu_vendor: str | None = None  # AuthenticAMD / GenuineIntel, for the IOMMU advice
+        self.numa_nodes: int | None = None  # host NUMA nodes
+        self.gpu_numa: dict[str, int] = {}  # PCI address -> NUMA node of that GPU
+        self.manifest: dict | None = None  # /opt/rocmkit/manifest.json of a rocmkit-built image
+        # libdrm's amdgpu.ids: (its path, the upper-case PCI device ids it names), or None where there is none.
+        # hipDeviceGetName reads the product name from it; a device id it lacks shows as "AMD Radeon Graphics".
+        self.amdgpu_ids: tuple[str, frozenset[str]] | None = None
+        # $ROCM_PATH/lib/librocm_smi64.so (ROCM_PATH from the environment, else /opt/rocm) and whether it is a
+        # file: older Ray counts AMD GPUs through it, and sees none without it.
+        self.rocm_smi_lib: tuple[str, bool] | None = None
+        # /dev/shm size and the memlock limit: measured by the process (statvfs, getrlimit) when its record is
+        # there, else read from the tree's proc/self/mounts (+ proc/meminfo) and proc/self/limits
+        self.shm_bytes: int | None = None
+        self.memlock: dict | None = None  # {"soft": bytes or None for unlimited, "hard": ...}
+        self.process: dict | None = None  # see collect_process(); None when not available (captured tree without it)
+        self.kernel_release: str | None = None  # proc/sys/kernel/osrelease
+        self.amdgpu_version: str | None = None  # sys/module/amdgpu/version (the DKMS driver; absent for the in-tree one)
+        self.health: HealthFacts | None = None  # RAS, PCIe links and ACS, KFD processes, power caps (health.py)
+        self.kernel_log: kernlog.KernelLog | None = None  # the kernel log since boot (kernlog.py)
+        self.journal: Journal | None = None  # the kernel's journal of the previous boot (+ this one) (journal.py)
+        self.rdma: RdmaFacts | None = None  # RDMA ports and GIDs, read only for --multi-node (rdma.py)
 
     @property
     def env(self) -> dict[str, str]:
@@ -76,8 +77,7 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
     """Read everything the checks need. root "/" is the live host; any other root is a captured tree."""
     live = os.path.realpath(root) == "/"
     reader = Reader(root, live)
-    # the facts' read log is the reader's: every read and read error, in the order they happened
-    facts = Facts(root=root, live=live, read_errors=reader.read_errors, files_read=reader.files_read)
+    facts = Facts(root, live, reader.read_errors, reader.files_read)
     nodes = read_nodes(reader)
     if nodes is not None:
         facts.topology_found, facts.nodes, facts.devices = True, nodes, group_devices(nodes)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .aer import Aer, read_aer, uptime_s
@@ -56,8 +55,7 @@ class Link(NamedTuple):
         return int(w) if w.isdigit() else None
 
 
-@dataclass
-class Bridge:
+class Bridge(NamedTuple):
     """A PCI bridge above a GPU or NIC: its ACS control, its link (the nearest one only) and AER counters."""
 
     pci: str
@@ -68,18 +66,17 @@ class Bridge:
     aer: Aer | None = None  # PCIe AER counters since boot (aer.py); None: no AER files
 
 
-@dataclass
-class PciHealth:
+class PciHealth(NamedTuple):
     """One GPU or RDMA NIC: its link, the bridges above it (nearest first) and, for GPUs, RAS and power."""
 
     pci: str
-    link: Link | None = None
-    bridges: list[str] = field(default_factory=list)
+    link: Link | None
+    bridges: list[str]  # PCI addresses, nearest first
+    aer: Aer | None  # PCIe AER counters since boot (aer.py); None: no AER files
     ras: dict[str, dict[str, int]] | None = None  # block -> {"ue": N, "ce": M, ...}; None: no ras folder
-    ras_errors: list[str] = field(default_factory=list)  # ras files that could not be read or parsed
+    ras_errors: tuple[str, ...] = ()  # ras files that could not be read or parsed
     bad_pages: list[tuple[str, str, str]] | None = None  # (pfn, size, flag)
     power: dict[str, int] | None = None  # power1_cap, power1_cap_max, power1_cap_default (µW)
-    aer: Aer | None = None  # PCIe AER counters since boot (aer.py); None: no AER files
 
 
 class KfdProcess(NamedTuple):
@@ -90,17 +87,18 @@ class KfdProcess(NamedTuple):
     vram: dict[str, int]  # PCI address of the GPU (or "gpu_id N" when unknown) -> bytes
 
 
-@dataclass
 class HealthFacts:
-    """The health facts of a host's GPUs, RDMA NICs and the bridges above them (read_health)."""
+    """The health facts of a host's GPUs, RDMA NICs and the bridges above them, filled in by read_health (a plain
+    class, as gather.Facts is: see there)."""
 
-    gpus: dict[str, PciHealth] = field(default_factory=dict)
-    nics: dict[str, PciHealth] = field(default_factory=dict)  # RDMA device name -> its PCI function
-    bridges: dict[str, Bridge] = field(default_factory=dict)
-    kfd_procs: list[KfdProcess] | None = None  # None: no KFD proc folder readable
-    self_pid: int | None = None
-    links: dict[str, str] = field(default_factory=dict)  # symlink (root-relative) -> its target (root-relative)
-    uptime_s: float | None = None  # /proc/uptime: the AER counters count since boot
+    def __init__(self) -> None:
+        self.gpus: dict[str, PciHealth] = {}
+        self.nics: dict[str, PciHealth] = {}  # RDMA device name -> its PCI function
+        self.bridges: dict[str, Bridge] = {}
+        self.kfd_procs: list[KfdProcess] | None = None  # None: no KFD proc folder readable
+        self.self_pid: int | None = None
+        self.links: dict[str, str] = {}  # symlink (root-relative) -> its target (root-relative)
+        self.uptime_s: float | None = None  # /proc/uptime: the AER counters count since boot
 
 
 def read_health(reader: Reader, devices: list[Device]) -> HealthFacts:
@@ -124,32 +122,34 @@ def read_health(reader: Reader, devices: list[Device]) -> HealthFacts:
 
 def _gpu(reader: Reader, h: HealthFacts, pci: str) -> PciHealth:
     base = _resolve(reader, h, f"{PCI_DEVICES}/{pci}") or f"{PCI_DEVICES}/{pci}"
-    g = PciHealth(pci=pci, link=_link(reader, base), bridges=_bridges(reader, h, base), aer=read_aer(reader, base))
+    link, bridges, aer = _link(reader, base), _bridges(reader, h, base), read_aer(reader, base)
     ras_dir = f"{base}/ras"
+    ras, ras_errors, bad_pages, power = None, [], None, None
     if reader.path(ras_dir).is_dir():
-        g.ras = {}
+        ras = {}
         for name in sorted(_listdir(reader, ras_dir)):
             if not name.endswith("_err_count"):
                 continue
             text = reader.text(f"{ras_dir}/{name}", limit=4096)
             counts = {k: int(v) for k, v in re.findall(r"^\s*(\w+)\s*:\s*([0-9]+)\s*$", text or "", re.M)}
             if "ue" in counts or "ce" in counts:
-                g.ras[name[:-len("_err_count")]] = counts
+                ras[name[:-len("_err_count")]] = counts
             else:
-                g.ras_errors.append(name)
+                ras_errors.append(name)
         if reader.path(f"{ras_dir}/gpu_vram_bad_pages").exists():
             text = reader.text(f"{ras_dir}/gpu_vram_bad_pages")
             if text is None:
-                g.ras_errors.append("gpu_vram_bad_pages")
+                ras_errors.append("gpu_vram_bad_pages")
             else:
-                g.bad_pages = re.findall(r"^\s*(0x[0-9a-fA-F]+)\s*:\s*(0x[0-9a-fA-F]+)\s*:\s*([RPF])\s*$", text, re.M)
+                bad_pages = re.findall(r"^\s*(0x[0-9a-fA-F]+)\s*:\s*(0x[0-9a-fA-F]+)\s*:\s*([RPF])\s*$", text, re.M)
     for hw in sorted(_listdir(reader, f"{base}/hwmon")):
         values = {k: reader.line(f"{base}/hwmon/{hw}/{k}")
                   for k in ("power1_cap", "power1_cap_max", "power1_cap_default")}
         if values["power1_cap"] is not None:
-            g.power = {k: int(v) for k, v in values.items() if v and v.isdigit()}
+            power = {k: int(v) for k, v in values.items() if v and v.isdigit()}
             break
-    return g
+    return PciHealth(pci=pci, link=link, bridges=bridges, ras=ras, ras_errors=tuple(ras_errors), bad_pages=bad_pages,
+                     power=power, aer=aer)
 
 
 def _link(reader: Reader, base: str) -> Link | None:
@@ -170,17 +170,16 @@ def _bridges(reader: Reader, h: HealthFacts, real: str) -> list[str]:
         if pci not in h.bridges:
             h.bridges[pci] = _bridge(reader, pci, base, link=not chain[:-1])
         elif not chain[:-1] and h.bridges[pci].link is None:
-            h.bridges[pci].link = _link(reader, base)
+            h.bridges[pci] = h.bridges[pci]._replace(link=_link(reader, base))
     return chain
 
 
 def _bridge(reader: Reader, pci: str, base: str, link: bool = True) -> Bridge:
     # the link of the bridge nearest a device is its evidence; those further up are not read (speed)
     b = Bridge(pci=pci, link=_link(reader, base) if link else None, aer=read_aer(reader, base))
-    data, b.error = reader.raw(f"{base}/config", 4096)
+    data, error = reader.raw(f"{base}/config", 4096)
     if data is None:
-        return b
-    b.config_bytes = len(data)
+        return b._replace(error=error)
     off, seen = 0x100, set()
     # the extended capability list: a header of id (16 bits), version (4), next offset (12), from 0x100
     while len(data) >= off + 8 and 0x100 <= off and off not in seen:
@@ -189,10 +188,9 @@ def _bridge(reader: Reader, pci: str, base: str, link: bool = True) -> Bridge:
         if header in (0, 0xFFFFFFFF):
             break
         if header & 0xFFFF == ACS_ID:
-            b.acs_control = int.from_bytes(data[off + 6:off + 8], "little")
-            break
+            return b._replace(config_bytes=len(data), acs_control=int.from_bytes(data[off + 6:off + 8], "little"))
         off = (header >> 20) & 0xFFC
-    return b
+    return b._replace(config_bytes=len(data))
 
 
 def _resolve(reader: Reader, h: HealthFacts, rel: str) -> str | None:

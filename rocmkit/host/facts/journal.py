@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import NamedTuple
 from pathlib import Path
 
@@ -68,11 +67,10 @@ class BootLog(NamedTuple):
         return parse(self.text or "")
 
 
-@dataclass
-class Journal:
+class Journal(NamedTuple):
     """The boots read from the journal (0: this boot, -1: the previous one)."""
 
-    boots: dict[int, BootLog] = field(default_factory=dict)
+    boots: dict[int, BootLog]
 
     def boot(self, n: int) -> BootLog | None:
         return self.boots.get(n)
@@ -171,13 +169,13 @@ def read_captured_boot(reader, boot: int) -> BootLog:
 def read(reader, live: bool, this_boot: bool) -> Journal:
     """The previous boot, and this boot too when `this_boot` (/dev/kmsg was not readable). Live, a boot
     that could not be read is recorded as the read error of its capture file."""
-    j = Journal()
+    boots: dict[int, BootLog] = {}
     for boot in ([0] if this_boot else []) + [-1]:
         log = read_live_boot(boot) if live else read_captured_boot(reader, boot)
         if live and log.error:
             reader.read_errors.append((file_for(boot), log.error))
-        j.boots[boot] = log
-    return j
+        boots[boot] = log
+    return Journal(boots)
 
 
 def write_capture(dest: Path, journal: Journal) -> None:
