@@ -18,7 +18,7 @@ class Finding(NamedTuple):
     """One result of a check: an id, a status, one line of title, evidence, and the fix.
 
     The doctor's records are NamedTuples, not frozen dataclasses: on Python 3.11 a frozen @dataclass compiles six
-    methods when its module is imported (~0.7 ms a class), a NamedTuple one; `doctor --root` imports 18 record
+    methods when its module is imported (~0.7 ms a class), a NamedTuple one; `doctor --root` imports 19 record
     classes on every run (benchmarks/doctor_speed.py). A finding's evidence is never changed in place (the default
     {} is shared): make a new finding with `_replace(evidence={...})`."""
 
