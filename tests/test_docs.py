@@ -73,6 +73,15 @@ def _text(page) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.read_text())).split())
 
 
+def test_every_option_says_what_it_does():
+    # `--help` and the generated reference show "–" for an option without help text
+    ctx = click.Context(cli)
+    bare = [f"rocmkit {name} {param.opts[0]}" for name in cli.list_commands(ctx)
+            for param in cli.get_command(ctx, name).params
+            if isinstance(param, click.Option) and not param.hidden and not param.help]
+    assert bare == []
+
+
 @pytest.mark.slow
 def test_site_builds_strict_with_every_page(site):
     for page in ("index.html", "guides/images/index.html", "guides/hosts/index.html", "guides/probes/index.html",

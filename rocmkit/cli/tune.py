@@ -42,14 +42,19 @@ def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
               "(this host's, through the doctor's reader; CPX/DPX partitions divide the memory).")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), default="/", show_default=True,
               help="With --gpu auto: read the GPUs from this captured tree (rocmkit doctor --capture) instead.")
-@click.option("--gpus-per-node", type=click.IntRange(1, 64), default=8, show_default=True)
-@click.option("--nodes", type=click.IntRange(1, 4096), default=1, show_default=True)
-@click.option("--prompt-len", type=click.IntRange(1), default=1024, show_default=True)
-@click.option("--response-len", type=click.IntRange(1), default=1024, show_default=True)
+@click.option("--gpus-per-node", type=click.IntRange(1, 64), default=8, show_default=True,
+              help="GPUs each node gives the job (trainer.n_gpus_per_node); the rollout's TP stays within one node.")
+@click.option("--nodes", type=click.IntRange(1, 4096), default=1, show_default=True, help="Nodes in the job (trainer.nnodes).")
+@click.option("--prompt-len", type=click.IntRange(1), default=1024, show_default=True,
+              help="Longest prompt, in tokens (verl's data.max_prompt_length).")
+@click.option("--response-len", type=click.IntRange(1), default=1024, show_default=True,
+              help="Longest response, in tokens (verl's data.max_response_length).")
 @click.option("--n", "rollouts", type=click.IntRange(1), default=5, show_default=True, help="Responses per prompt.")
 @click.option("--train-batch", type=click.IntRange(1), default=1024, show_default=True, help="Prompts per step.")
-@click.option("--rollout", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True)
-@click.option("--backend", type=click.Choice(["fsdp", "megatron"]), default="fsdp", show_default=True)
+@click.option("--rollout", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
+              help="The inference engine that generates the responses (actor_rollout_ref.rollout.name).")
+@click.option("--backend", type=click.Choice(["fsdp", "megatron"]), default="fsdp", show_default=True,
+              help="The actor's training backend: FSDP, or Megatron (verl 0.9's model_engine=megatron).")
 @click.option("--micro-batch", type=click.IntRange(1), default=None, help="Ask about one step: sequences per micro batch.")
 @click.option("--seq-len", type=click.IntRange(1), default=None, help="Ask about one step: tokens per sequence.")
 @click.option("--grad-ckpt/--no-grad-ckpt", default=None, help="Ask about one step: with or without checkpointing.")
