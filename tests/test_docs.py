@@ -46,6 +46,15 @@ def test_every_command_has_a_guide_section():
         assert f"(../reference/cli.md#rocmkit-{name})" in guides, name
 
 
+def test_every_option_says_what_it_does():
+    # `--help` and the generated reference show "–" for an option without help text
+    ctx = click.Context(cli)
+    bare = [f"rocmkit {name} {param.opts[0]}" for name in cli.list_commands(ctx)
+            for param in cli.get_command(ctx, name).params
+            if isinstance(param, click.Option) and not param.hidden and not param.help]
+    assert bare == []
+
+
 def _docs_tools() -> str | None:
     missing = [m for m in ("mkdocs", "material", "mkdocs_click") if importlib.util.find_spec(m) is None]
     return f"the docs extra is not installed (missing {', '.join(missing)}): pip install -e '.[docs]'" if missing \
@@ -71,15 +80,6 @@ def site(tmp_path_factory):
 
 def _text(page) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.read_text())).split())
-
-
-def test_every_option_says_what_it_does():
-    # `--help` and the generated reference show "–" for an option without help text
-    ctx = click.Context(cli)
-    bare = [f"rocmkit {name} {param.opts[0]}" for name in cli.list_commands(ctx)
-            for param in cli.get_command(ctx, name).params
-            if isinstance(param, click.Option) and not param.hidden and not param.help]
-    assert bare == []
 
 
 @pytest.mark.slow
