@@ -132,3 +132,48 @@ def test_a_stopped_background_process_reports_the_signal_not_success():
     time.sleep(0.2)
     assert server.poll() is None
     assert server.stop(grace_s=5) == -signal.SIGTERM
+
+
+def test_runs_in_threads_leave_each_others_processes_alone():
+    # A run cleans up after itself every process that became rocmkit's own since it began (a daemon its child
+    # orphaned); one that another thread's run started is that run's, and must not be stopped with the first.
+    import threading
+
+    results = {}
+
+    def run(name: str, seconds: float) -> None:
+        results[name] = proc.run([sys.executable, "-c", f"import time; time.sleep({seconds})"], timeout=30)
+
+    before = {p.pid for p in psutil.Process().children()}
+    long = threading.Thread(target=run, args=("long", 3.0))
+    long.start()
+    end = time.monotonic() + 10
+    while not {p.pid for p in psutil.Process().children()} - before and time.monotonic() < end:
+        time.sleep(0.01)
+    # the short run begins just after the long one's child started (within the second of slack a run gives
+    # start times, psutil's clock being coarser), and ends first
+    run("short", 0.2)
+    long.join(timeout=30)
+    assert results["short"].returncode == 0
+    assert results["long"].returncode == 0, "the short run's cleanup stopped the long run's child"
+    assert results["long"].seconds >= 2.5
+
+
+def test_a_run_leaves_a_background_servers_later_processes_alone(tmp_path):
+    # A server started beside the run spawns a worker while the run goes on (as vLLM's server does): the
+    # worker is the server's, not an orphan of the run.
+    ready = tmp_path / "worker.pid"
+    server = textwrap.dedent(f"""
+        import subprocess, sys, time
+        time.sleep(1.0)
+        w = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        open({str(ready)!r}, "w").write(str(w.pid))
+        time.sleep(300)
+    """)
+    with proc.Background([sys.executable, "-c", server]) as bg:
+        result = proc.run([sys.executable, "-c", "import time; time.sleep(2.5)"], timeout=30)
+        assert result.returncode == 0 and ready.exists()
+        worker = int(ready.read_text())
+        assert bg.poll() is None, "the run's cleanup stopped the server"
+        assert psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE
+    assert _gone(worker)

@@ -261,15 +261,9 @@ def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str
             placeholder.status, placeholder.note = UNREACHABLE, exc.message
             return placeholder
 
-    # The git lookups run one after another in one worker: rocmkit.runtime.proc cleans up after a run every process
-    # started meanwhile, so two concurrent runs would stop each other's. The HTTP lookups share the others.
-    git_jobs = [j for j in jobs if j[0].kind == "git"]
+    # (git runs in threads side by side: rocmkit.runtime.proc's cleanup after a run leaves other runs' processes alone)
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        git_done = pool.submit(lambda: [run(j) for j in git_jobs])
-        rest = dict(zip((id(j) for j in jobs if j[0].kind != "git"),
-                        pool.map(run, [j for j in jobs if j[0].kind != "git"])))
-        git_results = iter(git_done.result())
-    return [next(git_results) if j[0].kind == "git" else rest[id(j)] for j in jobs]
+        return list(pool.map(run, jobs))
 
 
 def edits(findings: list[PinCheck]) -> list[Edit]:

@@ -88,11 +88,15 @@ def _become_subreaper() -> None:
 
 
 _SUBREAPER = False
+# The trees of the runs and Background processes alive in this process: a run adopts only what is no other's.
+_TREES: set[_Tree] = set()
+_TREES_LOCK = threading.Lock()
 
 
 class _Tree:
     """Every process the child started, remembered as it runs (pid with its start time, so a reused pid
-    is never mistaken for one of them), plus whatever became rocmkit's own child since the run began.
+    is never mistaken for one of them), plus whatever became rocmkit's own child since the run began and
+    belongs to no other tree of this process (runs in other threads, Background servers).
 
     The child itself is signalled and reaped only through its Popen: were psutil to reap it, Popen's own
     wait would find no such child and report exit status 0, a failure read as success."""
@@ -105,6 +109,27 @@ class _Tree:
         self.seen: dict[int, float] = {}
         self._psutil = psutil
         self._last = 0.0
+        with _TREES_LOCK:
+            _TREES.add(self)
+
+    def close(self) -> None:
+        """The tree is stopped: its processes are no longer kept from other trees' adoption."""
+        with _TREES_LOCK:
+            _TREES.discard(self)
+
+    def _others(self) -> set[int]:
+        """The processes of the other live trees of this process: never adopted by this one."""
+        with _TREES_LOCK:
+            others = [t for t in _TREES if t is not self]
+        pids: set[int] = set()
+        for t in others:
+            pids.add(t.pid)
+            pids.update(list(t.seen))  # (list: another thread's note() may add to it meanwhile)
+            try:
+                pids.update(p.pid for p in self._psutil.Process(t.pid).children(recursive=True))
+            except self._psutil.Error:
+                pass
+        return pids
 
     def note(self, every_s: float = 0.5) -> None:
         if time.monotonic() - self._last < every_s:
@@ -127,8 +152,9 @@ class _Tree:
         except psutil.Error:
             pass
         try:
+            others = self._others() if self.adopt else set()
             for p in psutil.Process(os.getpid()).children(recursive=True) if self.adopt else ():
-                if p.create_time() >= self.started:
+                if p.create_time() >= self.started and p.pid not in others:
                     candidates[p.pid] = p.create_time()
         except psutil.Error:
             pass
@@ -209,7 +235,10 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
             if cleanup and stopped:
                 cleanup()  # first: a stopped client would leave its container running
             # Whatever is left of the tree goes: all of it at a deadline or signal, leftovers after an exit.
-            watch.tree.stop(CLEANUP_GRACE_S if cleanup else grace_s)
+            try:
+                watch.tree.stop(CLEANUP_GRACE_S if cleanup else grace_s)
+            finally:
+                watch.tree.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=grace_s)
             if cleanup:
@@ -330,7 +359,10 @@ class Background:
         return self.child.poll()
 
     def stop(self, grace_s: float = GRACE_S) -> int | None:
-        self.tree.stop(grace_s)
+        try:
+            self.tree.stop(grace_s)
+        finally:
+            self.tree.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.child.wait(timeout=grace_s)
         if self._log:
