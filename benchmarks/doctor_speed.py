@@ -4,8 +4,8 @@ partitions), as a ratio to a bare `python -c pass` of the same interpreter, meas
     python benchmarks/doctor_speed.py [--runs 31] [--against ../main]
 
 Every command runs once per round, rounds interleaved, so machine load shifts every row alike; the
-figures are medians (and minimums) over the rounds. The headline is `doctor --root CPX ÷ python -c pass`
-(target: at most 3.0).
+figures are medians (and minimums) over the rounds. The headlines are `doctor --root ÷ python -c pass` on the
+generated CPX host and on the real capture (issue 27's target, at most 3.0, is on the real capture).
 
 Bytecode: an installed rocmkit has its .pyc files (pip compiles them), so every command here runs with
 PYTHONPYCACHEPREFIX set to a fresh folder and a warm-up round fills it first; a PYTHONDONTWRITEBYTECODE
@@ -104,9 +104,13 @@ def main() -> None:
     for (name, *_), ts in zip(rows, times):
         med = statistics.median(ts)
         print(f"{name:<58} {med:9.3f} {min(ts):7.3f} {med / base:15.2f}")
-    ratio = statistics.median(times[2]) / base
-    print(f"\ndoctor --root CPX ÷ python -c pass (medians): {ratio:.2f}× (target ≤ {TARGET:.1f}×: "
-          f"{'met' if ratio <= TARGET else 'not met'})")
+    # the headline: the generated host (every health file: more to read); issue 27's target is on the real capture
+    heads = [("doctor --root CPX", 2)] + ([("doctor --root on the real MI300X CPX capture", 4)] if real is not None else [])
+    print()
+    for name, row in heads:
+        ratio = statistics.median(times[row]) / base
+        print(f"{name} ÷ python -c pass (medians): {ratio:.2f}× (target ≤ {TARGET:.1f}×: "
+              f"{'met' if ratio <= TARGET else 'not met'})")
 
 
 if __name__ == "__main__":
