@@ -177,3 +177,19 @@ def test_a_run_leaves_a_background_servers_later_processes_alone(tmp_path):
         assert bg.poll() is None, "the run's cleanup stopped the server"
         assert psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE
     assert _gone(worker)
+
+
+def test_many_runs_in_threads_each_get_their_own_output_and_status():
+    # A run's child exists a moment before its tree does; a run of another thread choosing what to adopt in
+    # that moment would stop it, and psutil's reaping would make it read as exit 0 with no output (`outdated`'s
+    # git lookups, side by side in a thread pool, lost their files so).
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int):
+        r = proc.run(["sh", "-c", f"sleep 0.0{i % 5}; echo run-{i}; exit {i % 3}"], timeout=30, keep_stdout=True)
+        return i, r.returncode, r.stdout
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(one, range(80)))
+    wrong = [(i, code, out) for i, code, out in results if (code, out) != (i % 3, [f"run-{i}"])]
+    assert wrong == []

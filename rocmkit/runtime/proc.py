@@ -89,8 +89,10 @@ def _become_subreaper() -> None:
 
 _SUBREAPER = False
 # The trees of the runs and Background processes alive in this process: a run adopts only what is no other's.
+# The lock is held from a child's start to its tree's registration, and while a run picks what to adopt, so no
+# run sees another's child before that child has its tree.
 _TREES: set[_Tree] = set()
-_TREES_LOCK = threading.Lock()
+_TREES_LOCK = threading.RLock()
 
 
 class _Tree:
@@ -151,13 +153,19 @@ class _Tree:
                 candidates[p.pid] = p.create_time()
         except psutil.Error:
             pass
-        try:
-            others = self._others() if self.adopt else set()
-            for p in psutil.Process(os.getpid()).children(recursive=True) if self.adopt else ():
-                if p.create_time() >= self.started and p.pid not in others:
-                    candidates[p.pid] = p.create_time()
-        except psutil.Error:
-            pass
+        if self.adopt:
+            with _TREES_LOCK:
+                others = self._others()
+                try:
+                    mine = psutil.Process(os.getpid()).children(recursive=True)
+                except psutil.Error:
+                    mine = []
+            for p in mine:
+                try:
+                    if p.pid not in others and p.create_time() >= self.started:
+                        candidates[p.pid] = p.create_time()
+                except psutil.Error:
+                    continue
         for pid, created in candidates.items():
             try:
                 p = psutil.Process(pid)
@@ -212,15 +220,17 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
     interactive = passthrough and sys.stdin.isatty()
     piped = None if passthrough else subprocess.PIPE
     with _signals_noted() as received:
-        try:
-            stdin = None if passthrough else subprocess.PIPE if input_text is not None else subprocess.DEVNULL
-            child = subprocess.Popen(argv, stdin=stdin, stdout=piped,
-                                     stderr=piped if keep_stdout else (None if passthrough else subprocess.STDOUT),
-                                     env=env, cwd=cwd, text=True, errors="replace", bufsize=1,
-                                     start_new_session=not interactive)
-        except OSError as exc:
-            raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-        watch = _Watch(child, _Tree(child), started + timeout if timeout else None, received, stop_when)
+        with _TREES_LOCK:
+            try:
+                stdin = None if passthrough else subprocess.PIPE if input_text is not None else subprocess.DEVNULL
+                child = subprocess.Popen(argv, stdin=stdin, stdout=piped,
+                                         stderr=piped if keep_stdout else (None if passthrough else subprocess.STDOUT),
+                                         env=env, cwd=cwd, text=True, errors="replace", bufsize=1,
+                                         start_new_session=not interactive)
+            except OSError as exc:
+                raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+            tree = _Tree(child)
+        watch = _Watch(child, tree, started + timeout if timeout else None, received, stop_when)
         try:
             if input_text is not None:
                 with contextlib.suppress(BrokenPipeError):  # a child that exits unread says why in its output
@@ -343,15 +353,16 @@ class Background:
         _become_subreaper()
         self.argv = list(argv)
         self._log = open(log_path, "a", encoding="utf-8", errors="replace") if log_path else None
-        try:
-            self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log,
-                                          stderr=subprocess.STDOUT if self._log else None, env=env, cwd=cwd,
-                                          start_new_session=True)
-        except OSError as exc:
-            if self._log:
-                self._log.close()
-            raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-        self.tree = _Tree(self.child, adopt=False)
+        with _TREES_LOCK:
+            try:
+                self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log,
+                                              stderr=subprocess.STDOUT if self._log else None, env=env, cwd=cwd,
+                                              start_new_session=True)
+            except OSError as exc:
+                if self._log:
+                    self._log.close()
+                raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+            self.tree = _Tree(self.child, adopt=False)
 
     def poll(self) -> int | None:
         """Its exit status, or None while it runs; notes its descendants as it goes."""
