@@ -114,17 +114,10 @@ class _Tree:
         with _TREES_LOCK:
             _TREES.add(self)
 
-    def close(self) -> None:
-        """The tree is stopped: its processes are no longer kept from other trees' adoption."""
-        with _TREES_LOCK:
-            _TREES.discard(self)
-
     def _others(self) -> set[int]:
-        """The processes of the other live trees of this process: never adopted by this one."""
-        with _TREES_LOCK:
-            others = [t for t in _TREES if t is not self]
+        """The processes of the other live trees of this process, never adopted by this one (under _TREES_LOCK)."""
         pids: set[int] = set()
-        for t in others:
+        for t in _TREES - {self}:
             pids.add(t.pid)
             pids.update(list(t.seen))  # (list: another thread's note() may add to it meanwhile)
             try:
@@ -197,6 +190,18 @@ class _Tree:
             with contextlib.suppress(psutil.Error):
                 p.kill()
         psutil.wait_procs(alive, timeout=grace_s)
+        with _TREES_LOCK:  # stopped: its processes are no longer kept from other trees' adoption
+            _TREES.discard(self)
+
+
+def _start(argv: list[str], adopt: bool, **popen) -> tuple[subprocess.Popen, _Tree]:
+    """The child and its tree, registered before any other run can pick what to adopt (_TREES_LOCK)."""
+    with _TREES_LOCK:
+        try:
+            child = subprocess.Popen(argv, **popen)
+        except OSError as exc:
+            raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        return child, _Tree(child, adopt=adopt)
 
 
 def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
@@ -220,16 +225,10 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
     interactive = passthrough and sys.stdin.isatty()
     piped = None if passthrough else subprocess.PIPE
     with _signals_noted() as received:
-        with _TREES_LOCK:
-            try:
-                stdin = None if passthrough else subprocess.PIPE if input_text is not None else subprocess.DEVNULL
-                child = subprocess.Popen(argv, stdin=stdin, stdout=piped,
-                                         stderr=piped if keep_stdout else (None if passthrough else subprocess.STDOUT),
-                                         env=env, cwd=cwd, text=True, errors="replace", bufsize=1,
-                                         start_new_session=not interactive)
-            except OSError as exc:
-                raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-            tree = _Tree(child)
+        stdin = None if passthrough else subprocess.PIPE if input_text is not None else subprocess.DEVNULL
+        child, tree = _start(argv, adopt=True, stdin=stdin, stdout=piped,
+                             stderr=piped if keep_stdout else (None if passthrough else subprocess.STDOUT),
+                             env=env, cwd=cwd, text=True, errors="replace", bufsize=1, start_new_session=not interactive)
         watch = _Watch(child, tree, started + timeout if timeout else None, received, stop_when)
         try:
             if input_text is not None:
@@ -245,10 +244,7 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
             if cleanup and stopped:
                 cleanup()  # first: a stopped client would leave its container running
             # Whatever is left of the tree goes: all of it at a deadline or signal, leftovers after an exit.
-            try:
-                watch.tree.stop(CLEANUP_GRACE_S if cleanup else grace_s)
-            finally:
-                watch.tree.close()
+            watch.tree.stop(CLEANUP_GRACE_S if cleanup else grace_s)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=grace_s)
             if cleanup:
@@ -353,16 +349,14 @@ class Background:
         _become_subreaper()
         self.argv = list(argv)
         self._log = open(log_path, "a", encoding="utf-8", errors="replace") if log_path else None
-        with _TREES_LOCK:
-            try:
-                self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log,
-                                              stderr=subprocess.STDOUT if self._log else None, env=env, cwd=cwd,
-                                              start_new_session=True)
-            except OSError as exc:
-                if self._log:
-                    self._log.close()
-                raise EnvironmentMissing(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
-            self.tree = _Tree(self.child, adopt=False)
+        try:
+            self.child, self.tree = _start(argv, adopt=False, stdin=subprocess.DEVNULL, stdout=self._log,
+                                           stderr=subprocess.STDOUT if self._log else None, env=env, cwd=cwd,
+                                           start_new_session=True)
+        except EnvironmentMissing:
+            if self._log:
+                self._log.close()
+            raise
 
     def poll(self) -> int | None:
         """Its exit status, or None while it runs; notes its descendants as it goes."""
@@ -370,10 +364,7 @@ class Background:
         return self.child.poll()
 
     def stop(self, grace_s: float = GRACE_S) -> int | None:
-        try:
-            self.tree.stop(grace_s)
-        finally:
-            self.tree.close()
+        self.tree.stop(grace_s)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.child.wait(timeout=grace_s)
         if self._log:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-
 from ... import archs, raycompat
 from ..facts import Facts
 from ..model import Status
@@ -146,13 +145,6 @@ def check_arch_vars(f: Facts, ctx: Context):
                       "load kernels for another arch", fix="unset HSA_OVERRIDE_GFX_VERSION", value=override)
 
 
-def _rocm(f: Facts) -> tuple[str, tuple[int, ...]] | None:
-    """The host's ROCm version as written (without a build number) and as numbers; None where it has none."""
-    version = f.rocm_version.split("-")[0] if f.rocm_version else None
-    release = archs.rocm_release(version) if version else None
-    return (version, release) if release is not None else None
-
-
 @documents("env.hip_force_dev_kernarg", "env.hsa_no_scratch_reclaim", "env.nccl_min_nchannels", "env.tuning",
            what="where they apply (ROCm < 6.2; ROCm ≥ 7.1, MEC firmware < 177 or gfx90a; multi-GPU gfx942/gfx950)")
 def check_tuning_vars(f: Facts, ctx: Context):
@@ -162,7 +154,8 @@ def check_tuning_vars(f: Facts, ctx: Context):
         yield not_captured("env.tuning", "env", "HIP_FORCE_DEV_KERNARG, HSA_NO_SCRATCH_RECLAIM, NCCL_MIN_NCHANNELS")
         return
     env = f.env
-    rocm, release = _rocm(f) or (None, None)
+    rocm = f.rocm_version.split("-")[0] if f.rocm_version else None  # as written, less its build number
+    release = archs.rocm_release(rocm) if rocm else None
     gfx = {d.gfx for d in f.devices}
     multi = sum(d.partitions for d in f.devices) > 1
     if env.get("HIP_FORCE_DEV_KERNARG") != "1":

@@ -176,21 +176,25 @@ def _bridges(reader: Reader, h: HealthFacts, real: str) -> list[str]:
 
 def _bridge(reader: Reader, pci: str, base: str, link: bool = True) -> Bridge:
     # the link of the bridge nearest a device is its evidence; those further up are not read (speed)
-    b = Bridge(pci=pci, link=_link(reader, base) if link else None, aer=read_aer(reader, base))
+    near, aer = _link(reader, base) if link else None, read_aer(reader, base)
     data, error = reader.raw(f"{base}/config", 4096)
-    if data is None:
-        return b._replace(error=error)
+    return Bridge(pci=pci, config_bytes=len(data) if data is not None else None,
+                  acs_control=_acs_control(data) if data is not None else None, link=near, error=error, aer=aer)
+
+
+def _acs_control(config: bytes) -> int | None:
+    """The ACS control register from a config space, or None where it has no ACS capability."""
     off, seen = 0x100, set()
     # the extended capability list: a header of id (16 bits), version (4), next offset (12), from 0x100
-    while len(data) >= off + 8 and 0x100 <= off and off not in seen:
+    while len(config) >= off + 8 and 0x100 <= off and off not in seen:
         seen.add(off)
-        header = int.from_bytes(data[off:off + 4], "little")
+        header = int.from_bytes(config[off:off + 4], "little")
         if header in (0, 0xFFFFFFFF):
             break
         if header & 0xFFFF == ACS_ID:
-            return b._replace(config_bytes=len(data), acs_control=int.from_bytes(data[off + 6:off + 8], "little"))
+            return int.from_bytes(config[off + 6:off + 8], "little")
         off = (header >> 20) & 0xFFC
-    return b._replace(config_bytes=len(data))
+    return None
 
 
 def _resolve(reader: Reader, h: HealthFacts, rel: str) -> str | None:
