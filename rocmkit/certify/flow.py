@@ -137,10 +137,10 @@ def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
     if s.on_cpu or not s.probes:
         return None
     if not target.image:
-        from ..host.probes import findings_for, measure
+        from ..host.probes import run as probes
 
-        doc = measure(gpus=list(range(s.gpus)), with_allreduce=s.gpus > 1)
-        return {"figures": doc, "findings": [f.to_json() for f in findings_for(doc)]}
+        doc = probes.measure(gpus=list(range(s.gpus)), with_allreduce=s.gpus > 1)
+        return {"figures": doc, "findings": [f.to_json() for f in probes.findings_for(doc)]}
     import sys
 
     from ..runtime import proc
