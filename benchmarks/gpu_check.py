@@ -1,0 +1,125 @@
+"""The GPU check: the commands a GPU user types first, with default options, on whatever GPUs are visible. Run it
+on a GPU machine before resolving any change to certify, the probes or the doctor's GPU code (CI has no GPU).
+
+    python benchmarks/gpu_check.py [--out DIR] [--only NAME[,NAME...]] [--deadline S]
+
+The runs, in order (those that need more GPUs than are visible are skipped, and say so):
+
+    doctor       rocmkit doctor --level 2 --json          (every probe on every visible GPU)
+    verl-1gpu    rocmkit certify --host --engine verl --gpus 1 --json      (probes on, as a user runs it)
+    verl-2gpu    rocmkit certify --host --engine verl --gpus 2 --json      (two or more GPUs)
+    trl-1gpu     rocmkit certify --host --engine trl --gpus 1 --json
+
+Each run's document is written to DIR/NAME.json (a certificate, or the doctor's report) with its stderr beside it
+(DIR/NAME.stderr), and one line is printed per run: name, exit code, verdict, seconds, and the figures a reader
+checks first. DIR/summary.json holds those lines. Exit 0 when every run that ran exited 0.
+tests/test_gpu_check.py judges the documents kept from lent GPUs in tests/data/gpu-check/.
+
+--deadline stops a run after S seconds (the machine's own command limit may be shorter than certify's default
+--timeout of an hour); a stopped run is a failure, exit 124 in its line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROCMKIT = [sys.executable, "-m", "rocmkit"]
+RUNS = {  # name -> (GPUs it needs, the command after `rocmkit`)
+    "doctor": (1, ["doctor", "--level", "2", "--json"]),
+    "verl-1gpu": (1, ["certify", "--host", "--engine", "verl", "--gpus", "1", "--json"]),
+    "verl-2gpu": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--json"]),
+    "trl-1gpu": (1, ["certify", "--host", "--engine", "trl", "--gpus", "1", "--json"]),
+}
+
+
+def visible_gpus() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def headline(name: str, doc: dict) -> str:
+    """The figures a reader checks first."""
+    if name == "doctor":
+        probes = [f for f in doc.get("findings", []) if f["id"].startswith("probe")]
+        bad = [f"{f['id']} {f['status']}" for f in probes if f["status"] != "pass"]
+        return f"{len(probes)} probe findings, " + (", ".join(bad) if bad else "all pass")
+    mt = doc.get("metrics") or {}
+    reward = mt.get("reward") or {}
+    probes = doc.get("probes") or {}
+    figures = probes.get("figures") or {}
+    return (f"device {doc.get('device')}; reward {reward.get('first')} -> {reward.get('last')}; "
+            f"{mt.get('steps')} steps; probes: " + ("off" if not probes else
+                                                     f"{len(figures.get('gpus', []))} GPU(s) measured, "
+                                                     f"{sum(f['status'] != 'pass' for f in probes.get('findings', []))}"
+                                                     " not passing"))
+
+
+def run_one(name: str, argv: list[str], out: Path, deadline: float | None) -> dict:
+    if name != "doctor":
+        argv = [*argv, "--out", str(out / f"{name}-run")]
+    started = time.monotonic()
+    try:
+        r = subprocess.run(ROCMKIT + argv, capture_output=True, text=True, timeout=deadline)
+        code, stdout, stderr = r.returncode, r.stdout, r.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, stdout = 124, exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        stderr = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
+        stderr += f"\ngpu_check: stopped after --deadline {deadline} s"
+    seconds = round(time.monotonic() - started, 1)
+    (out / f"{name}.stderr").write_text(stderr)
+    line = {"name": name, "command": "rocmkit " + " ".join(argv), "exit": code, "seconds": seconds}
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        return {**line, "verdict": None, "headline": "no JSON document; stderr: " + " | ".join(stderr.splitlines()[-3:])}
+    (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    if name == "doctor":  # on a machine that is not AMD's, level 1 fails (no amdgpu, no KFD): level 2 is judged here
+        probes = [f for f in doc.get("findings", []) if f["id"].startswith("probe")]
+        verdict = "pass" if probes and all(f["status"] == "pass" for f in probes) else "fail"
+    else:
+        verdict = doc.get("verdict") or "fail"
+    return {**line, "verdict": verdict, "headline": headline(name, doc)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="gpu-check", help="folder for the documents (default: gpu-check)")
+    ap.add_argument("--only", default=",".join(RUNS), help=f"runs to make, comma-separated: {', '.join(RUNS)}")
+    ap.add_argument("--deadline", type=float, default=None, help="seconds before a run is stopped (default: none)")
+    args = ap.parse_args()
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in RUNS]
+    if unknown:
+        print(f"error: --only {','.join(unknown)}: not a run; the runs are {', '.join(RUNS)}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    gpus = visible_gpus()
+    print(f"gpu_check: {gpus} GPU(s) visible; runs: {', '.join(names)}", flush=True)
+    results = []
+    for name in names:
+        need, argv = RUNS[name]
+        if gpus < need:
+            results.append({"name": name, "command": "rocmkit " + " ".join(argv), "exit": None, "seconds": 0,
+                            "verdict": "skipped", "headline": f"needs {need} GPU(s), {gpus} visible"})
+        else:
+            results.append(run_one(name, argv, out, args.deadline))
+        r = results[-1]
+        print(f"{r['name']:<10} exit {r['exit']}  {r['verdict']}  {r['seconds']} s  {r['headline']}", flush=True)
+    # runs made by an earlier call into the same folder stay (a machine's command limit can split the check)
+    previous = json.loads((out / "summary.json").read_text())["runs"] if (out / "summary.json").exists() else []
+    kept = [p for p in previous if p["name"] not in names]
+    (out / "summary.json").write_text(json.dumps({"gpus": gpus, "runs": kept + results}, indent=1) + "\n")
+    return 0 if all(r["verdict"] in ("pass", "skipped") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
