@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from provisioned import provisioned
 
-from rocmkit.certify import verl_overrides
+from rocmkit.verl import overrides as verl_overrides
 
 
 def need(module: str):
@@ -120,7 +120,7 @@ def _run(tmp_path: Path, model: Path, **kw) -> verl_overrides.VerlRun:
                                    dict(attn="flash_attention_2", rollout_graphs=True), dict(gpus=0, attn="sdpa")])
 def test_smoke_overrides_of_several_shapes_validate_against_verl(tmp_path, tiny_model, shape):
     need("verl")
-    from rocmkit.certify.verl_check import check
+    from rocmkit.verl.config_check import check
 
     result = check(verl_overrides.overrides(_run(tmp_path, tiny_model, **shape)))
     assert result == {"ok": True, "errors": [], "verl": "0.9.1"}
@@ -136,7 +136,7 @@ def test_smoke_overrides_of_several_shapes_validate_against_verl(tmp_path, tiny_
 ])
 def test_known_bad_overrides_are_rejected(tmp_path, tiny_model, bad, message):
     need("verl")
-    from rocmkit.certify.verl_check import check
+    from rocmkit.verl.config_check import check
 
     base = [o for o in verl_overrides.overrides(_run(tmp_path, tiny_model))
             if o.split("=")[0] != bad.split("=")[0]]
@@ -204,7 +204,7 @@ def test_the_sleep_pool_reader_on_the_installed_vllm():
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout)
     assert doc["vllm"]["policy"] == "toggles" and doc["torch_settings"] == "expandable_segments:True"
-    from rocmkit.certify import sleep_pool
+    from rocmkit.verl import sleep_pool
 
     assert sleep_pool.judge(doc)[0] == (doc["vllm"]["live"] or "PYTORCH_ALLOC_CONF" in doc["vllm"]["reads"])
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from rocmkit.certify import attention, sleep_pool, verl_report
+from rocmkit.verl import attention
+from rocmkit.verl import sleep_pool
+from rocmkit.verl import report as verl_report
 from rocmkit.certify.settings import Backend, EngineKind, Settings, check
-from rocmkit.certify.verl_overrides import VerlRun, environment, overrides
+from rocmkit.verl.overrides import VerlRun, environment, overrides
 from rocmkit.errors import UsageError
 
 NO_FA = {"flash_attn": None, "error": "ModuleNotFoundError: No module named 'flash_attn'", "transformers_fa2": False,

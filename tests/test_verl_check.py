@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from provisioned import provisioned
 
-from rocmkit.certify import launch_script, verl_history, verl_overrides
+from rocmkit.verl import launch_script
+from rocmkit.verl import history as verl_history
+from rocmkit.verl import overrides as verl_overrides
 from rocmkit.certify.settings import Backend, EngineKind, Settings, check
 
 DATA = Path(__file__).parent / "data" / "verl_check"

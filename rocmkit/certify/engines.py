@@ -10,7 +10,9 @@ its run record, its first phase and its watchdog. Miles runs its own test and wr
 
 from __future__ import annotations
 
-from . import miles_run, verl_overrides, verl_report
+from . import miles_run
+from ..verl import overrides as verl_overrides
+from ..verl import report as verl_report
 from .settings import SERVER_READY_S, TRL_DEFAULTS, TRL_LR, TRL_MAX_MODEL_LEN, Backend, EngineKind, Rollout, Settings
 from .watchdog import Watch
 
@@ -94,7 +96,7 @@ class Trl(CertifyEngine):
                         "max_model_len": TRL_MAX_MODEL_LEN["builtin" if s.data is None else "user"]}}
 
     def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
-        module = "rocmkit.certify.trl_launch" if s.vllm_mode else "rocmkit.certify.trl_run"
+        module = "rocmkit.certify.intarget.trl_launch" if s.vllm_mode else "rocmkit.certify.intarget.trl_run"
         return [target.python, "-m", module, str(ws.config)], {}
 
 

@@ -16,8 +16,9 @@ from ..runtime.container import DOCKER_ERROR
 from . import engines
 from . import metrics as metrics_mod
 from . import settings as settings_mod
-from . import setup as setup_mod
-from . import verl_report, watchdog, workspace
+from .intarget import setup as setup_mod
+from . import watchdog, workspace
+from ..verl import report as verl_report
 from .certificate import build
 from .judge import Reason, RunStatus, Status, Verdict, check, judge, not_certified
 from .outcome import Outcome, host_facts, run_status, write_certificate

@@ -145,7 +145,7 @@ def check(s: Settings) -> Settings:
 
 def verl_run_checks(s: Settings) -> None:
     """--attn and --rollout-graphs shape verl's FSDP actor and its rollout on GPUs."""
-    from .attention import CHOICES
+    from ..verl.attention import CHOICES
 
     if s.attn not in CHOICES:
         raise UsageError(f"--attn {s.attn!r}", hint=f"one of: {', '.join(CHOICES)}")

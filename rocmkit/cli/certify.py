@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..certify.attention import CHOICES as ATTN_CHOICES
+from ..verl.attention import CHOICES as ATTN_CHOICES
 from ..certify.settings import SIZES, ZERO_STAGES, Backend, EngineKind, Rollout, Settings, VllmMode
 from ..errors import UsageError
 from ..output import dumps

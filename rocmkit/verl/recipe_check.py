@@ -15,7 +15,9 @@ from pathlib import Path
 
 from ..runtime import proc
 from ..errors import EnvironmentMissing, Failed, InputFileError, UsageError
-from . import launch_script, verl_check, verl_history
+from . import launch_script
+from . import config_check as verl_check
+from . import history as verl_history
 from .launch_script import Invocation
 
 SCHEMA = "rocmkit.verl-check/v1"

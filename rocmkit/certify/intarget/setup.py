@@ -25,7 +25,7 @@ BOOTSTRAP = (
     "missing = [m for m in sys.argv[1].split(',') if u.find_spec(m) is None]\n"
     "print('" + MARK + "' + json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'missing': missing}), flush=True)\n"
     "if not missing:\n"
-    "    from rocmkit.certify.setup import main\n"
+    "    from rocmkit.certify.intarget.setup import main\n"
     "    main(sys.argv[2])\n"
 )
 
@@ -57,11 +57,11 @@ def devices(torch) -> dict:
 
 def prepare(cfg: dict) -> dict:
     """The built-in model, data and reward file (only what the run does not bring itself)."""
-    from . import task
+    from .. import task
 
     timings = {}
     if cfg["builtin_model"]:
-        from . import tinymodel
+        from .. import tinymodel
 
         t = time.perf_counter()
         tinymodel.build(Path(cfg["model_dir"]), size=cfg["size"], seed=cfg["seed"])
@@ -88,7 +88,7 @@ def _package_dir(name: str) -> str | None:
 def choose_attention(cfg: dict, report: dict) -> bool:
     """The actor's attention, from what was asked and what imports here (attention.py). False when the
     implementation asked for by name cannot run here."""
-    from . import attention
+    from ...verl import attention
 
     t = time.perf_counter()
     found = attention.probe(cfg["gpus"])
@@ -126,15 +126,15 @@ def main(config_path: str) -> None:
             emit(report)  # asked for an implementation the target cannot run: the host refuses the run
             return
         if cfg.get("sleep_pool"):
-            from . import sleep_pool
+            from ...verl import sleep_pool
 
             t = time.perf_counter()
             report["sleep_pool"] = sleep_pool.inspect(_package_dir("vllm"), test=True)
             report["timings"]["sleep_pool_s"] = round(time.perf_counter() - t, 3)
         report["timings"].update(prepare(cfg))
         if cfg.get("verl_overrides") is not None:  # the engine asked for its overrides to be validated
-            from .verl_check import check
-            from .verl_overrides import attention_overrides
+            from ...verl.config_check import check
+            from ...verl.overrides import attention_overrides
 
             t = time.perf_counter()
             chosen = (report.get("attention") or {}).get("chosen")
