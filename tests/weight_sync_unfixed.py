@@ -4,4 +4,4 @@ VERL_USE_EXTERNAL_MODULES by tests/weight_sync_run.py --unfixed, to show what th
 from rocmkit.verl import cpu_weight_sync
 
 cpu_weight_sync.install = lambda: None
-from rocmkit.certify import cpu_platform  # noqa: E402,F401  (registers the platform, as verl imports it)
+from rocmkit.verl import cpu_platform  # noqa: E402,F401  (registers the platform, as verl imports it)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..certify import engines
 from ..cluster import slurm as slurm_mod
 from ..errors import UsageError
 from ..fileio import write_atomic
@@ -105,7 +106,7 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
               help="Before Ray starts, run `rocmkit doctor --multi-node --only rdma,kernel.log` on every node (in a "
                    "throwaway container for --runtime docker, given /dev/kmsg read-only and CAP_SYSLOG); the job "
                    "fails naming the nodes where it fails (no ACTIVE RDMA port, GPU or PCIe faults in the log).")
-@click.option("--engine", type=click.Choice(slurm_mod.ENGINES), default="verl", show_default=True,
+@click.option("--engine", type=click.Choice(list(engines.cluster_engines())), default=slurm_mod.DEFAULT_ENGINE, show_default=True,
               help="verl: `python3 -m verl.trainer.main_ppo` with Hydra OVERRIDES; miles: Miles' Ray launch, "
                    "`ray job submit -- python3 /root/miles/train.py --actor-num-nodes N --actor-num-gpus-per-node G "
                    "ARGS` with Miles' job runtime env (--entrypoint replaces the train.py command).")
@@ -138,10 +139,11 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
             raise UsageError(f"--env {pair!r}: expected NAME=VALUE")
         env[k] = v
     try:
-        entry = tuple(shlex.split(entrypoint)) if entrypoint is not None else (
-            slurm_mod.MILES_ENTRYPOINT if engine == "miles" else slurm_mod.DEFAULT_ENTRYPOINT)
+        entry = tuple(shlex.split(entrypoint)) if entrypoint is not None else ()  # (): the engine's own
     except ValueError as exc:
         raise UsageError(f"--entrypoint: {exc}") from None
+    if entrypoint is not None and not entry:
+        raise UsageError("--entrypoint is empty", hint="leave it out for the engine's own driver")
     spec = slurm_mod.SlurmSpec(
         nodes=nodes, gpus_per_node=gpus_per_node, image=image, runtime=runtime, ray_version=version,
         partition=partition, time=time_limit, ib_hcas=tuple(h for h in (ib_hcas or "").split(",") if h),
