@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import stackgen  # noqa: E402
 
-from rocmkit.runtime.engine import Engine, find_cli  # noqa: E402
+from rocmkit.runtime.docker_engine import Engine, find_cli  # noqa: E402
 
 CHAIN_HEAD = """\
 FROM {base}

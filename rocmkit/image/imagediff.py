@@ -57,7 +57,7 @@ def load(arg: str, docker: str | None = None) -> Side:
 
 def _load_image(ref: str, docker: str | None) -> Side:
     from ..runtime.container import run_container
-    from ..runtime.engine import Engine, run_cli
+    from ..runtime.docker_engine import Engine, run_cli
 
     engine = Engine.connect()
     info = engine.image(ref)
