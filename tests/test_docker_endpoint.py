@@ -9,11 +9,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from rocmkit.runtime import docker_engine
 from rocmkit.errors import EnvironmentMissing
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def write_context(config_dir, name: str, host: str, current: bool = False) -> None:
@@ -71,6 +74,20 @@ def test_missing_context_is_named_with_where_it_came_from(config_dir, monkeypatc
 def test_ping_follows_the_context(config_dir, tmp_path):
     write_context(config_dir, "elsewhere", f"unix://{tmp_path}/no-engine.sock", current=True)
     assert docker_engine.ping() == {"host": f"unix://{tmp_path}/no-engine.sock", "status": "absent"}
+
+
+def test_ping_imports_neither_the_sdk_nor_the_client_choice(config_dir, tmp_path):
+    # a live `doctor` pings through this module: the SDK costs 0.22 s to import, and the build client's rules
+    # (docker_client) are no business of a ping, so neither may load with it
+    write_context(config_dir, "elsewhere", f"unix://{tmp_path}/no-engine.sock", current=True)
+    script = ("import json, sys; from rocmkit.runtime.docker_engine import ping; "
+              "print(json.dumps([ping(), sorted(sys.modules)]))")
+    env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env={**env, "DOCKER_CONFIG": str(config_dir)}, cwd=REPO, timeout=60)
+    answer, modules = json.loads(out.stdout)
+    assert answer["status"] == "absent", out.stderr
+    assert [m for m in modules if m == "docker" or m.startswith(("docker.", "rocmkit.runtime.docker_client"))] == []
 
 
 def test_commands_name_the_context_when_its_engine_is_down(config_dir, tmp_path):
