@@ -66,7 +66,7 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     container's code), --timeout (124), SIGINT or SIGTERM to rocmkit (130/143).
     """
     from ..runtime.container import read_device_nodes
-    from ..runtime.engine import run_cli
+    from ..runtime.docker_client import run_cli
 
     no_gpus = gpus == "none"
     render_nodes = render_nodes_for(gpus) if gpus and not no_gpus else None

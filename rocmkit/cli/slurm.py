@@ -28,7 +28,7 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
         raise UsageError(f"stack {stack_name} pins no Ray version", hint="give --ray-version")
     if image and runtime == slurm_mod.Runtime.DOCKER:
         try:
-            from ..runtime.engine import Engine
+            from ..runtime.docker_engine import Engine
 
             info = Engine.connect(timeout=10).image(image)
         except Exception:  # noqa: BLE001 - no engine here is normal on a login node

@@ -140,7 +140,8 @@ def in_image(image: str, level: int, strict: bool, arch: str | None, only: str |
              multi_node: bool = False) -> Outcome:
     """`rocmkit doctor --json` run inside IMAGE through the Docker engine, with the ROCm device flags."""
     from ..runtime.container import ULIMIT_NOTE, read_device_nodes, run_container
-    from ..runtime.engine import Engine, run_cli
+    from ..runtime.docker_client import run_cli
+    from ..runtime.docker_engine import Engine
 
     info = Engine.connect().require_image(image)
     docker = run_cli()

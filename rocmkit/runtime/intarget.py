@@ -54,7 +54,7 @@ def check_engine_local() -> None:
     """Refuses (exit 3) an engine this host's files cannot be mounted into, unless ROCMKIT_IN_TARGET=image."""
     if use_image_rocmkit():
         return
-    from .engine import endpoint
+    from .docker_engine import endpoint
 
     host = endpoint().host
     if not host.startswith("unix://"):

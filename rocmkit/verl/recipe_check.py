@@ -180,7 +180,8 @@ def on_host(invocations: list[Invocation], python: str | None, timeout: float) -
 
 def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple[list[dict], str]:
     from ..runtime.container import run_container
-    from ..runtime.engine import Engine, run_cli
+    from ..runtime.docker_client import run_cli
+    from ..runtime.docker_engine import Engine
 
     engine = Engine.connect()
     info = engine.require_image(image)
