@@ -243,3 +243,37 @@ def test_only_probe_ids_need_level_2(tmp_path):
     assert r.exit_code == 2 and "--level 2" in r.output
     r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", "probe.hmb"])
     assert r.exit_code == 2 and "did you mean probe.hbm" in r.output
+
+
+@pytest.mark.parametrize("part", ["sys/class/kfd/kfd/topology", "sys/class/kfd/kfd", "sys/class/kfd/kfd/topology/nodes",
+                                  "sys/module/amdgpu", "sys"])
+def test_root_that_is_a_part_of_a_tree_says_where_it_belongs(tmp_path, part):
+    # pointed at a bare topology/ copied from /sys/class/kfd/kfd, the doctor said "amdgpu kernel driver is not loaded"
+    root = write_tree(tmp_path / "h", HostSpec(process=healthy_process()))
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root / part)])
+    assert r.exit_code == 2, r.output
+    assert f"looks like the host's /{part} alone" in r.output and f"TREE/{part}" in r.output
+    assert "not loaded" not in r.output and "Traceback" not in r.output
+
+
+def test_root_that_is_no_tree_says_what_a_tree_holds(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "readme.txt").write_text("hello\n")
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(folder)])
+    assert r.exit_code == 2 and "not a root filesystem tree" in r.output
+    assert "sys/class/kfd/kfd/topology/nodes/N/properties" in r.output and "rocmkit doctor --capture" in r.output
+
+
+def test_real_topology_copied_alone_is_refused_and_placed_it_checks(tmp_path):
+    src = CAPTURES / "mi300x-cpx" / "topology"
+    if not src.is_dir():
+        pytest.skip("real capture mi300x-cpx not present (../shared/fixtures is absent in a fresh clone)")
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(src)])
+    assert r.exit_code == 2 and "sys/class/kfd/kfd/topology" in r.output
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root_for_capture(tmp_path, "mi300x-cpx")), "--json"])
+    found = {f["id"]: f for f in json.loads(r.stdout)["findings"]}
+    assert found["gpu.driver"]["status"] == "pass"
+    # the device node is absent from the tree, and the fix says so instead of "load the amdgpu driver"
+    assert "not in the captured tree" in found["gpu.kfd"]["title"]
+    assert "modprobe" not in found["gpu.kfd"]["fix"] and "--capture" in found["gpu.kfd"]["fix"]

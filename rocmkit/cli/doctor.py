@@ -19,7 +19,9 @@ from .common import json_option
 @json_option
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Check a captured tree (from --capture) instead of this host.")
+              help="Check a captured tree instead of this host: DIR holds the host's files at their own paths "
+                   "(sys/class/kfd/kfd/topology, sys/module/amdgpu, proc/..., dev/kfd), as --capture writes them; "
+                   "a folder laid out otherwise is refused (exit 2), naming where a part of a tree belongs.")
 @click.option("--arch", default=None, metavar="ARCH",
               help="The arch the GPUs must be (e.g. the arch your image was built for). Inside a rocmkit image "
                    "the image's manifest says it.")

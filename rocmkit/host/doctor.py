@@ -20,6 +20,7 @@ from .checks import Context, all_checks, run_checks, selected
 from .facts import Facts, collect
 from .model import Finding, Status
 from .report import counts, doctor_document, exit_code, heading
+from .roottree import check_root
 from .selection import parse_only
 
 Say = Callable[[str], None]
@@ -49,6 +50,8 @@ def run(*, level: int, strict: bool, root: str | None, arch: str | None, only: s
         as_json: bool, say: Say) -> Outcome:
     """Level 1 (and 2) over this host, or level 1 over a captured tree (root)."""
     only_ids = parse_only(only, level=level, baseline_file=bool(baseline_file))  # before anything is read
+    if root is not None:
+        check_root(root)  # a folder that is not a root tree would read as a host without a driver
     facts = collect(root or "/", rdma=multi_node)
     # The image's own targets are compared as written (gpu.arch), never refused: a report beats exit 2.
     manifest_targets = (facts.manifest or {}).get("targets") if isinstance(facts.manifest, dict) else None
