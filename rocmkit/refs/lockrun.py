@@ -192,7 +192,8 @@ def outcome(reports: list[dict], check: bool):
                          "make one")
         what = "; ".join(f"{r['stack']} ({', '.join(sorted({f['kind'] for f in r['findings']} & set(FAILURES)))})"
                          for r in failed)
-        return Failed(f"{'lock check' if check else 'lock'} failed for {what}", hint="\n      ".join(filter(None, hints + [reach])))
+        return Failed(f"{'lock check' if check else 'lock'} failed for {what}",
+                      hint="\n      ".join(filter(None, hints + [reach])))
     if unreachable:
         return EnvironmentMissing(f"could not reach: {', '.join(unreachable)} (no lock file was written)",
                                   hint="run again where the registry and git remotes answer (a mirror: "
