@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -131,7 +132,6 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
         raise UsageError("--nodes is required")
     if tune_file:
         overrides = tuned_overrides(tune_file, nodes, gpus_per_node, overrides)
-    version, source = _ray_version(ray_version, stack_name, image, runtime)
     env = {}
     for pair in env_pairs:
         k, sep, v = pair.partition("=")
@@ -145,10 +145,15 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
     if entrypoint is not None and not entry:
         raise UsageError("--entrypoint is empty", hint="leave it out for the engine's own driver")
     spec = slurm_mod.SlurmSpec(
-        nodes=nodes, gpus_per_node=gpus_per_node, image=image, runtime=runtime, ray_version=version,
+        nodes=nodes, gpus_per_node=gpus_per_node, image=image, runtime=runtime, ray_version=None,
         partition=partition, time=time_limit, ib_hcas=tuple(h for h in (ib_hcas or "").split(",") if h),
         job_name=job_name, cpus_per_task=cpus_per_task, ray_port=ray_port, join_timeout=join_timeout,
         entrypoint=entry, overrides=tuple(overrides), extra_env=env, preflight=preflight, engine=engine)
+    # The options the user gave are checked first: the Ray version is looked up in the image they name, so a
+    # missing --image must be said as such, not as "the image's Ray version is unknown".
+    slurm_mod.validate(spec)
+    version, source = _ray_version(ray_version, stack_name, image, runtime)
+    spec = replace(spec, ray_version=version)
     text = slurm_mod.render(spec)
     click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)
     if output:

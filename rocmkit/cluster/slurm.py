@@ -52,7 +52,7 @@ class SlurmSpec:
     gpus_per_node: int
     image: str | None
     runtime: Runtime
-    ray_version: str
+    ray_version: str | None  # None only while the options are checked first (validate), before it is looked up
     partition: str | None = None
     time: str | None = None
     ib_hcas: tuple[str, ...] = ()
@@ -113,6 +113,8 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
     for k in spec.extra_env:
         if not re.match(r"^[A-Z_][A-Z0-9_]*$", k):
             raise UsageError(f"--env {k!r}: not an environment variable name")
+    if spec.ray_version is None:  # the options alone: a missing --image is said before an unknown Ray version
+        return spec
     try:
         raycompat.noset_variable(spec.ray_version)
     except ValueError as exc:
@@ -151,6 +153,8 @@ def render(spec: SlurmSpec) -> str:
     from ..runtime.container import rocm_device_args
 
     spec = validate(spec)
+    if spec.ray_version is None:
+        raise ValueError("render needs the spec's Ray version")  # a caller's bug: the CLI always looks it up
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files("rocmkit.templates"))),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True, autoescape=False,
