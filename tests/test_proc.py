@@ -159,6 +159,32 @@ def test_runs_in_threads_leave_each_others_processes_alone():
     assert results["long"].seconds >= 2.5
 
 
+def test_a_run_leaves_what_another_runs_tree_orphaned_alone(tmp_path):
+    # A run's child starts a process and its parent exits at once (git fetch's helpers, a shell's `cmd &`): the
+    # orphan is re-parented to rocmkit (the subreaper), out of that run's tree. A run of another thread that ends
+    # meanwhile must not take it for its own orphan: it still belongs to the other run's session.
+    import threading
+
+    pidfile = tmp_path / "orphan.pid"
+    results = {}
+
+    def other() -> None:
+        results["other"] = proc.run(["sh", "-c", f"sh -c 'sleep 6 & echo $! > {pidfile}'; sleep 3; "
+                                     f"kill -0 \"$(cat {pidfile})\" && echo orphan-alive"], timeout=30,
+                                    keep_stdout=True)
+
+    short = threading.Thread(target=lambda: results.update(short=proc.run(["sleep", "1.5"], timeout=30)))
+    short.start()  # begins first, so the orphan is younger than it: what its cleanup would adopt
+    time.sleep(0.3)
+    long = threading.Thread(target=other)
+    long.start()
+    short.join(timeout=30)
+    long.join(timeout=30)
+    assert results["short"].returncode == 0
+    assert results["other"].stdout == ["orphan-alive"], "the short run's cleanup stopped the other run's orphan"
+    assert _gone(int(pidfile.read_text()))  # and the run it belongs to stopped it when it ended
+
+
 def test_a_run_leaves_a_background_servers_later_processes_alone(tmp_path):
     # A server started beside the run spawns a worker while the run goes on (as vLLM's server does): the
     # worker is the server's, not an orphan of the run.

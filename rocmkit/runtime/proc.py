@@ -149,15 +149,18 @@ class _Tree:
         if self.adopt:
             with _TREES_LOCK:
                 others = self._others()
+                # Each run's child leads a session of its own (start_new_session): a process its tree orphaned is
+                # re-parented to rocmkit, out of that tree, but keeps the session. It is that run's, not ours.
+                sessions = {t.pid for t in _TREES - {self}}
                 try:
                     mine = psutil.Process(os.getpid()).children(recursive=True)
                 except psutil.Error:
                     mine = []
             for p in mine:
                 try:
-                    if p.pid not in others and p.create_time() >= self.started:
+                    if p.pid not in others and p.create_time() >= self.started and os.getsid(p.pid) not in sessions:
                         candidates[p.pid] = p.create_time()
-                except psutil.Error:
+                except (psutil.Error, ProcessLookupError, PermissionError):
                     continue
         for pid, created in candidates.items():
             try:
