@@ -152,3 +152,36 @@ def test_a_verl_target_with_trl_installed_is_refused_before_training(tmp_path):
                        env=env, cwd=REPO)
     assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]
     assert "is installed beside verl" in r.stderr and "pip uninstall trl" in r.stderr
+
+
+# ---- verl's rollout tensor parallelism ----
+
+@pytest.mark.parametrize("kw, says", [
+    ({"gpus": 8, "rollout_tp": 3}, "does not divide --gpus 8"),
+    ({"gpus": 16, "rollout_tp": 16}, "4 attention and 2 KV heads"),
+    ({"gpus": 0, "rollout_tp": 2}, "vLLM's CPU build"),
+    ({"gpus": 2, "rollout_tp": 0}, "at least 1"),
+])
+def test_a_rollout_tp_verl_would_refuse_is_refused_before_anything_starts(kw, says):
+    with pytest.raises(UsageError) as exc:
+        validate(Settings(engine="verl", **kw))
+    assert says in exc.value.message
+
+
+def test_the_rollout_tp_reaches_verl_and_the_layout_is_recorded(tmp_path):
+    from rocmkit.certify import workspace
+    from rocmkit.certify.engines.verl import layout
+    from rocmkit.certify.settings import Backend
+    from rocmkit.certify.target import Target
+
+    s = validate(Settings(engine="verl", gpus=4, rollout_tp=2, out=tmp_path / "c"))
+    ws = workspace.temporary(s)
+    try:
+        cfg = engines.get("verl").configure(s, ws, Target(image=None, image_id=None, record={}))
+    finally:
+        workspace.release(ws)
+    assert "actor_rollout_ref.rollout.tensor_model_parallel_size=2" in cfg["verl_overrides"]
+    assert "trainer.n_gpus_per_node=4" in cfg["verl_overrides"]
+    assert layout(s) == {"gpus": 4, "actor": "fsdp", "rollout_replicas": 2, "rollout_tp": 2, "data_parallel": 4}
+    m = validate(Settings(engine="verl", gpus=4, backend=Backend.MEGATRON, tp=2))
+    assert layout(m)["megatron"] == {"tp": 2, "pp": 1, "dp": 2} and layout(m)["rollout_replicas"] == 4

@@ -49,6 +49,10 @@ def _values(enum) -> list[str]:
               help="Size of the built-in model: tiny (1.3M parameters) or 0.5b (Qwen2.5-0.5B-shaped, random).")
 @click.option("--rollout", type=click.Choice(_values(Rollout)), default=D.rollout.value, show_default=True,
               help="verl's rollout engine.")
+@click.option("--rollout-tp", type=int, default=D.rollout_tp, show_default=True,
+              help="With --engine verl: the rollout's tensor parallel size. verl fills the GPUs with replicas of this "
+                   "many GPUs each, so it must divide --gpus (checked before anything starts); the certificate's "
+                   "engine_run.layout records the replicas and the actor's data-parallel ranks.")
 @click.option("--backend", type=click.Choice(_values(Backend)), default=D.backend.value, show_default=True,
               help="verl's actor: FSDP, or Megatron (model_engine=megatron with mbridge; GPUs only, and an image "
                    "with megatron-core and mbridge).")
@@ -91,7 +95,7 @@ def _values(enum) -> list[str]:
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, out, force, require_learning, size,
-            rollout, backend, tp, pp, attn, rollout_graphs, vllm_mode, zero, timeout, stall_timeout, no_probes, progress,
+            rollout, rollout_tp, backend, tp, pp, attn, rollout_graphs, vllm_mode, zero, timeout, stall_timeout, no_probes, progress,
             dry_run, tune_file, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
@@ -127,6 +131,7 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     s = Settings(engine=engine, image=image, model=Path(model) if model else None,
                  data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
+                 rollout_tp=rollout_tp,
                  timeout=timeout, stall_timeout=stall_timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
                  backend=Backend(backend), tp=tp, pp=pp, vllm_mode=VllmMode(vllm_mode) if vllm_mode else None,
                  zero=zero, attn=attn, rollout_graphs=rollout_graphs, miles_dir=miles_dir)

@@ -43,7 +43,7 @@ class MainPpo(ClusterJob):
 
 class Verl(BuiltinTask):
     name = "verl"
-    options = ("rollout", "backend", "tp", "pp", "attn", "rollout_graphs", "tune")
+    options = ("rollout", "rollout_tp", "backend", "tp", "pp", "attn", "rollout_graphs", "tune")
     extra = "verl"
     first_phase = "starting Ray"
     cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"),
@@ -68,6 +68,7 @@ class Verl(BuiltinTask):
         if s.rollout_graphs and s.on_cpu:
             raise UsageError("--rollout-graphs compiles verl's rollout and captures its CUDA/HIP graphs: it needs "
                              "--engine verl and GPUs", hint="leave it out on the CPU (the rollout runs eager there)")
+        rollout_tp_checks(s)
 
     def refuse_foreign(self, s: Settings) -> None:
         if s.attn != "auto":
@@ -83,9 +84,13 @@ class Verl(BuiltinTask):
                              "--backend megatron")
         if s.tune:
             raise UsageError("--tune checks a verl plan: it needs --engine verl")
+        if s.rollout_tp != 1:
+            raise UsageError(f"--rollout-tp {s.rollout_tp} is the tensor parallel size of verl's rollout: it needs "
+                             "--engine verl", hint="add --engine verl, or leave out --rollout-tp")
 
     def settings_fields(self, s: Settings) -> dict:
-        return {**super().settings_fields(s), "rollout": s.rollout.value, "backend": s.backend.value,
+        return {**super().settings_fields(s), "rollout": s.rollout.value, "rollout_tp": s.rollout_tp,
+                "backend": s.backend.value,
                 "megatron": {"tp": s.tp, "pp": s.pp} if s.backend is Backend.MEGATRON else None,
                 "attn": s.attn, "rollout_graphs": s.rollout_graphs}
 
@@ -99,7 +104,7 @@ class Verl(BuiltinTask):
             reward_file=str(ws.reward_file), gpus=s.gpus, steps=s.steps, rollout=s.rollout.value, lr=VERL_LR[size],
             max_response_length=VERL_RESPONSE_TOKENS["builtin" if s.data is None else "user"],
             ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}", backend=s.backend.value, train_tp=s.tp,
-            train_pp=s.pp, rollout_graphs=s.rollout_graphs)
+            train_pp=s.pp, rollout_graphs=s.rollout_graphs, tensor_parallel=s.rollout_tp)
 
     def required_modules(self, s: Settings) -> list[str]:
         return (BASE_MODULES + ["verl", "hydra", "ray", s.rollout.value]
@@ -178,12 +183,17 @@ class Verl(BuiltinTask):
 
     def run_record(self, s: Settings, report: dict, run, ws) -> dict | None:
         log = ws.log.read_text(errors="replace") if ws.log.exists() else ""
-        return verl_report.record(report, log, s.rollout_graphs)
+        return {"layout": layout(s), **verl_report.record(report, log, s.rollout_graphs)}
 
     def summary_lines(self, v: dict | None) -> list[str]:
         if not v:
             return []
         out = []
+        lay = v.get("layout")
+        if lay:
+            out.append(f"- layout: {lay['actor']} actor over {lay['data_parallel']} data-parallel rank(s)"
+                       + (f" (Megatron TP {lay['megatron']['tp']} x PP {lay['megatron']['pp']})" if lay.get("megatron")
+                          else "") + f"; rollout {lay['rollout_replicas']} replica(s) x TP {lay['rollout_tp']}")
         if v.get("attention"):
             out.append(f"- attention: {v['attention']['chosen']} ({v['attention']['why']})")
         g = v["rollout_graphs"]
@@ -194,6 +204,46 @@ class Verl(BuiltinTask):
             out.append(f"- sleep mode: {sm['sleeps']} sleeps freed {_span(sm['freed_gib'])} GiB, "
                        f"{_span(sm['still_in_use_gib'])} GiB still in use")
         return out
+
+
+def layout(s: Settings) -> dict:
+    """How the run placed its work on the GPUs: the actor's data-parallel ranks (FSDP shards over all of them;
+    Megatron's TP x PP groups leave GPUs / (TP x PP)), and the rollout's replicas of --rollout-tp GPUs each."""
+    gpus = max(1, s.gpus)
+    out = {"gpus": s.gpus, "actor": s.backend.value, "rollout_replicas": gpus // s.rollout_tp,
+           "rollout_tp": s.rollout_tp}
+    if s.backend is Backend.MEGATRON:
+        out.update(megatron={"tp": s.tp, "pp": s.pp, "dp": gpus // (s.tp * s.pp)}, data_parallel=gpus // (s.tp * s.pp))
+    else:
+        out["data_parallel"] = gpus
+    return out
+
+
+def rollout_tp_checks(s: Settings) -> None:
+    """verl's own rule, checked before anything starts: the rollout's TP divides the GPUs, which it fills with
+    replicas (verl/workers/rollout/replica.py: world_size // tensor_model_parallel_size replicas; its config check
+    asserts the division). vLLM also splits the attention heads over TP: the built-in model's bound it."""
+    if s.rollout_tp < 1:
+        raise UsageError(f"--rollout-tp {s.rollout_tp}: a parallel size, at least 1")
+    if s.rollout_tp == 1:
+        return
+    if s.on_cpu:
+        raise UsageError(f"--rollout-tp {s.rollout_tp} splits the rollout over GPUs: --gpus 0 runs vLLM's CPU build "
+                         "in one process", hint="leave out --rollout-tp on the CPU")
+    if s.gpus % s.rollout_tp:
+        fits = [d for d in range(1, s.gpus + 1) if s.gpus % d == 0]
+        raise UsageError(f"--rollout-tp {s.rollout_tp} does not divide --gpus {s.gpus}: verl fills the GPUs with "
+                         f"rollout replicas of {s.rollout_tp} GPUs each",
+                         hint=f"--rollout-tp one of {', '.join(map(str, fits))}, or --gpus a multiple of {s.rollout_tp}")
+    if s.model is None:
+        from ..tinymodel import SIZES
+
+        _, _, _, heads, kv_heads = SIZES[s.size]
+        if heads % s.rollout_tp or (kv_heads % s.rollout_tp and s.rollout_tp % kv_heads):
+            fits = [d for d in range(1, heads + 1) if heads % d == 0 and (kv_heads % d == 0 or d % kv_heads == 0)]
+            raise UsageError(f"--rollout-tp {s.rollout_tp}: the built-in {s.size} model has {heads} attention and "
+                             f"{kv_heads} KV heads, which vLLM splits over TP", hint=f"--rollout-tp one of "
+                             f"{', '.join(map(str, fits))}")
 
 
 def _span(pair: list[float]) -> str:
