@@ -40,7 +40,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import stackgen  # noqa: E402
 
-from rocmkit.runtime.engine import Engine, find_cli  # noqa: E402
+from rocmkit.runtime.docker_client import find_cli  # noqa: E402
+from rocmkit.runtime.docker_engine import Engine  # noqa: E402
 
 CHAIN_HEAD = """\
 FROM {base}

@@ -231,7 +231,7 @@ def main() -> None:
                 out = Path(tmp) / f"{len(results)}"
                 whole, cert, tail = certify(python, [*args, *common], out)
                 row = {"case": name, "run": i + 1, "verdict": cert["verdict"], "reward": cert["metrics"]["reward"],
-                       "import_floor_s": floor, **split(whole, cert, tail, start_s), "verl": cert.get("verl")}
+                       "import_floor_s": floor, **split(whole, cert, tail, start_s), "engine_run": cert.get("engine_run")}
                 results.append(row)
                 print(f"{name} run {i + 1}: {cert['verdict']}, {whole:.1f} s", file=sys.stderr)
                 if a.keep:

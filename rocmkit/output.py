@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 
-def document(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+def document(kind: str, body: dict[str, Any], version: int = 1) -> dict[str, Any]:
     """Wrap `body` as a versioned rocmkit document of the given kind."""
-    return {"schema": f"rocmkit.{kind}/v1", **body}
+    return {"schema": f"rocmkit.{kind}/v{version}", **body}
 
 
 def dumps(doc: Any) -> str:

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def test_bake_target_builds_from_prepared_context(tmp_path, base_image):
     base = base_image
-    from rocmkit.runtime.engine import find_cli
+    from rocmkit.runtime.docker_client import find_cli
 
     # A pip pin the base image already satisfies (Debian's python3-click), so the build needs no network.
     stack = tmp_path / "bake.toml"

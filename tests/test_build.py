@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import stackgen
 
-from rocmkit.runtime.engine import DockerCLI, check_ref, find_cli, probe_cli, split_ref
+from rocmkit.runtime.docker_client import DockerCLI, find_cli, probe_cli
+from rocmkit.runtime.docker_engine import check_ref, split_ref
 from rocmkit.errors import EnvironmentMissing, UsageError
 from rocmkit.image import buildlog, jobs
 from rocmkit.image.build import BuildOptions, build_command
@@ -206,7 +207,7 @@ def test_named_client_that_does_not_exist(monkeypatch):
 def test_no_client_anywhere_explains(monkeypatch, tmp_path):
     monkeypatch.delenv("ROCMKIT_DOCKER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr("rocmkit.runtime.engine.WELL_KNOWN_CLIS", ())
+    monkeypatch.setattr("rocmkit.runtime.docker_client.WELL_KNOWN_CLIS", ())
     with pytest.raises(EnvironmentMissing) as e:
         find_cli(None)
     assert "no docker client found" in e.value.message and "ROCMKIT_DOCKER" in e.value.hint

@@ -245,9 +245,9 @@ def test_failing_component_names_its_stage_and_tags_nothing(tmp_path):
 
 
 def test_cache_to_a_registry_needs_buildx(project):
-    import rocmkit.runtime.engine as engine
+    from rocmkit.runtime import docker_client
 
-    cli = engine.find_cli(None)
+    cli = docker_client.find_cli(None)
     if cli.mode == "buildx":
         pytest.skip("this client has buildx: registry caches are passed through")
     r = rocmkit(*build_args(project, "--cache-to", "type=registry,ref=localhost:5000/cache"))

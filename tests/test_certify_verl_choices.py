@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from rocmkit.certify import attention, sleep_pool, verl_report
-from rocmkit.certify.settings import Backend, EngineKind, Settings, check
-from rocmkit.certify.verl_overrides import VerlRun, environment, overrides
+from rocmkit.verl import attention
+from rocmkit.verl import sleep_pool
+from rocmkit.verl import report as verl_report
+from rocmkit.certify.settings import Backend, Settings
+from rocmkit.certify.validate import validate as check
+from rocmkit.verl.overrides import VerlRun, environment, overrides
 from rocmkit.errors import UsageError
 
 NO_FA = {"flash_attn": None, "error": "ModuleNotFoundError: No module named 'flash_attn'", "transformers_fa2": False,
@@ -64,14 +67,14 @@ def test_the_chosen_attention_reaches_the_run_command():
 
 @pytest.mark.parametrize(("kw", "says"), [
     ({"attn": "eager"}, "--attn 'eager'"),
-    ({"engine": EngineKind.TRL, "attn": "sdpa"}, "verl's FSDP actor"),
+    ({"engine": "trl", "attn": "sdpa"}, "verl's FSDP actor"),
     ({"backend": Backend.MEGATRON, "attn": "sdpa"}, "verl's FSDP actor"),
     ({"rollout_graphs": True, "gpus": 0}, "needs --engine verl and GPUs"),
-    ({"rollout_graphs": True, "engine": EngineKind.TRL}, "needs --engine verl and GPUs"),
+    ({"rollout_graphs": True, "engine": "trl"}, "needs --engine verl and GPUs"),
 ])
 def test_attention_and_graph_options_refused_where_they_mean_nothing(kw, says):
     with pytest.raises(UsageError) as err:
-        check(Settings(**{"engine": EngineKind.VERL, "gpus": 1, **kw}))
+        check(Settings(**{"engine": "verl", "gpus": 1, **kw}))
     assert says in err.value.message
 
 

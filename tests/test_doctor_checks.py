@@ -228,3 +228,25 @@ def test_corrupt_process_record_is_reported(tmp_path):
     root = write_tree(tmp_path / "h", HostSpec(process={"env": {"A": 1}}))
     facts = collect(str(root))
     assert facts.process is None and any("not a rocmkit process record" in e for _, e in facts.read_errors)
+
+
+@pytest.mark.parametrize("container", [False, True])
+def test_kfd_missing_where_the_driver_is_up_does_not_say_load_the_driver(tmp_path, container):
+    # gpu.driver passed ("amdgpu driver is up") while gpu.kfd's fix said "load the amdgpu driver"
+    found = check(tmp_path, kfd=False, amdgpu="live", container=container, process=proc())
+    assert status(found, "gpu.driver") == Status.PASS and status(found, "gpu.kfd") == Status.FAIL
+    kfd = found["gpu.kfd"]
+    assert "modprobe" not in kfd.fix and "load the amdgpu driver" not in kfd.fix
+    if container:
+        assert "--device=/dev/kfd" in kfd.fix
+    else:
+        assert "not in the captured tree" in kfd.title and "rocmkit doctor --capture" in kfd.fix
+    # the render nodes' advice agrees: a host's tree is not a container's
+    render = check(tmp_path / "r", missing_render=(3,), container=container, process=proc())["gpu.render"]
+    assert ("--device=/dev/dri" in render.fix) == container and ("rocmkit doctor --capture" in render.fix) != container
+
+
+def test_kfd_missing_where_the_driver_is_down_says_load_it(tmp_path):
+    found = check(tmp_path, kfd=False, amdgpu="unloading", process=proc())
+    assert status(found, "gpu.driver") == Status.FAIL
+    assert "sudo modprobe amdgpu" in found["gpu.kfd"].fix

@@ -211,3 +211,69 @@ def test_level2_probe_errors(monkeypatch):
     _probes_module(monkeypatch, no_gpu)
     r = CliRunner().invoke(cli, ["doctor", "--level", "2"])
     assert r.exit_code == 3 and "no GPU visible" in r.output
+
+
+@pytest.mark.parametrize("selector, suggestion", [("gpu.kdf", "gpu.kfd"), ("kernel.numa_balance", "kernel.numa_balancing"),
+                                                   ("gpu,gpu.kdf", "gpu.kfd")])
+def test_only_that_selects_no_check_is_refused_naming_the_closest_ids(tmp_path, selector, suggestion):
+    # a typo in a known area ("gpu.") used to run 0 checks and say "doctor passed"
+    root = write_tree(tmp_path / "h", HostSpec(process=healthy_process()))
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", selector])
+    assert r.exit_code == 2, r.output
+    assert "no check has such an id" in r.output and f"did you mean {suggestion}" in r.output
+    assert "passed" not in r.output
+    # --image refuses it too, before it looks for an engine or starts a container
+    r = CliRunner().invoke(cli, ["doctor", "--image", "no-such-image", "--only", selector])
+    assert r.exit_code == 2 and f"did you mean {suggestion}" in r.output
+
+
+def test_only_accepts_ids_prefixes_and_family_members(tmp_path):
+    root = write_tree(tmp_path / "h", HostSpec(process=healthy_process()))
+    for selector in ("gpu.kfd", "gpu", "kernel.log", "env.arch.gfx942", "gpu.kfd,env"):
+        r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", selector, "--json"])
+        assert r.exit_code in (0, 1), (selector, r.output)
+        wanted = selector.split(",")
+        assert all(any(f["id"] == w or f["id"].startswith(w + ".") for w in wanted)
+                   for f in json.loads(r.stdout)["findings"])
+
+
+def test_only_probe_ids_need_level_2(tmp_path):
+    root = write_tree(tmp_path / "h", HostSpec(process=healthy_process()))
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", "probe.hbm"])
+    assert r.exit_code == 2 and "--level 2" in r.output
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", "probe.hmb"])
+    assert r.exit_code == 2 and "did you mean probe.hbm" in r.output
+
+
+@pytest.mark.parametrize("part", ["sys/class/kfd/kfd/topology", "sys/class/kfd/kfd", "sys/class/kfd/kfd/topology/nodes",
+                                  "sys/module/amdgpu", "sys"])
+def test_root_that_is_a_part_of_a_tree_says_where_it_belongs(tmp_path, part):
+    # pointed at a bare topology/ copied from /sys/class/kfd/kfd, the doctor said "amdgpu kernel driver is not loaded"
+    root = write_tree(tmp_path / "h", HostSpec(process=healthy_process()))
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root / part)])
+    assert r.exit_code == 2, r.output
+    assert f"looks like the host's /{part} alone" in r.output and f"TREE/{part}" in r.output
+    assert "not loaded" not in r.output and "Traceback" not in r.output
+
+
+def test_root_that_is_no_tree_says_what_a_tree_holds(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "readme.txt").write_text("hello\n")
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(folder)])
+    assert r.exit_code == 2 and "not a root filesystem tree" in r.output
+    assert "sys/class/kfd/kfd/topology/nodes/N/properties" in r.output and "rocmkit doctor --capture" in r.output
+
+
+def test_real_topology_copied_alone_is_refused_and_placed_it_checks(tmp_path):
+    src = CAPTURES / "mi300x-cpx" / "topology"
+    if not src.is_dir():
+        pytest.skip("real capture mi300x-cpx not present (../shared/fixtures is absent in a fresh clone)")
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(src)])
+    assert r.exit_code == 2 and "sys/class/kfd/kfd/topology" in r.output
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root_for_capture(tmp_path, "mi300x-cpx")), "--json"])
+    found = {f["id"]: f for f in json.loads(r.stdout)["findings"]}
+    assert found["gpu.driver"]["status"] == "pass"
+    # the device node is absent from the tree, and the fix says so instead of "load the amdgpu driver"
+    assert "not in the captured tree" in found["gpu.kfd"]["title"]
+    assert "modprobe" not in found["gpu.kfd"]["fix"] and "--capture" in found["gpu.kfd"]["fix"]

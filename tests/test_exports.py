@@ -82,7 +82,7 @@ def test_a_host_certification_with_probes_reaches_the_probes():
     assert all(f["id"].startswith("probe") for f in out["findings"])
 
 
-# A module named in a string runs later, by name, often inside a target (`python -m rocmkit.certify.trl_run`,
+# A module named in a string runs later, by name, often inside a target (`python -m rocmkit.certify.intarget.trl_run`,
 # verl's VERL_USE_EXTERNAL_MODULES, the CLI's lazy command table, vLLM's worker extension): a moved module breaks
 # it with no import error here. Every such name in the package and its resources must be a module of this tree,
 # or a module's attribute ("module:attr", "module.Class").

@@ -18,7 +18,7 @@ from provisioned import provisioned
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 DOCKER = os.environ.get("ROCMKIT_DOCKER", "docker")
-REMOVED = "certify/trl_run.py"  # what the trainer runs: `python -m rocmkit.certify.trl_run`
+REMOVED = "certify/trl_run.py"  # what the trainer runs: `python -m rocmkit.certify.intarget.trl_run`
 OLDER_MAIN = "e7e6781"  # main before issue 26 moved modules (runtime/, host/facts/, host/probes/)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -89,9 +89,9 @@ def test_certify_and_the_doctor_run_in_the_older_main_image(older_main_image, tm
 
 
 def test_the_image_lacks_the_module(older_image):
-    r = subprocess.run([DOCKER, "run", "--rm", older_image, "python3", "-c", "import rocmkit.certify.trl_run"],
+    r = subprocess.run([DOCKER, "run", "--rm", older_image, "python3", "-c", "import rocmkit.certify.intarget.trl_run"],
                        capture_output=True, text=True)
-    assert r.returncode != 0 and "No module named 'rocmkit.certify.trl_run'" in r.stderr
+    assert r.returncode != 0 and "No module named 'rocmkit.certify.intarget.trl_run'" in r.stderr
 
 
 def test_certify_runs_the_hosts_rocmkit_in_an_older_image(older_image, tmp_path):
@@ -100,11 +100,11 @@ def test_certify_runs_the_hosts_rocmkit_in_an_older_image(older_image, tmp_path)
     cert = json.loads((tmp_path / "host" / "certificate.json").read_text())
     assert cert["verdict"] == "pass"
     argv = cert["settings"]["command"]
-    assert any(a.endswith(":/opt/rocmkit-host/rocmkit:ro") for a in argv) and "rocmkit.certify.trl_launch" in argv
+    assert any(a.endswith(":/opt/rocmkit-host/rocmkit:ro") for a in argv) and "rocmkit.certify.intarget.trl_launch" in argv
 
 
 def test_the_images_own_rocmkit_fails_there(older_image, tmp_path):
     r = certify(older_image, tmp_path / "image", env={"ROCMKIT_IN_TARGET": "image"})
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     log = (tmp_path / "image" / "run.log").read_text(errors="replace")
-    assert "rocmkit.certify.trl_run" in log and "No module named" in log
+    assert "rocmkit.certify.intarget.trl_run" in log and "No module named" in log

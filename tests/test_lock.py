@@ -646,3 +646,45 @@ def test_registry_tags_follow_link_pages_through_the_login(tmp_path, pushed, sch
             registry.tags(ref.replace("tagpages-", "no-such-"))
     finally:
         front.close()
+
+
+# ---- what a failed check says: no lock yet, an upstream that did not answer, a pin that moved ----
+
+def test_check_without_a_lock_says_how_to_make_one_not_that_a_pin_moved(tmp_path, remote):
+    # a first `lock --check` used to end "a moved tag or missing commit: review the stack's pin"
+    url = remote["url"]
+    stack_file = write_stack(tmp_path / "g.toml", "a/b@sha256:" + "b" * 64,
+                             components=[{"name": "ok", "git": url, "commit": remote["c2"]}])
+    code, out = lock("--stack-file", str(stack_file), "--check")
+    assert code == 1, out
+    assert "no-lock     stack locktest: has no lock file yet" in out
+    assert f"no lock yet: `rocmkit lock --stack-file {stack_file}` makes locktest's" in out
+    assert "moved" not in out and "review" not in out
+    # the remote down as well: still no lock (exit 1), and the unreachable remote is named as such
+    remote["daemon"].terminate()
+    remote["daemon"].wait(timeout=10)
+    code, out = lock("--stack-file", str(stack_file), "--check")
+    assert code == 1 and "no lock yet" in out and f"could not reach component ok: those refs were not checked" in out
+    assert "moved" not in out and "review" not in out
+    # `lock` itself: nothing to keep, and exit 3 since an upstream is all that failed
+    code, out = lock("--stack-file", str(stack_file))
+    assert code == 3 and "not written: refs unreachable" in out and "old lock kept" not in out
+    assert "no-lock" not in out and not lock_path(stack_file).exists()
+
+
+def test_check_of_a_builtin_stack_says_why_none_ships():
+    code, out = lock("verl-cpu", "--check")
+    assert code == 1, out
+    assert "rocmkit ships no lock for this built-in stack" in out and "rocmkit lock --stack-file FILE" in out
+    assert "a moved tag" not in out and "Traceback" not in out
+
+
+def test_check_of_a_moved_tag_says_it_moved(tmp_path, remote):
+    url = remote["url"]
+    stack_file = write_stack(tmp_path / "g.toml", "a/b@sha256:" + "b" * 64,
+                             components=[{"name": "tagged", "git": url, "commit": remote["c1"], "tag": "v1"}])
+    assert lock("--stack-file", str(stack_file))[0] == 0
+    _g("tag", "-f", "v1", remote["c2"], cwd=remote["bare"])
+    code, out = lock("--stack-file", str(stack_file), "--check")
+    assert code == 1 and "lock check failed for locktest (moved)" in out and "a pin moved upstream" in out
+    assert "no lock yet" not in out and "could not reach" not in out

@@ -276,3 +276,46 @@ def test_an_unreachable_extra_index_leaves_the_answer_to_the_others(tmp_path, in
     assert (by["pip"]["status"], by["pip"]["latest"]) == ("newer", "1.1")
     assert by["pip"]["note"].startswith("left out: https://127.0.0.1:1/simple/tinypkg/: cannot reach the index")
     assert by["base-image"]["note"] == "pinned by digest"
+
+
+def _offline_stack(tmp_path, remote, base: str):
+    p = tmp_path / "stack.toml"
+    p.write_text(STACK.format(base=base, v100=remote["v1.0.0"], head=remote["head"]))
+    return p
+
+
+def test_when_no_upstream_answers_it_is_exit_3_naming_what_did_not_answer(tmp_path, remote):
+    # every pin "unreachable" used to be exit 0, as if the stack had been checked
+    p = _offline_stack(tmp_path, remote, "localhost:1/nothing/here:1.0-slim")
+    gone = tmp_path / "no-such.git"
+    r = rocmkit("outdated", "--stack-file", str(p), "--index-url", "http://127.0.0.1:1/simple/",
+                *[a for n in ("tool", "tool-bare", "tool-head") for a in ("--git-remote", f"{n}={gone}")])
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "error: no upstream of outdated-test answered: no pin was checked" in r.stderr
+    assert "did not answer (base localhost:1/nothing/here:1.0-slim" in r.stderr and "--git-remote NAME=URL" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_partial_answer_is_exit_0_with_a_hint_naming_the_pins_not_checked(tmp_path, remote):
+    p = _offline_stack(tmp_path, remote, "localhost:1/nothing/here:1.0-slim")
+    r = rocmkit("outdated", "--stack-file", str(p), "--index-url", "http://127.0.0.1:1/simple/",
+                *[a for n in ("tool", "tool-bare", "tool-head") for a in ("--git-remote", f"{n}={remote['url']}")],
+                "--write", str(tmp_path / "out.toml"))
+    assert r.returncode == 0, r.stderr
+    assert "hint: 4 pin(s) not checked: their upstream did not answer (base localhost:1/nothing/here:1.0-slim" in r.stderr
+    assert "wrote the proposed stack" in r.stderr  # the git pins that answered are newer
+
+
+def test_a_repository_the_registry_does_not_have_is_missing_not_unreachable(tmp_path, remote):
+    reg = provisioned("ROCMKIT_TEST_REGISTRY", ".ci/provision/20-docker.sh provides a local registry", "DOCKER")
+    image = f"{reg}/rocmkit-test/no-such-repo-{uuid.uuid4().hex[:8]}:1.0-slim"
+    p = _offline_stack(tmp_path, remote, image)
+    r = rocmkit("outdated", "--stack-file", str(p), "--index-url", "http://127.0.0.1:1/simple/",
+                *[a for n in ("tool", "tool-bare", "tool-head") for a in ("--git-remote", f"{n}={remote['url']}")],
+                "--json")
+    assert r.returncode == 0, r.stderr
+    base = next(f for f in json.loads(r.stdout)["findings"] if f["kind"] == "base-image")
+    assert base["status"] == "missing" and "has no repository rocmkit-test/no-such-repo" in base["note"]
+    r = rocmkit("outdated", "--stack-file", str(p), "--index-url", "http://127.0.0.1:1/simple/",
+                *[a for n in ("tool", "tool-bare", "tool-head") for a in ("--git-remote", f"{n}={remote['url']}")])
+    assert f"name what their upstream does not have (base {image}): review them" in r.stderr

@@ -140,3 +140,14 @@ def test_preflight_flag_reaches_the_script(tmp_path):
                                  "--preflight", "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert "run_once" in out.read_text()
+
+
+def test_a_missing_image_is_said_before_the_ray_version():
+    # `slurm --nodes 2` used to answer "the image's Ray version is unknown" for a missing --image
+    r = CliRunner().invoke(cli, ["slurm", "--nodes", "2"])
+    assert r.exit_code == 2 and "--runtime docker needs --image" in r.output and "Ray version" not in r.output
+    r = CliRunner().invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--time", "soon"])
+    assert r.exit_code == 2 and "--time 'soon'" in r.output
+    # with the options right, the Ray version is what is missing
+    r = CliRunner().invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--runtime", "apptainer"])
+    assert r.exit_code == 2 and "Ray version is unknown" in r.output

@@ -118,7 +118,7 @@ def test_the_final_stage_checks_the_wheel_again(tmp_path):
     from rocmkit.image.build import prepare_context
     from rocmkit.image.plan import make_plan
     from rocmkit.image.render import render_dockerfile
-    from rocmkit.runtime.engine import probe_cli
+    from rocmkit.runtime.docker_client import probe_cli
     from rocmkit.stacks import load_file
 
     base = _base_image()

@@ -146,3 +146,46 @@ def _with(tmp_path, *pairs):
     p = tmp_path / "s2.toml"
     p.write_text(text)
     return p
+
+
+@pytest.mark.parametrize("name, first", [("verl-vllm", "patches/vllm-rocm-zero-remapped-vram.patch"),
+                                         ("trl-vllm", "files/libdrm-amdgpu-ids-instinct.txt")])
+def test_a_copied_builtin_stack_names_the_files_it_lacks_and_how_to_copy_them(tmp_path, name, first):
+    # a built-in stack copied out for editing failed with only "no such patch file ... beside the stack file"
+    from importlib import resources
+
+    shipped = Path(str(resources.files("rocmkit.resources.stacks")))
+    copy = tmp_path / "mine" / f"{name}.toml"
+    copy.parent.mkdir()
+    copy.write_text((shipped / f"{name}.toml").read_text())
+    with pytest.raises(InputFileError) as exc:
+        stacks.load_file(copy)
+    assert exc.value.path == str(copy) and "no such" in exc.value.message and repr(first) in exc.value.message
+    assert f"(looked for {copy.parent / first})" in exc.value.message
+    assert f"`cp -r {shipped / 'files'} {shipped / 'patches'} {copy.parent}/`" in exc.value.hint
+    # the command the hint gives makes the copy load, with the built-in stack's very files
+    import shlex
+    import subprocess
+
+    subprocess.run(shlex.split(exc.value.hint.split("`")[1]), check=True, timeout=60)
+    mine, builtin = stacks.load_file(copy), stacks.load_builtin(name)
+    assert [p.sha256 for c in mine.components for p in c.patches] == [p.sha256 for c in builtin.components
+                                                                        for p in c.patches]
+    assert mine.amdgpu_ids.sha256 == builtin.amdgpu_ids.sha256
+
+
+def test_a_missing_file_rocmkit_does_not_ship_says_where_it_was_looked_for(tmp_path):
+    path = write_variant(tmp_path, 'commit = "', 'patches = ["patches/mine.patch"]\ncommit = "')
+    with pytest.raises(InputFileError) as exc:
+        stacks.load_file(path)
+    assert f"no such patch file 'patches/mine.patch' beside the stack file (looked for {tmp_path}/patches/mine.patch)" \
+        in exc.value.message and "cp -r" not in (exc.value.hint or "")
+
+
+def test_the_list_says_what_mutable_means():
+    r = CliRunner().invoke(cli, ["stacks"])
+    assert r.exit_code == 0 and "MUTABLE]" in r.output
+    assert "[N MUTABLE]: N components pinned by a branch, a tag or a short commit hash, not a full commit" in r.output
+    assert "--source NAME=DIR" in r.output
+    r = CliRunner().invoke(cli, ["stacks", "miles"])
+    assert "[MUTABLE]: a component pinned by a branch" in r.output

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 import treegen
-from rocmkit.certify import flow, setup, torch_advice
-from rocmkit.certify.settings import EngineKind, Settings
+from rocmkit.certify import flow, torch_advice
+from rocmkit.certify.intarget import setup
+from rocmkit.certify.settings import Settings
 from rocmkit.certify.target import Target
 
 DATA = Path(__file__).parent / "data" / "certify"
@@ -114,7 +115,7 @@ def test_a_host_without_amd_gpus_is_told_to_use_the_cpu(tmp_path):
 
 def test_certify_setup_problem_gives_the_advice():
     """The branch of flow.setup_problem that stops a run asking for more GPUs than torch sees, on this host."""
-    s = Settings(engine=EngineKind.VERL, gpus=1)
+    s = Settings(engine="verl", gpus=1)
     target = Target(image=None, image_id=None, record={})
     message, hint = flow.setup_problem(s, target, 0, {"devices": cuda_devices()}, [])
     assert message.startswith("asked for 1 GPU(s), but torch 2.11.0+cu130 (built for CUDA 13.0)")

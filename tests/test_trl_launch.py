@@ -20,7 +20,8 @@ import pytest
 from provisioned import provisioned
 
 from rocmkit.runtime import proc
-from rocmkit.certify import trl_launch, vllm_cpu_serve
+from rocmkit.certify.intarget import trl_launch
+from rocmkit.certify.intarget import vllm_cpu_serve
 
 
 def trl_cpu_python() -> str:
@@ -38,12 +39,12 @@ def test_the_seed_004_shape_server_on_the_first_gpu_trainer_on_the_rest():
     argv = trl_launch.trainer_argv("py", "c.json", cfg("auto", zero=2), 7)
     s = " ".join(argv)
     assert "accelerate.commands.launch --num_processes 7" in s and "--multi_gpu" in argv
-    assert "--use_deepspeed --zero_stage 2" in s and s.endswith("-m rocmkit.certify.trl_run c.json")
+    assert "--use_deepspeed --zero_stage 2" in s and s.endswith("-m rocmkit.certify.intarget.trl_run c.json")
     cpu = trl_launch.trainer_argv("py", "c.json", cfg(), 1)
     assert "--cpu" in cpu and "--multi_gpu" not in cpu and "--use_deepspeed" not in cpu
     server = trl_launch.server_argv("py", cfg(), 8123)
-    assert server[:3] == ["py", "-m", "rocmkit.certify.vllm_cpu_serve"] and "127.0.0.1" in server and "8123" in server
-    assert "rocmkit.certify.file_weights.FileWeightsWorker" in server  # the CPU's weight sync
+    assert server[:3] == ["py", "-m", "rocmkit.certify.intarget.vllm_cpu_serve"] and "127.0.0.1" in server and "8123" in server
+    assert "rocmkit.certify.intarget.file_weights.FileWeightsWorker" in server  # the CPU's weight sync
     gpu = trl_launch.server_argv("py", cfg("auto"), 8123)
     assert gpu[:4] == ["py", "-m", "trl.cli.main", "vllm-serve"] and "--worker-extension-cls" not in gpu
     # TRL's own command, with vLLM's CLI (which needs a distribution named vllm) swapped for its api_server

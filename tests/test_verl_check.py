@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 from provisioned import provisioned
 
-from rocmkit.certify import launch_script, verl_history, verl_overrides
-from rocmkit.certify.settings import Backend, EngineKind, Settings, check
+from rocmkit.verl import launch_script
+from rocmkit.verl import history as verl_history
+from rocmkit.verl import overrides as verl_overrides
+from rocmkit.certify.settings import Backend, Settings
+from rocmkit.certify.validate import validate as check
 
 DATA = Path(__file__).parent / "data" / "verl_check"
 SEED = DATA / "seed000_grpo_megatron.sh"
@@ -159,7 +162,7 @@ def test_no_verl_to_check_against():
 
 @pytest.mark.parametrize(("kw", "says"), [
     ({"gpus": 0}, "trains on GPUs only"),
-    ({"engine": EngineKind.TRL}, "needs --engine verl"),
+    ({"engine": "trl"}, "needs --engine verl"),
     ({"tp": 4}, "the built-in tiny model has 4 attention and 2 KV heads"),
     ({"pp": 3}, "the built-in tiny model has 2 layers"),
     ({"tp": 0}, "--tp 0"),
@@ -167,7 +170,7 @@ def test_no_verl_to_check_against():
 def test_megatron_settings_refused(kw, says):
     from rocmkit.errors import UsageError
 
-    s = Settings(**{"engine": EngineKind.VERL, "backend": Backend.MEGATRON, "gpus": 2, **kw})
+    s = Settings(**{"engine": "verl", "backend": Backend.MEGATRON, "gpus": 2, **kw})
     with pytest.raises(UsageError) as err:
         check(s)
     assert says in err.value.message

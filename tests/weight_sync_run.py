@@ -24,7 +24,7 @@ os.environ.update({
     "VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda", "VLLM_CPU_KVCACHE_SPACE": "1", "TORCHDYNAMO_DISABLE": "1",
     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
     "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",  # collective_rpc with a function, to read the loaded weights
-    "VERL_USE_EXTERNAL_MODULES": "weight_sync_unfixed" if "--unfixed" in sys.argv else "rocmkit.certify.cpu_platform",
+    "VERL_USE_EXTERNAL_MODULES": "weight_sync_unfixed" if "--unfixed" in sys.argv else "rocmkit.verl.cpu_platform",
     "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
 })
 sys.path.insert(0, str(HERE))

@@ -1,5 +1,9 @@
 """The certificate: what ran (image or host, engine, settings), what it measured, and the verdict —
-as JSON (`rocmkit.certificate/v1`) and a short markdown summary."""
+as JSON (`rocmkit.certificate/v2`) and a short markdown summary.
+
+v2 (from v1): the engine's own record of the run is `engine_run` (v1 called verl's `verl`), and `settings` holds
+the chosen engine's options only (v1 held every engine's, None where they did not apply). `upgrade` reads a v1
+certificate as v2."""
 
 from __future__ import annotations
 
@@ -8,8 +12,11 @@ import statistics
 
 from .. import __version__, archs
 from ..output import document
+from . import engines
 from . import metrics as m
 from .judge import Verdict
+
+SCHEMA_VERSION = 2
 
 PHASES = {"generation": "timing_s/gen", "reference_log_probs": "timing_s/ref", "old_log_probs": "timing_s/old_log_prob",
           "reward": "timing_s/reward", "update": "timing_s/update_actor", "step": "timing_s/step"}
@@ -85,7 +92,7 @@ def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:
 def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: dict, device: str | None,
           steps: dict | None = None, info: dict | None = None, setup: dict | None = None, probes: dict | None = None,
           notes: list[str] = (), files: dict | None = None, timings: dict | None = None,
-          timeline: list[dict] = (), verl: dict | None = None) -> dict:
+          timeline: list[dict] = (), engine_run: dict | None = None) -> dict:
     steps, info = steps or {}, info or {}
     metrics = summarize(steps, {**info, "device": device})
     metrics["per_step"] = per_step(steps)
@@ -104,12 +111,20 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
         "run": {**run, **{k: v for k, v in info.items() if k != "status"}},
         "metrics": metrics,
         "probes": probes,
-        "verl": verl,  # verl_report.record: the attention chosen, rollout graphs, what sleep mode freed
+        "engine_run": engine_run,  # the engine's own record (verl: the attention, rollout graphs, sleep mode)
         "notes": list(notes),
         "timings": dict(timings or {}),
         "timeline": list(timeline),  # the run's phases as the watchdog named them, with their start (s into the run)
         "files": files or {},
-    })
+    }, version=SCHEMA_VERSION)
+
+
+def upgrade(cert: dict) -> dict:
+    """A certificate of an earlier schema read as this one (the fields renamed; nothing is made up)."""
+    if cert.get("schema") == "rocmkit.certificate/v1":
+        cert = {("engine_run" if k == "verl" else k): v for k, v in cert.items()}
+        cert["schema"] = f"rocmkit.certificate/v{SCHEMA_VERSION}"
+    return cert
 
 
 def meaningful_mfu(mfu: dict | None) -> bool:
@@ -124,27 +139,8 @@ def _result(c: dict) -> str:
     return "yes (reported)" if c["passed"] else "no (reported)"
 
 
-def verl_lines(v: dict | None) -> list[str]:
-    if not v:
-        return []
-    out = []
-    if v.get("attention"):
-        out.append(f"- attention: {v['attention']['chosen']} ({v['attention']['why']})")
-    g = v["rollout_graphs"]
-    out.append("- rollout graphs: " + (f"captured in {g['capture_s']:.0f} s" if g["exercised"] else "not captured")
-               + ("" if g["asked"] else " (eager: --rollout-graphs captures them)"))
-    sm = v.get("sleep_mode") or {}
-    if sm.get("freed_gib"):
-        out.append(f"- sleep mode: {sm['sleeps']} sleeps freed {_span(sm['freed_gib'])} GiB, "
-                   f"{_span(sm['still_in_use_gib'])} GiB still in use")
-    return out
-
-
-def _span(pair: list[float]) -> str:
-    return f"{pair[0]}" if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"
-
-
 def markdown(cert: dict) -> str:
+    cert = upgrade(cert)
     t, mt, run = cert["target"], cert["metrics"], cert["run"]
     what = (f"image `{t['image']}` ({t.get('id', '')[:19]})" if t.get("image")
             else f"this host (Python {t.get('python')}, torch {t.get('packages', {}).get('torch')})")
@@ -159,7 +155,8 @@ def markdown(cert: dict) -> str:
         + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),
         "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
     ]
-    lines += verl_lines(cert.get("verl"))
+    engine = engines.registry().get(cert["engine"])
+    lines += engine.summary_lines(cert.get("engine_run")) if engine else []
     stop = run.get("stop")
     if stop:
         lines.append(f"- stopped by the watchdog: {stop['reason']} in {stop['phase']} ({stop['detail']}), "

@@ -1,7 +1,9 @@
-"""One certification, start to end: check the options and the run folder, resolve the target, set up inside
-it (imports, GPUs, model, data, verl's own check of the overrides), measure the GPUs, train under the
-deadline, judge, and write the certificate. What a step decides is a pure function below it; what it
-touches goes through the workspace, the target and the runner."""
+"""One certification, start to end, the same steps for every engine: check the options and the run folder,
+resolve the target, set up inside it (imports, GPUs, model, data, the engine's own checks), measure the GPUs,
+run under the deadline and the watchdog, judge, and write the certificate. The engine of the run
+(certify/engines/) supplies what differs and overrides the steps it does its own way; this module branches on
+no engine. What a step decides is a pure function below it; what it touches goes through the workspace, the
+target and the runner."""
 
 from __future__ import annotations
 
@@ -15,14 +17,14 @@ from ..progress import Display
 from ..runtime.container import DOCKER_ERROR
 from . import engines
 from . import metrics as metrics_mod
-from . import settings as settings_mod
-from . import setup as setup_mod
-from . import verl_report, watchdog, workspace
+from . import watchdog, workspace
 from .certificate import build
-from .judge import Reason, RunStatus, Status, Verdict, check, judge, not_certified
+from .intarget import setup as setup_mod
+from .judge import Reason, RunStatus, Status, Verdict, check, not_certified
 from .outcome import Outcome, host_facts, run_status, write_certificate
 from .settings import Settings
 from .target import NOT_EXECUTABLE, NOT_FOUND, Target, resolve
+from .validate import validate
 from .workspace import Workspace
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -34,8 +36,8 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 def config(s: Settings, ws: Workspace, target: Target) -> dict:
     """certify.json: everything the setup and the run read in the target."""
     engine = engines.of(s)
-    cfg = {"engine": s.engine.value, "gpus": s.gpus, "steps": s.steps, "seed": s.seed, "size": s.size,
-           "rollout": s.rollout.value, "builtin_model": s.model is None, "builtin_data": s.data is None,
+    cfg = {"engine": s.engine, "gpus": s.gpus, "steps": s.steps, "seed": s.seed, "size": s.size,
+           "builtin_model": s.model is None, "builtin_data": s.data is None,
            "model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "val_file": str(ws.val_file),
            "reward_file": str(ws.reward_file), "run_dir": str(ws.run_dir), "imports": engine.imports(s)}
     return {**cfg, **engine.configure(s, ws, target)}
@@ -69,7 +71,7 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
     if report.get("missing"):
         missing = ", ".join(report["missing"])
         hint = ("certify an image built by `rocmkit build` from a stack that has the "
-                f"{s.engine.value} engine (`rocmkit stacks`)" if target.image else
+                f"{s.engine} engine (`rocmkit stacks`)" if target.image else
                 engines.of(s).install_hint(s, target.python))
         return f"{where} lacks {missing}", hint
     dev = report.get("devices")
@@ -82,62 +84,30 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
                 f"{dev['visible']}" + (f" ({env})" if env else ""),
                 "nothing was trained; " + torch_advice.hint(dev, torch_advice.host(), python=target.python,
                                                             image=target.image, cpu_note=engines.of(s).cpu_hint()))
-    return verl_report.refusal(report)
+    return engines.of(s).setup_refusal(report)
 
 
-def setup_checks(report: dict) -> list[dict]:
+def setup_checks(s: Settings, report: dict) -> list[dict]:
     """Failures of a target that has everything installed: these are the stack's, so they fail the certificate."""
     out = []
     if report.get("import_errors"):
         out.append(check("engine imports", False, "; ".join(f"{k}: {v}" for k, v in report["import_errors"].items())))
     elif report.get("error"):
         out.append(check("setup ran", False, report["error"]))
-    return out + [c for c in extra_checks(report) if not c["passed"]]
-
-
-def tune_checks(report: dict) -> list[dict]:
-    """--tune: whether the target's own verl composes and validates the plan (the user's real job, not the smoke
-    run's): a plan the stack's verl rejects fails the certificate."""
-    v = report.get("tune_validation")
-    if not v:
-        return []
-    detail = (f"verl {v.get('verl')} composes and validates the plan's overrides" if v["ok"]
-              else "; ".join(v["errors"])[:600])
-    return [check("tuned plan accepted by this stack's verl", v["ok"], detail)]
-
-
-def extra_checks(report: dict) -> list[dict]:
-    """Checks the setup measured that the certificate carries beside the run's: the tuned plan, the sleep pool."""
-    pool = verl_report.sleep_pool_check(report)
-    return tune_checks(report) + ([pool] if pool else [])
-
-
-def device_used(s: Settings, report: dict) -> str:
-    if s.on_cpu:
-        return "cpu"
-    names = (report.get("devices") or {}).get("names") or []
-    return ", ".join(names[: s.gpus]) or "?"
+    return out + [c for c in engines.of(s).extra_checks(report) if not c["passed"]]
 
 
 def settings_doc(s: Settings, argv: list[str]) -> dict:
-    own = engines.of(s).settings_fields(s)
-    return {"engine": s.engine.value, "steps": s.steps, "gpus": s.gpus,
-            "model": str(s.model) if s.model else f"built-in {s.size}",
-            "data": str(s.data) if s.data else "built-in digits task",
-            "rollout": own["rollout"], "timeout_s": s.timeout,
-            "stall_timeout_s": s.stall_timeout or None,
-            "backend": own["backend"],
-            "megatron": {"tp": s.tp, "pp": s.pp} if s.backend.value == "megatron" else None,
-            "vllm_mode": s.vllm_mode.value if s.vllm_mode else None, "zero": s.zero,
-            "attn": own["attn"], "rollout_graphs": own["rollout_graphs"],
-            "learning_required": s.learning_required, "command": argv}
+    """The certificate's settings: what every engine was asked, then the chosen engine's own options."""
+    return {"engine": s.engine, "gpus": s.gpus, "timeout_s": s.timeout, "stall_timeout_s": s.stall_timeout or None,
+            **engines.of(s).settings_fields(s), "command": argv}
 
 
 # ---- the edges ----
 
 def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
     """The doctor's level-2 GPU probes, measured where the run happens. None on the CPU or with --no-probes."""
-    if s.on_cpu or not s.probes:
+    if s.on_cpu or not s.probes or not engines.of(s).probes:
         return None
     if not target.image:
         from ..host.probes import run as probes
@@ -173,11 +143,9 @@ class Timings(dict):
 
 
 def certify(s: Settings, display: Display) -> Outcome:
-    if engines.of(s).certifies_itself:
-        return engines.of(s).certify(s, display)
     timings = Timings()
     deadline = timings.started + s.timeout
-    s = settings_mod.check(s)
+    s = validate(s)
     workspace.inspect(s)  # a folder that cannot be taken is refused before anything runs
     display.stage("target", "resolving" + (f" image {s.image}" if s.image else " this host"))
     target = resolve(s)
@@ -191,54 +159,58 @@ def certify(s: Settings, display: Display) -> Outcome:
 
 def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, display: Display,
              timings: Timings) -> Outcome:
+    engine = engines.of(s)
     cfg = config(s, ws, target)
     write_atomic(ws.config, json.dumps(cfg, indent=1) + "\n")
     inner, env = command(s, ws, target, cfg)
-    argv = target.command(inner, env, ws)
+    argv = engine.target_argv(s, target, inner, env, ws)
     base = dict(settings=settings_doc(s, argv), target=target.record, host=host_facts(), timings=timings)
 
-    display.stage("setup", f"in {target.describe()}: imports, GPUs, model and data")
-    lines: list[str] = []
-    res = target.run(setup_command(s, ws, target), env, ws,
-                     timeout=max(1.0, deadline - time.monotonic()), on_line=lines.append, log_path=ws.setup_log,
-                     what="the certification's setup")
-    report = setup_mod.parse(lines)
-    timings.lap("setup")
-    if engines.of(s).after_setup(cfg, report):  # verl: the setup chose the attention, the command takes it
-        inner, _ = command(s, ws, target, cfg)
-        argv = base["settings"]["command"] = target.command(inner, env, ws)
-    files = {"setup_log": str(ws.setup_log)}
-    if res.timed_out:
-        return _stop_early(s, ws, base, not_certified(Reason.TIMEOUT, [check("setup finished", False,
-                           f"setup still running at the --timeout of {s.timeout} s")]), report, target, files,
-                           (f"the certification ran past --timeout {s.timeout} s during setup and was stopped", None))
-    problem = setup_problem(s, target, res.returncode, report, lines)
-    if problem:
-        message, hint = problem
-        verdict = not_certified(Reason.SETUP, [check("target can run the check", False, message)])
-        return _stop_early(s, ws, base, verdict, report, target, files, (message, hint))
-    validation = report.get("verl_validation")
-    if validation and not validation["ok"]:
-        raise UsageError(f"verl {validation.get('verl')} rejects the run's configuration: "
-                         + "; ".join(validation["errors"]), hint="nothing was launched")
-    failed_setup = setup_checks(report)
+    report: dict = {}
+    files = {}
+    if engine.setup_in_target:
+        display.stage("setup", f"in {target.describe()}: imports, GPUs, model and data")
+        lines: list[str] = []
+        res = target.run(setup_command(s, ws, target), env, ws,
+                         timeout=max(1.0, deadline - time.monotonic()), on_line=lines.append, log_path=ws.setup_log,
+                         what="the certification's setup")
+        report = setup_mod.parse(lines)
+        timings.lap("setup")
+        if engine.after_setup(cfg, report):  # verl: the setup chose the attention, the command takes it
+            inner, _ = command(s, ws, target, cfg)
+            argv = base["settings"]["command"] = engine.target_argv(s, target, inner, env, ws)
+        files["setup_log"] = str(ws.setup_log)
+        if res.timed_out:
+            return _stop_early(s, ws, base, not_certified(Reason.TIMEOUT, [check("setup finished", False,
+                               f"setup still running at the --timeout of {s.timeout} s")]), report, target, files,
+                               (f"the certification ran past --timeout {s.timeout} s during setup and was stopped",
+                                None))
+        problem = setup_problem(s, target, res.returncode, report, lines)
+        if problem:
+            message, hint = problem
+            verdict = not_certified(Reason.SETUP, [check("target can run the check", False, message)])
+            return _stop_early(s, ws, base, verdict, report, target, files, (message, hint))
+        rejection = engine.configuration_rejection(report)
+        if rejection:
+            raise UsageError(rejection[0], hint=rejection[1])
+    failed_setup = setup_checks(s, report)
     if s.dry_run:
         plan = {"schema": "rocmkit.certify-plan/v1", "command": argv, "env": env, "shell": shell_line(argv, env, target),
                 "target": target.record, "setup": report, "setup_failures": failed_setup,
-                "verl_validation": validation, "tune_validation": report.get("tune_validation"),
-                "attention": report.get("attention"), "checks": extra_checks(report), "notes": target.notes}
+                **engine.plan_fields(report), "checks": engine.extra_checks(report), "notes": target.notes}
         return Outcome(exit_code=1 if failed_setup else 0, plan=plan)
     if failed_setup:
         return _stop_early(s, ws, base, Verdict(Status.FAIL, failed_setup), report, target, files, None)
 
-    if not s.on_cpu and s.probes:
+    if not s.on_cpu and s.probes and engine.probes:
         display.stage("probes", "GPU figures where the run happens")
     probes = probe_figures(s, target, deadline)
     timings.lap("probes")
-    display.stage("training", f"{s.engine.value}, {s.steps} steps on {device_used(s, report)}")
-    follow = watchdog.Follow(display, engines.of(s).watch(s))
-    run = target.run(inner, env, ws, timeout=max(1.0, deadline - time.monotonic()), on_line=follow.line,
-                     log_path=ws.log, what="the certification run", stop_when=follow.tick)
+    device = engine.device(s, report)
+    display.stage("training", f"{s.engine}, " + (f"{s.steps} steps on {device}" if engine.setup_in_target
+                                                 else f"on {device}"))
+    follow = watchdog.Follow(display, engine.watch(s))
+    run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
     timings.lap("run")
     display.stage("judging")
     steps = read_steps(ws)
@@ -252,17 +224,16 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                "stop": watched["stop"], "longest_silence_s": watched["longest_silence_s"],
                "stall_timeout_s": s.stall_timeout or None}
     stop = follow.watch.stopped
-    extra = extra_checks(report) + ([check("no stall or engine error", False, stop.message(s.stall_timeout))]
-                                   if stop else [])
-    verdict = judge(steps, s.steps, status, require_learning=s.learning_required, probes=probes, extra=extra)
+    extra = engine.extra_checks(report) + ([check("no stall or engine error", False, stop.message(s.stall_timeout))]
+                                          if stop else [])
+    verdict = engine.verdict(s, steps, status, run, probes, extra, ws)
     if status is RunStatus.TIMED_OUT:
         verdict = not_certified(Reason.TIMEOUT, verdict.checks)  # setup failures stopped the run above
     timings.lap("judge")
     timings["whole_s"] = round(time.monotonic() - timings.started, 3)
-    verl = engines.of(s).run_record(s, report, ws.log.read_text(errors="replace") if ws.log.exists() else "")
-    cert = build(**base, verdict=verdict, run=run_doc, device=device_used(s, report), steps=steps, info=info,
-                 setup=report, probes=probes, notes=target.notes, files=files, timeline=watched["timeline"],
-                 verl=verl)
+    cert = build(**base, verdict=verdict, run=run_doc, device=device, steps=steps, info=info,
+                 setup=report, probes=probes, notes=target.notes + engine.run_notes(run), files=files,
+                 timeline=watched["timeline"], engine_run=engine.run_record(s, report, run, ws))
     write_certificate(ws, cert)
     display.done()
     if status is RunStatus.TIMED_OUT:
@@ -278,7 +249,7 @@ def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report
                 error: tuple[str, str | None] | None) -> Outcome:
     """A certificate for a check that never trained (setup or deadline), unless this is a dry run."""
     cert = build(**base, verdict=verdict, run={"status": "not started", "exit_code": None, "wall_s": 0.0},
-                 device=device_used(s, report) if report.get("devices") else None, setup=report,
+                 device=engines.of(s).device(s, report) if report.get("devices") else None, setup=report,
                  notes=target.notes, files=files)
     if not s.dry_run:
         write_certificate(ws, cert)

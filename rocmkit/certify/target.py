@@ -75,7 +75,8 @@ def resolve(s: Settings) -> Target:
     """The target, checked: the image present in the engine (exit 2 if not, 3 without an engine)."""
     if not s.image:
         return Target(image=None, image_id=None, record=host_record())
-    from ..runtime.engine import Engine, run_cli
+    from ..runtime.docker_client import run_cli
+    from ..runtime.docker_engine import Engine
 
     engine = Engine.connect()
     info = engine.require_image(s.image, hint="build it (rocmkit build) or pull it (docker pull) first; `docker images` "

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from .. import stacks
-from ..runtime.engine import check_ref
+from ..runtime.docker_engine import check_ref
 from ..errors import UsageError
 from ..image.build import DEFAULT_TIMEOUT_S
 from ..image.plan import DEFAULT_MAX_JOBS, MANIFEST_PATH

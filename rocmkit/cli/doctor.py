@@ -19,11 +19,14 @@ from .common import json_option
 @json_option
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Check a captured tree (from --capture) instead of this host.")
+              help="Check a captured tree instead of this host: DIR holds the host's files at their own paths "
+                   "(sys/class/kfd/kfd/topology, sys/module/amdgpu, proc/..., dev/kfd), as --capture writes them; "
+                   "a folder laid out otherwise is refused (exit 2), naming where a part of a tree belongs.")
 @click.option("--arch", default=None, metavar="ARCH",
               help="The arch the GPUs must be (e.g. the arch your image was built for). Inside a rocmkit image "
                    "the image's manifest says it.")
-@click.option("--only", default=None, metavar="ID,...", help="Only findings with these ids (or id prefixes).")
+@click.option("--only", default=None, metavar="ID,...", help="Only findings with these ids, id prefixes (gpu) or family members (env.arch.gfx942). "
+                   "A selector that matches no check's id is refused (exit 2) with the closest ids.")
 @click.option("--capture", "capture_dir", type=click.Path(file_okay=True), default=None,
               help="Copy the files the doctor reads into this new folder (for bug reports and --root), with the kernel "
                    "log of this boot (/dev/kmsg) and the previous one (the systemd journal).")

@@ -7,9 +7,8 @@ from pathlib import Path
 import click
 
 from .. import stacks
-from ..errors import EnvironmentMissing, Failed
 from ..output import document
-from ..refs.lockrun import UNREACHABLE, lock_stack
+from ..refs.lockrun import lock_stack, outcome
 from ..stacks.lock import lock_path
 from .common import echo_json, json_option
 
@@ -19,8 +18,9 @@ from .common import echo_json, json_option
 @click.option("--stack-file", "stack_files", multiple=True, type=click.Path(dir_okay=False),
               help="A stack file of your own (repeatable); its lock is written beside it as <name>.lock.json.")
 @click.option("--check", is_flag=True,
-              help="Write nothing: exit 1 when a tag moved, a commit or tag is gone, or a lock is stale or missing; "
-                   "exit 3 when a registry or remote could not be reached.")
+              help="Write nothing: exit 1 when a tag moved, a commit or tag is gone, or a lock is stale or missing "
+                   "(the hint says which, and how to fix it); exit 3 when the only problem is a registry or remote "
+                   "that could not be reached.")
 @json_option
 def lock(stack_names, stack_files, check, as_json) -> None:
     """Lock stacks: resolve each base image (base.image and image_per_arch) to the digest its tag names now,
@@ -33,13 +33,16 @@ def lock(stack_names, stack_files, check, as_json) -> None:
 
     Without STACK or --stack-file: every built-in stack. A stack whose refs cannot all be reached keeps
     its old lock (nothing is rewritten) and the unreachable refs are named (exit 3); a stack pin that no
-    longer holds upstream (moved tag, missing commit) is not locked (exit 1).
+    longer holds upstream (moved tag, missing commit) is not locked (exit 1). rocmkit ships no lock for its
+    built-in stacks: `--check` says so and how to make one.
     """
-    chosen = [(stacks.load_builtin(n), stacks.builtin_lock_path(n)) for n in stack_names]
-    chosen += [(stacks.load_file(f), lock_path(f)) for f in stack_files]
+    chosen = [(stacks.load_builtin(n), stacks.builtin_lock_path(n), f"rocmkit lock {n}", True) for n in stack_names]
+    chosen += [(stacks.load_file(f), lock_path(f), f"rocmkit lock --stack-file {f}", False) for f in stack_files]
     if not chosen:
-        chosen = [(stacks.load_builtin(n), stacks.builtin_lock_path(n)) for n in stacks.builtin_names()]
-    reports = [lock_stack(stack, Path(path), check) for stack, path in chosen]
+        chosen = [(stacks.load_builtin(n), stacks.builtin_lock_path(n), f"rocmkit lock {n}", True)
+                  for n in stacks.builtin_names()]
+    reports = [lock_stack(stack, Path(path), check, make=make, builtin=builtin)
+               for stack, path, make, builtin in chosen]
     if as_json:
         echo_json(document("lock", {"check": check, "stacks": reports}))
     else:
@@ -47,12 +50,6 @@ def lock(stack_names, stack_files, check, as_json) -> None:
             click.echo(f"{r['stack']} ({r['lock_file']}): {r['result']}")
             for f in r["findings"]:
                 click.echo(f"  {f['line']}")
-    failed = [r["stack"] for r in reports if r["failed"]]
-    unreachable = [f["what"] for r in reports for f in r["findings"] if f["kind"] == UNREACHABLE]
-    if failed:
-        raise Failed(f"{'lock check' if check else 'lock'} failed for {', '.join(failed)}",
-                     hint="a moved tag or missing commit: review the stack's pin; a stale or missing lock: "
-                          "run `rocmkit lock`" if check else "review the stack's pins named above")
-    if unreachable:
-        raise EnvironmentMissing(f"could not reach: {', '.join(unreachable)} (no lock file was rewritten)",
-                                 hint="run again where the registry and git remotes are reachable")
+    error = outcome(reports, check)
+    if error:
+        raise error

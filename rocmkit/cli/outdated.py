@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from ..errors import EnvironmentMissing, UsageError
 from .common import echo_json, json_option
 
 
@@ -67,8 +67,9 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
     image: the registry's tags of the same form (7.0.2-complete → 7.1.0-complete).
 
     A commit that is no release tag cannot be ordered against the releases without its history: it is
-    reported (unordered) and not written. Exit 0 when the check ran (pins that could not be checked are
-    listed as unreachable), 2 on bad usage.
+    reported (unordered) and not written. A pin whose upstream did not answer is listed as unreachable, one
+    whose upstream answered that it has no such repository or image as missing, each with a hint. Exit 0 when
+    the check ran, 3 when no upstream answered at all (nothing was checked), 2 on bad usage.
     """
     from ..fileio import write_atomic
     from ..output import document
@@ -90,14 +91,21 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
     if as_json:
         echo_json(document("outdated", {"stack": stack.name, "source": origin, "index_url": index_url,
                                         "findings": [f.to_json() for f in findings], "written": written}))
-        return
-    _print(findings)
+    else:
+        _print(findings)
+    if od.nothing_answered(findings):
+        raise EnvironmentMissing(f"no upstream of {stack.name} answered: no pin was checked",
+                                 hint="\n      ".join(od.hints(findings)))
+    for hint in ([] if as_json else od.hints(findings)):
+        click.echo(f"hint: {hint}", err=True)
 
 
 def _write(write_file, text, origin, path, findings, force, write_atomic, od) -> str | None:
     target = Path(write_file)
     if not od.edits(findings):
-        click.echo(f"nothing newer to write: {target} not written", err=True)
+        unchecked = sum(f.status in (od.UNREACHABLE, od.MISSING) for f in findings)
+        click.echo(f"nothing newer to write{f' among the pins checked ({unchecked} were not)' if unchecked else ''}: "
+                   f"{target} not written", err=True)
         return None
     new, _ = od.proposed_text(text, origin, findings)
     same = path is not None and target.exists() and target.resolve() == path.resolve()
@@ -122,9 +130,11 @@ def _print(findings) -> None:
             verdict = "" if "satisfied" not in c else (
                 f"  [stack pins {c['stack_pins']}: {'ok' if c['satisfied'] else 'CONFLICT'}]")
             click.echo(f"    {c['file']}: {c['line']}{verdict}")
-    from ..refs.outdated import NEWER, UNREACHABLE
+    from ..refs.outdated import MISSING, NEWER, UNREACHABLE
 
     newer = sum(f.status == NEWER for f in findings)
     unreachable = sum(f.status == UNREACHABLE for f in findings)
-    click.echo(f"{newer} newer, {unreachable} could not be checked, {len(findings)} pins")
+    missing = sum(f.status == MISSING for f in findings)
+    click.echo(f"{newer} newer, {unreachable} could not be checked{f', {missing} missing upstream' if missing else ''}, "
+               f"{len(findings)} pins")
 

@@ -60,22 +60,43 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     Least privilege: /dev/kfd and only the render nodes of --gpus (or all of /dev/dri; none with
     --gpus none, for a CPU stack's image), the groups that own them, host IPC (or --shm-size),
     unlimited memlock and a 64 MiB stack ulimit, and SYS_NICE for NUMA binding. --privileged and
-    seccomp=unconfined only when asked. --print shows the `docker run` line to paste into other tools.
+    seccomp=unconfined only when asked. --print shows the `docker run` line to paste into other tools; it needs
+    no GPU here (a login node): the device nodes are then not checked, and --gpus, which needs the KFD topology
+    to find the GPUs' render nodes, passes all of /dev/dri with HIP_VISIBLE_DEVICES selecting the GPUs (notes on
+    stderr say so).
 
     The container is labelled and removed however rocmkit ends: its own exit (rocmkit exits with the
     container's code), --timeout (124), SIGINT or SIGTERM to rocmkit (130/143).
     """
     from ..runtime.container import read_device_nodes
-    from ..runtime.engine import run_cli
+    from ..runtime.docker_client import run_cli
 
     no_gpus = gpus == "none"
-    render_nodes = render_nodes_for(gpus) if gpus and not no_gpus else None
     env = {}
     for pair in envs:
         k, sep, v = pair.partition("=")
         if not sep or not k:
             raise UsageError(f"--env {pair!r}: expected NAME=VALUE")
         env[k] = v
+    notes = []
+    try:
+        render_nodes = render_nodes_for(gpus) if gpus and not no_gpus else None
+    except EnvironmentMissing:
+        if not print_only:
+            raise
+        # --print on a host without GPUs (a login node, where the command is prepared): the GPU indices cannot be
+        # mapped to render nodes here, so the line passes all of /dev/dri and selects the GPUs by variable.
+        # HIP_VISIBLE_DEVICES, not ROCR_VISIBLE_DEVICES: Ray 2.45 refuses the latter (the doctor's env.ray_rocr).
+        render_nodes = None
+        note = (f"--gpus {gpus}: this host has no KFD topology to map those GPUs to their render nodes, so the line "
+                f"passes all of /dev/dri")
+        if any(k in env for k in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")):
+            note += " and your -e visible-devices variable selects the GPUs"
+        else:
+            env["HIP_VISIBLE_DEVICES"] = ",".join(g.strip() for g in gpus.split(",") if g.strip())
+            note += f" and selects them with HIP_VISIBLE_DEVICES={env['HIP_VISIBLE_DEVICES']}"
+        notes.append(note + f"; `rocmkit run --print --gpus {gpus} IMAGE` on the GPU host gives the line with only "
+                            "their render nodes")
     mounts = []
     for vol in volumes:
         parts = vol.split(":")
@@ -94,7 +115,12 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     flags = dict(render_nodes=render_nodes, nodes=host, privileged=privileged, env=env, mounts=mounts, name=name,
                  extra=extra, shm_size=shm_size, gpus=not no_gpus)
     if print_only:  # a line for another host: its own `docker`, unless one is named
+        if not no_gpus and not privileged and "/dev/kfd" not in host.present:
+            notes.append("this host has no /dev/kfd: the device nodes were not checked here, and --group-add names "
+                         "the conventional `video` group, not the groups owning the GPU host's nodes")
         click.echo(shlex.join(argv_for(docker=docker_cli or "docker")))
+        for note in notes:  # on stderr: stdout stays the one line, pasteable and $(...)-able
+            click.echo(f"note: {note}", err=True)
         return
     # docker's own message for a missing device node is an OCI runtime error; say what is wrong instead.
     absent = [a.split("=", 1)[1] for a in argv_for() if a.startswith("--device=")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
+from ..certify import engines
 from ..cluster import slurm as slurm_mod
 from ..errors import UsageError
 from ..fileio import write_atomic
@@ -27,7 +29,7 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
         raise UsageError(f"stack {stack_name} pins no Ray version", hint="give --ray-version")
     if image and runtime == slurm_mod.Runtime.DOCKER:
         try:
-            from ..runtime.engine import Engine
+            from ..runtime.docker_engine import Engine
 
             info = Engine.connect(timeout=10).image(image)
         except Exception:  # noqa: BLE001 - no engine here is normal on a login node
@@ -105,7 +107,7 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
               help="Before Ray starts, run `rocmkit doctor --multi-node --only rdma,kernel.log` on every node (in a "
                    "throwaway container for --runtime docker, given /dev/kmsg read-only and CAP_SYSLOG); the job "
                    "fails naming the nodes where it fails (no ACTIVE RDMA port, GPU or PCIe faults in the log).")
-@click.option("--engine", type=click.Choice(slurm_mod.ENGINES), default="verl", show_default=True,
+@click.option("--engine", type=click.Choice(list(engines.cluster_engines())), default=slurm_mod.DEFAULT_ENGINE, show_default=True,
               help="verl: `python3 -m verl.trainer.main_ppo` with Hydra OVERRIDES; miles: Miles' Ray launch, "
                    "`ray job submit -- python3 /root/miles/train.py --actor-num-nodes N --actor-num-gpus-per-node G "
                    "ARGS` with Miles' job runtime env (--entrypoint replaces the train.py command).")
@@ -130,7 +132,6 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
         raise UsageError("--nodes is required")
     if tune_file:
         overrides = tuned_overrides(tune_file, nodes, gpus_per_node, overrides)
-    version, source = _ray_version(ray_version, stack_name, image, runtime)
     env = {}
     for pair in env_pairs:
         k, sep, v = pair.partition("=")
@@ -138,15 +139,21 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
             raise UsageError(f"--env {pair!r}: expected NAME=VALUE")
         env[k] = v
     try:
-        entry = tuple(shlex.split(entrypoint)) if entrypoint is not None else (
-            slurm_mod.MILES_ENTRYPOINT if engine == "miles" else slurm_mod.DEFAULT_ENTRYPOINT)
+        entry = tuple(shlex.split(entrypoint)) if entrypoint is not None else ()  # (): the engine's own
     except ValueError as exc:
         raise UsageError(f"--entrypoint: {exc}") from None
+    if entrypoint is not None and not entry:
+        raise UsageError("--entrypoint is empty", hint="leave it out for the engine's own driver")
     spec = slurm_mod.SlurmSpec(
-        nodes=nodes, gpus_per_node=gpus_per_node, image=image, runtime=runtime, ray_version=version,
+        nodes=nodes, gpus_per_node=gpus_per_node, image=image, runtime=runtime, ray_version=None,
         partition=partition, time=time_limit, ib_hcas=tuple(h for h in (ib_hcas or "").split(",") if h),
         job_name=job_name, cpus_per_task=cpus_per_task, ray_port=ray_port, join_timeout=join_timeout,
         entrypoint=entry, overrides=tuple(overrides), extra_env=env, preflight=preflight, engine=engine)
+    # The options the user gave are checked first: the Ray version is looked up in the image they name, so a
+    # missing --image must be said as such, not as "the image's Ray version is unknown".
+    slurm_mod.validate(spec)
+    version, source = _ray_version(ray_version, stack_name, image, runtime)
+    spec = replace(spec, ray_version=version)
     text = slurm_mod.render(spec)
     click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)
     if output:

@@ -33,6 +33,12 @@ def _stack_json(s: stacks_mod.Stack) -> dict:
     }
 
 
+# What [MUTABLE] means, said under the tables that show it (docs/stacks.md#mutable-components says more).
+MUTABLE_NOTE = ("the upstream can change what a build gets: render and build warn about each, the image records the "
+                "commit it was built from in /opt/rocmkit/sources.txt, `rocmkit lock` does not lock them, and "
+                "`rocmkit build --source NAME=DIR` builds one from a checkout you trust")
+
+
 @click.command()
 @click.argument("name", required=False)
 @click.option("--resolve", "do_resolve", is_flag=True,
@@ -56,8 +62,9 @@ def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_op
 
     A stack declares a base image (ROCm from it, or from pip wheels), ROCm and Python versions, the targets it
     supports (GPU archs, or cpu) and its components, each pinned by a full git commit, an exact pip version or
-    a prebuilt wheel (a URL with its sha256, or an index pin). Built-in stacks live in
-    rocmkit/resources/stacks/*.toml; `--stack-file` on other commands takes your own.
+    a prebuilt wheel (a URL with its sha256, or an index pin); a MUTABLE one by a branch, tag or short hash
+    (the footer says what that means). Built-in stacks live in rocmkit/resources/stacks/*.toml; `--stack-file`
+    on other commands takes your own, or a copy of a built-in one with the patches/ and files/ it names.
     """
     if do_resolve:
         _resolve(name, stack_file, source_opts, list(find_links), index_url, as_json)
@@ -74,6 +81,9 @@ def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_op
         for s in selected:
             mutable = f"  [{len(s.mutable_components)} MUTABLE]" if s.mutable_components else ""
             click.echo(f"{s.name:<{width}}  {','.join(s.targets):<15}  {s.rocm:<6}  {s.python:<6}  {s.description}{mutable}")
+        if any(s.mutable_components for s in selected):
+            click.echo(f"\n[N MUTABLE]: N components pinned by a branch, a tag or a short commit hash, not a full "
+                       f"commit; {MUTABLE_NOTE}. `rocmkit stacks NAME` names them.")
         return
     s = selected[0]
     click.echo(f"{s.name}: {s.description}")
@@ -96,6 +106,9 @@ def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_op
         click.echo(f"  asset {a.name:<14} {(a.sha256 or 'MUTABLE')[:12]:<40} {a.url}")
     for r in s.constraints:
         click.echo(f"  constraint {r}")
+    if s.mutable_components or any(not a.sha256 for a in s.assets):
+        click.echo(f"\n[MUTABLE]: a component pinned by a branch, a tag or a short commit hash, not a full commit "
+                   f"(an asset: by no sha256); {MUTABLE_NOTE}.")
 
 
 def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, ...], find_links: list[str],

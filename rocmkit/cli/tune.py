@@ -120,7 +120,7 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
 
 
 def compose_with_verl(overrides: list[str], verl_python: str | None) -> dict:
-    """verl's own Hydra config, composed and validated with the overrides (rocmkit.certify.verl_check in the
+    """verl's own Hydra config, composed and validated with the overrides (rocmkit.verl.config_check in the
     Python that has verl). A rejection is exit 1 with verl's words; no verl anywhere is said, not failed."""
     import importlib.util
     import json
@@ -129,6 +129,7 @@ def compose_with_verl(overrides: list[str], verl_python: str | None) -> dict:
 
     from ..errors import Failed
     from ..runtime import intarget, proc
+    from ..verl import config_check
 
     python = verl_python or (sys.executable if importlib.util.find_spec("verl") else None)
     if python is None:
@@ -137,8 +138,8 @@ def compose_with_verl(overrides: list[str], verl_python: str | None) -> dict:
         path = f"{tmp}/overrides.json"
         with open(path, "w") as f:
             json.dump(["algorithm.adv_estimator=grpo", *overrides], f)
-        out = proc.capture([python, "-m", "rocmkit.certify.verl_check", "--structure", path], timeout=300,
-                           env=intarget.host_env())  # this rocmkit's verl_check, in the Python that has verl
+        out = proc.capture([python, "-m", config_check.__name__, "--structure", path], timeout=300,
+                           env=intarget.host_env())  # this rocmkit's config check, in the Python that has verl
     text = "\n".join(out.tail)
     try:
         verdict = json.loads(text[text.rindex('{"ok"'):].splitlines()[0])

@@ -30,7 +30,7 @@ def verl_check(ctx, files, image, verl_python, timeout, as_json) -> None:
     Exit 0: verl accepts every command (warnings may be printed); 1: an error was found; 2: bad usage or
     an unreadable file; 3: no verl to check against.
     """
-    from ..certify import recipe_check
+    from ..verl import recipe_check
     from ..errors import UsageError
 
     if image and verl_python:

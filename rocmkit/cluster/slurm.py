@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 
 from .. import raycompat
+from ..certify import engines
+from ..certify.engines.base import ClusterJob
 from ..errors import UsageError
 from ..stacks import IMAGE_RE
 from ..textenum import TextEnum
@@ -29,22 +31,7 @@ class Runtime(TextEnum):
 
 
 RUNTIMES = tuple(r.value for r in Runtime)
-DEFAULT_ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")
-ENGINES = ("verl", "miles")
-# Miles' Ray launch, as radixark/miles miles/utils/external_utils/command_utils.py execute_train does it
-# (@31f1ca961a94): `ray job submit` to the head's dashboard, `python3 <repo>/train.py` with the job's runtime
-# env. The cluster is already up (its MILES_SCRIPT_EXTERNAL_RAY=1 path), so only the submission runs.
-MILES_ENTRYPOINT = ("python3", "/root/miles/train.py")
-MILES_SUBMIT = ("ray", "job", "submit", "--address=http://127.0.0.1:8265")
-MILES_RUNTIME_ENV = {
-    "PYTHONUNBUFFERED": "1",
-    "CUDA_DEVICE_MAX_CONNECTIONS": "1",  # Megatron backend
-    "NCCL_NVLS_ENABLE": "0",  # Miles probes NVLink with nvidia-smi; AMD GPUs have none
-    "no_proxy": "127.0.0.1,%s",
-    "MASTER_ADDR": "%s",
-    "PYTHONPATH": "/root/Megatron-LM:/root/miles",  # execute_train's megatron_path and the repo root
-}
-MILES_RESERVED = ("--actor-num-nodes", "--actor-num-gpus-per-node")
+DEFAULT_ENGINE = "verl"  # the driver's engine, from certify's registry (certify/engines/): its cluster job
 # Ray's GCS port must lie outside the worker port range (default 10002-19999), or the head refuses to start.
 RAY_WORKER_PORTS = range(10002, 20000)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -57,8 +44,6 @@ PREFLIGHT = ("rocmkit", "doctor", "--multi-node", "--only", ",".join(PREFLIGHT_I
 # The preflight's own throwaway container (not the Ray one) reads the host's kernel log: /dev/kmsg read-only, and
 # CAP_SYSLOG, which reading it needs under kernel.dmesg_restrict=1 (Docker's default capabilities lack it).
 PREFLIGHT_DOCKER_FLAGS = ("--init", "--network=host", "--device=/dev/kmsg:/dev/kmsg:r", "--cap-add=SYSLOG")
-# A verl/Hydra override: key=value, +key=value, ~key, with dotted keys.
-OVERRIDE_RE = re.compile(r"^[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\[\]-]*(=.*)?$", re.S)
 
 
 @dataclass(frozen=True)
@@ -67,7 +52,7 @@ class SlurmSpec:
     gpus_per_node: int
     image: str | None
     runtime: Runtime
-    ray_version: str
+    ray_version: str | None  # None only while the options are checked first (validate), before it is looked up
     partition: str | None = None
     time: str | None = None
     ib_hcas: tuple[str, ...] = ()
@@ -75,19 +60,19 @@ class SlurmSpec:
     cpus_per_task: int | None = None
     ray_port: int = 6379
     join_timeout: int = 300
-    entrypoint: tuple[str, ...] = DEFAULT_ENTRYPOINT
+    entrypoint: tuple[str, ...] = ()  # empty: the engine's own (verl: python3 -m verl.trainer.main_ppo)
     overrides: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     preflight: bool = False  # run PREFLIGHT on every node before Ray starts; the job fails naming the nodes
-    engine: str = "verl"  # verl: main_ppo with Hydra overrides; miles: Miles' train.py through `ray job submit`
+    engine: str = DEFAULT_ENGINE  # verl: main_ppo with Hydra overrides; miles: Miles' train.py through `ray job submit`
 
     @property
     def noset_var(self) -> str:
         return raycompat.noset_variable(self.ray_version)
 
     @property
-    def is_verl(self) -> bool:
-        return tuple(self.entrypoint) == DEFAULT_ENTRYPOINT
+    def job(self) -> ClusterJob:
+        return engines.cluster_engines()[self.engine].cluster
 
 
 def validate(spec: SlurmSpec) -> SlurmSpec:
@@ -119,25 +104,17 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
                          hint="Ray refuses a GCS port inside its worker port range (the head never starts)")
     if spec.join_timeout < 10:
         raise UsageError(f"--join-timeout {spec.join_timeout}: at least 10 seconds")
+    if spec.engine not in engines.cluster_engines():
+        raise UsageError(f"--engine {spec.engine!r}", hint=f"one of: {', '.join(engines.cluster_engines())}")
     if not spec.entrypoint:
-        raise UsageError("--entrypoint is empty")
-    if spec.engine not in ENGINES:
-        raise UsageError(f"--engine {spec.engine!r}", hint=f"one of: {', '.join(ENGINES)}")
-    if spec.engine == "miles" and tuple(spec.entrypoint) == DEFAULT_ENTRYPOINT:
-        spec = replace(spec, entrypoint=MILES_ENTRYPOINT)
-    for o in spec.overrides if spec.engine == "miles" else ():
-        if o.split("=", 1)[0] in MILES_RESERVED:
-            raise UsageError(f"argument {o!r}: rocmkit fills --actor-num-nodes and --actor-num-gpus-per-node from "
-                             "--nodes and --gpus-per-node")
-    for o in spec.overrides if spec.engine == "verl" else ():
-        if not OVERRIDE_RE.match(o):
-            raise UsageError(f"override {o!r} is not key=value", hint="e.g. data.train_batch_size=256")
-        if o.split("=", 1)[0].lstrip("+~") in ("trainer.nnodes", "trainer.n_gpus_per_node"):
-            raise UsageError(f"override {o!r}: rocmkit fills trainer.nnodes and trainer.n_gpus_per_node from "
-                             "--nodes and --gpus-per-node")
+        spec = replace(spec, entrypoint=spec.job.entrypoint)
+    for o in spec.overrides:
+        spec.job.check_argument(o)
     for k in spec.extra_env:
         if not re.match(r"^[A-Z_][A-Z0-9_]*$", k):
             raise UsageError(f"--env {k!r}: not an environment variable name")
+    if spec.ray_version is None:  # the options alone: a missing --image is said before an unknown Ray version
+        return spec
     try:
         raycompat.noset_variable(spec.ray_version)
     except ValueError as exc:
@@ -176,6 +153,8 @@ def render(spec: SlurmSpec) -> str:
     from ..runtime.container import rocm_device_args
 
     spec = validate(spec)
+    if spec.ray_version is None:
+        raise ValueError("render needs the spec's Ray version")  # a caller's bug: the CLI always looks it up
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files("rocmkit.templates"))),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True, autoescape=False,
@@ -186,18 +165,15 @@ def render(spec: SlurmSpec) -> str:
     # the job may use, through HIP_VISIBLE_DEVICES), with host networking for Ray and RCCL.
     # Group ids of this (rendering) machine mean nothing on the nodes: the script reads each node's own.
     docker_flags = ["--init", "--network=host"] + [a for a in rocm_device_args() if not a.startswith("--group-add=")]
-    args = list(spec.overrides)
-    if spec.engine == "miles":
-        args = [MILES_RESERVED[0], str(spec.nodes), MILES_RESERVED[1], str(spec.gpus_per_node), *args]
-    elif spec.is_verl:
-        args = [f"trainer.nnodes={spec.nodes}", f"trainer.n_gpus_per_node={spec.gpus_per_node}", *args]
+    job = spec.job
     return env.get_template("slurm/ray-job.sbatch.j2").render(
         spec=spec, env=environment(spec), docker_flags=docker_flags if spec.gpus_per_node else
-        [f for f in docker_flags if not f.startswith("--device=")], driver=[*spec.entrypoint, *args],
+        [f for f in docker_flags if not f.startswith("--device=")],
+        driver=job.driver(spec.overrides, spec.entrypoint, spec.nodes, spec.gpus_per_node),
         # the id list quoted although a comma is not special to bash: unquoted, shellcheck reads it as a typo (SC2054)
         preflight=" ".join(f"'{a}'" if "," in a else shlex.quote(a) for a in PREFLIGHT),
-        preflight_docker_flags=PREFLIGHT_DOCKER_FLAGS, miles_submit=MILES_SUBMIT,
-        miles_runtime_env=json.dumps({"env_vars": MILES_RUNTIME_ENV}))
+        preflight_docker_flags=PREFLIGHT_DOCKER_FLAGS, submit=job.submit,
+        runtime_env=json.dumps({"env_vars": dict(job.runtime_env)}))
 
 
 def example_specs() -> dict[str, SlurmSpec]:

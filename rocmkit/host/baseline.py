@@ -13,6 +13,8 @@ from .model import Finding, Status
 
 TOLERANCE = 0.10  # a probe figure this much below the baseline warns; twice this much fails
 AREA = "baseline"
+# The ids compare() produces (`doctor --only` accepts them with --baseline)
+IDS = ("baseline.software", "baseline.gpus", "baseline.firmware", "baseline.figures", "baseline.findings")
 
 
 def fingerprint(facts: Facts) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from .checks import Context, all_checks, run_checks, selected
 from .facts import Facts, collect
 from .model import Finding, Status
 from .report import counts, doctor_document, exit_code, heading
+from .roottree import check_root
+from .selection import parse_only
 
 Say = Callable[[str], None]
 
@@ -47,26 +49,21 @@ def run(*, level: int, strict: bool, root: str | None, arch: str | None, only: s
         code_objects: bool, save_baseline: str | None, baseline_file: str | None, tolerance: float, multi_node: bool,
         as_json: bool, say: Say) -> Outcome:
     """Level 1 (and 2) over this host, or level 1 over a captured tree (root)."""
+    only_ids = parse_only(only, level=level, baseline_file=bool(baseline_file))  # before anything is read
+    if root is not None:
+        check_root(root)  # a folder that is not a root tree would read as a host without a driver
     facts = collect(root or "/", rdma=multi_node)
     # The image's own targets are compared as written (gpu.arch), never refused: a report beats exit 2.
     manifest_targets = (facts.manifest or {}).get("targets") if isinstance(facts.manifest, dict) else None
     targets = arch or (archs.join_targets(str(t) for t in manifest_targets) if isinstance(manifest_targets, list)
                        else None) \
         or None
-    only_ids = {o.strip() for o in only.split(",") if o.strip()} if only else None
     if code_objects and facts.process is not None and root is None:
         from .facts.image_audit_facts import audit_environment
 
         facts.process.update(audit_environment())
     findings = run_checks(facts, Context(arch=targets, multi_node=multi_node))
     if only_ids:
-        # A typo in --only would otherwise select nothing and pass: refuse ids outside every known area.
-        areas = {f.id.split(".")[0] for f in findings} | id_prefixes()
-        unknown = sorted(o for o in only_ids if o.split(".")[0] not in areas)
-        if unknown:
-            raise UsageError(f"--only {','.join(unknown)}: no check has such an id",
-                             hint=f"ids start with one of: {', '.join(sorted(areas))} "
-                                  "(`rocmkit doctor --json` lists every finding's id)")
         findings = [f for f in findings if selected(f, only_ids)]
     if capture_dir:
         from .capture import capture
@@ -139,8 +136,11 @@ def compare_runs(files: tuple[str, str], tolerance: float, strict: bool) -> Outc
 def in_image(image: str, level: int, strict: bool, arch: str | None, only: str | None, timeout_s: float,
              multi_node: bool = False) -> Outcome:
     """`rocmkit doctor --json` run inside IMAGE through the Docker engine, with the ROCm device flags."""
+    parse_only(only, level=level)  # a typo is refused here, before a container starts
+
     from ..runtime.container import ULIMIT_NOTE, read_device_nodes, run_container
-    from ..runtime.engine import Engine, run_cli
+    from ..runtime.docker_client import run_cli
+    from ..runtime.docker_engine import Engine
 
     info = Engine.connect().require_image(image)
     docker = run_cli()

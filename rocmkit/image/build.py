@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..runtime import proc
-from ..runtime.engine import DockerCLI
+from ..runtime.docker_client import DockerCLI
 from ..errors import DeadlinePassed, EnvironmentMissing, Failed, UsageError
 from .buildlog import BuildLog, Event, EventKind, Step, StepStatus
 from .plan import BuildPlan

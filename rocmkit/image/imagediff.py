@@ -57,7 +57,8 @@ def load(arg: str, docker: str | None = None) -> Side:
 
 def _load_image(ref: str, docker: str | None) -> Side:
     from ..runtime.container import run_container
-    from ..runtime.engine import Engine, run_cli
+    from ..runtime.docker_client import run_cli
+    from ..runtime.docker_engine import Engine
 
     engine = Engine.connect()
     info = engine.image(ref)

@@ -55,7 +55,8 @@ def resolve_first(request: BuildRequest, report: Reporter) -> None:
 
 def build(request: BuildRequest, report: Reporter) -> dict:
     """Build what the request asks for; return the rocmkit.build/v1 document's body."""
-    from ..runtime.engine import Engine, find_cli
+    from ..runtime.docker_client import find_cli
+    from ..runtime.docker_engine import Engine
     from ..progress import resolve_mode
     from .build import BuildOptions, build_image, default_log_path, failure
     from .jobs import auto_max_jobs, gib_per_job

@@ -32,7 +32,7 @@ class BuildRequest:
     network: str | None = None
     progress: str = AUTO  # auto, tty or plain
     log_file: Path | None = None  # default: beside the other build logs (build.default_log_path)
-    docker_cli: str | None = None  # default: found on PATH (engine.find_cli)
+    docker_cli: str | None = None  # default: found on PATH (runtime.docker_client.find_cli)
     timeout_s: int = DEFAULT_TIMEOUT_S
     sbom_out: Path | None = None  # default: beside the log, <log name>.cdx.json
     resolve_first: bool = True  # run pip's resolver over the stack before building

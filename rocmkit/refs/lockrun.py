@@ -11,10 +11,11 @@ from ..stacks.lock import lock_document, stack_images
 from . import NotFound, Unreachable, gitrefs, registry
 
 # RefCheck kinds. FAILURES make `lock --check` exit 1 (and stop `lock` from writing that stack's lock, except
-# a moved image, which is exactly what `lock` updates); UNREACHABLE makes it exit 3 and keeps the old lock.
-OK, LOCKED, MOVED, MISSING, STALE, UNLOCKED, UNREACHABLE, MUTABLE = (
-    "ok", "locked", "moved", "missing", "stale", "unlocked", "unreachable", "mutable")
-FAILURES = (MOVED, MISSING, STALE, UNLOCKED)
+# a moved image, which is exactly what `lock` updates); UNREACHABLE alone makes it exit 3 and keeps the old lock.
+# NO_LOCK (the stack has no lock file at all) is its own kind: its fix is to make one, not to review a pin.
+OK, LOCKED, MOVED, MISSING, STALE, UNLOCKED, UNREACHABLE, MUTABLE, NO_LOCK = (
+    "ok", "locked", "moved", "missing", "stale", "unlocked", "unreachable", "mutable", "no-lock")
+FAILURES = (MOVED, MISSING, STALE, UNLOCKED, NO_LOCK)
 COMPONENT = "component "
 
 
@@ -57,7 +58,7 @@ def resolve(stack) -> StackRefs:
     out = StackRefs(stack)
     lock = stack.lock
     if lock is None:
-        out.findings.append(RefCheck(UNLOCKED, f"stack {stack.name}", "has no lock file: run `rocmkit lock`"))
+        out.findings.append(RefCheck(NO_LOCK, f"stack {stack.name}", "has no lock file yet"))
     for reason in (lock.stale if lock else ()):
         out.findings.append(RefCheck(STALE, f"lock {lock.path}", reason))
     for ref in stack_images(stack):
@@ -88,7 +89,7 @@ def _image(ref: str, lock, resolved: dict[str, str]) -> RefCheck:
         return RefCheck(UNREACHABLE, what, str(exc), old=old)
     resolved[ref] = digest
     if old is None:
-        return RefCheck(UNLOCKED, what, "not in the lock", new=digest)
+        return RefCheck(UNLOCKED, what, "not in the lock", new=digest) if lock else RefCheck(OK, what, digest)
     if old != digest:
         return RefCheck(MOVED, what, "the tag now names other content", old=old, new=digest)
     return RefCheck(OK, what, digest)
@@ -111,13 +112,19 @@ def _git(c) -> RefCheck:
         return RefCheck(UNREACHABLE, what, str(exc))
 
 
-def lock_stack(stack, path: Path, check: bool) -> dict:
+def lock_stack(stack, path: Path, check: bool, *, make: str, builtin: bool = False) -> dict:
     """`rocmkit lock` for one stack: resolve its refs and, unless `check`, write its lock to `path` when every
-    ref was reached and no stack pin needs review. Returns the stack's report (what `lock --json` lists)."""
+    ref was reached and no stack pin needs review. `make` is the command that writes this stack's lock (said
+    where it has none). Returns the stack's report (what `lock --json` lists)."""
     from ..fileio import write_atomic
     from ..output import dumps
 
     refs = resolve(stack)
+    if check:  # say how a lock is made, and for a built-in stack why rocmkit ships none
+        refs.findings = [RefCheck(f.kind, f.what, no_lock_detail(stack.name, make, builtin)) if f.kind == NO_LOCK
+                         else f for f in refs.findings]
+    else:  # the lock this run is making is no finding
+        refs.findings = [f for f in refs.findings if f.kind != NO_LOCK]
     kinds = refs.kinds()
     written = False
     if check:
@@ -129,7 +136,7 @@ def lock_stack(stack, path: Path, check: bool) -> dict:
         if failed:
             result = "not written: the stack's pins need review"
         elif UNREACHABLE in kinds:
-            result = "not written (old lock kept): refs unreachable"
+            result = "not written" + (" (old lock kept)" if path.is_file() else "") + ": refs unreachable"
         else:
             text = dumps(refs.document())
             if path.is_file() and path.read_text(encoding="utf-8") == text:
@@ -138,4 +145,57 @@ def lock_stack(stack, path: Path, check: bool) -> dict:
                 write_atomic(path, text)
                 written, result = True, "written"
     return {"stack": stack.name, "lock_file": str(path), "written": written, "failed": failed, "result": result,
-            "findings": [{**f.as_dict(), "line": f.line()} for f in refs.findings]}
+            "make": make, "builtin": builtin, "findings": [{**f.as_dict(), "line": f.line()} for f in refs.findings]}
+
+
+def no_lock_detail(name: str, make: str, builtin: bool) -> str:
+    if not builtin:
+        return f"has no lock file yet: `{make}` makes one (where its registry and git remotes answer)"
+    # The project's image pipeline makes the built-in stacks' locks where Docker Hub and GitHub answer; until
+    # that has run, a release carries none, and no digest is ever invented.
+    return (f"rocmkit ships no lock for this built-in stack: a lock records the digest each base image tag names "
+            f"when it is made, which needs the stack's registry and git remotes; `{make}` writes one beside the "
+            f"built-in stack (in rocmkit's own folder), `rocmkit lock --stack-file FILE` one beside a copy of it")
+
+
+# What each failing kind means, for the hint: what failed and how to fix it, in this order.
+_HINTS = (
+    ((MISSING,), "a tag, commit or image the stack pins is gone upstream: review that pin"),
+    ((MOVED,), "a pin moved upstream (a git tag names another commit, or a base tag other content): review it; "
+               "`rocmkit lock` then records a base image's new digest (a git pin is changed in the stack file)"),
+    ((STALE, UNLOCKED), "the lock no longer matches the stack file (a pin changed since it was made): run "
+                        "`rocmkit lock` for it again"),
+)
+
+
+def outcome(reports: list[dict], check: bool):
+    """The error `rocmkit lock` ends with (None: exit 0). Exit 1 names what failed — no lock yet, a lock that no
+    longer matches its stack, a pin that moved or is gone — each with its own fix; exit 3 when the only
+    problem is a registry or remote that did not answer."""
+    from ..errors import EnvironmentMissing, Failed
+
+    unreachable = [f["what"] for r in reports for f in r["findings"] if f["kind"] == UNREACHABLE]
+    reach = (f"could not reach {', '.join(unreachable)}: those refs were not checked; run again where the "
+             "registry and git remotes answer") if unreachable else ""
+    failed = [r for r in reports if r["failed"]]
+    if failed:
+        kinds = {f["kind"] for r in failed for f in r["findings"]}
+        if not check:
+            kinds &= {MISSING, MOVED}  # what stops `lock` from writing: a stack pin that needs review
+        hints = [h for ks, h in _HINTS if kinds & set(ks)]
+        no_lock = [r for r in failed if any(f["kind"] == NO_LOCK for f in r["findings"])]
+        if [r for r in no_lock if not r["builtin"]]:
+            hints.append("no lock yet: " + "; ".join(f"`{r['make']}` makes {r['stack']}'s" for r in no_lock
+                                                     if not r["builtin"]))
+        if [r for r in no_lock if r["builtin"]]:
+            hints.append("no lock yet: rocmkit ships none for its built-in stacks; the no-lock line above says how to "
+                         "make one")
+        what = "; ".join(f"{r['stack']} ({', '.join(sorted({f['kind'] for f in r['findings']} & set(FAILURES)))})"
+                         for r in failed)
+        return Failed(f"{'lock check' if check else 'lock'} failed for {what}",
+                      hint="\n      ".join(filter(None, hints + [reach])))
+    if unreachable:
+        return EnvironmentMissing(f"could not reach: {', '.join(unreachable)} (no lock file was written)",
+                                  hint="run again where the registry and git remotes answer (a mirror: "
+                                       "point the stack at it)")
+    return None

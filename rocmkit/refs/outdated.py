@@ -17,9 +17,11 @@ from ..errors import Failed, RocmkitError
 from ..stacks import Component, Stack
 from ..stacks.edit import Edit
 from ..tomlread import load_toml_text
-from . import gitrefs, pkgindex, registry
+from . import NotFound, gitrefs, pkgindex, registry
 
 NEWER, CURRENT, UNORDERED, UNREACHABLE, NONE_FOUND = "newer", "current", "unordered", "unreachable", "none-found"
+MISSING = "missing"  # the upstream answered: it has no such repository or image (a NotFound)
+ANSWERED = (NEWER, CURRENT, UNORDERED, MISSING)  # statuses only an upstream's answer gives
 BINDING = ("torch", "ray", "transformers")  # the lines that decide which torch/ROCm/Ray/transformers a pin goes with
 # Besides the files the stack names: the project's own pyproject.toml and requirements files.
 _REQ_FILE = re.compile(r"pyproject\.toml|requirements[^/]*\.txt|requirements/[^/]+\.txt")
@@ -257,13 +259,36 @@ def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str
         placeholder, fn = job
         try:
             return fn()
+        except NotFound as exc:  # it answered: calling that "unreachable" would send the user to their network
+            placeholder.status, placeholder.note = MISSING, exc.message
         except RocmkitError as exc:
             placeholder.status, placeholder.note = UNREACHABLE, exc.message
-            return placeholder
+        return placeholder
 
     # (git runs in threads side by side: rocmkit.runtime.proc's cleanup after a run leaves other runs' processes alone)
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         return list(pool.map(run, jobs))
+
+
+def hints(findings: list[PinCheck]) -> list[str]:
+    """What the user can do about the pins that were not answered, each naming what failed."""
+    out = []
+    unreachable = [f for f in findings if f.status == UNREACHABLE]
+    missing = [f for f in findings if f.status == MISSING]
+    if unreachable:
+        out.append(f"{len(unreachable)} pin(s) not checked: their upstream did not answer "
+                   f"({', '.join(f'{f.component} {f.pin}' for f in unreachable[:4])}{', ...' if len(unreachable) > 4 else ''};"
+                   " the notes say why); run again where it answers, or read a mirror with --index-url or "
+                   "--git-remote NAME=URL")
+    if missing:
+        out.append(f"{len(missing)} pin(s) name what their upstream does not have "
+                   f"({', '.join(f'{f.component} {f.pin}' for f in missing[:4])}): review them in the stack file")
+    return out
+
+
+def nothing_answered(findings: list[PinCheck]) -> bool:
+    """No upstream answered at all (exit 3): nothing was checked, which a list of 'unreachable' must not hide."""
+    return any(f.status == UNREACHABLE for f in findings) and not any(f.status in ANSWERED for f in findings)
 
 
 def edits(findings: list[PinCheck]) -> list[Edit]:

@@ -148,7 +148,7 @@ def run_container(image: str, command: list[str], *, what: str, timeout: float |
 
 def remove_containers(label: str) -> list[str]:
     """Force-remove every container labelled io.rocmkit.run=<label>, through the engine. Returns their ids."""
-    from .engine import Engine
+    from .docker_engine import Engine
 
     try:
         engine = Engine.connect(timeout=30)

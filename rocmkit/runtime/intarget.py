@@ -1,8 +1,8 @@
 """The rocmkit code that runs inside a target is this host's rocmkit, never the target's own.
 
-certify and the doctor start rocmkit modules by name inside a target: the setup (`rocmkit.certify.setup`),
-`python -m rocmkit.certify.trl_run` / `trl_launch` / `vllm_cpu_serve`, verl-cpu's vLLM platform plugin
-(`rocmkit.certify.cpu_platform`, named in an environment variable the Ray workers read), the doctor itself for
+certify and the doctor start rocmkit modules by name inside a target: the setup (`rocmkit.certify.intarget.setup`),
+`python -m rocmkit.certify.intarget.trl_run` / `trl_launch` / `vllm_cpu_serve`, verl-cpu's vLLM platform plugin
+(`rocmkit.verl.cpu_platform`, named in an environment variable the Ray workers read), the doctor itself for
 `doctor --image` and its probes. Were the target's installed rocmkit to run them, host and target code would
 differ whenever either moved on: a module moved or renamed here breaks the certification of every image built
 by an earlier rocmkit, and a fix made here would not reach the images already built. So:
@@ -54,7 +54,7 @@ def check_engine_local() -> None:
     """Refuses (exit 3) an engine this host's files cannot be mounted into, unless ROCMKIT_IN_TARGET=image."""
     if use_image_rocmkit():
         return
-    from .engine import endpoint
+    from .docker_engine import endpoint
 
     host = endpoint().host
     if not host.startswith("unix://"):

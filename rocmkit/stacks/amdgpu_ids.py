@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from ..errors import InputFileError
+from .besidefiles import missing
 from .fields import NOTE, TEXT_RE, Fields, inside
 from .model import AmdgpuIds
 
@@ -32,7 +33,7 @@ def amdgpu_ids(f: Fields, beside: Any) -> AmdgpuIds | None:
     try:
         content = beside.joinpath(rel).read_bytes()
     except (OSError, AttributeError):
-        raise InputFileError(f.path, f"{where}.file", f"no such file {rel!r} beside the stack file", LINE_ALLOWED)
+        raise missing(f.path, f"{where}.file", rel, beside, "file", "") from None
     entries, seen = [], set()
     for n, line in enumerate(content.decode("utf-8", "replace").splitlines(), 1):
         if not line.strip() or line.startswith("#"):

@@ -36,6 +36,7 @@ from .fields import (
     pinned_requirements,
 )
 from .amdgpu_ids import amdgpu_ids
+from .besidefiles import missing
 from .wheels import constraints, rocm_wheels, wheel_source
 from .model import NO_ROCM, Asset, Base, BuildKind, Component, ComponentKind, Patch, PostStep, PythonFrom, Stack
 
@@ -57,7 +58,7 @@ def _patches(f: Fields, beside: Any) -> tuple[Patch, ...]:
         except OSError:
             content = None
         if content is None:
-            raise InputFileError(f.path, where, f"no such patch file {rel!r} beside the stack file", allowed)
+            raise missing(f.path, where, rel, beside, "patch file", allowed)
         if not content.strip():
             raise InputFileError(f.path, where, f"patch file {rel!r} is empty", "a unified diff (git diff output)")
         name = rel.rsplit("/", 1)[-1]

@@ -29,7 +29,7 @@ def check_driver(f: Facts, ctx: Context):
         yield finding("gpu.driver", "gpu", Status.PASS, "amdgpu kernel driver is loaded", initstate=state)
         return
     blacklisted = "modprobe.blacklist=amdgpu" in (f.cmdline or "")
-    if state is None and f.topology_found and f.nodes:
+    if driver_up(f):
         # Containers often lack /sys/module; a populated KFD topology shows the driver is up on the host.
         yield finding("gpu.driver", "gpu", Status.PASS, "amdgpu driver is up (KFD topology present; "
                       "/sys/module/amdgpu not visible here)", kfd_nodes=len(f.nodes))
@@ -46,10 +46,7 @@ def check_driver(f: Facts, ctx: Context):
 def check_kfd(f: Facts, ctx: Context):
     kfd = f.dev_kfd
     if kfd is None or not kfd.exists:
-        fix = ("start the container with `--device=/dev/kfd` (rocmkit run does)" if f.container
-               else "load the amdgpu driver (`sudo modprobe amdgpu`)")
-        yield finding("gpu.kfd", "gpu", Status.FAIL, "/dev/kfd is missing: no ROCm compute is possible",
-                      fix=fix, ref=DOCKER_DOC, container=f.container)
+        yield kfd_missing(f)
     elif not kfd.accessible:
         yield finding("gpu.kfd", "gpu", Status.FAIL, f"/dev/kfd exists but cannot be opened ({kfd.error})",
                       fix="add the user to the group owning it: `sudo usermod -aG render,video $USER`, then log in "
@@ -58,6 +55,45 @@ def check_kfd(f: Facts, ctx: Context):
     else:
         yield finding("gpu.kfd", "gpu", Status.PASS, "/dev/kfd is present and accessible" +
                       ("" if f.live else " (access not judged on a captured tree)"), gid=kfd.gid)
+
+
+def driver_up(f: Facts) -> bool:
+    """gpu.driver's verdict, which gpu.kfd's advice must agree with: amdgpu's initstate is live, or (a container or
+    a tree without /sys/module) a populated KFD topology shows the driver is up."""
+    return f.amdgpu_initstate == "live" or (f.amdgpu_initstate is None and f.topology_found and bool(f.nodes))
+
+
+def kfd_missing(f: Facts):
+    """No /dev/kfd: what grants it depends on where it is missing. Only a driver that is not up is fixed by loading
+    it; in a container the engine grants the node, on a host udev makes it when amdgpu loads, and a tree copied by
+    hand (not by `--capture`, which records the device nodes) usually has none."""
+    up = driver_up(f)
+    title = ("/dev/kfd is missing in this container" if f.container and f.live else
+             "/dev/kfd is missing in the captured container" if f.container else
+             "/dev/kfd is missing" if f.live else "/dev/kfd is not in the captured tree")
+    title += (" although the amdgpu driver is up" if up else "") + ": no ROCm compute is possible"
+    if f.container:
+        fix = nodes_fix(f, "/dev/kfd", "--device=/dev/kfd") + \
+            ("" if up else "; the host needs the amdgpu driver loaded too (`sudo modprobe amdgpu` there)")
+    elif not up:
+        fix = "load the amdgpu driver (`sudo modprobe amdgpu`)"
+    else:
+        fix = nodes_fix(f, "/dev/kfd", "--device=/dev/kfd")
+    return finding("gpu.kfd", "gpu", Status.FAIL, title, fix=fix, ref=DOCKER_DOC if f.container else PREREQ_DOC,
+                   container=f.container, driver_up=up)
+
+
+def nodes_fix(f: Facts, what: str, flag: str) -> str:
+    """What grants missing device nodes (the driver being up): a container's engine, a host's udev, and for a tree
+    copied by hand, a capture that records them."""
+    if f.container:
+        return f"start the container with `{flag}` (rocmkit run does)"
+    if f.live:
+        return (f"udev creates {what} when amdgpu loads: check that systemd-udevd runs and `sudo udevadm trigger`; "
+                f"where /dev is a private mount (a chroot, a sandbox), bind the host's {what} into it")
+    return (f"a tree copied by hand usually lacks the device nodes: `rocmkit doctor --capture DIR` on the host records "
+            f"/dev/kfd and the render nodes where they exist; if the host itself lacks {what}, udev did not create "
+            "them: check that systemd-udevd runs and `sudo udevadm trigger` there")
 
 
 @documents("gpu.topology", "gpu.topology.read", "gpu.count", "gpu.partitions", "gpu.partitions.missing",
@@ -135,7 +171,8 @@ def check_render(f: Facts, ctx: Context):
     elif missing:
         yield finding("gpu.render", "gpu", Status.FAIL if f.live else Status.WARN,
                       f"{len(missing)} render node(s) of readable GPUs are missing: {missing[:4]}",
-                      fix="pass the render nodes into the container (`--device=/dev/dri`)", ref=DOCKER_DOC, **evidence)
+                      fix=nodes_fix(f, "the render nodes", "--device=/dev/dri"),
+                      ref=DOCKER_DOC if f.container else PREREQ_DOC, **evidence)
     else:
         yield finding("gpu.render", "gpu", Status.PASS, f"{ok} render node(s) accessible" +
                       (f"; {not_granted} GPU node(s) of the host are not granted to this container (not broken)"

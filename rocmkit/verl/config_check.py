@@ -1,5 +1,5 @@
 """Offline validation of verl overrides against the installed verl's own config, before any GPU time is
-spent: `python -m rocmkit.certify.verl_check [--structure] OVERRIDES.json` prints a JSON verdict
+spent: `python -m rocmkit.verl.config_check [--structure] OVERRIDES.json` prints a JSON verdict
 (--structure: the configuration alone, reading no data, reward or model files).
 
 Steps (research/smoke-grpo.md §1.3): Hydra compose of verl's `ppo_trainer` config (renamed or removed keys

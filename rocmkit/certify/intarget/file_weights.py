@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 METHOD = "rocmkit_load_weights"
-WORKER_EXTENSION = "rocmkit.certify.file_weights.FileWeightsWorker"
+WORKER_EXTENSION = "rocmkit.certify.intarget.file_weights.FileWeightsWorker"
 
 
 class FileWeightsWorker:

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from ..runtime import proc
 from ..errors import EnvironmentMissing, Failed, InputFileError, UsageError
-from . import launch_script, verl_check, verl_history
+from . import launch_script
+from . import config_check as verl_check
+from . import history as verl_history
 from .launch_script import Invocation
 
 SCHEMA = "rocmkit.verl-check/v1"
@@ -178,7 +180,8 @@ def on_host(invocations: list[Invocation], python: str | None, timeout: float) -
 
 def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple[list[dict], str]:
     from ..runtime.container import run_container
-    from ..runtime.engine import Engine, run_cli
+    from ..runtime.docker_client import run_cli
+    from ..runtime.docker_engine import Engine
 
     engine = Engine.connect()
     info = engine.require_image(image)

@@ -1,0 +1,76 @@
+"""TRL's GRPOTrainer: in one process with Hugging Face's generation, or with vLLM (--vllm-mode): server mode
+starts `trl vllm-serve` on the first GPU and `accelerate launch` of the trainer on the others, colocate mode
+runs vLLM inside each training process (certify/intarget/trl_launch.py and trl_run.py run in the target)."""
+
+from __future__ import annotations
+
+from ...errors import UsageError
+from ..intarget import trl_launch, trl_run
+from ..settings import Settings, VllmMode
+from .base import BASE_MODULES, BuiltinTask
+
+# Built-in task: a group of 8 answers per prompt, 2 prompts a step, a high learning rate for a tiny model
+# (the reward rises within about ten steps on a CPU). A 0.5B model diverges at the tiny model's rate.
+TRL_DEFAULTS = {"beta": 0.04, "num_generations": 8, "batch_size": 16, "max_completion_length": 12}
+TRL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 2e-5}
+# TRL with vLLM: the server's context (the built-in prompts are short; a user's data gets room) and how long
+# rocmkit waits for its /health/ (vLLM's CPU build loads and warms up in about a minute on two cores).
+TRL_MAX_MODEL_LEN = {"builtin": 256, "user": 2048}
+SERVER_READY_S = 600
+ZERO_STAGES = (1, 2, 3)
+
+
+class Trl(BuiltinTask):
+    name = "trl"
+    options = ("vllm_mode", "zero")
+
+    def check(self, s: Settings) -> None:
+        if s.vllm_mode is VllmMode.SERVER and s.gpus == 1:
+            raise UsageError("--vllm-mode server puts the server on the first GPU and trains on the others: "
+                             "--gpus 1 leaves none to train on", hint="--gpus 2 or more, --gpus 0 for the CPU, "
+                             "or --vllm-mode colocate on one GPU")
+        if s.vllm_mode is VllmMode.COLOCATE and s.on_cpu:
+            # TRL's colocate sync calls model.load_weights on vLLM's model, whose linear weights vLLM's CPU build
+            # has repacked and emptied (vllm/model_executor/layers/linear.py): the first sync fails
+            raise UsageError("--vllm-mode colocate needs GPUs: on the CPU, TRL's weight sync into vLLM's repacked "
+                             "model fails", hint="--vllm-mode server runs on the CPU")
+        if s.zero is not None:
+            if s.zero not in ZERO_STAGES:
+                raise UsageError(f"--zero {s.zero}: a DeepSpeed ZeRO stage", hint="1, 2 or 3")
+            if s.vllm_mode is None or s.on_cpu:
+                raise UsageError("--zero runs TRL's trainer under accelerate with DeepSpeed, on GPUs",
+                                 hint="add --vllm-mode server or colocate, and --gpus")
+
+    def refuse_foreign(self, s: Settings) -> None:
+        if s.vllm_mode is not None:
+            raise UsageError(f"--vllm-mode {s.vllm_mode.value} is TRL's; {s.engine}'s rollout is its own",
+                             hint="add --engine trl, or leave out --vllm-mode")
+        if s.zero is not None:
+            raise UsageError("--zero runs TRL's trainer under accelerate with DeepSpeed: it needs --engine trl",
+                             hint="add --engine trl, or leave out --zero")
+
+    def settings_fields(self, s: Settings) -> dict:
+        return {**super().settings_fields(s), "vllm_mode": s.vllm_mode.value if s.vllm_mode else None,
+                "zero": s.zero}
+
+    def required_modules(self, s: Settings) -> list[str]:
+        return (BASE_MODULES + ["trl", "datasets", "accelerate"] + (["vllm"] if s.vllm_mode else [])
+                + (["deepspeed"] if s.zero else []))
+
+    def imports(self, s: Settings) -> list[str]:
+        return ["trl"] + (["vllm"] if s.vllm_mode else [])
+
+    def configure(self, s: Settings, ws, target) -> dict:
+        return {"trl": {"model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "out_dir": str(ws.run_dir),
+                        "steps": s.steps, "seed": s.seed, "device": "cpu" if s.on_cpu else "auto", **TRL_DEFAULTS,
+                        "lr": TRL_LR[s.size if s.model is None else "user"],
+                        "vllm_mode": s.vllm_mode.value if s.vllm_mode else None, "gpus": s.gpus, "zero": s.zero,
+                        "server_log": str(ws.server_log), "server_timeout": min(SERVER_READY_S, s.timeout),
+                        "max_model_len": TRL_MAX_MODEL_LEN["builtin" if s.data is None else "user"]}}
+
+    def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
+        module = trl_launch if s.vllm_mode else trl_run  # run by name in the target
+        return [target.python, "-m", module.__name__, str(ws.config)], {}
+
+
+ENGINE = Trl

@@ -1,0 +1,225 @@
+"""verl's main_ppo with a vLLM or SGLang rollout and an FSDP or Megatron actor. In the target, the setup picks the
+actor's attention, tries vLLM's sleep-mode pool, looks for packages that break verl, and has verl itself validate
+the overrides (rocmkit/verl/target_steps.py); the certificate's `engine_run` says what was chosen and what the
+rollout did (rocmkit/verl/report.py). Under `rocmkit slurm` it is main_ppo with Hydra overrides."""
+
+from __future__ import annotations
+
+import re
+
+from ...errors import UsageError
+from ...verl import attention
+from ...verl import overrides as verl_overrides
+from ...verl import report as verl_report
+from ...verl import target_steps
+from ..judge import check as judge_check
+from ..settings import Backend, Rollout, Settings
+from .base import BASE_MODULES, BuiltinTask, ClusterJob
+
+# verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
+# learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
+VERL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 1e-5}
+# The built-in answer is a number: 16 tokens hold it with room; a user's data gets verl's usual room.
+VERL_RESPONSE_TOKENS = {"builtin": 16, "user": 32}
+TARGET_STEPS = target_steps.__name__  # the setup's verl steps, imported by this name in the target
+MAIN_PPO = ("python3", "-m", "verl.trainer.main_ppo")
+# A verl/Hydra override: key=value, +key=value, ~key, with dotted keys.
+OVERRIDE_RE = re.compile(r"^[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\[\]-]*(=.*)?$", re.S)
+
+
+class MainPpo(ClusterJob):
+    def check_argument(self, arg: str) -> None:
+        if not OVERRIDE_RE.match(arg):
+            raise UsageError(f"override {arg!r} is not key=value", hint="e.g. data.train_batch_size=256")
+        if arg.split("=", 1)[0].lstrip("+~") in self.reserved:
+            raise UsageError(f"override {arg!r}: rocmkit fills trainer.nnodes and trainer.n_gpus_per_node from "
+                             "--nodes and --gpus-per-node")
+
+    def driver(self, args, entrypoint, nodes, gpus_per_node):
+        if tuple(entrypoint) != self.entrypoint:  # a user's own entrypoint takes its arguments as given
+            return [*entrypoint, *args]
+        return [*entrypoint, f"trainer.nnodes={nodes}", f"trainer.n_gpus_per_node={gpus_per_node}", *args]
+
+
+class Verl(BuiltinTask):
+    name = "verl"
+    options = ("rollout", "backend", "tp", "pp", "attn", "rollout_graphs", "tune")
+    extra = "verl"
+    first_phase = "starting Ray"
+    cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"),
+                      argument_form="a Hydra override key=value")
+
+    # ---- options ----
+
+    def check(self, s: Settings) -> None:
+        if s.on_cpu and s.rollout is not Rollout.VLLM:
+            raise UsageError("--gpus 0 with the verl engine runs vLLM's CPU build; SGLang has no CPU rollout in verl",
+                             hint="leave out --rollout, or give GPUs")
+        if s.backend is Backend.MEGATRON:
+            megatron_checks(s)
+        elif (s.tp, s.pp) != (1, 1):
+            raise UsageError("--tp and --pp size verl's Megatron actor: they need --backend megatron")
+        if s.attn not in attention.CHOICES:
+            raise UsageError(f"--attn {s.attn!r}", hint=f"one of: {', '.join(attention.CHOICES)}")
+        if s.attn != "auto" and s.backend is not Backend.FSDP:
+            raise UsageError(f"--attn {s.attn} chooses the attention of verl's FSDP actor (transformers' "
+                             "attn_implementation)", hint="use it with the fsdp backend; Megatron runs "
+                             "megatron-core's own attention")
+        if s.rollout_graphs and s.on_cpu:
+            raise UsageError("--rollout-graphs compiles verl's rollout and captures its CUDA/HIP graphs: it needs "
+                             "--engine verl and GPUs", hint="leave it out on the CPU (the rollout runs eager there)")
+
+    def refuse_foreign(self, s: Settings) -> None:
+        if s.attn != "auto":
+            raise UsageError(f"--attn {s.attn} chooses the attention of verl's FSDP actor (transformers' "
+                             "attn_implementation)", hint="use it with --engine verl and the fsdp backend")
+        if s.rollout_graphs:
+            raise UsageError("--rollout-graphs compiles verl's rollout and captures its CUDA/HIP graphs: it needs "
+                             "--engine verl and GPUs", hint="add --engine verl, or leave out --rollout-graphs")
+        if s.backend is not Backend.FSDP:
+            raise UsageError(f"--backend {s.backend.value} is verl's Megatron actor: it needs --engine verl")
+        if (s.tp, s.pp) != (1, 1):
+            raise UsageError("--tp and --pp size verl's Megatron actor: they need --engine verl and "
+                             "--backend megatron")
+        if s.tune:
+            raise UsageError("--tune checks a verl plan: it needs --engine verl")
+
+    def settings_fields(self, s: Settings) -> dict:
+        return {**super().settings_fields(s), "rollout": s.rollout.value, "backend": s.backend.value,
+                "megatron": {"tp": s.tp, "pp": s.pp} if s.backend is Backend.MEGATRON else None,
+                "attn": s.attn, "rollout_graphs": s.rollout_graphs}
+
+    # ---- the target ----
+
+    @staticmethod
+    def run(s: Settings, ws, target) -> verl_overrides.VerlRun:
+        size = s.size if s.model is None else "user"
+        return verl_overrides.VerlRun(
+            model_dir=str(ws.model_dir), train_file=str(ws.train_file), val_file=str(ws.val_file),
+            reward_file=str(ws.reward_file), gpus=s.gpus, steps=s.steps, rollout=s.rollout.value, lr=VERL_LR[size],
+            max_response_length=VERL_RESPONSE_TOKENS["builtin" if s.data is None else "user"],
+            ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}", backend=s.backend.value, train_tp=s.tp,
+            train_pp=s.pp, rollout_graphs=s.rollout_graphs)
+
+    def required_modules(self, s: Settings) -> list[str]:
+        return (BASE_MODULES + ["verl", "hydra", "ray", s.rollout.value]
+                + (["megatron", "mbridge"] if s.backend is Backend.MEGATRON else []))
+
+    def imports(self, s: Settings) -> list[str]:
+        return ["verl"]
+
+    def configure(self, s: Settings, ws, target) -> dict:
+        return {"target_steps": TARGET_STEPS, "verl_overrides": verl_overrides.overrides(self.run(s, ws, target)),
+                "tune_overrides": list(s.tune),
+                # the setup picks the attention where it can see what imports; the pool check needs vLLM's sleep mode
+                "attention": {"asked": s.attn} if s.backend is Backend.FSDP else None,
+                "sleep_pool": s.rollout is Rollout.VLLM and not s.on_cpu}
+
+    def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
+        env = verl_overrides.environment(self.run(s, ws, target), str(ws.metrics))
+        return [target.python, "-m", "verl.trainer.main_ppo", *cfg.get("run_overrides", cfg["verl_overrides"])], env
+
+    def after_setup(self, cfg: dict, report: dict) -> bool:
+        if not report:
+            return False
+        cfg["run_overrides"] = verl_report.run_overrides(cfg, report)  # the setup chose the attention
+        return True
+
+    def install_hint(self, s: Settings, python: str) -> str:
+        return super().install_hint(s, python) + (", or the verl-cpu stack's packages for a CPU run" if s.on_cpu
+                                                  else "")
+
+    def cpu_hint(self) -> str:
+        return " (the verl engine needs the verl-cpu stack for that)"
+
+    def setup_refusal(self, report: dict) -> tuple[str, str] | None:
+        found = report.get("conflicts")  # rocmkit/verl/compat.py: installed beside verl, they break it
+        if found:
+            return ("; ".join(f"{c['package']} {c['version']} is installed beside verl: {c['why']}" for c in found),
+                    "; ".join(c["fix"] for c in found))
+        return verl_report.refusal(report)
+
+    def configuration_rejection(self, report: dict) -> tuple[str, str] | None:
+        v = report.get("verl_validation")
+        if v and not v["ok"]:
+            return (f"verl {v.get('verl')} rejects the run's configuration: " + "; ".join(v["errors"]),
+                    "nothing was launched")
+        return None
+
+    def extra_checks(self, report: dict) -> list[dict]:
+        """The tuned plan (--tune: whether the target's own verl composes and validates the user's real job, a
+        rejection fails the certificate) and vLLM's sleep-mode pool."""
+        out = []
+        v = report.get("tune_validation")
+        if v:
+            detail = (f"verl {v.get('verl')} composes and validates the plan's overrides" if v["ok"]
+                      else "; ".join(v["errors"])[:600])
+            out.append(judge_check("tuned plan accepted by this stack's verl", v["ok"], detail))
+        pool = verl_report.sleep_pool_check(report)
+        return out + ([pool] if pool else [])
+
+    def plan_fields(self, report: dict) -> dict:
+        return {"verl_validation": report.get("verl_validation"), "tune_validation": report.get("tune_validation"),
+                "attention": report.get("attention")}
+
+    def plan_lines(self, plan: dict) -> list[str]:
+        out = []
+        if plan.get("attention"):
+            out.append(f"attention: {plan['attention']['chosen']} ({plan['attention']['why']})")
+        if plan.get("verl_validation"):
+            out.append(f"verl {plan['verl_validation']['verl']} accepts the configuration")
+        tv = plan.get("tune_validation")
+        if tv:
+            out.append(f"verl {tv['verl']} accepts the tuned plan" if tv["ok"] else
+                       "verl rejects the tuned plan: " + "; ".join(tv["errors"]))
+        return out
+
+    # ---- the run ----
+
+    def run_record(self, s: Settings, report: dict, run, ws) -> dict | None:
+        log = ws.log.read_text(errors="replace") if ws.log.exists() else ""
+        return verl_report.record(report, log, s.rollout_graphs)
+
+    def summary_lines(self, v: dict | None) -> list[str]:
+        if not v:
+            return []
+        out = []
+        if v.get("attention"):
+            out.append(f"- attention: {v['attention']['chosen']} ({v['attention']['why']})")
+        g = v["rollout_graphs"]
+        out.append("- rollout graphs: " + (f"captured in {g['capture_s']:.0f} s" if g["exercised"] else "not captured")
+                   + ("" if g["asked"] else " (eager: --rollout-graphs captures them)"))
+        sm = v.get("sleep_mode") or {}
+        if sm.get("freed_gib"):
+            out.append(f"- sleep mode: {sm['sleeps']} sleeps freed {_span(sm['freed_gib'])} GiB, "
+                       f"{_span(sm['still_in_use_gib'])} GiB still in use")
+        return out
+
+
+def _span(pair: list[float]) -> str:
+    return f"{pair[0]}" if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"
+
+
+def megatron_checks(s: Settings) -> None:
+    """What rocmkit knows before verl is asked: Megatron trains on GPUs only, and the built-in model's heads and
+    layers bound TP and PP. Whether TP x PP fits the GPUs is verl's own rule (its validate_config)."""
+    if s.on_cpu:
+        raise UsageError("--backend megatron trains on GPUs only (megatron-core's fused kernels and NCCL/RCCL); "
+                         "--gpus 0 is refused", hint="give --gpus N on a GPU host, or leave out --backend to train "
+                                                     "with FSDP on the CPU (the verl-cpu stack)")
+    for name, value in (("--tp", s.tp), ("--pp", s.pp)):
+        if value < 1:
+            raise UsageError(f"{name} {value}: a parallel size, at least 1")
+    if s.model is None:
+        from ..tinymodel import SIZES
+
+        _, _, layers, heads, kv_heads = SIZES[s.size]
+        if heads % s.tp or kv_heads % s.tp:
+            raise UsageError(f"--tp {s.tp}: the built-in {s.size} model has {heads} attention and {kv_heads} KV "
+                             "heads; TP must divide both", hint=f"--tp {kv_heads} at most")
+        if s.pp > layers:
+            raise UsageError(f"--pp {s.pp}: the built-in {s.size} model has {layers} layers",
+                             hint=f"--pp {layers} at most" + (", or --size 0.5b" if s.size == "tiny" else ""))
+
+
+ENGINE = Verl

@@ -1,0 +1,154 @@
+"""certify's engines: one module each behind one interface (rocmkit/certify/engines/), the registry the CLI, the
+flow and `rocmkit slurm` read, nothing outside the engines comparing engine names, and the verl engine's check for
+packages that break verl merely by being installed beside it (rocmkit/verl/compat.py), on real packages."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from provisioned import provisioned
+
+from rocmkit.certify import engines
+from rocmkit.certify.engines.base import CertifyEngine
+from rocmkit.certify.settings import Settings
+from rocmkit.certify.validate import validate
+from rocmkit.errors import UsageError
+
+REPO = Path(__file__).resolve().parent.parent
+ENGINES_DIR = REPO / "rocmkit" / "certify" / "engines"
+
+
+def test_each_engine_is_one_module_and_the_registry_reads_them():
+    modules = sorted(p.stem for p in ENGINES_DIR.glob("*.py") if p.stem not in ("__init__", "base"))
+    assert sorted(engines.names()) == modules == ["miles", "trl", "verl"]
+    assert engines.names()[0] == Settings().engine  # the default first, as --help lists them
+    for name, engine in engines.registry().items():
+        assert isinstance(engine, CertifyEngine) and engine.name == name
+        assert set(engine.options) <= set(Settings.__dataclass_fields__), name
+    assert set(engines.cluster_engines()) == {"verl", "miles"}
+
+
+def test_the_cli_offers_what_the_registry_holds():
+    from rocmkit.cli.certify import certify
+    from rocmkit.cli.slurm import slurm
+
+    choice = {p.name: p.type.choices for p in certify.params if p.name == "engine"}
+    assert list(choice["engine"]) == engines.names()
+    choice = {p.name: p.type.choices for p in slurm.params if p.name == "engine"}
+    assert list(choice["engine"]) == list(engines.cluster_engines())
+
+
+def _engine_name_comparisons(path: Path, names: set[str], root: Path = REPO) -> list[str]:
+    """`x.engine == "verl"`, `engine in ("trl", ...)`, `kind is EngineKind.VERL`: a comparison of something named
+    engine with an engine's name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        text = " ".join(ast.unparse(s) for s in sides)
+        strings = {c.value for s in sides for c in ast.walk(s) if isinstance(c, ast.Constant)}
+        if ("engine" in text.lower() and strings & names) or "EngineKind" in text:
+            found.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_engine_name_is_compared_outside_the_engines():
+    names = set(engines.names())
+    found = []
+    for path in sorted((REPO / "rocmkit").rglob("*.py")):
+        if ENGINES_DIR not in path.parents:
+            found += _engine_name_comparisons(path, names)
+    for path in sorted((REPO / "templates").rglob("*.j2")):
+        found += [f"{path.relative_to(REPO)}: {line.strip()}" for line in path.read_text().splitlines()
+                  if "engine ==" in line or "engine !=" in line]
+    assert found == []
+
+
+def test_the_comparison_finder_finds_what_it_must(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("def f(spec, s, k):\n    a = spec.engine == 'miles'\n    b = s.engine is EngineKind.VERL\n"
+                 "    c = k == 'verl'\n    return a, b, c\n")
+    assert _engine_name_comparisons(f, {"miles", "verl"}, tmp_path) == [
+        "m.py:2: spec.engine == 'miles'", "m.py:3: s.engine is EngineKind.VERL"]
+
+
+@pytest.mark.parametrize("engine, kw, says", [
+    ("trl", {"attn": "sdpa"}, "verl's FSDP actor"),
+    ("trl", {"tune": ("a=1",)}, "--tune checks a verl plan"),
+    ("verl", {"vllm_mode": "server"}, "is TRL's"),
+    ("verl", {"zero": 2}, "needs --engine trl"),
+    ("trl", {"miles_dir": "/opt/miles"}, "needs --engine miles"),
+    ("miles", {}, "give --image"),
+])
+def test_an_engine_refuses_its_options_under_another(engine, kw, says):
+    from rocmkit.certify.settings import VllmMode
+
+    if kw.get("vllm_mode"):
+        kw = {**kw, "vllm_mode": VllmMode(kw["vllm_mode"])}
+    with pytest.raises(UsageError) as exc:
+        validate(Settings(engine=engine, gpus=1, **kw))
+    assert says in exc.value.message + (exc.value.hint or "")
+
+
+def test_an_unknown_engine_is_a_usage_error_naming_the_choices():
+    with pytest.raises(UsageError) as exc:
+        validate(Settings(engine="nope"))
+    assert "trl" in exc.value.hint and "verl" in exc.value.hint
+
+
+# ---- packages that break verl, on real packages ----
+
+def _trl_dir() -> Path:
+    try:
+        import trl
+    except ImportError:
+        if os.environ.get("ROCMKIT_REQUIRE_CERTIFY") == "1":
+            pytest.fail("trl is not installed, but CI provisioned the certify environment")
+        pytest.skip("trl not installed (pip install 'rocmkit[certify]')")
+    return Path(trl.__file__).parent
+
+
+def test_the_installed_trl_lacks_what_verl_patches_and_compat_says_so():
+    """TRL 1.16 (the certify extra's) has no AutoModelForCausalLMWithValueHead anywhere verl looks for it: the
+    import verl 0.9.1's apply_monkey_patch makes fails here too, and the compat check names TRL with the fix."""
+    _trl_dir()
+    code = ("import json\n"
+            "try:\n    from trl.experimental.ppo import AutoModelForCausalLMWithValueHead\n    a = 'ok'\n"
+            "except ImportError:\n    a = 'missing'\n"
+            "try:\n    from trl import AutoModelForCausalLMWithValueHead\n    b = 'ok'\n"
+            "except ImportError:\n    b = 'missing'\n"
+            "from rocmkit.verl import compat\n"
+            "print(json.dumps([a, b, compat.conflicts()]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    experimental, top, conflicts = json.loads(r.stdout)
+    assert (experimental, top) == ("missing", "missing")
+    assert [c["package"] for c in conflicts] == ["trl"] and "trl<=1.12.0" in conflicts[0]["fix"]
+
+
+def test_a_verl_target_with_trl_installed_is_refused_before_training(tmp_path):
+    """The verl-cpu stack's Python (verl 0.9.1, vLLM's CPU build, no TRL) with the certify extra's TRL put on its
+    path: `certify --engine verl --dry-run` stops in the setup, exit 3, naming TRL and the fix; without it, the
+    same dry run passes (test_certify_runs)."""
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
+                         "VERL_CPU")
+    site = tmp_path / "site"
+    site.mkdir()
+    trl = _trl_dir()
+    shutil.copytree(trl, site / "trl")
+    for dist in trl.parent.glob("trl-*.dist-info"):
+        shutil.copytree(dist, site / dist.name)
+    env = {**os.environ, "CI": "true", "PYTHONPATH": str(site)}
+    r = subprocess.run([python, "-m", "rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "0",
+                        "--out", str(tmp_path / "c"), "--dry-run"], capture_output=True, text=True, timeout=900,
+                       env=env, cwd=REPO)
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "is installed beside verl" in r.stderr and "pip uninstall trl" in r.stderr

@@ -1,0 +1,82 @@
+"""What `benchmarks/gpu_check.py` recorded on lent GPUs (tests/data/gpu-check/: README.md says where and when),
+judged again here: CI has no GPU, so these documents are how the GPU path's last real run stays in view.
+
+Each certificate passed with the options a user types (probes on), its probe figures are in it and judged, the
+verl runs trained on as many GPUs as they asked for (with the all-reduce measured across two), the reward rose,
+and rocmkit's own judge reaches the same verdict from the certificate's steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rocmkit.certify.certificate import markdown, upgrade
+from rocmkit.certify.judge import RunStatus, judge
+
+DATA = Path(__file__).resolve().parent / "data" / "gpu-check"
+SUMMARY = json.loads((DATA / "summary.json").read_text())
+RUNS = {r["name"]: r for r in SUMMARY["runs"]}
+CERTIFICATES = sorted(n for n in RUNS if n != "doctor")
+
+
+def doc(name: str) -> dict:
+    return json.loads((DATA / f"{name}.json").read_text())
+
+
+def test_every_run_of_the_check_was_made_and_passed():
+    assert set(RUNS) == {"doctor", "verl-1gpu", "verl-2gpu", "trl-1gpu"}
+    assert {n: r["verdict"] for n, r in RUNS.items()} == dict.fromkeys(RUNS, "pass")
+    assert all(r["exit"] == 0 for n, r in RUNS.items() if n != "doctor")
+    # the commands are a user's, default options included: no --no-probes, no --steps
+    for r in RUNS.values():
+        assert "--no-probes" not in r["command"] and "--steps" not in r["command"]
+
+
+@pytest.mark.parametrize("name", CERTIFICATES)
+def test_each_certificate_passes_again_under_the_judge(name):
+    c = upgrade(doc(name))
+    assert c["schema"] == "rocmkit.certificate/v2" and c["verdict"] == "pass"
+    steps = {r["step"]: {k: v for k, v in r.items() if k != "step"} for r in c["metrics"]["per_step"]}
+    v = judge(steps, c["settings"]["steps"], RunStatus(c["run"]["status"]), require_learning=True,
+              probes=c["probes"], extra=[x for x in c["checks"] if not x["name"].startswith(("run ", "all ", "losses",
+                                                                                           "reward", "probe."))])
+    assert v.passed
+    assert c["metrics"]["reward"]["last"] - c["metrics"]["reward"]["first"] >= 0.3
+    assert markdown(c).startswith("# rocmkit certificate: PASS")
+
+
+@pytest.mark.parametrize("name", CERTIFICATES)
+def test_the_probes_ran_where_the_run_happened(name):
+    c = doc(name)
+    gpus = c["settings"]["gpus"]
+    figures = c["probes"]["figures"]
+    assert figures["available"] and len(figures["gpus"]) == gpus
+    ids = {f["id"]: f["status"] for f in c["probes"]["findings"]}
+    assert {"probe.gemm.bf16", "probe.hbm", "probe.h2d", "probe.d2h"} <= set(ids)
+    assert not [i for i, s in ids.items() if s in ("fail", "warn")]
+    if gpus > 1:
+        assert figures["allreduce"]["figure"]["value"] > 0 and ids["probe.allreduce"] == "pass"
+    # every probe finding is a check of the certificate
+    assert {x["name"] for x in c["checks"]} >= set(ids)
+
+
+def test_the_verl_runs_trained_on_the_gpus_they_asked_for():
+    for name, gpus in (("verl-1gpu", 1), ("verl-2gpu", 2)):
+        c = doc(name)
+        assert c["engine"] == "verl" and c["settings"]["gpus"] == gpus
+        assert len(c["device"].split(", ")) == gpus and c["setup"]["devices"]["visible"] >= gpus
+        assert c["engine_run"]["attention"]["chosen"] in ("sdpa", "flash_attention_2")
+        assert c["run"]["status"] == "finished" and len(c["metrics"]["per_step"]) == c["settings"]["steps"]
+
+
+def test_the_doctor_measured_every_visible_gpu_and_no_probe_failed():
+    d = doc("doctor")
+    probes = {f["id"]: f for f in d["findings"] if f["id"].startswith("probe")}
+    assert probes and not [i for i, f in probes.items() if f["status"] in ("fail", "warn")]
+    assert probes["probe.gemm.bf16"]["status"] == "pass"
+    visible = SUMMARY["gpus"]
+    assert len(probes["probe.gemm.bf16"]["evidence"]["gpus"]) == visible
+    if visible > 1:
+        assert probes["probe.allreduce"]["status"] == "pass" and probes["probe.p2p"]["status"] == "pass"
