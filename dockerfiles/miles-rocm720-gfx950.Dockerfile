@@ -7,9 +7,9 @@
 # Needs BuildKit. Layout: one stage per compiled component, each producing a wheel, so BuildKit builds
 # independent components in parallel and caches each one on its own; `final` installs the wheels through
 # bind mounts (no copies left in layers) and records every pin in /opt/rocmkit/manifest.json.
-# WARNING: component transformer-engine is MUTABLE: built from 'v2.8_rocm', not a commit (Miles builds the v2.8_rocm branch head; the stored ROCm/TransformerEngine copy lacks that branch and no stored file names its commit); two builds of this stack may differ
-# WARNING: component sglang is MUTABLE: built from 'sglang-miles', not a commit (Miles checks out the sglang-miles branch head over the base image's SGLang (SGLANG_COMMIT empty); no stored copy has that branch); two builds of this stack may differ
-# WARNING: component megatron-bridge is MUTABLE: built from 'bridge', not a commit (Miles installs the bridge branch head; no copy of radixark/Megatron-Bridge is stored here); two builds of this stack may differ
+# WARNING: component transformer-engine is MUTABLE: built from 'v2.8_rocm', not a commit (Miles builds the v2.8_rocm branch head, which moves; no published file names its commit); two builds of this stack may differ
+# WARNING: component sglang is MUTABLE: built from 'sglang-miles', not a commit (Miles checks out the sglang-miles branch head over the base image's SGLang (SGLANG_COMMIT empty); the branch head moves and no published file names its commit); two builds of this stack may differ
+# WARNING: component megatron-bridge is MUTABLE: built from 'bridge', not a commit (Miles installs the bridge branch head of radixark/Megatron-Bridge, which moves; no published file names its commit); two builds of this stack may differ
 
 # Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
 # --max-jobs auto` sizes this from the builder's memory and cores.
@@ -124,7 +124,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && cp /src/megatron-lm.source /wheels/megatron-lm.source
 
 # ---- transformer-engine: https://github.com/ROCm/TransformerEngine.git @ v2.8_rocm
-# WARNING: MUTABLE ref v2.8_rocm: Miles builds the v2.8_rocm branch head; the stored ROCm/TransformerEngine copy lacks that branch and no stored file names its commit
+# WARNING: MUTABLE ref v2.8_rocm: Miles builds the v2.8_rocm branch head, which moves; no published file names its commit
 FROM base AS build-transformer-engine
 ARG MAX_JOBS
 ARG PIP_NO_INDEX
@@ -161,7 +161,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && cp /src/mbridge.source /wheels/mbridge.source
 
 # ---- sglang: https://github.com/sgl-project/sglang.git @ sglang-miles
-# WARNING: MUTABLE ref sglang-miles: Miles checks out the sglang-miles branch head over the base image's SGLang (SGLANG_COMMIT empty); no stored copy has that branch
+# WARNING: MUTABLE ref sglang-miles: Miles checks out the sglang-miles branch head over the base image's SGLang (SGLANG_COMMIT empty); the branch head moves and no published file names its commit
 FROM base AS build-sglang
 ARG MAX_JOBS
 ARG PIP_NO_INDEX
@@ -193,7 +193,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && cp /src/torch-memory-saver.source /wheels/torch-memory-saver.source
 
 # ---- megatron-bridge: https://github.com/radixark/Megatron-Bridge.git @ bridge
-# WARNING: MUTABLE ref bridge: Miles installs the bridge branch head; no copy of radixark/Megatron-Bridge is stored here
+# WARNING: MUTABLE ref bridge: Miles installs the bridge branch head of radixark/Megatron-Bridge, which moves; no published file names its commit
 FROM base AS build-megatron-bridge
 ARG MAX_JOBS
 ARG PIP_NO_INDEX
@@ -253,7 +253,7 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"miles-rocm720","description":"Miles RL on ROCm 7.2 for MI350X/MI355X: SGLang 0.5.16 rollout and Megatron-LM training on SGLang'"'"'s rocm720 image","targets":["gfx950"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730","base_image_overridden":false,"base_pip":["setuptools==79.0.1","typer==0.25.1","click==8.2.1","numpy==1.26.4"],"base_pip_sources":[],"components":[{"name":"megatron-lm","kind":"git","git":"https://github.com/radixark/Megatron-LM.git","commit":"2e64d788b67fe8155774200c87606e1e449c494b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"miles-main","patches":[{"file":"patches/megatron-lm-rocm-fused-kernels.patch","sha256":"c667c22c36f0016b78f2b033b44bcef305f1923844fa5e2c560a9e69f2b64d9b"}]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"v2.8_rocm","mutable_reason":"Miles builds the v2.8_rocm branch head; the stored ROCm/TransformerEngine copy lacks that branch and no stored file names its commit","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"89eb10887887bc74853f89a4de258c0702932a1c","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"sglang-miles","mutable_reason":"Miles checks out the sglang-miles branch head over the base image'"'"'s SGLang (SGLANG_COMMIT empty); no stored copy has that branch","needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"megatron-bridge","kind":"git","git":"https://github.com/radixark/Megatron-Bridge.git","commit":null,"tag":null,"mutable_ref":"bridge","mutable_reason":"Miles installs the bridge branch head; no copy of radixark/Megatron-Bridge is stored here","needs":[]},{"name":"miles","kind":"git","git":"https://github.com/radixark/miles.git","commit":"31f1ca961a94cb860cec3b2dea34ec332bfa8f76","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"main"},{"name":"mooncake","kind":"pip","requirements":["mooncake-transfer-engine-non-cuda==0.3.12.post1"],"no_deps":true},{"name":"flash-linear-attention","kind":"pip","requirements":["flash-linear-attention==0.4.2"],"no_deps":false},{"name":"tile-kernels","kind":"pip","requirements":["tile_kernels==1.0.0"],"no_deps":true},{"name":"numba","kind":"pip","requirements":["numba==0.65.1"],"no_deps":false},{"name":"megatron-extras","kind":"pip","requirements":["megatron-energon==7.4.1","multi-storage-client==1.3.1"],"no_deps":true},{"name":"modelopt","kind":"pip","requirements":["nvidia-modelopt[torch]==0.47.0","setuptools==80.9.0"],"no_deps":false}],"runtime_env":{"MILES_HARDWARE_PLATFORM":"rocm","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_USE_AITER":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","SGLANG_MOE_PADDING":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ROCM_FUSED_DECODE_MLA":"1","SGLANG_USE_ROCM700A":"0","NCCL_MIN_NCHANNELS":"112","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO":"0"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"001d287258549349e31618abc527675ce6930d6cac31b78bc5a0e5c8a297a204"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"miles-rocm720","description":"Miles RL on ROCm 7.2 for MI350X/MI355X: SGLang 0.5.16 rollout and Megatron-LM training on SGLang'"'"'s rocm720 image","targets":["gfx950"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730","base_image_overridden":false,"base_pip":["setuptools==79.0.1","typer==0.25.1","click==8.2.1","numpy==1.26.4"],"base_pip_sources":[],"components":[{"name":"megatron-lm","kind":"git","git":"https://github.com/radixark/Megatron-LM.git","commit":"2e64d788b67fe8155774200c87606e1e449c494b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"miles-main","patches":[{"file":"patches/megatron-lm-rocm-fused-kernels.patch","sha256":"c667c22c36f0016b78f2b033b44bcef305f1923844fa5e2c560a9e69f2b64d9b"}]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"v2.8_rocm","mutable_reason":"Miles builds the v2.8_rocm branch head, which moves; no published file names its commit","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"89eb10887887bc74853f89a4de258c0702932a1c","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"sglang-miles","mutable_reason":"Miles checks out the sglang-miles branch head over the base image'"'"'s SGLang (SGLANG_COMMIT empty); the branch head moves and no published file names its commit","needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"megatron-bridge","kind":"git","git":"https://github.com/radixark/Megatron-Bridge.git","commit":null,"tag":null,"mutable_ref":"bridge","mutable_reason":"Miles installs the bridge branch head of radixark/Megatron-Bridge, which moves; no published file names its commit","needs":[]},{"name":"miles","kind":"git","git":"https://github.com/radixark/miles.git","commit":"31f1ca961a94cb860cec3b2dea34ec332bfa8f76","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"main"},{"name":"mooncake","kind":"pip","requirements":["mooncake-transfer-engine-non-cuda==0.3.12.post1"],"no_deps":true},{"name":"flash-linear-attention","kind":"pip","requirements":["flash-linear-attention==0.4.2"],"no_deps":false},{"name":"tile-kernels","kind":"pip","requirements":["tile_kernels==1.0.0"],"no_deps":true},{"name":"numba","kind":"pip","requirements":["numba==0.65.1"],"no_deps":false},{"name":"megatron-extras","kind":"pip","requirements":["megatron-energon==7.4.1","multi-storage-client==1.3.1"],"no_deps":true},{"name":"modelopt","kind":"pip","requirements":["nvidia-modelopt[torch]==0.47.0","setuptools==80.9.0"],"no_deps":false}],"runtime_env":{"MILES_HARDWARE_PLATFORM":"rocm","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_USE_AITER":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","SGLANG_MOE_PADDING":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ROCM_FUSED_DECODE_MLA":"1","SGLANG_USE_ROCM700A":"0","NCCL_MIN_NCHANNELS":"112","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO":"0"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"0941dc340240ca473a7178ec5b604e0981b5efeff8802f58fb7ed11ef3fc4de0"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -290,13 +290,13 @@ ENV TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 ENV RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="0"
 LABEL org.opencontainers.image.title="rocmkit/miles-rocm720" \
     org.opencontainers.image.description="Miles RL on ROCm 7.2 for MI350X/MI355X: SGLang 0.5.16 rollout and Megatron-LM training on SGLang's rocm720 image" \
-    org.opencontainers.image.version="rocm7.2.0-gfx950-001d28725854" \
+    org.opencontainers.image.version="rocm7.2.0-gfx950-0941dc340240" \
     org.opencontainers.image.base.name="rocm/sgl-dev:v0.5.16-rocm720-mi35x-20260730" \
     io.rocmkit.stack="miles-rocm720" \
     io.rocmkit.targets="gfx950" \
     io.rocmkit.rocm="7.2.0" \
     io.rocmkit.python="3.10" \
-    io.rocmkit.inputs-hash="001d287258549349e31618abc527675ce6930d6cac31b78bc5a0e5c8a297a204" \
+    io.rocmkit.inputs-hash="0941dc340240ca473a7178ec5b604e0981b5efeff8802f58fb7ed11ef3fc4de0" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.mutable-components="transformer-engine,sglang,megatron-bridge"

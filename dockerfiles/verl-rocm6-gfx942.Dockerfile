@@ -1,15 +1,15 @@
 # Rendered by rocmkit from stack verl-rocm6 for gfx942. Do not edit: change the
 # stack file, then run `rocmkit render --all`.
-# Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5
+# verl 0.4.1-era ROCm 6.3.4 recipe for MI300X: verl 0.5.0.dev with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5
 #
 # Build with `rocmkit build --stack verl-rocm6 --arch gfx942` (it prepares the build
 # context: rocmkit-dist/ with rocmkit's own wheel).
 # Needs BuildKit. Layout: one stage per compiled component, each producing a wheel, so BuildKit builds
 # independent components in parallel and caches each one on its own; `final` installs the wheels through
 # bind mounts (no copies left in layers) and records every pin in /opt/rocmkit/manifest.json.
-# WARNING: component transformer-engine is MUTABLE: built from '236178e5', not a commit (the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit); two builds of this stack may differ
-# WARNING: component triton is MUTABLE: built from 'improve_fa_decode_3.0.0', not a commit (a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit); two builds of this stack may differ
-# WARNING: component torch-memory-saver is MUTABLE: built from 'numa', not a commit (a branch of a fork of which no copy is stored here and no stored file names its commit); two builds of this stack may differ
+# WARNING: component transformer-engine is MUTABLE: built from '236178e5', not a commit (verl's recipe names only this 8-digit prefix, and no published file names the full commit); two builds of this stack may differ
+# WARNING: component triton is MUTABLE: built from 'improve_fa_decode_3.0.0', not a commit (a branch head, which moves; no published file names the commit the recipe built); two builds of this stack may differ
+# WARNING: component torch-memory-saver is MUTABLE: built from 'numa', not a commit (a branch head of a fork, which moves; no published file names the commit the recipe built); two builds of this stack may differ
 
 # Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
 # --max-jobs auto` sizes this from the builder's memory and cores.
@@ -70,7 +70,7 @@ ENV PYTORCH_ROCM_ARCH="gfx942" \
     HIPCC_COMPILE_FLAGS_APPEND="--offload-arch=gfx942"
 
 # ---- transformer-engine: https://github.com/ROCm/TransformerEngine.git @ 236178e5
-# WARNING: MUTABLE ref 236178e5: the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit
+# WARNING: MUTABLE ref 236178e5: verl's recipe names only this 8-digit prefix, and no published file names the full commit
 FROM base AS build-transformer-engine
 ARG MAX_JOBS
 ARG PIP_NO_INDEX
@@ -146,7 +146,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && cp /src/sglang.source /wheels/sglang.source
 
 # ---- triton: https://github.com/ROCm/triton.git @ improve_fa_decode_3.0.0
-# WARNING: MUTABLE ref improve_fa_decode_3.0.0: a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit
+# WARNING: MUTABLE ref improve_fa_decode_3.0.0: a branch head, which moves; no published file names the commit the recipe built
 FROM base AS build-triton
 ARG MAX_JOBS
 ARG PIP_NO_INDEX
@@ -206,7 +206,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && cp /src/vllm.source /wheels/vllm.source
 
 # ---- torch-memory-saver: https://github.com/YangWang92/torch_memory_saver_numa.git @ numa
-# WARNING: MUTABLE ref numa: a branch of a fork of which no copy is stored here and no stored file names its commit
+# WARNING: MUTABLE ref numa: a branch head of a fork, which moves; no published file names the commit the recipe built
 FROM base AS build-torch-memory-saver
 ARG MAX_JOBS
 ARG PIP_NO_INDEX
@@ -262,48 +262,48 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
 RUN rocmkit vf-configs --strict
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm6","description":"Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5","targets":["gfx942"],"rocm":"6.3.4","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:6.3.4-complete","base_image_overridden":false,"base_pip":["torch==2.6.0+rocm6.2.4","torchvision==0.21.0+rocm6.2.4","torchaudio==2.6.0+rocm6.2.4","setuptools==75.8.0","wheel==0.45.1","packaging==24.2","ninja==1.11.1.3","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.1.0","psutil==7.0.0"],"base_pip_sources":["https://download.pytorch.org/whl/rocm6.2.4"],"components":[{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"236178e5","mutable_reason":"the seed recipe publishes only this 8-digit prefix; the stored ROCm/TransformerEngine copy ends 2024-10 and no stored file names the full commit","needs":[]},{"name":"vllm-rocm-fork","kind":"git","git":"https://github.com/ROCm/vllm.git","commit":"113274a0e740ac779ac713de643e12856b10ce05","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel","vllm-rocm-fork"]},{"name":"triton","kind":"git","git":"https://github.com/ROCm/triton.git","commit":null,"tag":null,"mutable_ref":"improve_fa_decode_3.0.0","mutable_reason":"a branch; absent from the stored ROCm/triton copy (ends 2024-12-20) and no stored file names its commit","needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"a02a93ddde3176815df0ef09122ae20d0aa198d5","tag":"v0.1.2","mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/RLFoundation/vllm-patch.git","commit":"247322c1081df540e7c65a5bd3c9511c475fa985","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/YangWang92/torch_memory_saver_numa.git","commit":null,"tag":null,"mutable_ref":"numa","mutable_reason":"a branch of a fork of which no copy is stored here and no stored file names its commit","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/volcengine/verl.git","commit":"e95bd9edf206ee6028b3e0a62221c6fa67931898","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[data,train,tune,serve]==2.47.1"],"no_deps":false},{"name":"tensordict","kind":"pip","requirements":["tensordict==0.9.1","packaging==25.0"],"no_deps":false},{"name":"transformers","kind":"pip","requirements":["transformers==4.51.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","NCCL_MIN_NCHANNELS":"112","MOE_PADDING":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"8ccae4e2c317c618645a530c9afda3e2f4f50e59c0faeb917561859173102cdb"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm6","description":"verl 0.4.1-era ROCm 6.3.4 recipe for MI300X: verl 0.5.0.dev with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5","targets":["gfx942"],"rocm":"6.3.4","python":"3.12","base_image":"rocm/dev-ubuntu-22.04:6.3.4-complete","base_image_overridden":false,"base_pip":["torch==2.6.0+rocm6.2.4","torchvision==0.21.0+rocm6.2.4","torchaudio==2.6.0+rocm6.2.4","setuptools==75.8.0","wheel==0.45.1","packaging==24.2","ninja==1.11.1.3","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.1.0","psutil==7.0.0"],"base_pip_sources":["https://download.pytorch.org/whl/rocm6.2.4"],"components":[{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"236178e5","mutable_reason":"verl'"'"'s recipe names only this 8-digit prefix, and no published file names the full commit","needs":[]},{"name":"vllm-rocm-fork","kind":"git","git":"https://github.com/ROCm/vllm.git","commit":"113274a0e740ac779ac713de643e12856b10ce05","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"7e257cd666c0d639626487987ea8e590da1e9395","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel","vllm-rocm-fork"]},{"name":"triton","kind":"git","git":"https://github.com/ROCm/triton.git","commit":null,"tag":null,"mutable_ref":"improve_fa_decode_3.0.0","mutable_reason":"a branch head, which moves; no published file names the commit the recipe built","needs":[]},{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"a02a93ddde3176815df0ef09122ae20d0aa198d5","tag":"v0.1.2","mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/RLFoundation/vllm-patch.git","commit":"247322c1081df540e7c65a5bd3c9511c475fa985","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/YangWang92/torch_memory_saver_numa.git","commit":null,"tag":null,"mutable_ref":"numa","mutable_reason":"a branch head of a fork, which moves; no published file names the commit the recipe built","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/volcengine/verl.git","commit":"e95bd9edf206ee6028b3e0a62221c6fa67931898","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[data,train,tune,serve]==2.47.1"],"no_deps":false},{"name":"tensordict","kind":"pip","requirements":["tensordict==0.9.1","packaging==25.0"],"no_deps":false},{"name":"transformers","kind":"pip","requirements":["transformers==4.51.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","NCCL_MIN_NCHANNELS":"112","MOE_PADDING":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"a6c35a6a90012bafab0d94bf34858e079550264760dfd9b98edc06369be740fa"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
 # image). The CycloneDX library comes from the context for this step only: the image's Python does not gain it.
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     PYTHONPATH=/tmp/rocmkit-dist/sbom-lib python -m rocmkit.image.sbom --exclude /tmp/rocmkit-dist/sbom-lib /opt/rocmkit/sbom.cdx.json
-# seed Dockerfile.rocm ENV block: kernel arguments in device memory
+# verl Dockerfile.rocm ENV block: kernel arguments in device memory
 ENV HIP_FORCE_DEV_KERNARG="1"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV HSA_NO_SCRATCH_RECLAIM="1"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV SGLANG_SET_CPU_AFFINITY="1"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN="1"
-# seed Dockerfile.rocm ENV block: RCCL channel count for MI300X XGMI
+# verl Dockerfile.rocm ENV block: RCCL channel count for MI300X XGMI
 ENV NCCL_MIN_NCHANNELS="112"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV MOE_PADDING="1"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV VLLM_FP8_PADDING="1"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV VLLM_FP8_ACT_PADDING="1"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV VLLM_FP8_WEIGHT_PADDING="1"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV VLLM_FP8_REDUCE_CONV="1"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV TORCHINDUCTOR_MAX_AUTOTUNE="1"
-# seed Dockerfile.rocm ENV block
+# verl Dockerfile.rocm ENV block
 ENV TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 # Ray 2.47.1 would narrow each actor's AMD visible devices; verl assigns GPUs itself (ray-project/ray#51104, Ray >= 2.45)
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-rocm6" \
-    org.opencontainers.image.description="Seed reference stack: verl 0.5.0.dev on ROCm 6.3.4 with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5" \
-    org.opencontainers.image.version="rocm6.3.4-gfx942-8ccae4e2c317" \
+    org.opencontainers.image.description="verl 0.4.1-era ROCm 6.3.4 recipe for MI300X: verl 0.5.0.dev with vLLM 0.8.5 sleep/NUMA patch and SGLang 0.4.6.post5" \
+    org.opencontainers.image.version="rocm6.3.4-gfx942-a6c35a6a9001" \
     org.opencontainers.image.base.name="rocm/dev-ubuntu-22.04:6.3.4-complete" \
     io.rocmkit.stack="verl-rocm6" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="6.3.4" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="8ccae4e2c317c618645a530c9afda3e2f4f50e59c0faeb917561859173102cdb" \
+    io.rocmkit.inputs-hash="a6c35a6a90012bafab0d94bf34858e079550264760dfd9b98edc06369be740fa" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.47.1" \

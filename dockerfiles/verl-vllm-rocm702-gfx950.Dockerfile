@@ -240,7 +240,7 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
 ENV HIP_FORCE_DEV_KERNARG="1"
 # scratch memory kept, not reclaimed: vLLM Dockerfile.rocm_base says Required for RCCL in ROCm7.1; every SGLang ROCm image sets it, rocm700 included
 ENV HSA_NO_SCRATCH_RECLAIM="1"
-# RCCL channel count for MI300X/MI355X XGMI (seed verl Dockerfile.rocm ENV block; SGLang and radixark/miles ROCm images)
+# RCCL channel count for MI300X/MI355X XGMI (verl 0.4.1's Dockerfile.rocm ENV block; SGLang and radixark/miles ROCm images)
 ENV NCCL_MIN_NCHANNELS="112"
 # tokenizer threads and fork() in Ray workers do not mix (vLLM docker/Dockerfile.rocm and verl Dockerfile.rocm7 final ENV)
 ENV TOKENIZERS_PARALLELISM="false"

@@ -55,6 +55,42 @@ def test_every_option_says_what_it_does():
     assert bare == []
 
 
+def _sentences(text: str) -> list[str]:
+    """The prose of a page, sentence by sentence: code blocks, tables, headings and indented blocks left out,
+    each list item a sentence boundary."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    paragraphs, lines = [], []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith(("|", "#", "<!--")) or line.startswith("    "):
+            paragraphs.append(" ".join(lines))
+            lines = []
+            continue
+        if re.match(r"^([-*]|\d+\.)\s", s):
+            paragraphs.append(" ".join(lines))
+            lines, s = [], re.sub(r"^([-*]|\d+\.)\s", "", s)
+        lines.append(s)
+    paragraphs.append(" ".join(lines))
+    return [x for p in paragraphs if p for x in re.split(r"(?<=[.!?])\s+(?=[A-Z`(*\[])", p)]
+
+
+def test_guide_sentences_are_short():
+    """A newcomer reads the guides: no sentence there runs past 60 words."""
+    long = [f"{page.name}: {len(s.split())} words: {s[:80]}..." for page in sorted((doc_tables.DOCS / "guides").glob("*.md"))
+            for s in _sentences(page.read_text()) if len(s.split()) > 60]
+    assert long == []
+    assert [len(s.split()) for s in _sentences("One. Two " + "words " * 69 + "end.\n- A list item.")] == [1, 71, 3]
+
+
+def test_every_guide_starts_with_a_command_to_run():
+    """Each command's section shows a command line (a code block naming `rocmkit NAME`) before its details."""
+    guides = "\n".join(p.read_text() for p in (doc_tables.DOCS / "guides").glob("*.md"))
+    for name in cli.list_commands(click.Context(cli)):
+        section = guides.split(f"\n## rocmkit {name}\n", 1)[1].split("\n## ", 1)[0]
+        first_block = section.split("```", 2)[1] if "```" in section else ""
+        assert re.search(rf"\brocmkit {name}\b", first_block), f"rocmkit {name}: no example before the details"
+
+
 def _docs_tools() -> str | None:
     missing = [m for m in ("mkdocs", "material", "mkdocs_click") if importlib.util.find_spec(m) is None]
     return f"the docs extra is not installed (missing {', '.join(missing)}): pip install -e '.[docs]'" if missing \

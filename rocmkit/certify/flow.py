@@ -56,7 +56,8 @@ def setup_command(s: Settings, ws: Workspace, target: Target) -> list[str]:
 
 def setup_problem(s: Settings, target: Target, returncode: int | None, report: dict,
                   tail: list[str]) -> tuple[str, str] | None:
-    """Why the target cannot run the check (message, hint), or None. Pure."""
+    """Why the target cannot run the check (message, hint), or None. Pure, but for torch_advice.host() (this
+    host's /dev/kfd, KFD topology and ROCm version), read only when torch sees fewer GPUs than asked."""
     where = f"the image {target.image}" if target.image else f"this host's Python ({target.python})"
     said = " | ".join(line for line in tail[-6:] if line.strip())
     if target.image and returncode == DOCKER_ERROR:
@@ -75,12 +76,14 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
         return f"{where} lacks {missing}", hint
     dev = report.get("devices")
     if dev and s.gpus > dev["visible"]:
+        from . import torch_advice
+
         built = f"HIP {dev['hip']}" if dev.get("hip") else (f"CUDA {dev['cuda']}" if dev.get("cuda") else "the CPU only")
         env = ", ".join(f"{k}={v!r}" for k, v in dev.get("visible_env", {}).items())
         return (f"asked for {s.gpus} GPU(s), but torch {dev['torch']} (built for {built}) in {where} sees "
                 f"{dev['visible']}" + (f" ({env})" if env else ""),
-                "nothing was trained; --gpus 0 runs on the CPU" + engines.of(s).cpu_hint()
-                + "; on a GPU host `rocmkit doctor` says why the GPUs are not visible")
+                "nothing was trained; " + torch_advice.hint(dev, torch_advice.host(), python=target.python,
+                                                            image=target.image, cpu_note=engines.of(s).cpu_hint()))
     return engines.of(s).setup_refusal(report)
 
 
