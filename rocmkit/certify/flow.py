@@ -223,6 +223,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     run_doc = {"status": status.value, "exit_code": run.returncode, "wall_s": round(run.seconds, 2),
                "stop": watched["stop"], "longest_silence_s": watched["longest_silence_s"],
                "stall_timeout_s": s.stall_timeout or None}
+    if watched["replicas"]:  # several rollout replicas: each one's updates and syncs, apart
+        run_doc["replica_timelines"] = watched["replicas"]
     stop = follow.watch.stopped
     extra = engine.extra_checks(report) + ([check("no stall or engine error", False, stop.message(s.stall_timeout))]
                                           if stop else [])

@@ -94,7 +94,16 @@ def fatal_pattern(line: str) -> str | None:
 
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Ray colours its prefixes
+# Ray prefixes a worker's line with its actor and pid, "(vLLMHttpServer pid=9553)": one per rollout replica
+_SOURCE_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((?:(\w+) )?pid=(\d+)(?:, ip=[\d.]+)?\)")
+REPLICA_EVENTS = 400  # the most events kept per source (a long run's sleeps and syncs, two a step)
 _PREFIX_RE = re.compile(r"^(?:\(\S+ pid=\d+\) |\S+ \d\d-\d\d [\d:]+ \[[^\]]+\] )+")
+
+
+def source(line: str) -> str:
+    """The Ray actor and pid a line came from ("vLLMHttpServer pid=9553"), or "driver"."""
+    m = _SOURCE_RE.match(line)
+    return (f"{m.group(1)} pid={m.group(2)}" if m.group(1) else f"pid={m.group(2)}") if m else "driver"
 
 
 def short(line: str) -> str:
@@ -120,6 +129,8 @@ class Watch:
         self.step = 0  # the last step seen
         self.reward: float | None = None
         self.timeline: list[dict] = [{"phase": START_UP, "detail": first_phase, "at_s": 0.0}]
+        # each Ray worker's own update and sync events (rollout replicas interleave in the phase timeline)
+        self.replicas: dict[str, list[dict]] = {}
         self.longest_silence_s = 0.0
         self._recent: deque[str] = deque(maxlen=RECENT_LINES)
         self.error_at: float | None = None
@@ -152,7 +163,12 @@ class Watch:
             if rx.search(text):
                 if kind == START_UP and self.step:
                     break  # a late start-up line (a restarted worker) does not undo the steps
-                self._enter(kind, detail if kind == START_UP else f"step {self.step + 1}: {detail}", now)
+                where = "finishing" if self.total and self.step >= self.total else f"step {self.step + 1}"
+                self._enter(kind, detail if kind == START_UP else f"{where}: {detail}", now)
+                if kind in (UPDATE, SYNC) and source(text) != "driver":
+                    events = self.replicas.setdefault(source(text), [])
+                    if len(events) < REPLICA_EVENTS:
+                        events.append({"phase": kind, "detail": f"{where}: {detail}", "at_s": round(now - self.started, 2)})
                 break
         name = fatal_pattern(text) if self.fatal else None
         if name == "python.exception" and not any("Traceback (most recent call last)" in r for r in self._recent):
@@ -188,7 +204,8 @@ class Watch:
     def record(self) -> dict:
         """The certificate's part: the timeline, the longest silence, and the stop if there was one."""
         return {"timeline": self.timeline, "longest_silence_s": round(self.longest_silence_s, 1),
-                "stop": self.stopped.to_json() if self.stopped else None}
+                "stop": self.stopped.to_json() if self.stopped else None,
+                "replicas": self.replicas if len(self.replicas) > 1 else {}}
 
 
 def _from_traceback(lines: list[str]) -> list[str]:

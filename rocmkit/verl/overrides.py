@@ -148,7 +148,10 @@ def environment(r: VerlRun, metrics_file: str) -> dict[str, str]:
     env = {"VERL_FILE_LOGGER_PATH": metrics_file,
            # Ray 2.60 writes ~/.ray/auth_token when ray.init() starts a cluster, and from then on every
            # `ray start` on this host wants token authentication: this throwaway cluster needs none.
-           "RAY_AUTH_MODE": "disabled"}
+           "RAY_AUTH_MODE": "disabled",
+           # Ray's driver folds lines that repeat across workers (numbers ignored) into "[repeated Nx across
+           # cluster]": two rollout replicas' sleeps and weight syncs would read as one's (report.py counts them)
+           "RAY_DEDUP_LOGS": "0"}
     if r.on_cpu:
         env.update({
             "VERL_USE_EXTERNAL_MODULES": CPU_PLATFORM_MODULE,  # verl imports it in every process, Ray workers too

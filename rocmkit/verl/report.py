@@ -10,6 +10,7 @@ from . import attention
 from . import sleep_pool
 from ..certify.judge import check
 from .overrides import attention_overrides
+from ..certify.watchdog import source
 
 # vLLM 0.24.0's own lines (vllm/v1/worker/gpu_model_runner.py:6657, vllm/compilation/monitor.py:20 and 53,
 # vllm/v1/engine/core.py:328-346, vllm/v1/worker/gpu_worker.py:182)
@@ -18,6 +19,12 @@ GRAPHS_RE = re.compile(r"Graph capturing finished in (\d+(?:\.\d+)?) secs?, took
 COMPILE_RE = re.compile(r"torch\.compile (?:and initial profiling/warmup run together )?took (\d+(?:\.\d+)?) s in total")
 ENGINE_INIT_RE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took (\d+(?:\.\d+)?) s")
 SLEEP_RE = re.compile(r"Sleep mode freed (\d+(?:\.\d+)?) GiB memory, (\d+(?:\.\d+)?) GiB memory is still in use")
+WAKE_WEIGHTS_RE = re.compile(r"to wake up tags \['weights'\]")  # vllm/v1/.../abstract.py: the weight sync's start
+# Ray prefixes a worker's line with its actor and pid, "(vLLMHttpServer pid=9553)", one per rollout replica. Its
+# driver folds lines that repeat across processes into one "[repeated Nx across cluster]" line (numbers ignored),
+# so with dedup on, replicas' sleeps merge; certify runs verl with RAY_DEDUP_LOGS=0 (overrides.environment), and
+# a folded line still counts N times in the totals.
+FOLDED_RE = re.compile(r"\[repeated (\d+)x across cluster\]")
 
 
 def attention_choice(asked: str, on_cpu: bool, report: dict) -> dict:
@@ -47,17 +54,34 @@ def sleep_pool_check(report: dict) -> dict | None:
     return check("vLLM sleep-mode pool", passed, detail + (f" (hint: {hint})" if hint and not passed else ""))
 
 
+def per_source(text: str, rx: re.Pattern) -> tuple[dict[str, int], bool]:
+    """How many times each source printed a line matching rx, Ray's folded lines counted N times; and whether a
+    folded line was among them (then the per-source split is Ray's, not the replicas')."""
+    counts: dict[str, int] = {}
+    folded = False
+    for line in text.splitlines():
+        if rx.search(line):
+            m = FOLDED_RE.search(line)
+            folded = folded or m is not None
+            counts[source(line)] = counts.get(source(line), 0) + (int(m.group(1)) if m else 1)
+    return counts, folded
+
+
 def from_log(text: str) -> dict:
     """vLLM's compile, graph capture, engine start and sleep-mode figures, as its log lines say them."""
     graphs = [(float(a), float(b)) for a, b in GRAPHS_RE.findall(text)]
     sleeps = [(float(a), float(b)) for a, b in SLEEP_RE.findall(text)]
+    sleeps_by, folded_sleeps = per_source(text, SLEEP_RE)
+    wakes_by, folded_wakes = per_source(text, WAKE_WEIGHTS_RE)
     compiled = [float(x) for x in COMPILE_RE.findall(text)]
     init = [float(x) for x in ENGINE_INIT_RE.findall(text)]
     return {
         "graphs_captured": bool(graphs), "graph_capture_s": graphs[0][0] if graphs else None,
         "graph_gib": graphs[0][1] if graphs else None,
         "compile_s": compiled[0] if compiled else None, "engine_init_s": init[0] if init else None,
-        "sleeps": len(sleeps),
+        "sleeps": sum(sleeps_by.values()), "sleeps_per_replica": sleeps_by,
+        "weight_syncs": sum(wakes_by.values()), "weight_syncs_per_replica": wakes_by,
+        "folded": folded_sleeps or folded_wakes,
         "sleep_freed_gib": [min(f for f, _ in sleeps), max(f for f, _ in sleeps)] if sleeps else None,
         "sleep_still_in_use_gib": [min(u for _, u in sleeps), max(u for _, u in sleeps)] if sleeps else None,
     }
@@ -72,7 +96,9 @@ def record(report: dict, log_text: str, rollout_graphs: bool) -> dict:
         "rollout_graphs": {"asked": rollout_graphs, "exercised": seen["graphs_captured"],
                            "capture_s": seen["graph_capture_s"], "compile_s": seen["compile_s"]},
         "engine_init_s": seen["engine_init_s"],
-        "sleep_mode": ({"sleeps": seen["sleeps"], "freed_gib": seen["sleep_freed_gib"],
+        "sleep_mode": ({"sleeps": seen["sleeps"], "per_replica": seen["sleeps_per_replica"],
+                        "weight_syncs": seen["weight_syncs"], "weight_syncs_per_replica": seen["weight_syncs_per_replica"],
+                        "folded_by_ray": seen["folded"], "freed_gib": seen["sleep_freed_gib"],
                         "still_in_use_gib": seen["sleep_still_in_use_gib"], "allocator": report.get("sleep_pool")}
                        if seen["sleeps"] or report.get("sleep_pool") else None),
     }

@@ -201,7 +201,9 @@ class Verl(BuiltinTask):
                    + ("" if g["asked"] else " (eager: --rollout-graphs captures them)"))
         sm = v.get("sleep_mode") or {}
         if sm.get("freed_gib"):
-            out.append(f"- sleep mode: {sm['sleeps']} sleeps freed {_span(sm['freed_gib'])} GiB, "
+            each = sm.get("per_replica") or {}
+            split = f" ({' + '.join(map(str, each.values()))} over {len(each)} replicas)" if len(each) > 1 else ""
+            out.append(f"- sleep mode: {sm['sleeps']} sleeps{split} freed {_span(sm['freed_gib'])} GiB, "
                        f"{_span(sm['still_in_use_gib'])} GiB still in use")
         return out
 
