@@ -10,6 +10,11 @@ The runs, in order (those that need more GPUs than are visible are skipped, and 
     verl-2gpu    rocmkit certify --host --engine verl --gpus 2 --json      (two or more GPUs)
     trl-1gpu     rocmkit certify --host --engine trl --gpus 1 --json
 
+and by name with --only, the shapes of real jobs: verl-2gpu-rollout-tp2, verl-4gpu-rollout-tp2 (`--rollout-tp 2`
+on 2 and 4 GPUs) and trl-server-2gpu (`--vllm-mode server --gpus 2`: the server on one GPU, the trainer on the
+other). verl and TRL need Pythons of their own (TRL 1.13 or newer beside verl breaks verl): run the TRL ones with
+the Python, or PYTHONPATH, that has TRL.
+
 Each run's document is written to DIR/NAME.json (a certificate, or the doctor's report) with its stderr beside it
 (DIR/NAME.stderr), and one line is printed per run: name, exit code, verdict, seconds, and the figures a reader
 checks first. DIR/summary.json holds those lines. Exit 0 when every run that ran exited 0.
@@ -34,7 +39,15 @@ RUNS = {  # name -> (GPUs it needs, the command after `rocmkit`)
     "verl-1gpu": (1, ["certify", "--host", "--engine", "verl", "--gpus", "1", "--json"]),
     "verl-2gpu": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--json"]),
     "trl-1gpu": (1, ["certify", "--host", "--engine", "trl", "--gpus", "1", "--json"]),
+    # the shapes of real jobs, asked for by name: rollout replicas of TP 2, TRL's server on one GPU and its
+    # trainer on the other
+    "verl-2gpu-rollout-tp2": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--rollout-tp", "2",
+                                  "--json"]),
+    "verl-4gpu-rollout-tp2": (4, ["certify", "--host", "--engine", "verl", "--gpus", "4", "--rollout-tp", "2",
+                                  "--json"]),
+    "trl-server-2gpu": (2, ["certify", "--host", "--engine", "trl", "--vllm-mode", "server", "--gpus", "2", "--json"]),
 }
+CORE = ("doctor", "verl-1gpu", "verl-2gpu", "trl-1gpu")  # what a change to the GPU path is checked with
 
 
 def visible_gpus() -> int:
@@ -94,7 +107,8 @@ def run_one(name: str, argv: list[str], out: Path, deadline: float | None) -> di
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="gpu-check", help="folder for the documents (default: gpu-check)")
-    ap.add_argument("--only", default=",".join(RUNS), help=f"runs to make, comma-separated: {', '.join(RUNS)}")
+    ap.add_argument("--only", default=",".join(CORE),
+                    help=f"runs to make, comma-separated (default: {','.join(CORE)}); all: {', '.join(RUNS)}")
     ap.add_argument("--deadline", type=float, default=None, help="seconds before a run is stopped (default: none)")
     args = ap.parse_args()
     names = [n.strip() for n in args.only.split(",") if n.strip()]

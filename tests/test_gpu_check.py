@@ -26,7 +26,7 @@ def doc(name: str) -> dict:
 
 
 def test_every_run_of_the_check_was_made_and_passed():
-    assert set(RUNS) == {"doctor", "verl-1gpu", "verl-2gpu", "trl-1gpu"}
+    assert {"doctor", "verl-1gpu", "verl-2gpu", "trl-1gpu"} <= set(RUNS)
     assert {n: r["verdict"] for n, r in RUNS.items()} == dict.fromkeys(RUNS, "pass")
     assert all(r["exit"] == 0 for n, r in RUNS.items() if n != "doctor")
     # the commands are a user's, default options included: no --no-probes, no --steps
@@ -62,13 +62,31 @@ def test_the_probes_ran_where_the_run_happened(name):
     assert {x["name"] for x in c["checks"]} >= set(ids)
 
 
-def test_the_verl_runs_trained_on_the_gpus_they_asked_for():
-    for name, gpus in (("verl-1gpu", 1), ("verl-2gpu", 2)):
+def test_the_verl_runs_trained_on_the_gpus_they_asked_for_in_the_layout_asked():
+    verl = [n for n in CERTIFICATES if n.startswith("verl-")]
+    assert {"verl-1gpu", "verl-2gpu"} <= set(verl)
+    for name in verl:
         c = doc(name)
-        assert c["engine"] == "verl" and c["settings"]["gpus"] == gpus
+        gpus, tp = c["settings"]["gpus"], c["settings"]["rollout_tp"]
+        assert c["engine"] == "verl" and name.startswith(f"verl-{gpus}gpu")
         assert len(c["device"].split(", ")) == gpus and c["setup"]["devices"]["visible"] >= gpus
         assert c["engine_run"]["attention"]["chosen"] in ("sdpa", "flash_attention_2")
         assert c["run"]["status"] == "finished" and len(c["metrics"]["per_step"]) == c["settings"]["steps"]
+        lay = c["engine_run"]["layout"]
+        assert (lay["data_parallel"], lay["rollout_replicas"], lay["rollout_tp"]) == (gpus, gpus // tp, tp)
+        assert f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}" in c["settings"]["command"]
+
+
+def test_each_rollout_replica_slept_and_synced_every_step_and_is_counted_apart():
+    for name in (n for n in CERTIFICATES if n.startswith("verl-")):
+        c = doc(name)
+        sm, lay = c["engine_run"]["sleep_mode"], c["engine_run"]["layout"]
+        assert not sm["folded_by_ray"] and len(sm["per_replica"]) == lay["rollout_replicas"]
+        steps = c["settings"]["steps"]
+        # one sleep per step and one at start-up, per replica: none is lost to Ray's log folding
+        assert set(sm["per_replica"].values()) == {steps + 1} and sm["sleeps"] == (steps + 1) * lay["rollout_replicas"]
+        if lay["rollout_replicas"] > 1:
+            assert set(c["run"]["replica_timelines"]) == set(sm["per_replica"])
 
 
 def test_the_doctor_measured_every_visible_gpu_and_no_probe_failed():
