@@ -103,7 +103,7 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
             "memory": result.memory, "notes": result.notes, "verl_check": composed}))
         return
     click.echo(f"# {spec.name} ({spec.params / 1e9:.2f}B) on {nodes} x {gpus_per_node} {gpu_name}")
-    click.echo("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\")
+    click.echo("python3 -m verl.trainer.main_ppo \\")
     lines = [shlex.quote(o) for o in result.overrides()]
     for i, line in enumerate(lines):
         click.echo(f"    {line}" + (" \\" if i < len(lines) - 1 else ""))
@@ -136,7 +136,7 @@ def compose_with_verl(overrides: list[str], verl_python: str | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="rocmkit-tune-") as tmp:
         path = f"{tmp}/overrides.json"
         with open(path, "w") as f:
-            json.dump(["algorithm.adv_estimator=grpo", *overrides], f)
+            json.dump(overrides, f)
         out = proc.capture([python, "-m", "rocmkit.certify.verl_check", "--structure", path], timeout=300,
                            env=intarget.host_env())  # this rocmkit's verl_check, in the Python that has verl
     text = "\n".join(out.tail)

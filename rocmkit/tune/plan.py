@@ -208,6 +208,11 @@ def make(job: Job) -> Plan:
     if job.rollout not in ("vllm", "sglang") or job.backend not in ("fsdp", "megatron"):
         raise UsageError("--rollout is vllm or sglang; --backend is fsdp or megatron")
     plan = Plan(job)
+    # The algorithm is a setting like any other, so the text, the JSON and every command that reads a saved plan
+    # get it from here: without it verl runs its default estimator, gae, which is PPO with a critic.
+    plan.add("algorithm.adv_estimator", "grpo", "GRPO: each prompt's n responses are scored against their group, "
+             "no critic (verl's default, gae, is PPO and trains a critic model these settings do not plan for)",
+             "verl")
     plan.add("data.train_batch_size", job.train_batch, "as asked", "user")
     plan.add("data.max_prompt_length", job.prompt_len, "as asked", "user")
     plan.add("data.max_response_length", job.response_len, "as asked", "user")
