@@ -102,7 +102,7 @@ def test_tune_plan_goes_before_the_users_overrides(tmp_path):
     runner = CliRunner()
     plan = runner.invoke(cli, ["tune", "--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--nodes", "2", "--json"])
     assert plan.exit_code == 0, plan.output
-    (tmp_path / "plan.json").write_text(plan.output)
+    (tmp_path / "plan.json").write_text(plan.stdout)  # stderr may warn about this host's memory
     r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
                             str(tmp_path / "plan.json"), "--", "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"])
     assert r.exit_code == 0, r.output
@@ -128,9 +128,9 @@ def test_a_json_plan_runs_grpo_and_a_plan_without_an_algorithm_is_refused(tmp_pa
     plan = runner.invoke(cli, ["tune", "--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--json"])
     assert plan.exit_code == 0, plan.output
     text = runner.invoke(cli, ["tune", "--model", "Qwen2-7B-Instruct", "--gpu", "MI300X"]).output
-    doc = json.loads(plan.output)
+    doc = json.loads(plan.stdout)
     assert "algorithm.adv_estimator=grpo" in doc["overrides"] and "algorithm.adv_estimator=grpo" in text
-    (tmp_path / "plan.json").write_text(plan.output)
+    (tmp_path / "plan.json").write_text(plan.stdout)  # stderr may warn about this host's memory
     r = runner.invoke(cli, ["slurm", "--nodes", "1", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
                             str(tmp_path / "plan.json")])
     assert r.exit_code == 0, r.output

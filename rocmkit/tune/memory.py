@@ -1,4 +1,5 @@
-"""The memory model: bytes on one GPU for a training step of the actor and for the rollout engine.
+"""The memory model: bytes on one GPU for a training step of the actor and for the rollout engine, and on the
+host for what verl offloads there.
 
 Pure arithmetic on a ModelSpec. P = parameters, t = tokens of one micro batch, V = vocabulary, L = layers.
 Each estimate keeps its parts by name, so `rocmkit tune --json` shows where the memory goes.
@@ -119,3 +120,37 @@ def megatron_states(spec: ModelSpec, *, tp: int, pp: int, dp: int) -> int:
     TP x PP; fp32 master weights and Adam moments 12P further over DP."""
     model_parallel = tp * pp
     return (2 + 4) * spec.params // model_parallel + 12 * spec.params // (model_parallel * dp)
+
+
+def host_offload(spec: ModelSpec, *, backend: str, gpus_per_node: int, gpus: int, param_offload: bool,
+                 optimizer_offload: bool, offload_policy: bool = False, tp: int = 1, pp: int = 1) -> Estimate:
+    """Host memory on one node for what verl keeps there, by part (verl 0.9.1's FSDP engine and Megatron utils).
+
+    FSDP trains fp32 weights (fsdp.yaml model_dtype: fp32) sharded over every GPU of the job, so a node holds
+    gpus_per_node / gpus of each: param_offload moves the weights (4P) and optimizer_offload AdamW's two moments
+    (8P) to the host between phases; offload_policy (FSDP2's CPUOffloadPolicy) keeps the weights, the gradients
+    (4P) and the moments there throughout, and verl then ignores the two others. Megatron's param_offload moves
+    the bf16 weights (2P over TP x PP; every data-parallel rank holds its own copy) and optimizer_offload the
+    distributed optimizer's fp32 master weights and moments (12P over every GPU). All of it is pinned memory,
+    which the kernel cannot swap out.
+    """
+    p = spec.params
+
+    def node_share(total: int) -> int:
+        return total * gpus_per_node // gpus
+
+    parts: dict[str, int] = {}
+    if backend == "megatron":
+        if param_offload:
+            parts["weights_bf16"] = 2 * p // (tp * pp) * gpus_per_node
+        if optimizer_offload:
+            parts["master_weights_and_adamw_fp32"] = node_share(12 * p)
+        return Estimate(parts, "between phases")
+    if offload_policy:
+        parts = {"weights_fp32": node_share(4 * p), "grads_fp32": node_share(4 * p), "adamw_fp32": node_share(8 * p)}
+        return Estimate(parts, "throughout")
+    if param_offload:
+        parts["weights_fp32"] = node_share(4 * p)
+    if optimizer_offload:
+        parts["adamw_fp32"] = node_share(8 * p)
+    return Estimate(parts, "between phases")
