@@ -170,7 +170,8 @@ def _placement(cfg) -> list[str]:
     elif replica > per_node and replica % per_node:  # verl/workers/rollout/replica.py: a replica spans whole nodes
         out.append(f"{r}.tensor_model_parallel_size={tp}: a rollout replica of {replica} GPUs spans nodes, so it must "
                    f"be a multiple of trainer.n_gpus_per_node={per_node} (verl/workers/rollout/replica.py)")
-    if _sel(cfg, f"{r}.name") == "vllm" and dp > 1 and per_node % tp:  # verl/workers/rollout/vllm_rollout/vllm_async_server.py
+    # verl/workers/rollout/vllm_rollout/vllm_async_server.py: data parallelism inside a replica splits each node
+    if _sel(cfg, f"{r}.name") == "vllm" and dp > 1 and per_node % tp:
         out.append(f"{r}.tensor_model_parallel_size={tp}: with {r}.data_parallel_size={dp} vLLM needs TP to divide "
                    f"trainer.n_gpus_per_node={per_node} (verl/workers/rollout/vllm_rollout/vllm_async_server.py)")
     a = "actor_rollout_ref.actor"
@@ -192,7 +193,8 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ())
     from omegaconf import OmegaConf
 
     unresolved = list(unresolved)
-    missing = [k for k in OmegaConf.missing_keys(cfg) if k != "reward.reward_model.rollout.name" and k not in unresolved]
+    missing = [k for k in OmegaConf.missing_keys(cfg)
+               if k != "reward.reward_model.rollout.name" and k not in unresolved]
     if missing:
         result["errors"].append(f"mandatory values not set: {', '.join(missing)}")
     variants = _Variants(cfg)
