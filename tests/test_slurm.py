@@ -102,7 +102,7 @@ def test_tune_plan_goes_before_the_users_overrides(tmp_path):
     runner = CliRunner()
     plan = runner.invoke(cli, ["tune", "--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--nodes", "2", "--json"])
     assert plan.exit_code == 0, plan.output
-    (tmp_path / "plan.json").write_text(plan.output)
+    (tmp_path / "plan.json").write_text(plan.stdout)  # stderr may warn about this host's memory
     r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
                             str(tmp_path / "plan.json"), "--", "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"])
     assert r.exit_code == 0, r.output
@@ -117,6 +117,36 @@ def test_tune_plan_goes_before_the_users_overrides(tmp_path):
     bad = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
                               str(tmp_path / "bad.json")])
     assert bad.exit_code == 2 and "rocmkit.tune/v1" in bad.output
+
+
+def test_a_json_plan_runs_grpo_and_a_plan_without_an_algorithm_is_refused(tmp_path):
+    """The JSON plan carries the algorithm the text shows: the rendered driver line runs GRPO, not verl's default
+    gae (PPO). A plan without algorithm.adv_estimator is refused by slurm --tune and certify --tune alike."""
+    import json
+
+    runner = CliRunner()
+    plan = runner.invoke(cli, ["tune", "--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--json"])
+    assert plan.exit_code == 0, plan.output
+    text = runner.invoke(cli, ["tune", "--model", "Qwen2-7B-Instruct", "--gpu", "MI300X"]).output
+    doc = json.loads(plan.stdout)
+    assert "algorithm.adv_estimator=grpo" in doc["overrides"] and "algorithm.adv_estimator=grpo" in text
+    (tmp_path / "plan.json").write_text(plan.stdout)  # stderr may warn about this host's memory
+    r = runner.invoke(cli, ["slurm", "--nodes", "1", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
+                            str(tmp_path / "plan.json")])
+    assert r.exit_code == 0, r.output
+    (driver,) = [line for line in r.output.splitlines() if line.startswith("DRIVER=(")]
+    assert "verl.trainer.main_ppo" in driver and " algorithm.adv_estimator=grpo " in driver
+
+    doc["overrides"] = [o for o in doc["overrides"] if not o.startswith("algorithm.adv_estimator=")]
+    old = tmp_path / "old-plan.json"
+    old.write_text(json.dumps(doc))
+    for args in (["slurm", "--nodes", "1", "--image", "img:1", "--ray-version", "2.55.1", "--tune", str(old)],
+                 ["certify", "--engine", "verl", "--tune", str(old), "--out", str(tmp_path / "c"), "--dry-run"]):
+        r = runner.invoke(cli, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert f"--tune {old}: overrides: no algorithm.adv_estimator" in r.output and "hint:" in r.output, r.output
+        assert "Traceback" not in r.output and "DRIVER=" not in r.output
+    assert not (tmp_path / "c").exists()
 
 
 @pytest.mark.parametrize("runtime", slurm.RUNTIMES, ids=lambda r: f"runtime-{r}")

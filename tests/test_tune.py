@@ -171,6 +171,49 @@ def test_a_config_missing_a_field_is_named(tmp_path):
     assert out.returncode == 2 and "num_hidden_layers" in out.stderr and "config.json" in out.stderr
 
 
+def test_the_host_memory_of_the_offloads_is_stated_and_checked(tmp_path):
+    """72B on one node of 2 MI300X: the sharded states do not fit beside the step, so FSDP2 keeps the fp32 weights,
+    gradients and AdamW's moments on the host, 16 bytes a parameter, about 1 TB on the node. Refused against a
+    512 GiB host the user names; said loudly (and exit 0) against a 512 GiB host tune reads, which may not be the
+    job's; fits a 2 TiB one. Each offload's reason names its phase."""
+    args = ["--model", "Qwen2-72B-Instruct", "--gpu", "MI300X", "--gpus-per-node", "2"]
+    need = 16 * models.lookup("Qwen2-72B-Instruct").params / GIB
+    fits = tune(*args, "--host-memory-gib", "2048", "--json")
+    assert fits.returncode == 0, fits.stderr
+    doc = json.loads(fits.stdout)
+    host = doc["host_memory"]
+    assert host["need_gib"] == round(need, 1) and 1000 < host["need_gib"] < 1200 and host["fits"] is True
+    assert host["when"] == "throughout" and set(host["breakdown_gib"]) == {"weights_fp32", "grads_fp32", "adamw_fp32"}
+    reasons = {s["key"].rpartition(".")[2]: s["reason"] for s in doc["settings"] if "offload" in s["key"]}
+    assert reasons["param_offload"].startswith("between phases: the actor's fp32 weights")
+    assert reasons["optimizer_offload"].startswith("between phases: AdamW's moments")
+    assert reasons["offload_policy"].startswith("during training:")
+
+    refused = tune(*args, "--host-memory-gib", "512")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"need {need:.1f} GiB of pinned host memory per node" in refused.stderr
+    assert f"{512 * plan.HOST_USABLE:.1f} GiB usable of the 512.0 GiB" in refused.stderr
+    assert "hint: more nodes" in refused.stderr
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text(f"MemTotal:       {512 * 1024 * 1024} kB\nMemFree:        1024 kB\n")
+    loud = tune(*args, "--root", str(tmp_path), "--json")
+    assert loud.returncode == 0 and "warning: DOES NOT FIT THE HOST" in loud.stderr, loud.stderr
+    doc = json.loads(loud.stdout)
+    assert doc["host_memory"]["fits"] is False and doc["host_memory"]["have_gib"] == 512.0
+    assert doc["notes"][0].startswith("DOES NOT FIT THE HOST") and str(tmp_path) in doc["notes"][0]
+    text = tune(*args, "--root", str(tmp_path))
+    assert "DOES NOT FIT" in text.stdout and f"{round(need, 1)} GiB" in text.stdout
+
+
+def test_more_nodes_divide_the_host_memory_of_the_offloads():
+    """FSDP shards the states over every GPU of the job: a node's share halves with twice the nodes."""
+    one, two = (plan.make(job("Qwen2-7B-Instruct", 192, nodes=n)) for n in (1, 2))
+    assert one.value("actor_rollout_ref.actor.fsdp_config.offload_policy") is False
+    assert two.host["need_gib"] == pytest.approx(one.host["need_gib"] / 2, abs=0.1)
+    assert one.host["need_gib"] == round(12 * models.lookup("Qwen2-7B-Instruct").params / GIB, 1)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["fsdp", "megatron"])
 def test_verl_accepts_the_overrides(backend):

@@ -139,6 +139,66 @@ def test_verl_accepts_the_fixed_recipe_and_certifys_megatron_overrides(tmp_path)
     assert "model_engine=megatron" in good[0].read_text()
 
 
+def overrides_file(tmp_path: Path, name: str, gpus: int, run: dict | None = None, **change) -> Path:
+    """certify's own overrides for `gpus` GPUs (which verl accepts), with some values changed: KEY=VALUE."""
+    run = verl_overrides.VerlRun(model_dir="/m", train_file="/t.parquet", val_file="/v.parquet", reward_file="/r.py",
+                                 gpus=gpus, batch_size=16, **(run or {}))
+    lines = verl_overrides.overrides(run)
+    for key, value in change.items():
+        key = key.replace("__", ".")
+        lines = [o for o in lines if o.partition("=")[0] != key] + [f"{key}={value}"]
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.slow
+def test_verl_check_applies_verls_gpu_split_rules(tmp_path):
+    """verl 0.9.1 splits the job's GPUs into rollout replicas of TP GPUs and Megatron groups of TP x PP x CP,
+    asserting it only when the workers start: verl-check says it before, on the override's line."""
+    tp = "actor_rollout_ref__rollout__tensor_model_parallel_size"
+    bad = [overrides_file(tmp_path, "rollout-tp3.txt", 8, **{tp: 3}),
+           overrides_file(tmp_path, "rollout-tp16.txt", 8, **{tp: 16}),
+           overrides_file(tmp_path, "megatron-tp3-dynamic.txt", 8, {"backend": "megatron", "train_tp": 3},
+                          actor_rollout_ref__actor__use_dynamic_bsz=True,
+                          actor_rollout_ref__actor__ppo_max_token_len_per_gpu=4096)]
+    good = [overrides_file(tmp_path, "rollout-tp2.txt", 8, **{tp: 2}),
+            overrides_file(tmp_path, "rollout-tp16-2-nodes.txt", 8, **{tp: 16, "trainer__nnodes": 2})]
+    out = rocmkit("verl-check", "--verl-python", verl_python(), "--json", *map(str, bad + good))
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    errors = {Path(f["file"]).name: f for f in doc["findings"] if f["severity"] == "error"}
+    assert sorted(errors) == sorted(p.name for p in bad), errors
+    for name, size in (("rollout-tp3.txt", 3), ("rollout-tp16.txt", 16)):
+        f = errors[name]
+        assert f["key"] == tp.replace("__", ".") and f["line"] == len((tmp_path / name).read_text().splitlines())
+        assert f"replica of TP x DP x PP = {size} GPUs does not divide the job's 8 GPUs" in f["message"], f
+        assert "verl/workers/engine_workers.py" in f["message"]
+    assert "TP x PP x CP = 3 x 1 x 1 does not divide the job's 8 GPUs" in errors["megatron-tp3-dynamic.txt"]["message"]
+
+
+@pytest.mark.slow
+def test_an_unresolved_data_path_hides_no_error_and_skipped_checks_are_named(tmp_path):
+    """A $HOME in the data paths (verl's examples) is not read by verl's batch checks: their error stays an
+    error. A value the checks do need ($(nproc) GPUs) makes them doubts, named with what they needed."""
+    home = DATA / "home_paths.sh"
+    nproc = tmp_path / "nproc.sh"
+    nproc.write_text("python3 -m verl.trainer.main_ppo \\\n" + "".join(
+        f"    {o} \\\n" for o in overrides_file(tmp_path, "o.txt", 8).read_text().split()
+        if not o.startswith("trainer.n_gpus_per_node=")) + "    trainer.n_gpus_per_node=$(nproc)\n")
+    out = rocmkit("verl-check", "--verl-python", verl_python(), "--json", str(home), str(nproc))
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    (error,) = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert error["file"] == str(home) and "train_batch_size (1024) must be >= actor.ppo_mini_batch_size (2048)" \
+        in error["message"] and "defaults" not in error["message"]
+    said = [f for f in doc["findings"] if f["file"] == str(nproc) and f["severity"] != "error"]
+    skipped = [f["message"] for f in said if "not checked" in f["message"]]
+    assert any("verl's validate_config not checked: it needs trainer.n_gpus_per_node (its value depends on "
+               "$(nproc))" in m for m in skipped), said
+    assert any("the rollout and Megatron GPU split not checked" in m for m in skipped), said
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 def test_verl_check_in_an_image():

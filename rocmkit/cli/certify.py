@@ -91,7 +91,8 @@ def _values(enum) -> list[str]:
                    "of the overrides) in a temporary folder, print the command; write nothing to --out.")
 @click.option("--tune", "tune_file", type=click.Path(dir_okay=False, exists=True), default=None, metavar="PLAN.json",
               help="With --engine verl: also check that the target's verl composes and validates this `rocmkit tune "
-                   "--json` plan (your real job's settings); a rejected plan fails the certificate.")
+                   "--json` plan (your real job's settings); a rejected plan fails the certificate. A plan without "
+                   "algorithm.adv_estimator is refused (exit 2).")
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, out, force, require_learning, size,

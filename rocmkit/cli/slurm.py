@@ -102,7 +102,8 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
               help="Regenerate the example scripts (one per runtime) into this folder, e.g. slurm/.")
 @click.option("--tune", "tune_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="A `rocmkit tune --json` document: its overrides go before OVERRIDES (an override given in "
-                   "OVERRIDES replaces the tuned one of the same key); its nodes and GPUs per node must match.")
+                   "OVERRIDES replaces the tuned one of the same key); its nodes and GPUs per node must match, and it must set "
+                   "algorithm.adv_estimator (plans of rocmkit tune do).")
 @click.option("--preflight", is_flag=True,
               help="Before Ray starts, run `rocmkit doctor --multi-node --only rdma,kernel.log` on every node (in a "
                    "throwaway container for --runtime docker, given /dev/kmsg read-only and CAP_SYSLOG); the job "

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import shlex
+from pathlib import Path
 
 import click
 
 from ..errors import UsageError
 from ..output import document
-from .common import echo_json, json_option
+from .common import echo_json, json_option, warn
 
 
 def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
@@ -34,6 +36,24 @@ def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
     return f"{d.product.name} ({d.partition_mode or 'SPX'})", d.product.memory_gib * GIB // max(1, d.mode_partitions)
 
 
+def host_memory(gib: int | None, root: str) -> tuple[int | None, str, bool]:
+    """(bytes, where the figure comes from or why there is none, whether the user named it) for the host check."""
+    from ..tune.memory import GIB
+
+    if gib is not None:
+        return gib * GIB, f"the host of --host-memory-gib {gib}", True
+    path = Path(root) / "proc" / "meminfo"
+    try:
+        m = re.search(r"^MemTotal:\s+([0-9]+) kB", path.read_text(), re.M)
+    except OSError as exc:
+        m, why = None, f"{path} cannot be read ({exc.strerror})"
+    else:
+        why = f"{path} has no MemTotal"
+    if m is None:
+        return None, f"{why}; --host-memory-gib N checks the plan against a host of N GiB", False
+    return int(m.group(1)) * 1024, "this host" if root == "/" else f"the host captured in {root}", False
+
+
 @click.command("tune")
 @click.option("--model", required=False, metavar="M",
               help="A directory holding config.json, the file itself, or a model of rocmkit's table (Hugging Face id "
@@ -41,7 +61,12 @@ def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
 @click.option("--gpu", default=None, metavar="G", help="MI300X, MI325X, MI350X, MI355X, H100, H200, ... or auto "
               "(this host's, through the doctor's reader; CPX/DPX partitions divide the memory).")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), default="/", show_default=True,
-              help="With --gpu auto: read the GPUs from this captured tree (rocmkit doctor --capture) instead.")
+              help="With --gpu auto, and for the host memory: read the GPUs and /proc/meminfo from this captured tree "
+                   "(rocmkit doctor --capture) instead.")
+@click.option("--host-memory-gib", type=click.IntRange(1), default=None, metavar="N",
+              help="Check the host memory the offloads need against nodes of N GiB (planning for another machine); "
+                   "a plan that does not fit them is exit 2. Default: this host's MemTotal, and a plan that does not "
+                   "fit it is a warning.")
 @click.option("--gpus-per-node", type=click.IntRange(1, 64), default=8, show_default=True,
               help="GPUs each node gives the job (trainer.n_gpus_per_node); the rollout's TP stays within one node.")
 @click.option("--nodes", type=click.IntRange(1, 4096), default=1, show_default=True, help="Nodes in the job (trainer.nnodes).")
@@ -64,16 +89,19 @@ def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
 @click.option("--list-models", is_flag=True, help="List rocmkit's model table and exit.")
 @json_option
 def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollouts, train_batch, rollout, backend,
-         micro_batch, seq_len, grad_ckpt, verl_python, list_models, as_json) -> None:
+         micro_batch, seq_len, grad_ckpt, host_memory_gib, verl_python, list_models, as_json) -> None:
     """Compute verl settings for a model on a set of GPUs, each with its reason and source.
 
     From the model's config (parameters, layers, hidden size, KV heads, vocabulary) and the GPU's memory, a
-    memory model (README, "rocmkit tune") decides the rollout TP (the smallest that holds the weights and a
+    memory model (docs/guides/tuning.md, "The memory model") decides the rollout TP (the smallest that holds the weights and a
     useful KV cache), gpu_memory_utilization by the engine's meaning, the training token budget, dynamic
     batching, checkpointing, offload, Megatron TP/PP, and the batch sizes verl's divisibility rules accept.
     Prints the overrides to paste after `python3 -m verl.trainer.main_ppo`, then why each was chosen;
     --json gives the same with the memory breakdown (memory.actor_step_peak_gib). A model or batch that
     cannot fit is exit 2, saying what does not fit by how much and what would.
+
+    It also states the host memory per node that verl's offloads take (the actor's weights and AdamW's
+    moments, pinned) and checks it against this host's memory, or --host-memory-gib's.
     """
     from ..tune import models, plan
 
@@ -86,10 +114,14 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
         raise UsageError("--model and --gpu are required", hint="e.g. rocmkit tune --model Qwen2-7B-Instruct --gpu MI300X")
     spec = models.lookup(model)
     gpu_name, gpu_bytes = gpu_memory(gpu, root)
+    host_bytes, host_source, host_declared = host_memory(host_memory_gib, root)
     job = plan.Job(spec, gpu_name, gpu_bytes, gpus_per_node=gpus_per_node, nodes=nodes, prompt_len=prompt_len,
                    response_len=response_len, n=rollouts, train_batch=train_batch, rollout=rollout, backend=backend,
-                   micro_batch=micro_batch, seq_len=seq_len, grad_ckpt=grad_ckpt)
+                   micro_batch=micro_batch, seq_len=seq_len, grad_ckpt=grad_ckpt, host_bytes=host_bytes,
+                   host_source=host_source, host_declared=host_declared)
     result = plan.make(job)
+    if result.host["fits"] is False:  # loud on a terminal and in a log, whatever goes to stdout
+        warn(result.notes[0])
     composed = compose_with_verl(result.overrides(), verl_python)
     if as_json:
         echo_json(document("tune", {
@@ -100,10 +132,10 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
             "overrides": result.overrides(),
             "settings": [{"key": s.key, "value": s.value, "reason": s.reason, "source": s.source}
                          for s in result.settings],
-            "memory": result.memory, "notes": result.notes, "verl_check": composed}))
+            "memory": result.memory, "host_memory": result.host, "notes": result.notes, "verl_check": composed}))
         return
     click.echo(f"# {spec.name} ({spec.params / 1e9:.2f}B) on {nodes} x {gpus_per_node} {gpu_name}")
-    click.echo("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\")
+    click.echo("python3 -m verl.trainer.main_ppo \\")
     lines = [shlex.quote(o) for o in result.overrides()]
     for i, line in enumerate(lines):
         click.echo(f"    {line}" + (" \\" if i < len(lines) - 1 else ""))
@@ -113,6 +145,11 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
             click.echo(f"#  {s.override()}: {s.reason} [{s.source}]")
     if "actor_step_peak_gib" in result.memory:
         click.echo(f"# actor step peak {result.memory['actor_step_peak_gib']} GiB per GPU ({result.memory['actor_step_phase']})")
+    h = result.host
+    parts = ", ".join(f"{plan.HOST_PARTS[k]} {v} GiB" for k, v in h["breakdown_gib"].items())
+    click.echo(f"# host memory per node for the offloads ({h['when']}): {h['need_gib']} GiB ({parts})"
+               + ("" if h["fits"] is None else f"; {h['source']}: {h['have_gib']} GiB, {h['usable_gib']} usable: "
+                  + ("fits" if h["fits"] else "DOES NOT FIT")))
     for note in result.notes:
         click.echo(f"# note: {note}")
     click.echo(f"# verl {composed['verl']}'s config accepts these overrides" if composed["ok"] else
@@ -137,7 +174,7 @@ def compose_with_verl(overrides: list[str], verl_python: str | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="rocmkit-tune-") as tmp:
         path = f"{tmp}/overrides.json"
         with open(path, "w") as f:
-            json.dump(["algorithm.adv_estimator=grpo", *overrides], f)
+            json.dump(overrides, f)  # the plan's own, its algorithm among them
         out = proc.capture([python, "-m", config_check.__name__, "--structure", path], timeout=300,
                            env=intarget.host_env())  # this rocmkit's config check, in the Python that has verl
     text = "\n".join(out.tail)

@@ -25,7 +25,9 @@ def verl_check(ctx, files, image, verl_python, timeout, as_json) -> None:
     verl's own config composes them (--image: the image's verl; else --verl-python or this Python's),
     and every unknown, removed or renamed key is reported with FILE:LINE and, where verl's history
     knows one, what to use instead; deprecated config names and keys are warnings, with their
-    replacement. Then verl's own validation runs on the composed configuration.
+    replacement. Then verl's own validation runs on the composed configuration, with verl 0.9.1's rules for
+    splitting the GPUs (rollout TP, Megatron TP x PP x CP), which verl asserts only when its workers start. A
+    check that needs a value the script leaves unresolved is named as not checked; the others' errors stand.
 
     Exit 0: verl accepts every command (warnings may be printed); 1: an error was found; 2: bad usage or
     an unreadable file; 3: no verl to check against.

@@ -1,4 +1,5 @@
-"""The memory model: bytes on one GPU for a training step of the actor and for the rollout engine.
+"""The memory model: bytes on one GPU for a training step of the actor and for the rollout engine, and on the
+host for what verl offloads there.
 
 Pure arithmetic on a ModelSpec. P = parameters, t = tokens of one micro batch, V = vocabulary, L = layers.
 Each estimate keeps its parts by name, so `rocmkit tune --json` shows where the memory goes.
@@ -17,8 +18,8 @@ kernel and by o_proj after the reshape), the MLP's gate, up, activation and prod
 With gradient checkpointing only each layer's input stays (r x hidden), plus one layer recomputed.
 Logits: the plain step keeps bf16 logits (2), fp32 log-softmax (4) and softmax (4) for the entropy, and
 its backward adds the gather's zero-filled fp32 gradient (4) and the entropy product's two (8): 22 bytes
-per token and vocabulary entry. verl's actor, per seed
-001, uses 4 (fp32) + 2 (autocast) + 1 bytes for the entropy beside its bf16 logits: 9.
+per token and vocabulary entry. verl's actor, per verl's performance tuning guide,
+uses 4 (fp32) + 2 (autocast) + 1 bytes for the entropy beside its bf16 logits: 9.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .models import ModelSpec
 
 GIB = 1 << 30
 PLAIN_LOGITS_BYTES = 22
-VERL_LOGITS_BYTES = 9  # seed 001, "Memory optimization for entropy calculation from logits", + bf16 logits
+VERL_LOGITS_BYTES = 9  # verl's performance tuning guide, "Memory optimization for entropy calculation from logits", + bf16 logits
 # What the rollout engine needs beyond weights and KV cache: CUDA/HIP graphs, sampler, activations of one
 # batch of max_num_batched_tokens. vLLM profiles this at start; 2 GiB + the prefill activations is typical.
 ENGINE_OVERHEAD = 2 * GIB
@@ -119,3 +120,37 @@ def megatron_states(spec: ModelSpec, *, tp: int, pp: int, dp: int) -> int:
     TP x PP; fp32 master weights and Adam moments 12P further over DP."""
     model_parallel = tp * pp
     return (2 + 4) * spec.params // model_parallel + 12 * spec.params // (model_parallel * dp)
+
+
+def host_offload(spec: ModelSpec, *, backend: str, gpus_per_node: int, gpus: int, param_offload: bool,
+                 optimizer_offload: bool, offload_policy: bool = False, tp: int = 1, pp: int = 1) -> Estimate:
+    """Host memory on one node for what verl keeps there, by part (verl 0.9.1's FSDP engine and Megatron utils).
+
+    FSDP trains fp32 weights (fsdp.yaml model_dtype: fp32) sharded over every GPU of the job, so a node holds
+    gpus_per_node / gpus of each: param_offload moves the weights (4P) and optimizer_offload AdamW's two moments
+    (8P) to the host between phases; offload_policy (FSDP2's CPUOffloadPolicy) keeps the weights, the gradients
+    (4P) and the moments there throughout, and verl then ignores the two others. Megatron's param_offload moves
+    the bf16 weights (2P over TP x PP; every data-parallel rank holds its own copy) and optimizer_offload the
+    distributed optimizer's fp32 master weights and moments (12P over every GPU). All of it is pinned memory,
+    which the kernel cannot swap out.
+    """
+    p = spec.params
+
+    def node_share(total: int) -> int:
+        return total * gpus_per_node // gpus
+
+    parts: dict[str, int] = {}
+    if backend == "megatron":
+        if param_offload:
+            parts["weights_bf16"] = 2 * p // (tp * pp) * gpus_per_node
+        if optimizer_offload:
+            parts["master_weights_and_adamw_fp32"] = node_share(12 * p)
+        return Estimate(parts, "between phases")
+    if offload_policy:
+        parts = {"weights_fp32": node_share(4 * p), "grads_fp32": node_share(4 * p), "adamw_fp32": node_share(8 * p)}
+        return Estimate(parts, "throughout")
+    if param_offload:
+        parts["weights_fp32"] = node_share(4 * p)
+    if optimizer_offload:
+        parts["adamw_fp32"] = node_share(8 * p)
+    return Estimate(parts, "between phases")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-# verl's guide (seed 001): sequence packing (use_remove_padding) is tested for these model types.
+# verl's performance tuning guide: sequence packing (use_remove_padding) is tested for these model types.
 REMOVE_PADDING_TYPES = ("llama", "mistral", "gemma", "gemma2", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 

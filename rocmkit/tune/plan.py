@@ -1,7 +1,9 @@
 """The decisions: verl overrides for a model on a set of GPUs, each with its reason and source.
 
-Sources: "seed 000" (AMD's verl GRPO study on 8 x MI300X: TP=1 rollout 2.3-4.3x faster when the model fits,
-PP=1 best), "guide" (verl's performance tuning guide, seed 001), "verl" (verl 0.9.1's own rules, e.g. its
+Sources: "AMD MI300X study" (Performance Optimization for Reinforcement Learning on AMD GPUs, verl GRPO on
+8 x MI300X, https://www.yottalabs.ai/post/performance-optimization-for-reinforcement-learning-on-amd-gpus: TP=1
+rollout 2.3-4.3x faster when the model fits, PP=1 best), "guide" (verl's performance tuning guide,
+https://verl.readthedocs.io/en/latest/perf/perf_tuning.html), "verl" (verl 0.9.1's own rules, e.g. its
 batch divisibility checks), "arithmetic" (the memory model in rocmkit.tune.memory).
 """
 
@@ -18,6 +20,13 @@ TP_CHOICES = (1, 2, 4, 8)
 HEADROOM = 0.90  # of a GPU's memory a plan may fill: the allocator's fragmentation, NCCL and HIP/CUDA context
 MIN_KV_SEQUENCES = 32  # concurrent full-length sequences a rollout replica needs to keep its decode batch busy
 MAX_UTILIZATION = 0.70  # guide: 0.5-0.7 balances throughput against OOM
+# Of a node's memory verl's offloads may take: Ray's object store reserves 30 % by default
+# (https://docs.ray.io/en/latest/ray-core/scheduling/memory-management.html), and the workers, vLLM and the OS
+# live in what is left beside the offloads.
+HOST_USABLE = 0.70
+HOST_PARTS = {"weights_fp32": "fp32 weights", "grads_fp32": "fp32 gradients", "adamw_fp32": "AdamW's fp32 moments",
+              "weights_bf16": "bf16 weights",
+              "master_weights_and_adamw_fp32": "fp32 master weights and AdamW's moments"}
 
 
 @dataclass
@@ -48,6 +57,9 @@ class Job:
     micro_batch: int | None = None  # asked for: the single step to report
     seq_len: int | None = None
     grad_ckpt: bool | None = None
+    host_bytes: int | None = None  # the node's memory (MemTotal), None: unknown, not checked
+    host_source: str = ""  # where host_bytes comes from, or why it is unknown
+    host_declared: bool = False  # the user named the host's memory: a plan that does not fit it is refused
 
     @property
     def gpus(self) -> int:
@@ -64,6 +76,7 @@ class Plan:
     settings: list[Setting] = field(default_factory=list)
     memory: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    host: dict = field(default_factory=dict)  # host memory the offloads need per node, and the check against it
 
     def add(self, key: str, value, reason: str, source: str) -> None:
         self.settings.append(Setting(key, value, reason, source))
@@ -103,7 +116,7 @@ def _rollout(job: Job, plan: Plan, budget: int) -> None:
     else:
         why = (f"TP={tp // 2} needs {_gib(need[tp // 2])} per GPU for weights + KV, more than the {_gib(budget)} "
                f"the engine may take ({MAX_UTILIZATION} of the GPU): TP={tp} is the smallest that fits ({replicas} replicas)")
-    plan.add("actor_rollout_ref.rollout.tensor_model_parallel_size", tp, why, "seed 000 + arithmetic")
+    plan.add("actor_rollout_ref.rollout.tensor_model_parallel_size", tp, why, "AMD MI300X study + arithmetic")
     engine_bytes = need[tp] + memory.kv_bytes(m, tokens=job.train_batch * job.n * job.seq // replicas, tp=tp)
     engine_bytes = min(engine_bytes, budget)
     fraction = round(engine_bytes / job.gpu_bytes, 2)
@@ -139,7 +152,7 @@ def _batches(job: Job, plan: Plan, dp: int) -> int:
             mini = cand
             break
     plan.add("actor_rollout_ref.actor.ppo_mini_batch_size", mini,
-             f"{job.train_batch // mini} updates a step; {mini} x n={job.n} responses divide over DP={dp}", "seed 000 + verl")
+             f"{job.train_batch // mini} updates a step; {mini} x n={job.n} responses divide over DP={dp}", "AMD MI300X study + verl")
     return mini * job.n // dp
 
 
@@ -175,9 +188,12 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
              "activations of the token budget do not fit without it" if ckpt else
              "the step fits without recomputation, which costs about a third more compute", "guide + arithmetic")
     plan.add("actor_rollout_ref.actor.fsdp_config.offload_policy", offload,
-             "the sharded states do not fit beside the step: FSDP2 keeps them on the host" if offload else
-             f"states sharded over {shards} GPUs fit ({_gib(est.parts['master_weights_and_adam'])} per GPU)",
-             "arithmetic")
+             "during training: the sharded states do not fit beside the step, so FSDP2 keeps the weights, gradients "
+             "and AdamW's moments on the host and steps the optimizer on the CPU (verl then ignores param_offload and "
+             "optimizer_offload)" if offload else
+             f"during training: the states stay on the GPUs, sharded over {shards} GPUs they fit "
+             f"({_gib(est.parts['master_weights_and_adam'])} per GPU); param_offload and optimizer_offload move them "
+             "out only between phases", "arithmetic")
     plan.memory["actor_step_peak_gib"] = round(est.peak / GIB, 2)
     plan.memory["actor_step_phase"] = est.phase
     plan.memory["actor_step_breakdown_gib"] = est.gib()
@@ -194,10 +210,10 @@ def _megatron(job: Job, plan: Plan) -> tuple[int, int]:
             if states + act // (tp * pp) <= limit:
                 why = ("the model's states fit one GPU with the distributed optimizer over DP: TP=1, PP=1 is fastest"
                        if tp == pp == 1 else f"states need {_gib(states)} per GPU at TP={tp}, PP={pp}; smaller splits do not fit")
-                plan.add("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", tp, why, "seed 000 + arithmetic")
+                plan.add("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", tp, why, "AMD MI300X study + arithmetic")
                 plan.add("actor_rollout_ref.actor.megatron.pipeline_model_parallel_size", pp,
                          "PP=1 measured best (MFU 14.0 % vs 11.3 % with PP)" if pp == 1 else
-                         "tensor parallelism within the node is not enough", "seed 000")
+                         "tensor parallelism within the node is not enough", "AMD MI300X study")
                 plan.memory["megatron_states_gib"] = round(states / GIB, 2)
                 return tp, pp
     raise UsageError(f"{m.name}'s Megatron states do not fit {job.gpus} x {job.gpu_name} at any TP x PP",
@@ -208,6 +224,11 @@ def make(job: Job) -> Plan:
     if job.rollout not in ("vllm", "sglang") or job.backend not in ("fsdp", "megatron"):
         raise UsageError("--rollout is vllm or sglang; --backend is fsdp or megatron")
     plan = Plan(job)
+    # The algorithm is a setting like any other, so the text, the JSON and every command that reads a saved plan
+    # get it from here: without it verl runs its default estimator, gae, which is PPO with a critic.
+    plan.add("algorithm.adv_estimator", "grpo", "GRPO: each prompt's n responses are scored against their group, "
+             "no critic (verl's default, gae, is PPO and trains a critic model these settings do not plan for)",
+             "verl")
     plan.add("data.train_batch_size", job.train_batch, "as asked", "user")
     plan.add("data.max_prompt_length", job.prompt_len, "as asked", "user")
     plan.add("data.max_response_length", job.response_len, "as asked", "user")
@@ -215,13 +236,12 @@ def make(job: Job) -> Plan:
     plan.add("actor_rollout_ref.rollout.name", job.rollout, "as asked", "user")
     plan.add("trainer.n_gpus_per_node", job.gpus_per_node, "as asked", "user")
     plan.add("trainer.nnodes", job.nodes, "as asked", "user")
-    # Colocated: while the engine generates, the actor's and ref's weights and optimizer wait on the host.
-    plan.add("actor_rollout_ref.actor.fsdp_config.param_offload" if job.backend == "fsdp" else
-             "actor_rollout_ref.actor.megatron.param_offload", True,
-             "colocated: the actor's weights leave the GPU while the rollout engine runs", "seed 000")
-    plan.add("actor_rollout_ref.actor.fsdp_config.optimizer_offload" if job.backend == "fsdp" else
-             "actor_rollout_ref.actor.megatron.optimizer_offload", True,
-             "colocated: AdamW's states leave the GPU while the rollout engine runs", "seed 000")
+    # Colocated: while the engine generates, the actor's weights and optimizer wait on the host.
+    weights = "fp32 weights (as verl trains them)" if job.backend == "fsdp" else "bf16 weights"
+    plan.add(_offload_key(job, "param_offload"), True, f"between phases: the actor's {weights} go to host memory "
+             "while the rollout engine generates, and back to the GPU for training", "AMD MI300X study")
+    plan.add(_offload_key(job, "optimizer_offload"), True, "between phases: AdamW's moments go to host memory while "
+             "the rollout engine generates, and back to the GPU for the optimizer step", "AMD MI300X study")
     # The engine's share: what the offloaded actor leaves, capped at the guide's 0.7 (sleep mode does not always
     # give every page back: vllm-project/vllm#37533), so a model that needs nearly the whole GPU gets a larger TP.
     budget = min(int(job.gpu_bytes * HEADROOM) - memory.ENGINE_OVERHEAD // 2, int(job.gpu_bytes * MAX_UTILIZATION))
@@ -234,8 +254,8 @@ def make(job: Job) -> Plan:
         per_gpu = _batches(job, plan, dp)
         micro = next(b for b in (4, 2, 1) if b <= per_gpu and (job.train_batch * job.n) % (dp * b) == 0)
         plan.add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro,
-                 "seed 000's 4 where verl's rule (train batch x n divisible by DP x micro batch) allows", "seed 000 + verl")
-        plan.add("actor_rollout_ref.actor.use_dynamic_bsz", False, "fixed micro batches, as in seed 000", "seed 000")
+                 "the study's 4 where verl's rule (train batch x n divisible by DP x micro batch) allows", "AMD MI300X study + verl")
+        plan.add("actor_rollout_ref.actor.use_dynamic_bsz", False, "fixed micro batches, as in AMD's MI300X study", "AMD MI300X study")
     else:
         per_gpu = _batches(job, plan, job.gpus)
         _fsdp(job, plan, per_gpu)
@@ -245,7 +265,47 @@ def make(job: Job) -> Plan:
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"), "forward only: 2x the training micro batch", "guide")
     if job.micro_batch or job.seq_len or job.grad_ckpt is not None:
         _asked_step(job, plan)
+    _host(job, plan)
     return plan
+
+
+def _offload_key(job: Job, knob: str) -> str:
+    return f"actor_rollout_ref.actor.{'fsdp_config' if job.backend == 'fsdp' else 'megatron'}.{knob}"
+
+
+def _host(job: Job, plan: Plan) -> None:
+    """The host memory per node the planned offloads take, checked against the node's: a plan that cannot fit
+    is refused when the user named the host (--host-memory-gib), and said loudly when it is the host tune runs on,
+    which may not be the one the job will run on."""
+    megatron = job.backend == "megatron"
+    est = memory.host_offload(
+        job.model, backend=job.backend, gpus_per_node=job.gpus_per_node, gpus=job.gpus,
+        param_offload=plan.value(_offload_key(job, "param_offload")),
+        optimizer_offload=plan.value(_offload_key(job, "optimizer_offload")),
+        offload_policy=not megatron and plan.value("actor_rollout_ref.actor.fsdp_config.offload_policy"),
+        tp=plan.value("actor_rollout_ref.actor.megatron.tensor_model_parallel_size") if megatron else 1,
+        pp=plan.value("actor_rollout_ref.actor.megatron.pipeline_model_parallel_size") if megatron else 1)
+    plan.host = {"need_gib": round(est.peak / GIB, 1), "breakdown_gib": est.gib(), "when": est.phase,
+                 "have_gib": None, "usable_gib": None, "source": job.host_source, "fits": None}
+    if job.host_bytes is None:
+        plan.notes.append(f"host memory not checked: {job.host_source}")
+        return
+    usable = int(job.host_bytes * HOST_USABLE)
+    plan.host.update(have_gib=round(job.host_bytes / GIB, 1), usable_gib=round(usable / GIB, 1),
+                     fits=est.peak <= usable)
+    if est.peak <= usable:
+        return
+    parts = ", ".join(f"{HOST_PARTS[k]} {_gib(v)}" for k, v in est.parts.items())
+    what = (f"verl's offloads need {_gib(est.peak)} of pinned host memory per node ({parts}), more than the "
+            f"{_gib(usable)} usable of the {_gib(job.host_bytes)} of {job.host_source} ({HOST_USABLE:.0%} of it: "
+            "Ray's object store takes 30 % by default)")
+    spread = ("more nodes (FSDP shards the states over every GPU of the job: a node holds 1/nodes of them)" if not
+              megatron else "a larger Megatron TP x PP (every GPU keeps its own copy of its share of the bf16 weights)"
+              " or more nodes (the optimizer's states are sharded over every GPU)")
+    hint = f"{spread}, or nodes with at least {_gib(int(est.peak / HOST_USABLE))} of memory"
+    if job.host_declared:
+        raise UsageError(what, hint=hint)
+    plan.notes.insert(0, f"DOES NOT FIT THE HOST: {what}; {hint}")
 
 
 def _asked_step(job: Job, plan: Plan) -> None:

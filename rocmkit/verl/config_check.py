@@ -6,7 +6,9 @@ Steps (research/smoke-grpo.md §1.3): Hydra compose of verl's `ppo_trainer` conf
 fail here), missing mandatory values, interpolation, verl's validate_config, conversion of the sections
 to verl's dataclasses (catches removed values such as rollout.mode=sync and a model path that does not
 load), and rocmkit's own rules (a rollout engine main_ppo can run; the reward file exists; no top-level
-custom_reward_function, which 0.9 silently ignores).
+custom_reward_function, which 0.9 silently ignores; the GPUs split into whole rollout replicas and Megatron
+groups, which verl asserts only once its workers start). A launch script's unresolved values are checked for
+what they decide: a check whose verdict they do not change keeps its errors.
 """
 
 from __future__ import annotations
@@ -57,30 +59,152 @@ def check(overrides: list[str], files: bool = True, config_name: str = "ppo_trai
     return validate(cfg, result, files)
 
 
-def validate(cfg, result: dict, files: bool) -> dict:
-    """Everything after the compose, into result["errors"]."""
+# What stands in for a value the launch script leaves unresolved ($HOME, $(nproc), ...) while a check runs: a string
+# no check can take for a real value, where verl expects numbers or known names.
+UNRESOLVED = "<unresolved {}>"
+
+
+class _Variants:
+    """Resolved copies of the composed config: one at verl's defaults for the unresolved keys, and one with some of
+    them set to UNRESOLVED (interpolations then carry it to the keys that copy them). Each is made once and shared
+    by the checks, which only read it."""
+
+    def __init__(self, cfg):
+        self.cfg, self.made = cfg, {}
+
+    def get(self, keys: tuple = ()):
+        if keys not in self.made:
+            import copy
+
+            from omegaconf import OmegaConf
+
+            c = copy.deepcopy(self.cfg)
+            for key in keys:
+                OmegaConf.update(c, key, UNRESOLVED.format(key), merge=False)
+            try:
+                OmegaConf.resolve(c)
+                self.made[keys] = c
+            except Exception as exc:  # noqa: BLE001 - an interpolation over an unresolved value fails here
+                self.made[keys] = exc
+        return self.made[keys]
+
+    def errors(self, check, keys: tuple = ()) -> list[str]:
+        """One check's errors on a variant; verl's chatter (its prints and deprecation warnings) kept out of the
+        stdout the host parses."""
+        import contextlib
+        import io
+        import warnings
+
+        c = self.get(keys)
+        if isinstance(c, Exception):
+            return [f"resolve: {c}"]
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                return check(c)
+            except Exception as exc:  # noqa: BLE001 - any failure is the check's finding
+                return [f"{type(exc).__name__}: {exc}"]
+
+
+def _run(name: str, check, variants: _Variants, unresolved: list[str], result: dict) -> None:
+    """Run one check. Its errors are fatal when its verdict is the same whatever the unresolved values are (it
+    never read them: a $HOME in a data path does not hide a wrong batch size); otherwise the check is a doubt,
+    naming the values it needed, and its errors at verl's defaults for them are only warnings."""
+    at_defaults = variants.errors(check)
+    needed = tuple(k for k in unresolved if variants.errors(check, (k,)) != at_defaults)
+    if not needed:
+        result["errors"] += at_defaults
+        return
+    at_unknown = variants.errors(check, needed)
+    result["errors"] += [e for e in at_defaults if e in at_unknown]  # the same with or without the values
+    result.setdefault("doubts", []).append({"check": name, "needs": list(needed),
+                                            "errors": [e for e in at_defaults if e not in at_unknown]})
+
+
+def _sel(cfg, key: str, default=None):
     from omegaconf import OmegaConf
 
-    missing = [k for k in OmegaConf.missing_keys(cfg) if k != "reward.reward_model.rollout.name"]
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def _rollout_engine(cfg) -> list[str]:
+    rollout = _sel(cfg, "actor_rollout_ref.rollout.name")
+    return [] if rollout in ROLLOUTS else \
+        [f"actor_rollout_ref.rollout.name={rollout}: main_ppo runs only {', '.join(ROLLOUTS)}"]
+
+
+def _legacy_reward(cfg) -> list[str]:
+    return ["custom_reward_function.* is ignored by verl 0.9's main_ppo: use reward.custom_reward_function.*"] \
+        if _sel(cfg, "custom_reward_function.path") else []
+
+
+def _files(cfg) -> list[str]:
+    from omegaconf import OmegaConf
+
+    out = []
+    reward_path = _sel(cfg, "reward.custom_reward_function.path")
+    if reward_path and not os.path.exists(reward_path):
+        out.append(f"reward.custom_reward_function.path={reward_path}: no such file")
+    for key in ("data.train_files", "data.val_files"):
+        value = _sel(cfg, key)
+        for path in value if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) else [value]:
+            if not os.path.exists(str(path)):
+                out.append(f"{key}={path}: no such file")
+    return out
+
+
+def _placement(cfg) -> list[str]:
+    """verl 0.9.1's rules for how the job's GPUs split into rollout replicas and Megatron groups. verl checks them
+    only when its workers start, after Ray is up and the model is loaded; here they fail before the job."""
+    per_node, nodes = _sel(cfg, "trainer.n_gpus_per_node"), _sel(cfg, "trainer.nnodes")
+    gpus = per_node * nodes
+    job = f"the job's {gpus} GPUs (trainer.n_gpus_per_node={per_node} x trainer.nnodes={nodes})"
+    r = "actor_rollout_ref.rollout"
+    # data and pipeline parallelism of the rollout: keys an older verl may lack, 1 where absent or null
+    tp, dp = _sel(cfg, f"{r}.tensor_model_parallel_size"), _sel(cfg, f"{r}.data_parallel_size") or 1
+    replica = tp * dp * (_sel(cfg, f"{r}.pipeline_model_parallel_size") or 1)
+    out = []
+    if gpus % replica:  # verl/workers/engine_workers.py: "rollout world_size ... is not divisible by infer_world_size"
+        out.append(f"{r}.tensor_model_parallel_size={tp}: a rollout replica of TP x DP x PP = {replica} GPUs does not "
+                   f"divide {job} (verl/workers/engine_workers.py asserts it when the workers start)")
+    elif replica > per_node and replica % per_node:  # verl/workers/rollout/replica.py: a replica spans whole nodes
+        out.append(f"{r}.tensor_model_parallel_size={tp}: a rollout replica of {replica} GPUs spans nodes, so it must "
+                   f"be a multiple of trainer.n_gpus_per_node={per_node} (verl/workers/rollout/replica.py)")
+    # verl/workers/rollout/vllm_rollout/vllm_async_server.py: data parallelism inside a replica splits each node
+    if _sel(cfg, f"{r}.name") == "vllm" and dp > 1 and per_node % tp:
+        out.append(f"{r}.tensor_model_parallel_size={tp}: with {r}.data_parallel_size={dp} vLLM needs TP to divide "
+                   f"trainer.n_gpus_per_node={per_node} (verl/workers/rollout/vllm_rollout/vllm_async_server.py)")
+    a = "actor_rollout_ref.actor"
+    # verl/utils/config.py validate_config checks TP x PP x CP against the GPUs only with fixed micro batches;
+    # megatron-core's initialize_model_parallel refuses the same split with dynamic ones, when the job starts.
+    if _sel(cfg, f"{a}.strategy") == "megatron" and _sel(cfg, f"{a}.use_dynamic_bsz"):
+        m = f"{a}.megatron"
+        split = [_sel(cfg, f"{m}.{k}_parallel_size") or 1 for k in ("tensor_model", "pipeline_model", "context")]
+        if gpus % (split[0] * split[1] * split[2]):
+            out.append(f"{m}: TP x PP x CP = {split[0]} x {split[1]} x {split[2]} does not divide {job} "
+                       "(megatron-core's initialize_model_parallel refuses it when the workers start)")
+    return out
+
+
+def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ()) -> dict:
+    """Everything after the compose, into result["errors"]; `unresolved`: keys whose values the launch script
+    leaves unresolved (in cfg at verl's defaults). A check that needs one of them is a doubt (result["doubts"]),
+    not a verdict; one that does not keeps its errors fatal."""
+    from omegaconf import OmegaConf
+
+    unresolved = list(unresolved)
+    missing = [k for k in OmegaConf.missing_keys(cfg)
+               if k != "reward.reward_model.rollout.name" and k not in unresolved]
     if missing:
         result["errors"].append(f"mandatory values not set: {', '.join(missing)}")
-    try:
-        OmegaConf.resolve(cfg)
-    except Exception as exc:  # noqa: BLE001 - any interpolation error is a finding
-        result["errors"].append(f"resolve: {exc}")
+    variants = _Variants(cfg)
+    if isinstance(variants.get(), Exception):  # any interpolation error is a finding
+        result["errors"].append(f"resolve: {variants.get()}")
         return result
-    rollout = OmegaConf.select(cfg, "actor_rollout_ref.rollout.name")
-    if rollout not in ROLLOUTS:
-        result["errors"].append(f"actor_rollout_ref.rollout.name={rollout}: main_ppo runs only {', '.join(ROLLOUTS)}")
-    if OmegaConf.select(cfg, "custom_reward_function.path"):
-        result["errors"].append("custom_reward_function.* is ignored by verl 0.9's main_ppo: use reward.custom_reward_function.*")
-    reward_path = OmegaConf.select(cfg, "reward.custom_reward_function.path")
-    if files and reward_path and not os.path.exists(reward_path):
-        result["errors"].append(f"reward.custom_reward_function.path={reward_path}: no such file")
-    for key in ("data.train_files", "data.val_files") if files else ():
-        for path in (lambda v: v if isinstance(v, (list, tuple)) or OmegaConf.is_list(v) else [v])(OmegaConf.select(cfg, key)):
-            if not os.path.exists(str(path)):
-                result["errors"].append(f"{key}={path}: no such file")
+    checks = [("the rollout engine", _rollout_engine), ("the reward section", _legacy_reward),
+              ("the rollout and Megatron GPU split", _placement)] + ([("the files", _files)] if files else [])
+    for name, check in checks:
+        _run(name, check, variants, unresolved, result)
     if result["errors"]:
         return result
     try:
@@ -91,19 +215,29 @@ def validate(cfg, result: dict, files: bool) -> dict:
         result["errors"].append(f"verl cannot be imported here ({exc}): its dependencies are incomplete")
         return result
 
-    try:
-        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    except Exception as exc:  # noqa: BLE001
-        result["errors"].append(f"validate_config: {type(exc).__name__}: {exc}")
-    for section, target in (("algorithm", None), ("actor_rollout_ref.actor", None),
-                            ("actor_rollout_ref.rollout", None), ("actor_rollout_ref.model", HFModelConfig)):
+    def verl_validate(c) -> list[str]:
+        try:
+            validate_config(c, use_reference_policy=need_reference_policy(c), use_critic=need_critic(c))
+        except Exception as exc:  # noqa: BLE001
+            return [f"validate_config: {type(exc).__name__}: {exc}"]
+        return []
+
+    def section(name, target):
+        def convert(c) -> list[str]:
+            try:
+                node = OmegaConf.select(c, name)
+                omega_conf_to_dataclass(node, target) if target else omega_conf_to_dataclass(node)
+            except Exception as exc:  # noqa: BLE001
+                return [f"{name}: {type(exc).__name__}: {exc}"]
+            return []
+        return convert
+
+    _run("verl's validate_config", verl_validate, variants, unresolved, result)
+    for name, target in (("algorithm", None), ("actor_rollout_ref.actor", None),
+                         ("actor_rollout_ref.rollout", None), ("actor_rollout_ref.model", HFModelConfig)):
         if target is HFModelConfig and not files:
             continue
-        try:
-            node = OmegaConf.select(cfg, section)
-            omega_conf_to_dataclass(node, target) if target else omega_conf_to_dataclass(node)
-        except Exception as exc:  # noqa: BLE001
-            result["errors"].append(f"{section}: {type(exc).__name__}: {exc}")
+        _run(f"verl's {name} section", section(name, target), variants, unresolved, result)
     result["ok"] = not result["errors"]
     return result
 
@@ -172,7 +306,8 @@ def check_recipe(doc: dict) -> dict:
     absent = object()
     result["absent_keys"] = [k for k in doc.get("probe_keys", [])
                              if OmegaConf.select(cfg, k, default=absent, throw_on_missing=False) is absent]
-    validate(cfg, result, files=False)
+    validate(cfg, result, files=False, unresolved=[k for k in doc.get("probe_keys", [])
+                                                   if k not in result["absent_keys"]])
     result["ok"] = not (result["errors"] or result["rejected"] or result["absent_keys"])
     return result
 

@@ -119,14 +119,21 @@ def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
         out.append(RecipeProblem("note", inv.file, o.line, f"{o.key}: the value depends on {', '.join(o.unresolved)}, "
                                                      "which the script does not set: the key is checked, its value "
                                                      "is not", key=o.key))
-    for e in verdict.get("errors", []):
+    for e in verdict.get("errors", []):  # checks that read no unresolved value: their errors stand
         if "ignored by verl 0.9" in e and any(f.key and f.key.startswith("custom_reward_function") for f in out):
             continue  # said above, on its line
-        # With unresolved values verl validated its own defaults in their place: a doubt, not a verdict.
-        severity = "warning" if unresolved and not e.startswith("compose") else "error"
-        out.append(RecipeProblem(severity, inv.file, inv.line, f"{verl}: {e}"
-                           + (" (values left unresolved were validated at verl's defaults)" if severity == "warning"
-                              else "")))
+        key = e.partition("=")[0]  # an error about one override (rocmkit's GPU split rules) goes on its line
+        out.append(RecipeProblem("error", inv.file, by_key[key].line if key in by_key else inv.line, f"{verl}: {e}",
+                                 key=key if key in by_key else None))
+    for d in verdict.get("doubts", []):  # checks that needed a value the script leaves unresolved
+        needs = "; ".join(f"{k} (its value depends on {', '.join(by_key[k].unresolved)})" if k in by_key else k
+                          for k in d["needs"])
+        for e in d["errors"]:
+            out.append(RecipeProblem("warning", inv.file, inv.line, f"{verl}: {e} (with verl's defaults in place of "
+                                                                    f"{needs}, which the script leaves unresolved)"))
+        if not d["errors"]:
+            out.append(RecipeProblem("note", inv.file, inv.line, f"{verl}: {d['check']} not checked: it needs {needs}, "
+                                                                 "which the script leaves unresolved"))
     return sorted(out, key=lambda f: (f.line or 0, SEVERITIES.index(f.severity)))
 
 

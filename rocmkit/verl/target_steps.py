@@ -51,5 +51,5 @@ def after(cfg: dict, report: dict) -> None:
     chosen = (report.get("attention") or {}).get("chosen")
     report["verl_validation"] = check(cfg["verl_overrides"] + attention_overrides(chosen))
     if cfg.get("tune_overrides"):  # the user's tuned plan, as configuration only (its model is not here)
-        report["tune_validation"] = check(["algorithm.adv_estimator=grpo", *cfg["tune_overrides"]], files=False)
+        report["tune_validation"] = check(cfg["tune_overrides"], files=False)  # the plan carries its algorithm
     report["timings"]["verl_check_s"] = round(time.perf_counter() - t, 3)

@@ -1,6 +1,6 @@
 """TRL's vLLM modes, as users run them: `python -m rocmkit.certify.intarget.trl_launch certify.json` in the target.
 
-server (the seed-004 shape): `trl vllm-serve` on the first device set, then the trainer (trl_run) under
+server (TRL's vLLM server mode): `trl vllm-serve` on the first device set, then the trainer (trl_run) under
 `accelerate launch` on the rest, with DeepSpeed ZeRO when asked. The server's /health/ endpoint is awaited
 with a deadline; the server's output goes to server.log beside the engine's run.log. If the server exits
 while the trainer runs, the trainer is stopped and the run exits 1 naming the server. colocate: the trainer
