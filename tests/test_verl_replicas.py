@@ -61,3 +61,40 @@ def test_the_watchdog_keeps_each_replicas_events_apart():
     assert [e["detail"] for e in replicas["vLLMHttpServer pid=1"]] == [
         "step 2: log-probs and update", "step 2: weight sync", "finishing: weight sync"]
     assert [e["phase"] for e in replicas["vLLMHttpServer pid=2"]] == ["update", "weight sync"]
+
+
+GPU_CHECK = Path(__file__).resolve().parent / "data" / "gpu-check"
+
+
+def replay(name: str) -> tuple[dict, dict]:
+    """A real run's log from lent GPUs (tests/data/gpu-check), read again by the report and the watchdog."""
+    text = gzip.open(GPU_CHECK / f"{name}.run.log.gz", "rt", errors="replace").read()
+    watch = Watch(16, clock=iter(range(10**7)).__next__)
+    for line in text.splitlines():
+        watch.line(line)
+    return report.from_log(text), watch.record()
+
+
+def test_two_replicas_on_two_gpus_each_slept_and_synced_every_step_and_stay_apart():
+    """verl --gpus 2 on two H200s: two vLLM replicas of TP 1. With Ray's folding this run's certificate once read
+    "14 sleeps" where 34 happened; each replica now has its own 17 (start-up and 16 steps)."""
+    seen, watched = replay("verl-2gpu")
+    assert len(seen["sleeps_per_replica"]) == 2 and set(seen["sleeps_per_replica"].values()) == {17}
+    assert set(seen["weight_syncs_per_replica"].values()) == {17} and not seen["folded"]
+    replicas = watched["replicas"]
+    assert set(replicas) == set(seen["sleeps_per_replica"])
+    for events in replicas.values():
+        assert [e["phase"] for e in events] == ["update", "weight sync"] * 17
+        assert events[-1]["detail"] == "step 16: weight sync"
+        assert [e["at_s"] for e in events] == sorted(e["at_s"] for e in events)
+    assert watched["timeline"][-1]["detail"] == "finishing"
+
+
+def test_two_replicas_of_tp2_on_four_gpus_count_each_workers_sleep_and_each_replicas_sync():
+    """verl --gpus 4 --rollout-tp 2 on four H200s: each replica's two TP workers free their own share at every
+    sleep (34 lines a replica), and the replica wakes its weights once a step (17)."""
+    seen, watched = replay("verl-4gpu-rollout-tp2")
+    assert len(seen["sleeps_per_replica"]) == 2 and set(seen["sleeps_per_replica"].values()) == {34}
+    assert set(seen["weight_syncs_per_replica"].values()) == {17}
+    for events in watched["replicas"].values():
+        assert [e["phase"] for e in events] == ["update", "weight sync"] * 17

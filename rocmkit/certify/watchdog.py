@@ -62,6 +62,8 @@ MARKERS = tuple((re.compile(rx), kind, text) for rx, kind, text in (
     (r"rocmkit: starting .* on http", START_UP, "starting the vLLM server"),
     (r"rocmkit: .* healthy after", START_UP, "starting the trainer"),
 ))
+# The markers each rollout worker prints for itself (vLLM's sleep and wake-up): a replica's own timeline.
+PER_WORKER = {rx for rx, _, text in MARKERS if text in ("log-probs and update", "weight sync")}
 
 
 @dataclass(frozen=True)
@@ -165,10 +167,13 @@ class Watch:
                     break  # a late start-up line (a restarted worker) does not undo the steps
                 where = "finishing" if self.total and self.step >= self.total else f"step {self.step + 1}"
                 self._enter(kind, detail if kind == START_UP else f"{where}: {detail}", now)
-                if kind in (UPDATE, SYNC) and source(text) != "driver":
+                if rx in PER_WORKER and source(text) != "driver":  # a rollout worker's own sleep or wake-up
                     events = self.replicas.setdefault(source(text), [])
-                    if len(events) < REPLICA_EVENTS:
-                        events.append({"phase": kind, "detail": f"{where}: {detail}", "at_s": round(now - self.started, 2)})
+                    event = {"phase": kind, "detail": f"{where}: {detail}", "at_s": round(now - self.started, 2)}
+                    # one event per change: a replica's TP workers each say they slept, and vLLM wakes the
+                    # weights and then the KV cache
+                    if len(events) < REPLICA_EVENTS and (not events or events[-1]["detail"] != event["detail"]):
+                        events.append(event)
                 break
         name = fatal_pattern(text) if self.fatal else None
         if name == "python.exception" and not any("Traceback (most recent call last)" in r for r in self._recent):
