@@ -18,7 +18,7 @@ from provisioned import provisioned
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 DOCKER = os.environ.get("ROCMKIT_DOCKER", "docker")
-REMOVED = "certify/trl_run.py"  # what the trainer runs: `python -m rocmkit.certify.intarget.trl_run`
+REMOVED = "certify/intarget/trl_run.py"  # what the trainer runs: `python -m rocmkit.certify.intarget.trl_run`
 OLDER_MAIN = "e7e6781"  # main before issue 26 moved modules (runtime/, host/facts/, host/probes/)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
