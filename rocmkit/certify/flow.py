@@ -87,14 +87,15 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
     return engines.of(s).setup_refusal(report)
 
 
-def setup_checks(s: Settings, report: dict) -> list[dict]:
-    """Failures of a target that has everything installed: these are the stack's, so they fail the certificate."""
+def setup_checks(report: dict, extra: list[dict]) -> list[dict]:
+    """Failures of a target that has everything installed (the engine's own checks among them, `extra`): these are
+    the stack's, so they fail the certificate."""
     out = []
     if report.get("import_errors"):
         out.append(check("engine imports", False, "; ".join(f"{k}: {v}" for k, v in report["import_errors"].items())))
     elif report.get("error"):
         out.append(check("setup ran", False, report["error"]))
-    return out + [c for c in engines.of(s).extra_checks(report) if not c["passed"]]
+    return out + [c for c in extra if not c["passed"]]
 
 
 def settings_doc(s: Settings, argv: list[str]) -> dict:
@@ -193,11 +194,12 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
         rejection = engine.configuration_rejection(report)
         if rejection:
             raise UsageError(rejection[0], hint=rejection[1])
-    failed_setup = setup_checks(s, report)
+    measured = engine.extra_checks(report)  # what the setup measured beside the run's checks
+    failed_setup = setup_checks(report, measured)
     if s.dry_run:
         plan = {"schema": "rocmkit.certify-plan/v1", "command": argv, "env": env, "shell": shell_line(argv, env, target),
                 "target": target.record, "setup": report, "setup_failures": failed_setup,
-                **engine.plan_fields(report), "checks": engine.extra_checks(report), "notes": target.notes}
+                **engine.plan_fields(report), "checks": measured, "notes": target.notes}
         return Outcome(exit_code=1 if failed_setup else 0, plan=plan)
     if failed_setup:
         return _stop_early(s, ws, base, Verdict(Status.FAIL, failed_setup), report, target, files, None)
@@ -226,8 +228,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     if watched["replicas"]:  # several rollout replicas: each one's updates and syncs, apart
         run_doc["replica_timelines"] = watched["replicas"]
     stop = follow.watch.stopped
-    extra = engine.extra_checks(report) + ([check("no stall or engine error", False, stop.message(s.stall_timeout))]
-                                          if stop else [])
+    extra = measured + ([check("no stall or engine error", False, stop.message(s.stall_timeout))] if stop else [])
     verdict = engine.verdict(s, steps, status, run, probes, extra, ws)
     if status is RunStatus.TIMED_OUT:
         verdict = not_certified(Reason.TIMEOUT, verdict.checks)  # setup failures stopped the run above

@@ -63,7 +63,8 @@ def per_source(text: str, rx: re.Pattern) -> tuple[dict[str, int], bool]:
         if rx.search(line):
             m = FOLDED_RE.search(line)
             folded = folded or m is not None
-            counts[source(line)] = counts.get(source(line), 0) + (int(m.group(1)) if m else 1)
+            who = source(line)
+            counts[who] = counts.get(who, 0) + (int(m.group(1)) if m else 1)
     return counts, folded
 
 

@@ -26,7 +26,6 @@ class ClusterJob:
     """How `rocmkit slurm` starts this engine's driver once the Ray cluster is up (cluster/slurm.py)."""
     entrypoint: tuple[str, ...]  # the driver's command before its arguments
     reserved: tuple[str, ...]  # arguments rocmkit fills from --nodes and --gpus-per-node
-    argument_form: str  # what one user argument looks like, for the error
     # Where the driver goes through `ray job submit` (this command before `--`) with a runtime env whose two `%s`
     # are the head's address; empty: the driver runs on the head node as it is.
     submit: tuple[str, ...] = ()

@@ -108,7 +108,7 @@ class Miles(CertifyEngine):
     first_phase = "Miles' test"
     setup_in_target = False
     probes = False
-    cluster = MilesJob(entrypoint=MILES_ENTRYPOINT, reserved=MILES_RESERVED, argument_form="a train.py argument",
+    cluster = MilesJob(entrypoint=MILES_ENTRYPOINT, reserved=MILES_RESERVED,
                        submit=MILES_SUBMIT, runtime_env=MILES_RUNTIME_ENV)
 
     def check(self, s: Settings) -> None:

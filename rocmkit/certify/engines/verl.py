@@ -46,8 +46,7 @@ class Verl(BuiltinTask):
     options = ("rollout", "rollout_tp", "backend", "tp", "pp", "attn", "rollout_graphs", "tune")
     extra = "verl"
     first_phase = "starting Ray"
-    cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"),
-                      argument_form="a Hydra override key=value")
+    cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"))
 
     # ---- options ----
 
