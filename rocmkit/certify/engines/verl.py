@@ -107,7 +107,9 @@ class Verl(BuiltinTask):
 
     def required_modules(self, s: Settings) -> list[str]:
         return (BASE_MODULES + ["verl", "hydra", "ray", s.rollout.value]
-                + (["megatron", "mbridge"] if s.backend is Backend.MEGATRON else []))
+                # verl 0.9.1 and mbridge build Megatron models from TransformerEngine layer specs only
+                # (verl/models/mcore/model_initializer.py, mbridge/core/llm_bridge.py): no TE, no model
+                + (["megatron", "mbridge", "transformer_engine"] if s.backend is Backend.MEGATRON else []))
 
     def imports(self, s: Settings) -> list[str]:
         return ["verl"]
@@ -130,6 +132,10 @@ class Verl(BuiltinTask):
         return True
 
     def install_hint(self, s: Settings, python: str) -> str:
+        if s.backend is Backend.MEGATRON:
+            return (super().install_hint(s, python) + ", then megatron-core and mbridge (verl's `[mcore]` extra) and "
+                    "TransformerEngine built for these GPUs (ROCm: github.com/ROCm/TransformerEngine, as rocmkit's "
+                    "verl stacks build it): verl builds Megatron models from TransformerEngine layers")
         return super().install_hint(s, python) + (", or the verl-cpu stack's packages for a CPU run" if s.on_cpu
                                                   else "")
 
