@@ -34,9 +34,9 @@ def take(pids: list[int], *, out_dir: Path | None, since: float | None = None, b
     procs = tree.with_descendants(pids)
     recs = {p.pid: r for p in procs if (r := tree.record(p)) is not None}
     by_pid = {p.pid: p for p in procs}
-    py_spy = stacks.find_py_spy()
+    py_spy, missing = stacks.find_py_spy()
     if not py_spy:
-        notes.append(f"no stacks: py-spy is not installed here ({stacks.INSTALL_HINT})")
+        notes.append(f"no stacks: {missing}")
     elif (why := stacks.ptrace_note()) is not None:
         notes.append(why)
     targets = [r for r in recs.values() if r["python"] and r["state"] != "zombie"] if py_spy else []

@@ -28,9 +28,18 @@ class Dump(NamedTuple):
     note: str | None  # why the dump is missing or has no native frames
 
 
-def find_py_spy() -> str | None:
-    """py-spy on PATH, or beside this Python (a venv's bin/ that is not on PATH)."""
-    return shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+ENV_VAR = "ROCMKIT_PY_SPY"  # a py-spy of the user's choosing (one not on PATH)
+
+
+def find_py_spy() -> tuple[str | None, str]:
+    """The py-spy to run, or None and why not: $ROCMKIT_PY_SPY, else on PATH, else beside this Python (a
+    venv's bin/ that is not on PATH)."""
+    chosen = os.environ.get(ENV_VAR)
+    if chosen:
+        found = shutil.which(chosen)
+        return (found, "") if found else (None, f"{ENV_VAR}={chosen} is not an executable")
+    found = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    return (found, "") if found else (None, f"py-spy is not installed here ({INSTALL_HINT})")
 
 
 def ptrace_note() -> str | None:

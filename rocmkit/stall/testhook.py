@@ -21,7 +21,8 @@ from ..verl.import_hooks import after_import
 
 VAR = "ROCMKIT_TEST_STALL"
 # where -> (the module to patch once it is imported, the class, the method)
-POINTS = {"weight-sync": ("verl.workers.rollout.vllm_rollout.utils", "BucketedWeightReceiver", "receive_weights"),
+POINTS = {"weight-sync": ("verl.workers.rollout.vllm_rollout.bucketed_weight_transfer", "BucketedWeightReceiver",
+                         "receive_weights"),
           "rollout": ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "execute_model")}
 
 

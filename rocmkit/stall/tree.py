@@ -20,6 +20,27 @@ KFD_PROC = Path("/sys/class/kfd/kfd/proc")
 NVIDIA_SMI_S = 5.0
 
 
+def select(selectors) -> list[int]:
+    """The pids the user named: numbers, or `ray` for every Ray raylet of this node (its workers are its
+    children). UsageError for a pid that is not there or a word that is not `ray`."""
+    from ..errors import UsageError
+
+    pids = []
+    for sel in selectors:
+        if sel == "ray":
+            raylets = [p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "raylet"]
+            if not raylets:
+                raise UsageError("--stalled ray: no Ray raylet runs on this node", hint="give the job's PID instead")
+            pids += raylets
+        elif sel.isdigit() and psutil.pid_exists(int(sel)):
+            pids.append(int(sel))
+        else:
+            raise UsageError(f"--stalled {sel}: " + ("no such process on this node" if sel.isdigit()
+                                                      else "a process id or `ray`"),
+                             hint="the job's process id (its driver, its launcher), e.g. from `pgrep -f main_ppo`")
+    return pids
+
+
 def with_descendants(pids: list[int]) -> list[psutil.Process]:
     """The processes and every descendant, once each, in pid order; those gone already are left out."""
     seen: dict[int, psutil.Process] = {}

@@ -55,9 +55,17 @@ def judge(procs: list[dict]) -> dict:
                 waits_for = [{"pid": p["pid"], "role": p["role"], "rank": p.get("rank"),
                               "why": f"the one process of the job at work ({p.get('cpu_pct') or 0:.0f} % CPU) while "
                                      f"the others wait: {_where(p)}"}]
-    return {"waiting": [{"pid": p["pid"], "role": p["role"], "rank": p.get("rank"), "kind": p["wait"]["kind"],
+    busy = [p for p in job if p not in waiting and p["state"] not in STUCK_STATES
+            and ((p.get("cpu_pct") or 0) >= BUSY_PCT or (p.get("wait") or {}).get("kind") == "running")]
+    health = ("stuck" if stuck else "working" if busy else "waiting" if waiting else "idle" if job else "empty")
+    text = summary(waiting, waits_for, job)
+    if health == "working":
+        at_work = "; ".join(f"{name(p)} ({p.get('cpu_pct') or 0:.0f} % CPU)" for p in busy[:6])
+        text = f"at work: {at_work}" + (f". {text}" if waiting else "")
+    return {"health": health,
+            "waiting": [{"pid": p["pid"], "role": p["role"], "rank": p.get("rank"), "kind": p["wait"]["kind"],
                          "at": p["wait"]["at"], "caller": p["wait"].get("caller", "")} for p in waiting],
-            "waits_for": waits_for, "summary": summary(waiting, waits_for, job)}
+            "waits_for": waits_for, "summary": text}
 
 
 def _where(p: dict) -> str:

@@ -12,7 +12,9 @@ from typing import NamedTuple
 # (kind, what a reader is told, regex over "name (file)" of a frame). The order is the priority.
 WAITS = tuple((kind, text, re.compile(rx)) for kind, text, rx in (
     ("stream sync", "a GPU stream/device synchronize",
-     r"(?:cuda|hip|cu)(?:Stream|Device|Event|Ctx)Synchronize|^synchronize \(.*torch/cuda/|_local_scalar_dense"),
+     # a device-to-host copy (.item(), .tolist(), .cpu()) waits for the stream as a synchronize does
+     r"(?:cuda|hip|cu)(?:Stream|Device|Event|Ctx)Synchronize|^synchronize \(.*torch/cuda/|_local_scalar_dense|"
+     r"^(?:cuda|hip|cu)Memcpy(?:DtoH|Async)?\w* \("),
     ("collective", "a collective (torch.distributed / NCCL / RCCL / gloo)",
      r"^(?:c10d::|gloo::|nccl|rccl)|ProcessGroup|torch/distributed/distributed_c10d\.py|"
      r"^(?:all_reduce|all_gather\w*|reduce_scatter\w*|all_to_all\w*|broadcast|barrier|monitored_barrier) \("),
@@ -65,14 +67,12 @@ def thread_wait(frames: list[dict], active: bool) -> Wait:
     match_texts = [f"{f.get('name', '')} ({f.get('filename') or ''})" for f in frames]
     best: tuple[int, str, str] | None = None
     for i, (kind, _, rx) in enumerate(WAITS):
-        for text, shown in zip(match_texts, texts):
-            if rx.search(text):
-                best = (i, kind, shown)
-                break
-        if best:
+        hits = [(f, shown) for f, text, shown in zip(frames, match_texts, texts) if rx.search(text)]
+        if hits:  # the innermost Python frame of that kind reads best ("all_reduce (…distributed_c10d.py:3252)")
+            best = (i, kind, next((shown for f, shown in hits if f.get("line")), hits[0][1]))
             break
     caller = _own_code(frames)
-    if best and not (active and best[1] in ("poll", "sleep")):
+    if best:  # py-spy may call a thread in epoll_wait active: the frame says more than the flag
         return Wait(best[1], best[2], caller)
     if active:
         return Wait("running", texts[0] if texts else "", caller)
@@ -101,8 +101,9 @@ def process_wait(threads: list[dict]) -> tuple[Wait, str]:
 ROLES = tuple((re.compile(rx), role) for rx, role in (
     (r"^ray::IDLE", "Ray idle worker"),
     (r"^ray::(\w+)", r"Ray actor \1"),
-    (r"(?:^|/)raylet\b", "Ray raylet"),
-    (r"(?:^|/)gcs_server\b", "Ray GCS"),
+    (r"^\S*/raylet(?:\s|$)", "Ray raylet"),  # the program itself, not a worker's --raylet-name=.../raylet
+    (r"^\S*/gcs_server(?:\s|$)", "Ray GCS"),
+    (r"ray/_private/workers/default_worker\.py", "Ray worker (starting)"),  # before Ray names it ray::...
     (r"ray/dashboard/|ray/_private/(?:log_monitor|monitor)\.py|ray/autoscaler/|runtime_env/agent", "Ray daemon"),
     (r"^VLLM::(\w+)", r"vLLM \1"),
     (r"verl\.trainer\.main_ppo|verl/trainer/main_ppo", "verl driver"),
@@ -125,5 +126,9 @@ def role(cmdline: list[str], name: str = "") -> str:
         m = rx.search(line)
         if m:
             return m.expand(r)
-    prog = next((a for a in cmdline[1:] if not a.startswith("-")), "") if cmdline else ""
-    return (prog.rsplit("/", 1)[-1] if prog else name) or "?"
+    if not cmdline:
+        return name or "?"
+    if not re.match(r"python", cmdline[0].rsplit("/", 1)[-1]):
+        return cmdline[0].rsplit("/", 1)[-1]
+    prog = next((a for a in cmdline[1:] if not a.startswith("-")), "")  # python's script, or -m's module
+    return prog.rsplit("/", 1)[-1] or name or "?"
