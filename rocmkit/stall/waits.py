@@ -130,5 +130,7 @@ def role(cmdline: list[str], name: str = "") -> str:
         return name or "?"
     if not re.match(r"python", cmdline[0].rsplit("/", 1)[-1]):
         return cmdline[0].rsplit("/", 1)[-1]
+    if "-c" in cmdline[1:2]:
+        return "python -c"  # the code itself says nothing short
     prog = next((a for a in cmdline[1:] if not a.startswith("-")), "")  # python's script, or -m's module
     return prog.rsplit("/", 1)[-1] or name or "?"
