@@ -13,7 +13,12 @@ The runs, in order (those that need more GPUs than are visible are skipped, and 
 and by name with --only, the shapes of real jobs: verl-2gpu-rollout-tp2, verl-4gpu-rollout-tp2 (`--rollout-tp 2`
 on 2 and 4 GPUs), verl-2gpu-megatron-tp2 (`--backend megatron --tp 2`: verl's Megatron actor, which needs
 megatron-core, mbridge and TransformerEngine) and trl-server-2gpu (`--vllm-mode server --gpus 2`: the server on one
-GPU, the trainer on the other). verl and TRL need Pythons of their own (TRL 1.13 or newer beside verl breaks verl): run the TRL ones with
+GPU, the trainer on the other); and verl-2gpu-stall, a hang made on purpose: `--rollout-tp 2` on 2 GPUs with the
+test hook ROCMKIT_TEST_STALL=rollout:1:3 (rocmkit/stall/testhook.py: the rollout's TP rank 1 stops itself with
+SIGSTOP in its third forward pass) under `--stall-timeout 60`. It passes when certify exits 1 with a stall report
+that names the stopped rank as the one waited for and at least one process waiting for it (py-spy must be
+installed: `pip install py-spy`, or its wheel). verl and TRL need Pythons of their own (TRL 1.13 or newer beside
+verl breaks verl): run the TRL ones with
 the Python, or PYTHONPATH, that has TRL.
 
 Each run's document is written to DIR/NAME.json (a certificate, or the doctor's report) with its stderr beside it
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -50,7 +56,12 @@ RUNS = {  # name -> (GPUs it needs, the command after `rocmkit`)
     "verl-2gpu-megatron-tp2": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--backend", "megatron",
                                    "--tp", "2", "--json"]),
     "trl-server-2gpu": (2, ["certify", "--host", "--engine", "trl", "--vllm-mode", "server", "--gpus", "2", "--json"]),
+    # a rollout rank stopped in its forward pass: the stall report must name it and the ranks waiting for it
+    "verl-2gpu-stall": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--rollout-tp", "2",
+                            "--stall-timeout", "60", "--no-probes", "--json"]),
 }
+ENV = {"verl-2gpu-stall": {"ROCMKIT_TEST_STALL": "rollout:1:3"}}  # the runs' extra environment
+STALLS = {"verl-2gpu-stall"}  # runs that must end as a named stall (exit 1), not pass
 CORE = ("doctor", "verl-1gpu", "verl-2gpu", "trl-1gpu")  # what a change to the GPU path is checked with
 
 
@@ -81,12 +92,28 @@ def headline(name: str, doc: dict) -> str:
                                                      " failed or warned"))
 
 
+def stall_headline(doc: dict) -> tuple[str, str]:
+    """A made stall's verdict and line: pass when the report names the stopped process and who waits for it."""
+    report = (doc.get("run") or {}).get("stall_report") or {}
+    v = report.get("verdict")
+    if not v:
+        return "fail", "no stall report: " + str(report.get("error") or (doc.get("run") or {}).get("status"))
+    waiting = ", ".join(f"{'rank ' + w['rank'] + ' ' if w.get('rank') else ''}pid {w['pid']} {w['role']} in {w['kind']}"
+                        for w in v["waiting"])
+    named = ", ".join(f"pid {w['pid']} {w['role']} ({w['why'].split(':')[0]})" for w in v["waits_for"])
+    ok = bool(v["waiting"]) and any(p["state"] == "stopped" and p["pid"] in {w["pid"] for w in v["waits_for"]}
+                                    for p in report.get("processes", []))
+    return ("pass" if ok else "fail"), (f"waiting: {waiting or 'none'}; waited for: {named or 'none'}; "
+                                        f"report {report.get('took_s')} s")
+
+
 def run_one(name: str, argv: list[str], out: Path, deadline: float | None) -> dict:
     if name != "doctor":
         argv = [*argv, "--out", str(out / f"{name}-run")]
     started = time.monotonic()
     try:
-        r = subprocess.run(ROCMKIT + argv, capture_output=True, text=True, timeout=deadline)
+        r = subprocess.run(ROCMKIT + argv, capture_output=True, text=True, timeout=deadline,
+                           env={**os.environ, **ENV.get(name, {})})
         code, stdout, stderr = r.returncode, r.stdout, r.stderr
     except subprocess.TimeoutExpired as exc:
         code, stdout = 124, exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -100,6 +127,9 @@ def run_one(name: str, argv: list[str], out: Path, deadline: float | None) -> di
     except ValueError:
         return {**line, "verdict": None, "headline": "no JSON document; stderr: " + " | ".join(stderr.splitlines()[-3:])}
     (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    if name in STALLS:
+        verdict, text = stall_headline(doc)
+        return {**line, "verdict": verdict if code == 1 else "fail", "headline": text}
     if name == "doctor":  # on a machine that is not AMD's, level 1 fails (no amdgpu, no KFD): level 2 is judged here
         probes = [f for f in doc.get("findings", []) if f["id"].startswith("probe")]
         verdict = "pass" if probes and all(f["status"] in ("pass", "skip") for f in probes) else "fail"

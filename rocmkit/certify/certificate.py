@@ -1,6 +1,9 @@
 """The certificate: what ran (image or host, engine, settings), what it measured, and the verdict —
 as JSON (`rocmkit.certificate/v2`) and a short markdown summary.
 
+v2 gains `run.stall_report` (rocmkit.stall-report/v1: where every process stood when the watchdog stopped a
+stalled run), present only then: an added field, so the version stays 2 and readers of v2 are unchanged.
+
 v2 (from v1): the engine's own record of the run is `engine_run` (v1 called verl's `verl`), and `settings` holds
 the chosen engine's options only (v1 held every engine's, None where they did not apply). `upgrade` reads a v1
 certificate as v2."""
@@ -165,6 +168,11 @@ def markdown(cert: dict) -> str:
     lines += [f"- note: {n}" for n in cert.get("notes", [])]
     lines += ["", "| check | result | detail |", "|---|---|---|"]
     lines += [f"| {c['name']} | {_result(c)} | {c['detail']} |" for c in cert["checks"]]
+    stall = run.get("stall_report")
+    if stall:  # after the checks: the table of every process is long
+        from ..stall.report import markdown as stall_markdown
+
+        lines += stall_markdown(stall) if stall.get("verdict") else ["", f"Stall report: {stall.get('error')}"]
     gpus = cert["host"].get("gpus") or []
     lines += ["", f"Host: {len(gpus)} AMD GPU(s) in the KFD topology" + (f" ({gpus[0].get('product')})" if gpus else "")
               + f"; ROCm {cert['host'].get('rocm') or 'n/a'}."]

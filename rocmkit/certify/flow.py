@@ -211,7 +211,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     device = engine.device(s, report)
     display.stage("training", f"{s.engine}, " + (f"{s.steps} steps on {device}" if engine.setup_in_target
                                                  else f"on {device}"))
-    follow = watchdog.Follow(display, engine.watch(s))
+    follow = watchdog.Follow(display, engine.watch(s), stall_dir=None if s.dry_run else ws.stall_dir)
     run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
     timings.lap("run")
     display.stage("judging")
@@ -227,6 +227,9 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                "stall_timeout_s": s.stall_timeout or None}
     if watched["replicas"]:  # several rollout replicas: each one's updates and syncs, apart
         run_doc["replica_timelines"] = watched["replicas"]
+    if follow.stall_report:  # where every process stood before the stalled run was stopped
+        run_doc["stall_report"] = follow.stall_report
+        files["stall"] = str(ws.stall_dir)
     stop = follow.watch.stopped
     extra = measured + ([check("no stall or engine error", False, stop.message(s.stall_timeout))] if stop else [])
     verdict = engine.verdict(s, steps, status, run, probes, extra, ws)
@@ -242,7 +245,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     if status is RunStatus.TIMED_OUT:
         error = (f"the certification ran past --timeout {s.timeout} s and was stopped", f"its log: {ws.log}")
     elif stop:
-        error = (stop.message(s.stall_timeout), f"the last lines are in the certificate (run.stop.lines); the log: {ws.log}")
+        error = (stop.message(s.stall_timeout), stall_hint(follow.stall_report, ws))
     else:
         error = launch_error(ws)
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
@@ -259,6 +262,15 @@ def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report
     if s.dry_run:
         return Outcome(exit_code=verdict.exit_code, error=error, files=files)
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
+
+
+def stall_hint(stall: dict | None, ws: Workspace) -> str:
+    """What to read after a stop: the stall report's verdict when there is one, else the last lines."""
+    if stall and stall.get("verdict"):
+        return f"{stall['verdict']['summary']}; the full stacks: {ws.stall_dir / 'stacks.txt'}; the log: {ws.log}"
+    if stall:
+        return f"{stall.get('error')}; the last lines are in the certificate (run.stop.lines); the log: {ws.log}"
+    return f"the last lines are in the certificate (run.stop.lines); the log: {ws.log}"
 
 
 def read_steps(ws: Workspace) -> dict[int, dict[str, float]]:

@@ -57,15 +57,17 @@ class Target:
 
     def run(self, inner: list[str], env: dict[str, str], ws: Workspace, *, timeout: float,
             on_line: Callable[[str], None] | None = None, log_path: Path | None = None, what: str,
-            stop_when: Callable[[], str | None] | None = None) -> proc.Result:
+            stop_when: Callable[[], str | None] | None = None,
+            on_stop: Callable[[list[int]], object] | None = None) -> proc.Result:
         if not self.image:  # this host's rocmkit first on the path, whichever Python runs it (runtime/intarget.py)
             return proc.run(inner, env=intarget.host_env({**os.environ, **env}), cwd=ws.root, timeout=timeout, on_line=on_line,
-                            log_path=log_path, what=what, stop_when=stop_when)
+                            log_path=log_path, what=what, stop_when=stop_when, on_stop=on_stop)
         from ..runtime.container import ULIMIT_NOTE, run_container
 
         result, self.ulimits = run_container(self.image_id, inner, what=what, timeout=timeout,
                                              docker=self.docker or "docker", ulimits=self.ulimits, on_line=on_line,
-                                             log_path=log_path, stop_when=stop_when, **self._flags(env, ws))
+                                             log_path=log_path, stop_when=stop_when, on_stop=on_stop,
+                                             **self._flags(env, ws))
         if not self.ulimits and ULIMIT_NOTE not in self.notes:
             self.notes.append(ULIMIT_NOTE)
         return result

@@ -224,13 +224,30 @@ def _from_traceback(lines: list[str]) -> list[str]:
 class Follow:
     """The run's watchdog and what the display says of it: the phase and its time, or the step and the reward.
     On a terminal the text is refreshed once a second; in plain mode a line is printed when the phase or step
-    changes, and every PLAIN_EVERY_S while it does not, so a CI log shows what a long wait is waiting for."""
+    changes, and every PLAIN_EVERY_S while it does not, so a CI log shows what a long wait is waiting for.
+    Before a stalled run is stopped, it takes the stall report (rocmkit/stall/) into `stall_report`, its full
+    stacks into `stall_dir`."""
 
     PLAIN_EVERY_S = 30.0
 
-    def __init__(self, display, watch: Watch):
-        self.display, self.watch = display, watch
+    def __init__(self, display, watch: Watch, stall_dir=None):
+        self.display, self.watch, self.stall_dir = display, watch, stall_dir
         self._shown, self._shown_at = None, 0.0
+        self.stall_report: dict | None = None
+
+    def before_stop(self, pids: list[int]) -> None:
+        """proc.run's on_stop: the stall report on the run's processes as they stand. Never raises: a report that
+        fails says why in its place, and the run is stopped all the same."""
+        if not self.watch.stopped or self.watch.stopped.reason != "stalled":
+            return  # an engine error has its traceback; only a silent run needs its stacks
+        from ..stall import report
+
+        self.display.update(f"stalled: taking the stall report of {len(pids)} process(es) before stopping them")
+        try:
+            self.stall_report = report.take(pids, out_dir=self.stall_dir, since=self.watch.started,
+                                            label=self.watch.stopped.message(self.watch.stall_s))
+        except Exception as exc:  # noqa: BLE001 - the reporter must never keep the run from being stopped
+            self.stall_report = {"error": f"the stall report failed: {type(exc).__name__}: {exc}"}
 
     def line(self, text: str) -> None:
         self.watch.line(text)

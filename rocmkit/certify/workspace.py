@@ -24,7 +24,7 @@ MARKER = ".rocmkit-certify"
 MARKER_SCHEMA = "rocmkit.certify-folder/v1"
 # Every entry rocmkit may create in a run folder, and nothing else.
 OWN = ("certify.json", "model", "data", "reward.py", "setup.log", "run", "run.log", "home",
-       "certificate.json", "certificate.md", "server.log")
+       "certificate.json", "certificate.md", "server.log", "stall")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class Workspace:
     setup_log: Path
     config: Path  # certify.json: the run's settings, read by the setup and the TRL run in the target
     server_log: Path  # TRL's vLLM server (--vllm-mode server), beside the engine's log
+    stall_dir: Path  # the stall report's full stacks, when the watchdog stopped a stalled run
     temporary: bool = False
 
     @property
@@ -61,7 +62,7 @@ def layout(root: Path, s: Settings, *, temporary: bool = False) -> Workspace:
         train_file=s.data or root / "data" / "train.parquet",
         val_file=(root / "data" / "test.parquet"), reward_file=root / "reward.py", run_dir=root / "run",
         home=root / "home", log=root / "run.log", setup_log=root / "setup.log", config=root / "certify.json",
-        server_log=root / "server.log", temporary=temporary)
+        server_log=root / "server.log", stall_dir=root / "stall", temporary=temporary)
 
 
 def _inputs(s: Settings) -> list[Path]:

@@ -53,9 +53,18 @@ from .common import json_option
 @click.option("--multi-node", is_flag=True,
               help="Also run the RDMA preflight of a multi-node job: an ACTIVE port, the RoCE v2 GID index "
                    "(NCCL_IB_GID_INDEX) and the devices for NCCL_IB_HCA.")
+@click.option("--stalled", "stalled", multiple=True, metavar="PID|ray",
+              help="Instead of the checks: where every process of a running job stood (repeatable). PID and its "
+                   "descendants, or `ray`: every Ray raylet of this node with its workers. Takes each Python "
+                   "process's stack with py-spy (root, or ptrace_scope 0), its role, state, CPU use and GPU memory, "
+                   "the kernel-log faults, and says who waits for whom, within 30 s, stopping nothing. Exit 0 when "
+                   "a process of the job is at work, 1 when they all wait or one is stopped.")
+@click.option("--stall-out", "stall_out", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="With --stalled: a new folder for the full stacks and the report (default: "
+                   "rocmkit-stall-HOST-TIME in the current folder).")
 @click.pass_context
 def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, code_objects, save_baseline,
-           baseline_file, compare_files, tolerance, multi_node) -> None:
+           baseline_file, compare_files, tolerance, multi_node, stalled, stall_out) -> None:
     """Check a ROCm host or container and say what to fix.
 
     Level 1 reads sysfs, procfs, /dev and the environment: amdgpu driver, /dev/kfd and render-node
@@ -72,6 +81,13 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     from ..host import doctor as host_doctor
     from ..host.report import table
 
+    if stalled:
+        from .stalled import stalled_report
+
+        ctx.exit(stalled_report(stalled, stall_out, as_json, other_options=bool(
+            compare_files or image or root or capture_dir or baseline_file or save_baseline or level > 1)))
+    elif stall_out:
+        raise UsageError("--stall-out is where --stalled writes the stacks", hint="add --stalled PID")
     if compare_files:
         if image or root or capture_dir or baseline_file or save_baseline:
             raise UsageError("--compare A B compares two saved runs; it takes no --image, --root, --capture, "

@@ -122,12 +122,13 @@ ULIMIT_NOTE = "the engine refused --ulimit memlock/stack (rootless or restricted
 
 def run_container(image: str, command: list[str], *, what: str, timeout: float | None, docker: str = "docker",
                   ulimits: bool = True, on_line=None, log_path=None, keep_stdout: bool = False,
-                  passthrough: bool = False, stop_when=None, host_code: bool = True, **flags):
+                  passthrough: bool = False, stop_when=None, on_stop=None, host_code: bool = True, **flags):
     """Run a labelled container through the runner (runtime.proc): the deadline and signals stop it and it is
     removed on every exit path (the runner's cleanup is remove_containers of its label). With host_code (the
     default: certify, `doctor --image`) the rocmkit code it runs is this host's (runtime/intarget.py); a
     user's own container (`rocmkit run`) passes False. An engine that refuses the memlock/stack ulimits (rootless, restricted) gets
     a second try without them (with passthrough the refusal is not readable: exit 125 is taken for it).
+    `on_stop` (see proc.run) gets the container's processes too, by their pids on this host.
     Returns (Result, whether ulimits were applied)."""
     if host_code:
         intarget.check_engine_local()
@@ -137,13 +138,25 @@ def run_container(image: str, command: list[str], *, what: str, timeout: float |
                                       host_code=host_code, **flags),
                       timeout=timeout, on_line=on_line, log_path=log_path, cleanup=lambda: remove_containers(label),
                       what=what,
-                      keep_stdout=keep_stdout, passthrough=passthrough, stop_when=stop_when)
+                      keep_stdout=keep_stdout, passthrough=passthrough, stop_when=stop_when,
+                      on_stop=on_stop and (lambda pids: on_stop(pids + labelled_pids(label))))
     refused = passthrough or any(w in result.output.lower() for w in REFUSED_ULIMIT)
     if ulimits and result.returncode == DOCKER_ERROR and refused:
         return run_container(image, command, what=what, timeout=timeout, docker=docker, ulimits=False,
                              on_line=on_line, log_path=log_path, keep_stdout=keep_stdout, passthrough=passthrough,
-                             stop_when=stop_when, host_code=host_code, **flags)
+                             stop_when=stop_when, on_stop=on_stop, host_code=host_code, **flags)
     return result, ulimits
+
+
+def labelled_pids(label: str) -> list[int]:
+    """The host pids of the first process of each running container labelled io.rocmkit.run=<label> (their
+    descendants are found from them); none when the engine cannot say."""
+    from .docker_engine import Engine
+
+    try:
+        return Engine.connect(timeout=10).labelled_pids(f"{RUN_LABEL}={label}")
+    except EnvironmentMissing:
+        return []
 
 
 def remove_containers(label: str) -> list[str]:

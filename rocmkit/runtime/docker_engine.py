@@ -232,6 +232,15 @@ class Engine:
                     raise
         return removed
 
+    def labelled_pids(self, label: str) -> list[int]:
+        """The host pid of each running container carrying `label` ("key=value")."""
+        pids = []
+        for c in self.client.containers.list(filters={"label": label}):
+            pid = (c.attrs.get("State") or {}).get("Pid")
+            if pid:
+                pids.append(int(pid))
+        return pids
+
     def read_json(self, image_id: str, path: str):
         raw = self.read_file(image_id, path)
         return None if raw is None else json.loads(raw)

@@ -211,7 +211,8 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
         timeout: float | None = None, on_line: Callable[[str], None] | None = None,
         log_path: Path | None = None, cleanup: Callable[[], object] | None = None, what: str | None = None,
         grace_s: float = GRACE_S, keep_stdout: bool = False, passthrough: bool = False,
-        input_text: str | None = None, stop_when: Callable[[], str | None] | None = None) -> Result:
+        input_text: str | None = None, stop_when: Callable[[], str | None] | None = None,
+        on_stop: Callable[[list[int]], object] | None = None) -> Result:
     """Run argv to completion or to its deadline; see the module docstring. `env` replaces the environment
     (None: inherit). `what` names the work in the Interrupted message. With keep_stdout, stdout is read apart
     from stderr and returned whole in Result.stdout (a JSON document a command prints); both still reach the
@@ -220,7 +221,8 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
     `input_text` is written to the child's stdin, which is then closed (a short request, as a credential
     helper reads one); otherwise stdin is /dev/null. `stop_when` is asked several times a second while the
     child runs (after each line, and when none comes): a reason it returns stops the tree as a deadline does,
-    and the Result carries the reason (a certification's watchdog). `cleanup` removes what the child started
+    and the Result carries the reason (a certification's watchdog). `on_stop` is then called with the pids of
+    the child's tree before anything is stopped (a stall report reads them as they stand). `cleanup` removes what the child started
     outside its process tree (runtime/container.py: the run's containers): called before the tree is stopped
     when the run is cut short (a stopped client would leave its container running), and again after it."""
     _become_subreaper()
@@ -244,14 +246,18 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
                 watch.pump(on_line, log_path, keep_stdout)
         finally:
             stopped = watch.timed_out or watch.stopped is not None or bool(received) or child.poll() is None
-            if cleanup and stopped:
-                cleanup()  # first: a stopped client would leave its container running
-            # Whatever is left of the tree goes: all of it at a deadline or signal, leftovers after an exit.
-            watch.tree.stop(CLEANUP_GRACE_S if cleanup else grace_s)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(timeout=grace_s)
-            if cleanup:
-                cleanup()
+            try:
+                if on_stop and watch.stopped is not None and not received:
+                    on_stop([p.pid for p in watch.tree.members()])
+            finally:  # whatever the report did, the tree goes
+                if cleanup and stopped:
+                    cleanup()  # first: a stopped client would leave its container running
+                # Whatever is left of the tree goes: all of it at a deadline or signal, leftovers after an exit.
+                watch.tree.stop(CLEANUP_GRACE_S if cleanup else grace_s)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=grace_s)
+                if cleanup:
+                    cleanup()
         if received:
             raise Interrupted(received[0], what or Path(argv[0]).name)
     if log_path and (watch.timed_out or watch.stopped):

@@ -120,7 +120,7 @@ class CertifyEngine:
     def execute(self, s: Settings, target, ws, inner: list[str], env: dict[str, str], *, timeout: float, follow):
         """Run the engine's command in the target under the watchdog; the runner's Result."""
         return target.run(inner, env, ws, timeout=timeout, on_line=follow.line, log_path=ws.log,
-                          what="the certification run", stop_when=follow.tick)
+                          what="the certification run", stop_when=follow.tick, on_stop=follow.before_stop)
 
     def device(self, s: Settings, report: dict) -> str | None:
         if s.on_cpu:

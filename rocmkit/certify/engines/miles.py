@@ -142,7 +142,7 @@ class Miles(CertifyEngine):
 
         result, _ = run_container(target.image_id, inner, what="Miles' short e2e test", timeout=timeout,
                                   docker=target.docker or "docker", on_line=follow.line, log_path=ws.log,
-                                  stop_when=follow.tick, env=env, mounts=ws.mounts(), workdir=s.miles_dir,
+                                  stop_when=follow.tick, on_stop=follow.before_stop, env=env, mounts=ws.mounts(), workdir=s.miles_dir,
                                   nodes=target.nodes, skip_missing=True, user=None,
                                   host_code=False)  # Miles' test: no rocmkit code in the image
         return result

@@ -1,0 +1,136 @@
+"""The processes of a run, read live: each one's command line, role, state, CPU time, rank and GPU memory.
+Everything here reads the world (psutil, /proc, sysfs, nvidia-smi); what it means is waits.py and verdict.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import psutil
+
+from .waits import role
+
+STATES = {psutil.STATUS_STOPPED: "stopped", psutil.STATUS_TRACING_STOP: "tracing-stop",
+          psutil.STATUS_DISK_SLEEP: "disk-sleep", psutil.STATUS_ZOMBIE: "zombie",
+          psutil.STATUS_RUNNING: "running", psutil.STATUS_SLEEPING: "sleeping", psutil.STATUS_IDLE: "idle"}
+RANK_VARS = ("RANK", "LOCAL_RANK")  # torch.distributed's, set by torchrun, accelerate, verl's workers
+KFD_PROC = Path("/sys/class/kfd/kfd/proc")
+NVIDIA_SMI_S = 5.0
+
+
+def select(selectors) -> list[int]:
+    """The pids the user named: numbers, or `ray` for every Ray raylet of this node (its workers are its
+    children). UsageError for a pid that is not there or a word that is not `ray`."""
+    from ..errors import UsageError
+
+    pids = []
+    for sel in selectors:
+        if sel == "ray":
+            raylets = [p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "raylet"]
+            if not raylets:
+                raise UsageError("--stalled ray: no Ray raylet runs on this node", hint="give the job's PID instead")
+            pids += raylets
+        elif sel.isdigit() and psutil.pid_exists(int(sel)):
+            pids.append(int(sel))
+        else:
+            raise UsageError(f"--stalled {sel}: " + ("no such process on this node" if sel.isdigit()
+                                                      else "a process id or `ray`"),
+                             hint="the job's process id (its driver, its launcher), e.g. from `pgrep -f main_ppo`")
+    return pids
+
+
+def with_descendants(pids: list[int]) -> list[psutil.Process]:
+    """The processes and every descendant, once each, in pid order; those gone already are left out."""
+    seen: dict[int, psutil.Process] = {}
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            seen[p.pid] = p
+            for c in p.children(recursive=True):
+                seen[c.pid] = c
+        except psutil.Error:
+            continue
+    return [seen[k] for k in sorted(seen)]
+
+
+def is_python(p: psutil.Process) -> bool:
+    """Its executable is a Python interpreter (Ray and vLLM rename their processes, not the executable)."""
+    try:
+        return bool(re.match(r"python", os.path.basename(p.exe())))
+    except psutil.Error:
+        try:
+            return bool(re.match(r"python", os.path.basename((p.cmdline() or [""])[0])))
+        except psutil.Error:
+            return False
+
+
+def _rank(p: psutil.Process) -> str | None:
+    try:
+        env = p.environ()
+    except psutil.Error:
+        return None
+    for var in RANK_VARS:
+        if env.get(var, "").isdigit():
+            return env[var]
+    return None
+
+
+def record(p: psutil.Process) -> dict | None:
+    """What the report says of one process before its stack (None if it is gone)."""
+    try:
+        with p.oneshot():
+            cmd = p.cmdline()
+            cpu = p.cpu_times()
+            return {"pid": p.pid, "ppid": p.ppid(), "role": role(cmd, p.name()), "rank": _rank(p),
+                    "state": STATES.get(p.status(), p.status()), "python": is_python(p),
+                    "cpu_s": round(cpu.user + cpu.system, 2), "threads": p.num_threads(),
+                    "rss_mib": round(p.memory_info().rss / 2**20, 1), "cmdline": " ".join(cmd)[:400],
+                    "_cpu": (time.monotonic(), cpu.user + cpu.system)}
+    except psutil.Error:
+        return None
+
+
+def cpu_since(rec: dict, p: psutil.Process) -> None:
+    """rec's CPU use (%) between its record and now: busy, or waiting."""
+    then, used = rec.pop("_cpu")
+    try:
+        cpu = p.cpu_times()
+    except psutil.Error:
+        return
+    took = time.monotonic() - then
+    if took > 0.2:
+        rec["cpu_pct"] = round(100 * (cpu.user + cpu.system - used) / took, 1)
+        rec["cpu_sample_s"] = round(took, 1)
+
+
+def gpu_memory(pids: set[int]) -> tuple[dict[int, float], str]:
+    """MiB of GPU memory each process holds, where the driver says: amdgpu's KFD per process, else nvidia-smi.
+    And where it was read from ("" when nowhere)."""
+    held: dict[int, float] = {}
+    if KFD_PROC.is_dir():
+        for pid in pids:
+            for f in (KFD_PROC / str(pid)).glob("vram_*"):
+                try:
+                    held[pid] = held.get(pid, 0.0) + int(f.read_text().strip() or 0) / 2**20
+                except (OSError, ValueError):
+                    continue
+        return {k: round(v, 1) for k, v in held.items()}, "amdgpu KFD (/sys/class/kfd/kfd/proc)"
+    import shutil
+
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return {}, ""
+    from ..runtime import proc
+
+    r = proc.capture([smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                     timeout=NVIDIA_SMI_S)
+    for line in r.tail if r.ok else []:
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) in pids:
+            try:
+                held[int(parts[0])] = held.get(int(parts[0]), 0.0) + float(parts[1])
+            except ValueError:
+                continue
+    return held, "nvidia-smi" if r.ok else f"nvidia-smi failed: {' '.join(r.tail[-2:])[:200]}"
