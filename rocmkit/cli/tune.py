@@ -147,7 +147,8 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
     if "actor_step_peak_gib" in result.memory:
         click.echo(f"# actor step peak {result.memory['actor_step_peak_gib']} GiB per GPU ({result.memory['actor_step_phase']})")
     if "weight_sync_peak_gib" in result.memory:
-        parts = ", ".join(f"{k.replace('_', ' ')} {v} GiB" for k, v in result.memory["weight_sync_breakdown_gib"].items() if v)
+        parts = ", ".join(f"{k.replace('_', ' ')} {v} GiB"
+                          for k, v in result.memory["weight_sync_breakdown_gib"].items() if v)
         click.echo(f"# actor weight sync peak {result.memory['weight_sync_peak_gib']} GiB per GPU ({parts})")
     h = result.host
     parts = ", ".join(f"{plan.HOST_PARTS[k]} {v} GiB" for k, v in h["breakdown_gib"].items())

@@ -172,8 +172,8 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
     else:  # est: one sequence, checkpointed and offloaded, the last try
         worst = max((est, sync), key=lambda e: e.peak)
         raise UsageError(f"one training sequence of {job.seq} tokens of {m.name} needs {_gib(worst.peak)} per GPU "
-                         f"({worst.phase}) even with checkpointing and CPU offload, {_gib(worst.peak - limit)} more than "
-                         f"{HEADROOM:.0%} of the {job.gpu_name}'s {_gib(job.gpu_bytes)}",
+                         f"({worst.phase}) even with checkpointing and CPU offload, {_gib(worst.peak - limit)} more "
+                         f"than {HEADROOM:.0%} of the {job.gpu_name}'s {_gib(job.gpu_bytes)}",
                          hint="shorter --prompt-len/--response-len, sequence parallelism (ulysses), or more memory")
     max_tokens = factor * job.seq
     plan.add("actor_rollout_ref.model.use_remove_padding", m.remove_padding,
@@ -200,8 +200,8 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
              f"({_gib(est.parts['master_weights_and_adam'])} per GPU); param_offload and optimizer_offload move them "
              "out only between phases", "arithmetic")
     if offload:
-        plan.add("actor_rollout_ref.actor.strategy", "fsdp2", "offload_policy is FSDP2's CPUOffloadPolicy: verl's FSDP1 "
-                 "engine (strategy fsdp, the default) never reads it", "verl")
+        plan.add("actor_rollout_ref.actor.strategy", "fsdp2", "offload_policy is FSDP2's CPUOffloadPolicy: verl's "
+                 "FSDP1 engine (strategy fsdp, the default) never reads it", "verl")
     plan.memory["actor_step_peak_gib"] = round(est.peak / GIB, 2)
     plan.memory["actor_step_phase"] = est.phase
     plan.memory["actor_step_breakdown_gib"] = est.gib()
