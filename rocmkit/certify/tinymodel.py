@@ -6,6 +6,7 @@ eos tokens, vocab padded to a multiple of 128, head_dim 64)."""
 from __future__ import annotations
 
 import math
+from functools import cache
 from pathlib import Path
 
 # Qwen2's pre-tokenization regex (tokenizer.json of Qwen2 models).
@@ -56,10 +57,15 @@ def _architecture(size: str, tokens: int) -> dict:
             "num_key_value_heads": kv, "max_position_embeddings": 2048, "tie_word_embeddings": True}
 
 
+@cache
+def _tokens(seed: int, vocab: int) -> int:
+    return _tokenizer(seed, vocab).get_vocab_size()
+
+
 def config(size: str = "tiny", seed: int = 0, vocab: int = 512) -> dict:
     """The architecture fields of the config.json that build() writes, without torch or transformers (what
     `rocmkit tune`'s memory model reads for a certificate of the built-in model)."""
-    return _architecture(size, _tokenizer(seed, vocab).get_vocab_size())
+    return _architecture(size, _tokens(seed, vocab))
 
 
 def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) -> Path:
