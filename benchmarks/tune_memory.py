@@ -147,7 +147,9 @@ def certificates_main(json_out: str | None) -> int:
     compared, skipped = certificates()
     if not compared:
         where = ", ".join(str((folder / pattern).relative_to(REPO)) for folder, pattern in KEPT)
-        print(f"error: no verl certificate to compare in {where}", file=sys.stderr)
+        print(f"error: no certificate in {where} could be compared", file=sys.stderr)
+        for name, why in skipped:
+            print(f"  {name}: {why}", file=sys.stderr)
         return 2
     print(certificate_table(compared, skipped))
     if json_out:
