@@ -6,6 +6,7 @@ eos tokens, vocab padded to a multiple of 128, head_dim 64)."""
 from __future__ import annotations
 
 import math
+from functools import cache
 from pathlib import Path
 
 # Qwen2's pre-tokenization regex (tokenizer.json of Qwen2 models).
@@ -31,35 +32,62 @@ def _corpus(seed: int) -> list[str]:
     return lines
 
 
-def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) -> Path:
-    """Write tokenizer + config + random weights to out_dir (deterministic for a seed)."""
-    import torch
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+def _tokenizer(seed: int, vocab: int):
+    """The byte-level BPE tokenizer, trained on the digits corpus (the `tokenizers` package only)."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}")
-    out_dir = Path(out_dir)
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(_corpus(seed), trainer=trainer)
+    return tok
+
+
+def _architecture(size: str, tokens: int) -> dict:
+    """config.json's architecture fields for a tokenizer of `tokens` entries."""
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}")
+    hidden, inter, layers, heads, kv = SIZES[size]
+    return {"model_type": "qwen2", "vocab_size": 128 * math.ceil(tokens / 128), "hidden_size": hidden,
+            "intermediate_size": inter, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "max_position_embeddings": 2048, "tie_word_embeddings": True}
+
+
+@cache
+def _tokens(seed: int, vocab: int) -> int:
+    return _tokenizer(seed, vocab).get_vocab_size()
+
+
+def config(size: str = "tiny", seed: int = 0, vocab: int = 512) -> dict:
+    """The architecture fields of the config.json that build() writes, without torch or transformers (what
+    `rocmkit tune`'s memory model reads for a certificate of the built-in model)."""
+    return _architecture(size, _tokens(seed, vocab))
+
+
+def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) -> Path:
+    """Write tokenizer + config + random weights to out_dir (deterministic for a seed)."""
+    import torch
+    from tokenizers import decoders
+    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}")
+    out_dir = Path(out_dir)
+    tok = _tokenizer(seed, vocab)
+    tok.decoder = decoders.ByteLevel()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    additional_special_tokens=["<|im_start|>"], padding_side="left",
                                    model_max_length=2048)
     fast.chat_template = CHATML
     fast.save_pretrained(out_dir)
 
-    hidden, inter, layers, heads, kv = SIZES[size]
-    cfg = Qwen2Config(vocab_size=128 * math.ceil(len(fast) / 128), hidden_size=hidden, intermediate_size=inter,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv,
-                      max_position_embeddings=2048, tie_word_embeddings=True, eos_token_id=fast.eos_token_id,
-                      pad_token_id=fast.pad_token_id, bos_token_id=None)
+    fields = _architecture(size, len(fast))
+    del fields["model_type"]
+    cfg = Qwen2Config(**fields, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, bos_token_id=None)
     cfg.architectures = ["Qwen2ForCausalLM"]
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(cfg)

@@ -97,7 +97,8 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
     useful KV cache), gpu_memory_utilization by the engine's meaning, the training token budget, dynamic
     batching, checkpointing, offload, Megatron TP/PP, and the batch sizes verl's divisibility rules accept.
     Prints the overrides to paste after `python3 -m verl.trainer.main_ppo`, then why each was chosen;
-    --json gives the same with the memory breakdown (memory.actor_step_peak_gib). A model or batch that
+    --json gives the same with the memory breakdown (memory.actor_step_peak_gib, and
+    memory.weight_sync_peak_gib: the actor's weights going to the rollout engine). A model or batch that
     cannot fit is exit 2, saying what does not fit by how much and what would.
 
     It also states the host memory per node that verl's offloads take (the actor's weights and AdamW's
@@ -145,6 +146,10 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
             click.echo(f"#  {s.override()}: {s.reason} [{s.source}]")
     if "actor_step_peak_gib" in result.memory:
         click.echo(f"# actor step peak {result.memory['actor_step_peak_gib']} GiB per GPU ({result.memory['actor_step_phase']})")
+    if "weight_sync_peak_gib" in result.memory:
+        parts = ", ".join(f"{k.replace('_', ' ')} {v} GiB"
+                          for k, v in result.memory["weight_sync_breakdown_gib"].items() if v)
+        click.echo(f"# actor weight sync peak {result.memory['weight_sync_peak_gib']} GiB per GPU ({parts})")
     h = result.host
     parts = ", ".join(f"{plan.HOST_PARTS[k]} {v} GiB" for k, v in h["breakdown_gib"].items())
     click.echo(f"# host memory per node for the offloads ({h['when']}): {h['need_gib']} GiB ({parts})"

@@ -20,6 +20,10 @@ Logits: the plain step keeps bf16 logits (2), fp32 log-softmax (4) and softmax (
 its backward adds the gather's zero-filled fp32 gradient (4) and the entropy product's two (8): 22 bytes
 per token and vocabulary entry. verl's actor, per verl's performance tuning guide,
 uses 4 (fp32) + 2 (autocast) + 1 bytes for the entropy beside its bf16 logits: 9.
+
+Weight sync, per GPU: the actor's process sends its weights to the colocated rollout engine through one
+buffer of a fixed size (2 GiB by default) beside what stays resident; for a small model that buffer is most of
+the actor's memory (weight_sync below).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from .models import ModelSpec
 GIB = 1 << 30
 PLAIN_LOGITS_BYTES = 22
 VERL_LOGITS_BYTES = 9  # verl's performance tuning guide, "Memory optimization for entropy calculation from logits", + bf16 logits
+# verl 0.9.1's actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes
+# (verl/trainer/config/rollout/rollout.yaml): the weight-sync buffer on every GPU of the actor.
+VERL_SYNC_BUCKET = 2048 << 20
 # What the rollout engine needs beyond weights and KV cache: CUDA/HIP graphs, sampler, activations of one
 # batch of max_num_batched_tokens. vLLM profiles this at start; 2 GiB + the prefill activations is typical.
 ENGINE_OVERHEAD = 2 * GIB
@@ -97,6 +104,39 @@ def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: b
     optimizer = Estimate({"master_weights_and_adam": states, "grads": grads,
                           "adamw_temporary": 0 if offload else 4 * p // shards}, "optimizer step")
     return max((forward, backward, optimizer), key=lambda e: e.peak)
+
+
+def weight_sync(spec: ModelSpec, *, shards: int = 1, bucket_bytes: int = VERL_SYNC_BUCKET, fsdp1: bool = True,
+                param_offload: bool = False, adam_on_gpu: bool = True) -> Estimate:
+    """Peak bytes on one GPU of the actor's process while verl 0.9.1 sends its weights to the colocated vLLM
+    (ActorRolloutRefWorker.update_weights, naive checkpoint engine): once before the first step, then after
+    every update. What its code allocates beside what stays resident:
+
+      bucket       BucketedWeightSender._init_buffer: torch.empty(update_weights_bucket_megabytes) on the GPU,
+                   whatever the model's size, freed after the last bucket.
+      copies       FSDP1 (verl's default strategy, fsdp) builds the weights' state_dict, and torch clones every
+                   parameter into it: _full_post_state_dict_hook on one rank, _create_chunk_dtensor's clone of
+                   the local chunk on several. 4P over the shards, held until the last tensor is sent. FSDP2
+                   hands out its sharded DTensors as they are (verl skips the staging): no copies.
+      gathered     several ranks: each DTensor's full_tensor() is a full fp32 copy of one parameter at a time.
+      resident     the fp32 weights (model_dtype fp32) and AdamW's two moments over the shards. The moments exist
+                   from the first optimizer step on (adam_on_gpu=False before it, or with optimizer_offload);
+                   gradients are gone (verl's train-mode context calls zero_grad, set_to_none, on exit).
+    With param_offload, FSDP1 loads the weights for state_dict() and offloads them before sending: the peak is
+    the larger of that moment (weights + copies) and the sending one (copies + bucket).
+    """
+    p = spec.params
+    weights = 4 * p // shards
+    adam = 8 * p // shards if adam_on_gpu else 0
+    copies = weights if fsdp1 else 0
+    sending = Estimate({"weights_fp32": 0 if param_offload else weights, "adamw_moments": adam,
+                        "state_dict_copies": copies, "gathered_param": 4 * spec.largest_tensor if shards > 1 else 0,
+                        "bucket": bucket_bytes}, "weight sync")
+    if not (param_offload and fsdp1):
+        return sending
+    staging = Estimate({"weights_fp32": weights, "adamw_moments": adam, "state_dict_copies": copies},
+                       "weight sync (state dict)")
+    return max((sending, staging), key=lambda e: e.peak)
 
 
 def forward_only(spec: ModelSpec, *, tokens: int) -> int:

@@ -73,6 +73,15 @@ class ModelSpec:
         return self.params - self.layers * idle
 
     @property
+    def largest_tensor(self) -> int:
+        """Elements of the model's largest parameter tensor: the embedding, an MLP projection, or with MoE the
+        packed experts (Transformers 5 keeps gate and up of every expert in one [experts, 2 x intermediate,
+        hidden] tensor, as verl 0.9.1's unfuse_moe_params describes)."""
+        h = self.hidden
+        mlp = self.experts * 2 * self.moe_intermediate * h if self.experts else h * self.intermediate
+        return max(self.vocab * h, self.q_dim * h, mlp)
+
+    @property
     def kv_bytes_per_token(self) -> int:
         """The rollout engine's KV cache: 2 (K and V) x layers x kv_heads x head_dim x 2 bytes (bf16)."""
         return 2 * self.layers * self.kv_dim * 2

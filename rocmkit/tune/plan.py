@@ -163,12 +163,17 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
     tries = [(f, ckpt, False) for f in (3, 2, 1) for ckpt in (False, True)] + [(f, True, True) for f in (2, 1)]
     for factor, ckpt, offload in tries:
         est = memory.actor_step(m, tokens=factor * job.seq, grad_ckpt=ckpt, shards=shards, offload=offload)
-        if est.peak <= limit:
+        # The weight sync after every update, as the plan runs it: the weights and AdamW's moments offloaded
+        # between phases (param_offload and optimizer_offload below), FSDP1 (verl's default strategy) unless
+        # FSDP2's offload policy is needed.
+        sync = memory.weight_sync(m, shards=shards, fsdp1=not offload, param_offload=True, adam_on_gpu=False)
+        if max(est.peak, sync.peak) <= limit:
             break
     else:  # est: one sequence, checkpointed and offloaded, the last try
-        raise UsageError(f"one training sequence of {job.seq} tokens of {m.name} needs {_gib(est.peak)} per GPU "
-                         f"even with checkpointing and CPU offload, {_gib(est.peak - limit)} more than "
-                         f"{HEADROOM:.0%} of the {job.gpu_name}'s {_gib(job.gpu_bytes)}",
+        worst = max((est, sync), key=lambda e: e.peak)
+        raise UsageError(f"one training sequence of {job.seq} tokens of {m.name} needs {_gib(worst.peak)} per GPU "
+                         f"({worst.phase}) even with checkpointing and CPU offload, {_gib(worst.peak - limit)} more "
+                         f"than {HEADROOM:.0%} of the {job.gpu_name}'s {_gib(job.gpu_bytes)}",
                          hint="shorter --prompt-len/--response-len, sequence parallelism (ulysses), or more memory")
     max_tokens = factor * job.seq
     plan.add("actor_rollout_ref.model.use_remove_padding", m.remove_padding,
@@ -194,9 +199,14 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
              f"during training: the states stay on the GPUs, sharded over {shards} GPUs they fit "
              f"({_gib(est.parts['master_weights_and_adam'])} per GPU); param_offload and optimizer_offload move them "
              "out only between phases", "arithmetic")
+    if offload:
+        plan.add("actor_rollout_ref.actor.strategy", "fsdp2", "offload_policy is FSDP2's CPUOffloadPolicy: verl's "
+                 "FSDP1 engine (strategy fsdp, the default) never reads it", "verl")
     plan.memory["actor_step_peak_gib"] = round(est.peak / GIB, 2)
     plan.memory["actor_step_phase"] = est.phase
     plan.memory["actor_step_breakdown_gib"] = est.gib()
+    plan.memory["weight_sync_peak_gib"] = round(sync.peak / GIB, 2)
+    plan.memory["weight_sync_breakdown_gib"] = sync.gib()
 
 
 def _megatron(job: Job, plan: Plan) -> tuple[int, int]:
