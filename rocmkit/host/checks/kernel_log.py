@@ -6,23 +6,16 @@ dump or call trace is one incident) and the fix; a pass only when the log was re
 from __future__ import annotations
 
 import bisect
-from typing import NamedTuple
 
 from ..facts import Facts
 from ..facts.kernlog import MAX_BYTES, Record
 from ..model import Status
 from . import Context, documents, finding
-from .kernel_patterns import MAX_GAP, PATTERNS, Pattern
+from .kernel_net import NET, unrecognized
+from .kernel_patterns import MAX_GAP, PATTERNS, Incident, Pattern
 
 __all__ = ["PATTERNS", "Pattern", "Incident", "scan", "check_kernel_log"]
 EVIDENCE_LINES = 40  # lines of the first incident kept in the finding
-
-
-class Incident(NamedTuple):
-    """One fault: its first line, the lines that belong to it (a dump, a call trace), and whether one of them
-    made it a FAIL (the pattern's `worse`)."""
-    lines: tuple[Record, ...]
-    worse: bool = False
 
 
 def _lines_with(text: str, starts: list[int], key: str) -> set[int]:
@@ -38,8 +31,9 @@ def _lines_with(text: str, starts: list[int], key: str) -> set[int]:
     return lines
 
 
-def _incident(p: Pattern, records: list[Record], i: int, own: set[int], any_start: set[int]) -> tuple[Incident, int]:
-    """The incident pattern p starts at line i, and the index of its last line."""
+def _incident(p: Pattern, records: list[Record], i: int, own: set[int],
+              any_start: set[int]) -> tuple[Incident, list[int]]:
+    """The incident pattern p starts at line i, and the indices of its lines."""
     first = records[i].message
     taken = [i]
     worse = bool(p.worse and p.worse.search(first))
@@ -62,7 +56,7 @@ def _incident(p: Pattern, records: list[Record], i: int, own: set[int], any_star
                 gap += 1
                 if gap > MAX_GAP:
                     break
-    return Incident(tuple(records[k] for k in taken), worse), taken[-1]
+    return Incident(tuple(records[k] for k in taken), worse), taken
 
 
 def scan(records: list[Record]) -> dict[str, list[Incident]]:
@@ -86,27 +80,37 @@ def scan(records: list[Record]) -> dict[str, list[Incident]]:
         matched = [i for i in sorted(candidates) if p.regex.search(records[i].message)]
         if matched:
             firsts[p.id] = matched
-    any_start = {i for lines in firsts.values() for i in lines}
+    # A pattern marked `alone` (detail lines seen without their header) starts no incident inside another one and
+    # cuts none short: the other patterns' incidents are made first, then its lines that none of them took.
+    any_start = {i for p in PATTERNS if not p.alone for i in firsts.get(p.id, ())}
     hits: dict[str, list[Incident]] = {}
-    for p in PATTERNS:
-        if p.id not in firsts:
-            continue
-        own = set(firsts[p.id])
+    taken: set[int] = set()
+    for p in sorted(PATTERNS, key=lambda p: p.alone):
+        lines = [i for i in firsts.get(p.id, ()) if not (p.alone and i in taken)]
+        own = set(lines)
         incidents, last = [], -1
-        for i in firsts[p.id]:
+        for i in lines:
             if i <= last:
                 continue  # a line of the incident before (its own first-line pattern again, e.g. "Oops:")
-            incident, last = _incident(p, records, i, own, any_start)
+            incident, its = _incident(p, records, i, own, any_start | own)
             incidents.append(incident)
-        hits[p.id] = incidents
+            taken.update(its)
+            last = its[-1]
+        if incidents:
+            hits[p.id] = incidents
+    net = unrecognized(records, taken)
+    if net:
+        hits[NET.id] = net
     return hits
 
 
-@documents("kernel.log", *(p.id for p in PATTERNS),
+@documents("kernel.log", *(p.id for p in PATTERNS), NET.id,
            what="the kernel log since boot (/dev/kmsg; a capture's `rocmkit/kmsg.txt`) and the previous boot's "
                 "(the systemd journal, `journalctl -k -b -1`; this boot's too when /dev/kmsg is unreadable) for "
                 "GPU (amdgpu, RAS), PCIe and host faults: "
                 + ", ".join(f"`{p.name}` ({p.severity})" for p in PATTERNS)
+                + f"; `{NET.name}` ({NET.severity}): an error-level record of the GPU, PCIe, IOMMU, MCE/EDAC, storage or "
+                  "network drivers that no pattern names and no allow-list entry excuses"
                 + "; a dump or call trace is one incident; unreadable (dmesg_restrict without root) is a skip, "
                   "never a pass")
 def check_kernel_log(f: Facts, ctx: Context):
@@ -140,7 +144,7 @@ def _scan_log(log):
     scope = dict(source=log.source, records=len(records), first_seq=records[0].seq, capped=log.capped,
                  **({"caveats": caveats} if caveats else {}))
     hits = scan(records)
-    for p in PATTERNS:
+    for p in (*PATTERNS, NET):
         incidents = hits.get(p.id)
         if incidents:
             status = Status.FAIL if any(i.worse for i in incidents) else p.status
