@@ -6,6 +6,7 @@ dump or call trace is one incident) and the fix; a pass only when the log was re
 from __future__ import annotations
 
 import bisect
+import re
 
 from ..facts import Facts
 from ..facts.kernlog import MAX_BYTES, Record
@@ -59,27 +60,58 @@ def _incident(p: Pattern, records: list[Record], i: int, own: set[int],
     return Incident(tuple(records[k] for k in taken), worse), taken
 
 
+def _groups() -> list[tuple[Pattern, ...]]:
+    """The table's patterns grouped by their keys (those that share all their keys share their candidate lines)."""
+    groups: dict[tuple[str, ...], list[Pattern]] = {}
+    for p in PATTERNS:
+        groups.setdefault(p.keys, []).append(p)
+    return [tuple(g) for g in groups.values()]
+
+
+_GROUPS = _groups()
+_GATES: dict[tuple[str, ...], re.Pattern] = {}
+
+
+def _gate(group: tuple[Pattern, ...]) -> re.Pattern:
+    """One regex matching a line any pattern of the group matches (a leading "(?i)" becomes a scoped group)."""
+    key = tuple(p.id for p in group)
+    if key not in _GATES:
+        parts = [f"(?i:{p.regex.pattern[4:]})" if p.regex.pattern.startswith("(?i)") else f"(?:{p.regex.pattern})"
+                 for p in group]
+        _GATES[key] = re.compile("|".join(parts))
+    return _GATES[key]
+
+
 def scan(records: list[Record]) -> dict[str, list[Incident]]:
     """Pattern id -> its incidents, in log order. Each pattern's words are found in the whole lower-cased log
     first (a word several patterns share, once), and only the lines holding one are tried with its regex: every
     regex on every line of a 1 MiB log costs most of a second, this about 35 ms, 1.5x parsing the records
     (benchmarks/kernlog_speed.py). A pattern with `follow` takes the lines after its first into the incident (a
     dump, a call trace); the others are one line each."""
-    text = "\n".join(r.message for r in records).lower()
+    messages = [r.message for r in records]
+    text = "\n".join(messages).lower()
     starts = [0]
     for r in records[:-1]:
         starts.append(starts[-1] + len(r.message) + 1)
     firsts: dict[str, list[int]] = {}
     by_key: dict[str, set[int]] = {}  # a key several patterns share is searched once
-    for p in PATTERNS:
+    for group in _GROUPS:
         candidates: set[int] = set()
-        for key in p.keys:
+        for key in group[0].keys:
             if key not in by_key:
                 by_key[key] = _lines_with(text, starts, key)
             candidates |= by_key[key]
-        matched = [i for i in sorted(candidates) if p.regex.search(records[i].message)]
-        if matched:
-            firsts[p.id] = matched
+        if not candidates:
+            continue
+        lines = sorted(candidates)
+        if len(group) > 1:  # one search for the whole group first: most lines holding "fail" match none
+            gate = _gate(group).search
+            lines = [i for i in lines if gate(messages[i])]
+        for p in group:
+            search = p.regex.compiled().search  # thousands of lines in a noisy log: no wrapper call per line
+            matched = [i for i in lines if search(messages[i])]
+            if matched:
+                firsts[p.id] = matched
     # A pattern marked `alone` (detail lines seen without their header) starts no incident inside another one and
     # cuts none short: the other patterns' incidents are made first, then its lines that none of them took.
     any_start = {i for p in PATTERNS if not p.alone for i in firsts.get(p.id, ())}

@@ -48,10 +48,13 @@ class LazyRegex:
         self.pattern = pattern
         self._compiled: re.Pattern | None = None
 
-    def search(self, text: str) -> re.Match | None:
+    def compiled(self) -> re.Pattern:
         if self._compiled is None:
             self._compiled = re.compile(self.pattern)
-        return self._compiled.search(text)
+        return self._compiled
+
+    def search(self, text: str) -> re.Match | None:
+        return self.compiled().search(text)
 
 
 class Pattern(NamedTuple):
@@ -104,8 +107,7 @@ _UC_STATUS = r"0x(?:[2367abefABEF][0-9a-fA-F]{15}|[0-9a-fA-F]{4}[13579bdfBDF][0-
 # Failures first: a finding's order is the table's. AER's words changed in Linux 6.x ("Uncorrected"/"Corrected"
 # became "Uncorrectable"/"Correctable"): both are matched.
 PATTERNS: tuple[Pattern, ...] = (
-    _p("gpu_init", Status.FAIL, "fatal error during|init of ip block|probe of|probe with driver amdgpu|"
-       "invalid ip discovery|discovery_init|read ip discovery|atombios stuck|ip_init failed",
+    _p("gpu_init", Status.FAIL, "fatal error during|init of ip block|fail|probe|discovery|atombios stuck",
        r"Fatal error during GPU init|\*ERROR\* (?:hw|sw|early)_init of IP block <\w+> "
        r"failed|amdgpu: .*hw_init of IP block .* failed|amdgpu_device_ip_init failed"
        # drivers/base/dd.c: 5.x pr_warn "%s: probe of %s failed", 6.x dev_err "probe with driver %s failed"
@@ -117,14 +119,14 @@ PATTERNS: tuple[Pattern, ...] = (
        "failed)",
        "check the firmware package matches the driver (amdgpu-dkms and linux-firmware from one ROCm release), "
        "then cold-boot the node; if it repeats, " + DRAIN + "report it to the vendor", AMDGPU_DOC),
-    _p("gpu_reset_failed", Status.FAIL, "reset failed|) failed|recovery failed|baco state|reset end with",
+    _p("gpu_reset_failed", Status.FAIL, "fail|reset",
        r"(?:GPU|ASIC|[Mm](?:ODE|ode) ?[12]|BACO|[Rr]ing \S+) reset(?:\(\d+\))? failed|GPU Recovery Failed"
        r"|Failed to (?:enter|exit) BACO state|GPU reset end with ret = -\d+",
        "a GPU reset failed (a failed queue reset escalates to a full one; a failed full reset leaves the GPU hung "
        "until the node reboots)",
        DRAIN + "reboot it if the GPU stays hung (look for a kernel.log.gpu_reset that succeeded after it)",
        AMDGPU_DOC),
-    _p("ip_block_resume", Status.FAIL, "of ip block|ip_resume failed|ip_suspend failed|ip_late_init failed",
+    _p("ip_block_resume", Status.FAIL, "fail",
        r"\b(?:suspend|resume|hw_fini|late_init) of IP block <\w+> failed"
        r"|amdgpu_device_ip_(?:resume|suspend|late_init) failed",
        "a GPU IP block failed to suspend, resume or finish its init (after a reset, a runtime-PM wake or a "
@@ -132,7 +134,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "look at the SMU/PSP lines before it (kernel.log.smu, kernel.log.psp); disable runtime PM "
        "(amdgpu.runpm=0) on compute nodes, install one ROCm release's amdgpu-dkms and firmware; if it repeats, "
        + DRAIN + "cold-boot it", AMDGPU_DOC),
-    _p("kfd_device", Status.FAIL, "rejects atomics|not added due to errors",
+    _p("kfd_device", Status.FAIL, "rejects atomics|not added",
        r"\bskipped device \S+, PCI rejects atomics|\bdevice \S+ NOT added due to errors",
        "the compute driver (KFD) refused a GPU: ROCm cannot use it (PCIe atomics not routed to it, or its init "
        "failed)",
@@ -143,7 +145,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "a fatal RAS interrupt (e.g. ERREVENT_ATHUB_INTERRUPT on MI300X): the GPU hung and needs a reset",
        DRAIN + "read the ACA dump that follows it (kernel.log.ras_aca) and the RAS counts (amd-smi metric --ecc); "
                "if it repeats on one GPU, replace it", RAS_DOC),
-    _p("ras_uncorrectable", Status.FAIL, "uncorrectable|ecc fatal|deferred hardware",
+    _p("ras_uncorrectable", Status.FAIL, "correct|ecc fatal|hardware error",
        r"[Uu]ncorrectable hardware errors? detected"
        r"|\bRAS\b.*\buncorrectable|GPU detected ECC Fatal Error|[Dd]eferred hardware errors? detected",
        "uncorrectable (or deferred) RAS/ECC errors: GPU memory or a block is failing",
@@ -157,7 +159,7 @@ PATTERNS: tuple[Pattern, ...] = (
        r"|GPU will not be initialized\. Replace this GPU",
        "the GPU's retired (bad) pages reached the RAS threshold: the GPU is marked for replacement (RMA)",
        DRAIN + "replace the GPU (AMD's Service Action Guide); amdgpu.bad_page_threshold only hides it", RAS_DOC),
-    _p("aer_uncorrected", Status.FAIL, "uncorrect|recovery failed|device reset failed",
+    _p("aer_uncorrected", Status.FAIL, "correct|fail",
        r"PCIe Bus Error: severity=Uncorrect(?:ed|able)"
        r"|AER: (?:Multiple )?Uncorrect(?:ed|able) \((?:Non-)?Fatal\) error (?:message )?received"
        r"|AER: (?:device recovery failed|subordinate device reset failed)",
@@ -248,8 +250,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "the aer_layer/aer_agent lines name the failing link; reseat or replace the device at that address; check "
        "`lspci -vvv -s ADDR`", AER_DOC, follow=r"\baer_\w+|AER:\s+\[\s*\d+\]|^\s+\[\s*\d+\]|TLP Header:", span=12,
        worse=r"\baer_uncor_severity:"),
-    _p("aer_detail", Status.WARN, "status/mask=|aer_cor_status|aer_uncor_status|aer_layer=|error of this agent|"
-       "aer_uncor_severity",
+    _p("aer_detail", Status.WARN, "status/mask=|aer_|error of this agent",
        r"\berror status/mask=[0-9a-fA-F]{8}/|\baer_(?:cor|uncor)_status: 0x|\baer_layer=|\baer_uncor_severity:"
        r"|AER:\s+Error of this Agent is reported first",
        "PCIe AER detail lines seen without their header (the status registers of a PCIe error whose first line "
@@ -349,12 +350,12 @@ PATTERNS: tuple[Pattern, ...] = (
        "(kernel.log.ras_bad_page_threshold)", RAS_DOC),
     # amdgpu_ring.c/amdgpu_ib.c and gfx_v*.c: at init the ring stays unusable (a fatal one also gives gpu_init);
     # during a reset it is the hang being recovered
-    _p("ring_test", Status.WARN, "test failed|failed testing ib",
+    _p("ring_test", Status.WARN, "fail",
        r"\bring \S+ test failed\b|\bIB test failed on \S+|\bfailed testing IB on ring|\bib ring test failed",
        "a GPU ring or IB (command buffer) test failed: that engine does not execute commands",
        "at boot: install one ROCm release's amdgpu-dkms and firmware and cold-boot the node; during a reset, "
        "look for the gpu_reset or gpu_reset_failed that follows; if it repeats, " + DRAIN + "check it", AMDGPU_DOC),
-    _p("cp_hang", Status.WARN, "q disable failed|q enable failed|halt cp",
+    _p("cp_hang", Status.WARN, "fail",
        r"\bK[CGI]Q (?:disable|enable) failed|\bfailed to halt cp\b",
        "the GPU's command processor did not stop or start its queues (CP halt, KIQ/KCQ enable or disable failed): "
        "a hung GPU, usually during a reset or unload",
@@ -369,7 +370,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "the call trace names the function; report it with the kernel and amdgpu-dkms versions; if the GPU "
        "misbehaves after it, " + DRAIN + "reboot it", KERNEL_DOC, follow=TRACE),
     # arch/x86/mm/fault.c show_signal_msg and arch/x86/kernel/traps.c: a user process killed by the kernel
-    _p("user_fault", Status.WARN, "segfault at|general protection fault ip:|] trap ",
+    _p("user_fault", Status.WARN, "segfault at|general protection fault|] trap ",
        r"\[\d+\]: segfault at [0-9a-f]+ ip [0-9a-fx]+ sp [0-9a-fx]+ error"
        r"|\[\d+\] general protection fault ip:[0-9a-f]+ sp:|\[\d+\] trap [\w ]+ ip:[0-9a-f]+ sp:",
        "a process was killed by a segfault, general-protection fault or trap (the line names the library: in "
@@ -381,7 +382,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "interrupts' threads starved)",
        "find the SCHED_FIFO/RR task that spins (ps -eLo rtprio,comm | sort -n); a busy-polling RT thread on a "
        "training node stalls the GPU driver's work", "https://docs.kernel.org/scheduler/sched-rt-group.html"),
-    _p("journal_corrupt", Status.WARN, "corrupted|truncated",
+    _p("journal_corrupt", Status.WARN, "systemd-journald",
        r"systemd-journald\[\d+\]: .*(?:corrupted or uncleanly shut down|[Jj]ournal file corrupted"
        r"|is truncated, ignoring)",
        "the systemd journal found a corrupted or uncleanly closed file (the node crashed or lost power, or its disk "
@@ -389,7 +390,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "look at the previous boot's end (journalctl -b -1 -e) for the crash; check the disk (smartctl)",
        "https://www.freedesktop.org/software/systemd/man/latest/systemd-journald.service.html"),
     # Lustre's CERROR/CNETERR console prefixes and its client's recovery messages (lustre/ptlrpc, lnet/klnds)
-    _p("lustre", Status.WARN, "lustreerror|lneterror|was lost|@@@ request sent|evicted|timed out tx",
+    _p("lustre", Status.WARN, "lustre|lnet",
        r"^(?:LustreError|LNetError): |^Lustre: .*(?:Connection to \S+ \(at \S+\) was lost|@@@ Request sent has "
        r"(?:failed due to network error|timed out)|\bevicted\b)|^LNet: .*\bTimed out tx\b",
        "Lustre or LNet errors: the parallel filesystem or its network lost a server, timed out or evicted this "
