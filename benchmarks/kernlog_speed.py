@@ -56,23 +56,38 @@ def synthetic(mib: float) -> str:
     return format_records(out)
 
 
-def before(rev: str):
-    """The scan of kernel_log.py at an earlier revision, loaded beside the current one."""
+def _git_show(rev: str, path: str) -> str | None:
     try:
-        src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:rocmkit/host/checks/kernel_log.py"],
-                             capture_output=True, text=True, check=True).stdout
+        return subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{path}"], capture_output=True, text=True,
+                              check=True).stdout
     except (subprocess.CalledProcessError, FileNotFoundError):
         return None
-    src = src.replace("from ..kernlog import", "from ..facts.kernlog import")  # kernlog.py moved into facts/
-    mod = types.ModuleType("rocmkit.host.checks._kernel_log_before")
-    mod.__package__ = "rocmkit.host.checks"
-    sys.modules[mod.__name__] = mod  # dataclasses look their module up
-    try:
-        exec(compile(src, f"{rev}:kernel_log.py", "exec"), mod.__dict__)
-    except ImportError as exc:  # a revision whose modules moved since
-        print(f"(--before {rev} not loaded: {exc})")
-        return None
-    return mod
+
+
+# The modules of the check at a revision, loaded beside the current ones under a prefix, each importing the
+# revision's siblings (else an earlier kernel_log.py would scan with today's pattern table).
+SIBLINGS = ("kernel_patterns", "kernel_net", "kernel_log")
+
+
+def before(rev: str):
+    """The scan of the kernel.log check at an earlier revision, loaded beside the current one."""
+    mod = None
+    for name in SIBLINGS:
+        src = _git_show(rev, f"rocmkit/host/checks/{name}.py")
+        if src is None:
+            continue  # a module that revision does not have
+        src = src.replace("from ..kernlog import", "from ..facts.kernlog import")  # kernlog.py moved into facts/
+        for sibling in SIBLINGS:
+            src = src.replace(f"from .{sibling} import", f"from ._before_{sibling} import")
+        mod = types.ModuleType(f"rocmkit.host.checks._before_{name}")
+        mod.__package__ = "rocmkit.host.checks"
+        sys.modules[mod.__name__] = mod  # dataclasses look their module up
+        try:
+            exec(compile(src, f"{rev}:{name}.py", "exec"), mod.__dict__)
+        except ImportError as exc:  # a revision whose modules moved since
+            print(f"(--before {rev} not loaded: {exc})")
+            return None
+    return mod if mod is not None and mod.__name__.endswith("kernel_log") else None
 
 
 def timed(fn, runs: int) -> float:

@@ -6,23 +6,17 @@ dump or call trace is one incident) and the fix; a pass only when the log was re
 from __future__ import annotations
 
 import bisect
-from typing import NamedTuple
+import re
 
 from ..facts import Facts
 from ..facts.kernlog import MAX_BYTES, Record
 from ..model import Status
 from . import Context, documents, finding
-from .kernel_patterns import MAX_GAP, PATTERNS, Pattern
+from .kernel_net import NET, unrecognized
+from .kernel_patterns import MAX_GAP, PATTERNS, Incident, Pattern
 
 __all__ = ["PATTERNS", "Pattern", "Incident", "scan", "check_kernel_log"]
 EVIDENCE_LINES = 40  # lines of the first incident kept in the finding
-
-
-class Incident(NamedTuple):
-    """One fault: its first line, the lines that belong to it (a dump, a call trace), and whether one of them
-    made it a FAIL (the pattern's `worse`)."""
-    lines: tuple[Record, ...]
-    worse: bool = False
 
 
 def _lines_with(text: str, starts: list[int], key: str) -> set[int]:
@@ -38,8 +32,9 @@ def _lines_with(text: str, starts: list[int], key: str) -> set[int]:
     return lines
 
 
-def _incident(p: Pattern, records: list[Record], i: int, own: set[int], any_start: set[int]) -> tuple[Incident, int]:
-    """The incident pattern p starts at line i, and the index of its last line."""
+def _incident(p: Pattern, records: list[Record], i: int, own: set[int],
+              any_start: set[int]) -> tuple[Incident, list[int]]:
+    """The incident pattern p starts at line i, and the indices of its lines."""
     first = records[i].message
     taken = [i]
     worse = bool(p.worse and p.worse.search(first))
@@ -62,7 +57,29 @@ def _incident(p: Pattern, records: list[Record], i: int, own: set[int], any_star
                 gap += 1
                 if gap > MAX_GAP:
                     break
-    return Incident(tuple(records[k] for k in taken), worse), taken[-1]
+    return Incident(tuple(records[k] for k in taken), worse), taken
+
+
+def _groups() -> list[tuple[Pattern, ...]]:
+    """The table's patterns grouped by their keys (those that share all their keys share their candidate lines)."""
+    groups: dict[tuple[str, ...], list[Pattern]] = {}
+    for p in PATTERNS:
+        groups.setdefault(p.keys, []).append(p)
+    return [tuple(g) for g in groups.values()]
+
+
+_GROUPS = _groups()
+_GATES: dict[tuple[str, ...], re.Pattern] = {}
+
+
+def _gate(group: tuple[Pattern, ...]) -> re.Pattern:
+    """One regex matching a line any pattern of the group matches (a leading "(?i)" becomes a scoped group)."""
+    key = tuple(p.id for p in group)
+    if key not in _GATES:
+        parts = [f"(?i:{p.regex.pattern[4:]})" if p.regex.pattern.startswith("(?i)") else f"(?:{p.regex.pattern})"
+                 for p in group]
+        _GATES[key] = re.compile("|".join(parts))
+    return _GATES[key]
 
 
 def scan(records: list[Record]) -> dict[str, list[Incident]]:
@@ -71,42 +88,61 @@ def scan(records: list[Record]) -> dict[str, list[Incident]]:
     regex on every line of a 1 MiB log costs most of a second, this about 35 ms, 1.5x parsing the records
     (benchmarks/kernlog_speed.py). A pattern with `follow` takes the lines after its first into the incident (a
     dump, a call trace); the others are one line each."""
-    text = "\n".join(r.message for r in records).lower()
+    messages = [r.message for r in records]
+    text = "\n".join(messages).lower()
     starts = [0]
     for r in records[:-1]:
         starts.append(starts[-1] + len(r.message) + 1)
     firsts: dict[str, list[int]] = {}
     by_key: dict[str, set[int]] = {}  # a key several patterns share is searched once
-    for p in PATTERNS:
+    for group in _GROUPS:
         candidates: set[int] = set()
-        for key in p.keys:
+        for key in group[0].keys:
             if key not in by_key:
                 by_key[key] = _lines_with(text, starts, key)
             candidates |= by_key[key]
-        matched = [i for i in sorted(candidates) if p.regex.search(records[i].message)]
-        if matched:
-            firsts[p.id] = matched
-    any_start = {i for lines in firsts.values() for i in lines}
-    hits: dict[str, list[Incident]] = {}
-    for p in PATTERNS:
-        if p.id not in firsts:
+        if not candidates:
             continue
-        own = set(firsts[p.id])
+        lines = sorted(candidates)
+        if len(group) > 1:  # one search for the whole group first: most lines holding "fail" match none
+            gate = _gate(group).search
+            lines = [i for i in lines if gate(messages[i])]
+        for p in group:
+            search = p.regex.compiled().search  # thousands of lines in a noisy log: no wrapper call per line
+            matched = [i for i in lines if search(messages[i])]
+            if matched:
+                firsts[p.id] = matched
+    # A pattern marked `alone` (detail lines seen without their header) starts no incident inside another one and
+    # cuts none short: the other patterns' incidents are made first, then its lines that none of them took.
+    any_start = {i for p in PATTERNS if not p.alone for i in firsts.get(p.id, ())}
+    hits: dict[str, list[Incident]] = {}
+    taken: set[int] = set()
+    for p in sorted(PATTERNS, key=lambda p: p.alone):
+        lines = [i for i in firsts.get(p.id, ()) if not (p.alone and i in taken)]
+        own = set(lines)
         incidents, last = [], -1
-        for i in firsts[p.id]:
+        for i in lines:
             if i <= last:
                 continue  # a line of the incident before (its own first-line pattern again, e.g. "Oops:")
-            incident, last = _incident(p, records, i, own, any_start)
+            incident, its = _incident(p, records, i, own, any_start | own)
             incidents.append(incident)
-        hits[p.id] = incidents
+            taken.update(its)
+            last = its[-1]
+        if incidents:
+            hits[p.id] = incidents
+    net = unrecognized(records, taken)
+    if net:
+        hits[NET.id] = net
     return hits
 
 
-@documents("kernel.log", *(p.id for p in PATTERNS),
+@documents("kernel.log", *(p.id for p in PATTERNS), NET.id,
            what="the kernel log since boot (/dev/kmsg; a capture's `rocmkit/kmsg.txt`) and the previous boot's "
                 "(the systemd journal, `journalctl -k -b -1`; this boot's too when /dev/kmsg is unreadable) for "
                 "GPU (amdgpu, RAS), PCIe and host faults: "
                 + ", ".join(f"`{p.name}` ({p.severity})" for p in PATTERNS)
+                + f"; `{NET.name}` ({NET.severity}): an error-level record of the GPU, PCIe, IOMMU, MCE/EDAC, storage or "
+                  "network drivers that no pattern names and no allow-list entry excuses"
                 + "; a dump or call trace is one incident; unreadable (dmesg_restrict without root) is a skip, "
                   "never a pass")
 def check_kernel_log(f: Facts, ctx: Context):
@@ -140,7 +176,7 @@ def _scan_log(log):
     scope = dict(source=log.source, records=len(records), first_seq=records[0].seq, capped=log.capped,
                  **({"caveats": caveats} if caveats else {}))
     hits = scan(records)
-    for p in PATTERNS:
+    for p in (*PATTERNS, NET):
         incidents = hits.get(p.id)
         if incidents:
             status = Status.FAIL if any(i.worse for i in incidents) else p.status

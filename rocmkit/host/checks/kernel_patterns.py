@@ -48,10 +48,13 @@ class LazyRegex:
         self.pattern = pattern
         self._compiled: re.Pattern | None = None
 
-    def search(self, text: str) -> re.Match | None:
+    def compiled(self) -> re.Pattern:
         if self._compiled is None:
             self._compiled = re.compile(self.pattern)
-        return self._compiled.search(text)
+        return self._compiled
+
+    def search(self, text: str) -> re.Match | None:
+        return self.compiled().search(text)
 
 
 class Pattern(NamedTuple):
@@ -68,6 +71,9 @@ class Pattern(NamedTuple):
     end: LazyRegex | None = None  # a line that closes the incident (it belongs to it)
     worse: LazyRegex | None = None  # a line that makes the incident a FAIL
     span: int = 64  # lines after the first that an incident may reach
+    alone: bool = False  # its lines count only outside another pattern's incident (a dump's detail lines seen
+    #                      without their header); they never cut another incident short
+
 
     @property
     def name(self) -> str:
@@ -79,11 +85,19 @@ class Pattern(NamedTuple):
         return self.status.value + ("/fail" if self.worse is not None and self.status != Status.FAIL else "")
 
 
+class Incident(NamedTuple):
+    """One fault: its first line, the lines that belong to it (a dump, a call trace), and whether one of them
+    made it a FAIL (the pattern's `worse`)."""
+    lines: tuple  # of facts.kernlog.Record
+    worse: bool = False
+
+
 def _p(name: str, status: Status, keys: str, regex: str, title: str, fix: str, ref: str = NODE_SCRAPER, *,
-       follow: str | None = None, end: str | None = None, worse: str | None = None, span: int = 64) -> Pattern:
+       follow: str | None = None, end: str | None = None, worse: str | None = None, span: int = 64,
+       alone: bool = False) -> Pattern:
     c = (lambda r: None if r is None else LazyRegex(r))
     return Pattern(f"kernel.log.{name}", status, LazyRegex(regex), tuple(keys.split("|")), title, fix, ref,
-                   c(follow), c(end), c(worse), span)
+                   c(follow), c(end), c(worse), span, alone)
 
 
 # STATUS of an MCA/ACA bank: bit 61 (UC, the first hex digit's 2s bit) is an uncorrected error, bit 44 a deferred
@@ -93,19 +107,40 @@ _UC_STATUS = r"0x(?:[2367abefABEF][0-9a-fA-F]{15}|[0-9a-fA-F]{4}[13579bdfBDF][0-
 # Failures first: a finding's order is the table's. AER's words changed in Linux 6.x ("Uncorrected"/"Corrected"
 # became "Uncorrectable"/"Correctable"): both are matched.
 PATTERNS: tuple[Pattern, ...] = (
-    _p("gpu_init", Status.FAIL, "fatal error during|init of ip block",
+    _p("gpu_init", Status.FAIL, "fatal error during|init of ip block|fail|probe|discovery|atombios stuck",
        r"Fatal error during GPU init|\*ERROR\* (?:hw|sw|early)_init of IP block <\w+> "
-       r"failed|amdgpu: .*hw_init of IP block .* failed",
-       "amdgpu failed to initialise a GPU (an IP block's init failed)",
+       r"failed|amdgpu: .*hw_init of IP block .* failed|amdgpu_device_ip_init failed"
+       # drivers/base/dd.c: 5.x pr_warn "%s: probe of %s failed", 6.x dev_err "probe with driver %s failed"
+       r"|^amdgpu: probe of \S+ failed with error|^amdgpu \S+: probe with driver amdgpu failed with error"
+       # amdgpu_discovery.c and atom.c
+       r"|invalid ip discovery (?:binary|data table)|amdgpu_discovery_init failed|failed to read ip discovery"
+       r"|atombios stuck (?:in loop|executing)",
+       "amdgpu failed to initialise a GPU (an IP block, a ring or IB test, IP discovery, the VBIOS or the probe "
+       "failed)",
        "check the firmware package matches the driver (amdgpu-dkms and linux-firmware from one ROCm release), "
        "then cold-boot the node; if it repeats, " + DRAIN + "report it to the vendor", AMDGPU_DOC),
-    _p("gpu_reset_failed", Status.FAIL, "fail",
+    _p("gpu_reset_failed", Status.FAIL, "fail|reset",
        r"(?:GPU|ASIC|[Mm](?:ODE|ode) ?[12]|BACO|[Rr]ing \S+) reset(?:\(\d+\))? failed|GPU Recovery Failed"
-       r"|Failed to (?:enter|exit) BACO state",
+       r"|Failed to (?:enter|exit) BACO state|GPU reset end with ret = -\d+",
        "a GPU reset failed (a failed queue reset escalates to a full one; a failed full reset leaves the GPU hung "
        "until the node reboots)",
        DRAIN + "reboot it if the GPU stays hung (look for a kernel.log.gpu_reset that succeeded after it)",
        AMDGPU_DOC),
+    _p("ip_block_resume", Status.FAIL, "fail",
+       r"\b(?:suspend|resume|hw_fini|late_init) of IP block <\w+> failed"
+       r"|amdgpu_device_ip_(?:resume|suspend|late_init) failed",
+       "a GPU IP block failed to suspend, resume or finish its init (after a reset, a runtime-PM wake or a "
+       "suspend: the GPU is unusable until it is reset)",
+       "look at the SMU/PSP lines before it (kernel.log.smu, kernel.log.psp); disable runtime PM "
+       "(amdgpu.runpm=0) on compute nodes, install one ROCm release's amdgpu-dkms and firmware; if it repeats, "
+       + DRAIN + "cold-boot it", AMDGPU_DOC),
+    _p("kfd_device", Status.FAIL, "rejects atomics|not added",
+       r"\bskipped device \S+, PCI rejects atomics|\bdevice \S+ NOT added due to errors",
+       "the compute driver (KFD) refused a GPU: ROCm cannot use it (PCIe atomics not routed to it, or its init "
+       "failed)",
+       "for atomics: put the GPU in a slot whose root port routes PCIe AtomicOps (`lspci -vvv`: AtomicOpsCap, "
+       "AtomicOpsCtl), with no switch or riser that drops them, and check the BIOS; otherwise read the amdgpu lines "
+       "before it", "https://rocm.docs.amd.com/en/latest/conceptual/pcie-atomics.html"),
     _p("ras_fatal", Status.FAIL, "hardware error", r"(?i)\buncorrectable hardware error\s*\(\s*\w+\s*\) detected",
        "a fatal RAS interrupt (e.g. ERREVENT_ATHUB_INTERRUPT on MI300X): the GPU hung and needs a reset",
        DRAIN + "read the ACA dump that follows it (kernel.log.ras_aca) and the RAS counts (amd-smi metric --ecc); "
@@ -176,14 +211,16 @@ PATTERNS: tuple[Pattern, ...] = (
        "a task hung in the kernel for minutes (uninterruptible sleep: a GPU fence, a filesystem, a driver)",
        "the call trace says where it waits (amdgpu_* or dma_fence_* means a GPU hang: look for "
        "kernel.log.ring_timeout); if it does not clear, " + DRAIN + "reboot it", KERNEL_DOC, follow=TRACE),
-    _p("mce", Status.WARN, "machine check|hardware error",
+    _p("mce", Status.WARN, "machine check|hardware error|cmci storm",
        r"\bMachine Check(?: Exception)?: [0-9a-fA-F]+ Bank \d+: [0-9a-fA-F]{16}|\bMachine check events logged"
-       r"|\[Hardware Error\]: (?:Corrected error, no action required|Uncorrected, |Deferred error)",
+       r"|\[Hardware Error\]: (?:Corrected error, no action required|Uncorrected, |Deferred error)"
+       r"|\[Hardware Error\]: CPU:?\s*\d+ \([0-9a-f:]+\) MC\d+_STATUS\[|\bCMCI storm detected",
        "CPU machine-check errors (MCE): corrected ones warn, uncorrected ones fail",
        "decode them (rasdaemon: ras-mc-ctl --errors; or mcelog); corrected errors that repeat on one CPU or DIMM, "
        "and any uncorrected one: " + DRAIN + "have the part replaced", MCE_DOC,
        follow=r"\[Hardware Error\]:", span=24,
-       worse=r"Bank \d+: " + _UC_STATUS[2:] + r"|\bUncorrected\b|\|UE\||\bDeferred error|Processor context corrupt"),
+       worse=r"Bank \d+: [2367abefABEF][0-9a-fA-F]{15}\b|\bUncorrected\b|\|UE\||\bDeferred error"
+             r"|Processor context corrupt"),
     _p("edac", Status.WARN, "edac mc", r"\bEDAC MC\d+: \d+ (?:CE|UE) ",
        "host memory ECC errors (EDAC): corrected ones warn, uncorrected ones fail",
        "find the DIMM (the EDAC line names it; ras-mc-ctl --error-count); replace it if its count grows, or "
@@ -213,12 +250,22 @@ PATTERNS: tuple[Pattern, ...] = (
        "the aer_layer/aer_agent lines name the failing link; reseat or replace the device at that address; check "
        "`lspci -vvv -s ADDR`", AER_DOC, follow=r"\baer_\w+|AER:\s+\[\s*\d+\]|^\s+\[\s*\d+\]|TLP Header:", span=12,
        worse=r"\baer_uncor_severity:"),
+    _p("aer_detail", Status.WARN, "status/mask=|aer_|error of this agent",
+       r"\berror status/mask=[0-9a-fA-F]{8}/|\baer_(?:cor|uncor)_status: 0x|\baer_layer=|\baer_uncor_severity:"
+       r"|AER:\s+Error of this Agent is reported first",
+       "PCIe AER detail lines seen without their header (the status registers of a PCIe error whose first line "
+       "was lost, filtered or printed by firmware): corrected ones warn, uncorrectable ones fail",
+       "the lines name the device (its PCI address); reseat or replace it if they repeat; check `lspci -vvv -s ADDR` "
+       "for its AER status", AER_DOC, alone=True, span=12,
+       follow=r"\berror status/mask=|\baer_\w+|AER:\s+\[\s*\d+\]|^\S+ [0-9a-fA-F:.]+:?\s+\[\s*\d+\] |TLP Header:",
+       worse=r"\baer_uncor_status: 0x(?!0{8})|\baer_uncor_severity:"),
     _p("io_error", Status.WARN, "i/o error", r"\bBuffer I/O error on dev(?:ice)? (?!sr\d|fd\d|loop)"
        r"|\bI/O error, dev (?!sr\d|fd\d|loop)",
        "block I/O errors on a disk (reads or writes failed)",
        "check the disk (smartctl -a, nvme smart-log) and its cabling; replace it if errors repeat", KERNEL_DOC),
     _p("gpu_reset", Status.WARN, "reset", r"GPU reset begin|Issuing Whole GPU reset|GPU reset\(\d+\) succeeded"
-       r"|\b(?:MODE[12]|BACO) reset\s*$|\bGPU (?:psp |smu )?mode1 reset\s*$|Starting \S+ ring reset",
+       r"|\b(?:MODE[12]|BACO) reset\s*$|\bGPU (?:psp |smu )?mode1 reset\s*$|Starting \S+ ring reset"
+       r"|GPU reset succeeded, trying to resume|VRAM is lost due to GPU reset|GPU reset end with ret = 0\b",
        "a GPU was reset since boot (a hang or a fatal error recovered by the driver)",
        "find the job that hung it (the ring-timeout lines name the process); if resets repeat, " + DRAIN
        + "check its RAS counts", AMDGPU_DOC),
@@ -245,14 +292,19 @@ PATTERNS: tuple[Pattern, ...] = (
        "incomplete, " + DRAIN + "cold-boot it"),
     _p("firmware", Status.WARN, "fail", r"amdgpu.*[Ff]ailed to load (?:gpu_info )?firmware|firmware load for "
        r"amdgpu/\S+ failed|PSP firmware loading failed|PSP load \w+ failed|[Ff]ailed to load ucode \w+"
-       r"|psp gfx command LOAD_IP_FW\S* failed",
+       r"|psp gfx command LOAD_IP_FW\S* failed"
+       # amdgpu_psp.c, psp_v*.c, gmc_v*.c, amdgpu_ucode.c
+       r"|\bfail(?:ed)? to (?:request/validate|validate|init(?:ialize)?) \w+ (?:microcode|firmware)"
+       r"|\bFailed to load (?:psp|\w+) firmware!|\bfailed to load ucode id",
        "amdgpu could not load a firmware file (or the PSP refused one)",
        "install the linux-firmware / amdgpu firmware of the ROCm release that matches the driver, then "
        "update-initramfs -u and reboot (a required firmware also shows as kernel.log.gpu_init)", AMDGPU_DOC),
-    _p("smu", Status.WARN, "fail|smu: ",
+    _p("smu", Status.WARN, "fail|smu: |smc ",
        r"SMU: I'm not done with your previous command|Msg issuing pre-check failed|SMU: response:0x"
        r"[0-9a-fA-F]+ for index|Failed to export SMU metrics table|SMU: No response|failed to send message \d+"
-       r"|last message was failed|Fail(?:ed)? to disable (?:smu|dpm) features",
+       r"|last message was failed|Fail(?:ed)? to disable (?:smu|dpm) features"
+       r"|\bFailed to send message (?:0x)?[0-9a-fA-F]+, response|SMC engine is not correctly up|\bSMC is not ready"
+       r"|\[powerplay\].*\b[Ff]ailed\b",
        "the GPU's power-management firmware (SMU) did not answer or refused a command",
        "often what comes before a GPU hang or reset; a driver/firmware mismatch also does this: install one "
        "ROCm release's amdgpu-dkms and firmware; if it repeats on one GPU, " + DRAIN + "cold-boot it", AMDGPU_DOC),
@@ -296,4 +348,54 @@ PATTERNS: tuple[Pattern, ...] = (
        "GPU memory pages were retired after an ECC error (one line per page)",
        "read the bad pages (amd-smi bad-pages); the GPU is replaced when they reach the threshold "
        "(kernel.log.ras_bad_page_threshold)", RAS_DOC),
+    # amdgpu_ring.c/amdgpu_ib.c and gfx_v*.c: at init the ring stays unusable (a fatal one also gives gpu_init);
+    # during a reset it is the hang being recovered
+    _p("ring_test", Status.WARN, "fail",
+       r"\bring \S+ test failed\b|\bIB test failed on \S+|\bfailed testing IB on ring|\bib ring test failed",
+       "a GPU ring or IB (command buffer) test failed: that engine does not execute commands",
+       "at boot: install one ROCm release's amdgpu-dkms and firmware and cold-boot the node; during a reset, "
+       "look for the gpu_reset or gpu_reset_failed that follows; if it repeats, " + DRAIN + "check it", AMDGPU_DOC),
+    _p("cp_hang", Status.WARN, "fail",
+       r"\bK[CGI]Q (?:disable|enable) failed|\bfailed to halt cp\b",
+       "the GPU's command processor did not stop or start its queues (CP halt, KIQ/KCQ enable or disable failed): "
+       "a hung GPU, usually during a reset or unload",
+       "look for the kernel.log.gpu_reset or gpu_reset_failed that follows; if it repeats, " + DRAIN
+       + "cold-boot it", AMDGPU_DOC),
+    # kernel/panic.c __warn: "WARNING: CPU: %d PID: %d at %pS" (6.x adds the file:line); only the GPU stack's
+    _p("gpu_warning", Status.WARN, "warning: ",
+       r"^WARNING: (?:CPU: \d+ PID: \d+ at )?(?:\S*drivers/gpu/drm/"
+       r"|.*\[(?:amdgpu|amdkfd|amdxcp|amdttm|amddrm_\w+|amd_sched|gpu_sched)\])",
+       "a kernel WARNING inside the GPU driver (amdgpu, its scheduler or TTM): a driver bug hit, often during init, "
+       "a reset or teardown",
+       "the call trace names the function; report it with the kernel and amdgpu-dkms versions; if the GPU "
+       "misbehaves after it, " + DRAIN + "reboot it", KERNEL_DOC, follow=TRACE),
+    # arch/x86/mm/fault.c show_signal_msg and arch/x86/kernel/traps.c: a user process killed by the kernel
+    _p("user_fault", Status.WARN, "segfault at|general protection fault|] trap ",
+       r"\[\d+\]: segfault at [0-9a-f]+ ip [0-9a-fx]+ sp [0-9a-fx]+ error"
+       r"|\[\d+\] general protection fault ip:[0-9a-f]+ sp:|\[\d+\] trap [\w ]+ ip:[0-9a-f]+ sp:",
+       "a process was killed by a segfault, general-protection fault or trap (the line names the library: in "
+       "libamdhip64, libhsa-runtime64 or another ROCm library it is the GPU stack that crashed)",
+       "for a ROCm library: check that the runtime matches the driver and the GPU (rocmkit doctor; HIP/ROCm "
+       "versions of the job's image); otherwise it is the program's own bug", KERNEL_DOC, follow=r"^Code: ", span=2),
+    _p("rt_throttling", Status.WARN, "rt throttling", r"\bsched: RT throttling activated",
+       "the scheduler throttled real-time tasks (an RT task ran 95% of a period: other tasks, watchdogs and "
+       "interrupts' threads starved)",
+       "find the SCHED_FIFO/RR task that spins (ps -eLo rtprio,comm | sort -n); a busy-polling RT thread on a "
+       "training node stalls the GPU driver's work", "https://docs.kernel.org/scheduler/sched-rt-group.html"),
+    _p("journal_corrupt", Status.WARN, "systemd-journald",
+       r"systemd-journald\[\d+\]: .*(?:corrupted or uncleanly shut down|[Jj]ournal file corrupted"
+       r"|is truncated, ignoring)",
+       "the systemd journal found a corrupted or uncleanly closed file (the node crashed or lost power, or its disk "
+       "fails): that boot's log is partly lost",
+       "look at the previous boot's end (journalctl -b -1 -e) for the crash; check the disk (smartctl)",
+       "https://www.freedesktop.org/software/systemd/man/latest/systemd-journald.service.html"),
+    # Lustre's CERROR/CNETERR console prefixes and its client's recovery messages (lustre/ptlrpc, lnet/klnds)
+    _p("lustre", Status.WARN, "lustre|lnet",
+       r"^(?:LustreError|LNetError): |^Lustre: .*(?:Connection to \S+ \(at \S+\) was lost|@@@ Request sent has "
+       r"(?:failed due to network error|timed out)|\bevicted\b)|^LNet: .*\bTimed out tx\b",
+       "Lustre or LNet errors: the parallel filesystem or its network lost a server, timed out or evicted this "
+       "client (jobs block on I/O, checkpoints fail)",
+       "check the fabric (ibstat, lnetctl ping to the server's NID) and the servers' state with the storage team; "
+       "an evicted client needs its mounts checked (lfs check servers)", "https://doc.lustre.org/lustre_manual.xhtml",
+       follow=r"^(?:Lustre|LNet|LustreError|LNetError): .*Skipped \d+ previous similar messages", span=4),
 )
