@@ -29,6 +29,17 @@ NOT_REPRODUCED = {
         "other:megatron-core-assert-to-warning": "a sed over the installed megatron-core in site-packages, not a "
                                                  "source patch rocmkit can check before the build",
     },
+    "verl-amd-2609": {
+        "git:sglang": "the recipe's SGLang 0801cc05 (0.5.15), while AMD's docs for the release name SGLang 0.5.19: "
+                      "SGLang 0.5.19 lives in the verl-sglang-rocm10 stack (test_verl_sglang_rocm10_pins_v0519)",
+        "env:SGLANG_USE_AITER": "set with the recipe's SGLang build, which this stack leaves to verl-sglang-rocm10",
+        "env:SGLANG_ATTENTION_BACKEND": "set with the recipe's SGLang build, which this stack leaves to "
+                                        "verl-sglang-rocm10",
+        "other:amdsmi-rtld-local": "the recipe seds rocm_sdk's RTLD_GLOBAL preload off; rocmkit's pip ROCm fix-ups "
+                                   "link devel's libamd_smi to core's instead (one copy, the doctor checks it)",
+        "other:libz3-link": "a link from z3-solver's site-packages folder into /usr/lib for tilelang's libtvm; "
+                            "tilelang comes with vLLM's requirements, and the stack format has no such step",
+    },
 }
 
 
@@ -55,10 +66,15 @@ def _reproduced(data, stack, rendered) -> dict[str, bool]:
         c = next((c for c in stack.git_components if c.git == pin["url"]), None)
         out[f"git:{pin['name']}"] = c is not None and c.commit == pin["commit"] and all(
             f"git checkout --detach {pin['commit']}" in t for t in texts)
-    for p in data.get("pip", []):
-        req = Requirement(p["req"])
-        version = stack.pinned_version(req.name)
-        out[f"pip:{p['req']}"] = version is not None and req.specifier.contains(version, prereleases=True)
+    for kind in ("pip", "bound"):
+        for p in data.get(kind, []):
+            req = Requirement(p["req"])
+            version = stack.pinned_version(req.name)
+            out[f"{kind}:{p['req']}"] = version is not None and req.specifier.contains(version, prereleases=True)
+    # A branch or tag of the recipe: the stack pins a commit read from that ref, or declares it MUTABLE.
+    for m in data.get("moving", []):
+        c = next((c for c in stack.git_components if c.git == m["url"]), None)
+        out[f"moving:{m['name']}"] = c is not None and (c.branch == m["ref"] if c.commit else c.mutable_ref == m["ref"])
     env = {e.name: e.value for e in stack.env}
     comp_env = {e.name: e.value for c in stack.components for e in c.env}
     for key, value in data.get("env", {}).items():
@@ -155,3 +171,33 @@ def test_verl_vllm_constraint_file_holds_the_bases_torch_and_triton():
     text = render_dockerfile(make_plan(s, list(s.targets)))
     assert f"printf '%s\\n' torch=={pins['torch']} triton=={pins['triton']} > /opt/rocmkit/constraints.txt" in text
     assert "grep -iE '^(torchvision|torchaudio)=='" in text  # the rest of the family still read from the image
+
+
+def test_verl_sglang_rocm10_pins_v0519():
+    """SGLang >= 0.5.19 in a verl stack: v0.5.19's commit (0bcd8223, quoted with the tag by stored third-party
+    files) with its tag, so `rocmkit lock` re-checks upstream that the tag still names it; on TheRock's pip ROCm
+    10.0.0 with SGLang's ROCm 10 torch, the target's device payload only."""
+    from packaging.version import Version
+
+    stack = stacks.load_builtin("verl-sglang-rocm10")
+    commit = "0bcd822377da7b5718e674eaf9c870d349424dd1"
+    for name in ("sglang", "sgl-kernel"):
+        c = stack.component(name)
+        assert (c.commit, c.tag) == (commit, "v0.5.19")
+    assert stack.component("sgl-kernel").subdir == "python/sglang/kernels/aot" and stack.component("sgl-kernel").single_arch
+    assert Version(stack.rocm) >= Version("10.0") and stack.base.pip_sdk
+    reqs = stack.base.rocm_wheels.requirements(["gfx950"])
+    assert "torch==2.11.0+rocm10.0.0" in reqs and "amd-torch-device-gfx950==2.11.0+rocm10.0.0" in reqs
+    assert not any("gfx942" in r for r in reqs)
+    text = render_dockerfile(make_plan(stack, ["gfx942"]))
+    assert "rocm-sdk-device-gfx942==10.0.0" in text and "gfx950" not in text.split("FROM base AS final")[0]
+
+
+def test_the_default_stays_verl_vllm_and_the_rocm10_stack_says_why():
+    """The default is the newest stack a recipe validates end to end as pinned (verl-vllm, ROCm 7.14); the ROCm 10
+    stack takes a branch, a tag and two git heads from its recipe, and its file argues why it is not the default."""
+    assert stacks.load(None).name == "verl-vllm"
+    rocm10 = stacks.load_builtin("verl-rocm10")
+    assert {c.name for c in rocm10.mutable_components} == {"vllm", "flash-linear-attention", "mbridge"}
+    header = Path(rocm10.path).read_text().split("schema =")[0]
+    assert "Not the default stack" in header and "verl-vllm" in header

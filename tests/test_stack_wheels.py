@@ -49,7 +49,7 @@ def test_example_renders_the_device_payload_of_its_arch_only(arch, family, other
 
 def test_rocm_from_wheels_sets_rocm_path_from_the_sdk_before_anything_uses_it():
     text, _ = rendered("gfx942")
-    order = [text.index(s) for s in ("-m venv", 'ln -sfn "$(python -m rocm_sdk path --root)" /opt/rocm',
+    order = [text.index(s) for s in ("-m venv", "RUN python -m rocm_sdk init", 'ln -s "$root" /opt/rocm',
                                      "ENV ROCM_PATH=/opt/rocm", "ENV PATH=/opt/rocm/bin:/opt/rocm/lib/llvm/bin:$PATH",
                                      "ln -sf /opt/rocm/lib/libamdhip64.so", "ENV PIP_CONSTRAINT=", "FROM base AS final")]
     assert order == sorted(order)

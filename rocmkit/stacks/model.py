@@ -120,6 +120,14 @@ class Base:
     source_note: str = ""  # where the base image comes from (the README's table shows it)
     pip_note: str = ""  # why the base pins are these
     rocm_wheels: RocmWheels | None = None  # ROCm from pip wheels, not from the base image
+    # The base image's ROCm is already TheRock's pip SDK (rocm/primus v26.x): its fix-ups run on it as on
+    # an SDK installed by rocm_wheels.
+    rocm_from_pip: bool = False
+
+    @property
+    def pip_sdk(self) -> bool:
+        """ROCm lives in site-packages (TheRock's _rocm_sdk_core/_rocm_sdk_devel), not in an /opt/rocm tree."""
+        return self.rocm_wheels is not None or self.rocm_from_pip
 
     def image_for(self, targets: list[str]) -> str:
         """Per-arch base image when the stack names one for a single target, else the default."""

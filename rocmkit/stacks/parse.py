@@ -234,7 +234,7 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
     b = Fields(path, "base", f.get("base", dict), ("image", "image_per_arch", "python_from", "apt", "pip",
                                                     "pip_extra_index_url", "pip_find_links", "ccache",
                                                     "amdsmi_from_rocm", "source_note", "pip_note",
-                                                    "rocm_wheels"))
+                                                    "rocm_wheels", "rocm_from_pip"))
     per_arch = b.per_arch("image_per_arch", stack_targets, IMAGE_RE, "image",
                           "an image reference such as repo/name:tag")
     python_from = b.get("python_from", str, "image")
@@ -253,6 +253,7 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
         source_note=b.text("source_note", TEXT_RE, NOTE, ""),
         pip_note=b.text("pip_note", TEXT_RE, NOTE, ""),
         rocm_wheels=rocm_wheels(b, stack_targets, rocm),
+        rocm_from_pip=b.get("rocm_from_pip", bool, False),
     )
 
     raw_components = f.get("component", list)
@@ -276,6 +277,12 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
 
     if base.amdsmi_from_rocm and rocm == NO_ROCM:
         raise InputFileError(path, "base.amdsmi_from_rocm", "needs a ROCm stack (rocm is \"none\")")
+    if base.rocm_from_pip and rocm == NO_ROCM:
+        raise InputFileError(path, "base.rocm_from_pip", "needs a ROCm stack (rocm is \"none\")",
+                             "rocm = \"<the version of the image's pip SDK>\"")
+    if base.rocm_from_pip and base.rocm_wheels:
+        raise InputFileError(path, "base.rocm_from_pip", "[base.rocm_wheels] already puts ROCm in pip's "
+                             "site-packages and applies the same fix-ups", "remove rocm_from_pip")
     steps = ", ".join(p.value for p in PostStep)
     post = f.text_list("post", re.compile(r"^[a-z-]+$"), steps)
     for i, step in enumerate(post):

@@ -120,6 +120,7 @@ def stack_pins(stack: Stack) -> tuple[list[Pin], list[Pin]]:
     repinned = {_canon(Requirement(r).name) for r, _ in comp_reqs}
     pins = [Pin(r, pin_line(stack, text, r)) for r in stack.base.pip if _canon(Requirement(r).name) not in repinned]
     pins += [Pin(r, pin_line(stack, text, r), no_deps) for r, no_deps in comp_reqs]
+    pins += [Pin(r, pin_line(stack, text, r)) for r in rocm_wheel_pins(stack)]
     return [p for p in pins if not p.no_deps], [p for p in pins if p.no_deps]
 
 
@@ -280,6 +281,12 @@ def _cert_args() -> list[str]:
     return ["--cert", cert] if cert else []
 
 
+def rocm_wheel_pins(stack: Stack) -> tuple[str, ...]:
+    """`[base.rocm_wheels]` for every target: the SDK, torch and each arch's device payload resolve with the rest."""
+    rw = stack.base.rocm_wheels
+    return rw.requirements(stack.targets) if rw else ()
+
+
 def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: list[str] | None = None,
             index_url: str = PYPI) -> Result:
     """Dry-run pip over the stack; see the module doc. Never raises for a conflict: the Result says it."""
@@ -293,6 +300,9 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
         return result
     urls = [u for u in (stack.base.pip_extra_index_url, stack.base.pip_find_links) if u]
     urls += [c.extra_index_url for c in stack.pip_components if c.extra_index_url]
+    rw = stack.base.rocm_wheels
+    rw_urls = [u for u in (rw.index_url, rw.find_links) if u] if rw else []
+    urls += rw_urls
     unreachable = [u for u in urls if _is_url(u) and not reachable(u)]
     interpreter = find_interpreter(stack.python)
     result.mode = (f"under {interpreter} (sdists allowed)" if interpreter else
@@ -308,13 +318,20 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
                 source_args += ["--extra-index-url", c.extra_index_url]
         if stack.base.pip_find_links and stack.base.pip_find_links not in unreachable:
             source_args += ["--find-links", stack.base.pip_find_links]
+        if rw and rw.index_url and rw.index_url not in unreachable:
+            source_args += ["--extra-index-url", rw.index_url]
+        if rw and rw.find_links and rw.find_links not in unreachable:
+            source_args += ["--find-links", rw.find_links]
+        # TheRock's packages exist only on their own index: where it is unreachable every one of them is stood in.
+        rw_unreachable = set(rocm_wheel_pins(stack)) if set(rw_urls) & set(unreachable) else set()
         for f in find_links or []:
             source_args += ["--find-links", f]
         if unreachable:
             # A local version label is served only by the stack's own sources, never by the index.
             for p in pins + no_deps_pins:
                 spec = list(Requirement(p.requirement).specifier)
-                if len(spec) == 1 and spec[0].operator == "==" and "+" in spec[0].version \
+                if len(spec) == 1 and spec[0].operator == "==" and ("+" in spec[0].version
+                                                                     or p.requirement in rw_unreachable) \
                         and not _served_locally(p.requirement, find_links or []):
                     _stub_wheel(stubs, p.requirement)
                     result.not_checked.append({

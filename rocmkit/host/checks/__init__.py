@@ -35,7 +35,8 @@ class Context(NamedTuple):
 GPU_ONLY = ("gpu", "rocm", "numa", "kernel.iommu", "kernel.pci_realloc", "kernel.pci_bfsort", "env.ray_noset",
             "env.ray_rocr", "env.ipc_legacy", "env.arch", "env.hsa_override_gfx_version", "env.hip_force_dev_kernarg",
             "env.hsa_no_scratch_reclaim", "env.nccl_min_nchannels", "software.vllm_amdsmi", "software.amdsmi",
-            "software.pyamdgpuinfo", "software.ray_gpus", "software.vf_configs", "probe", "pcie.acs")
+            "software.pyamdgpuinfo", "software.ray_gpus", "software.vf_configs", "probe", "pcie.acs",
+            "software.amd_smi_copies", "software.aotriton_gfx950", "env.expandable_segments", "env.ray_visible_both")
 
 
 def for_cpu_target(f: Finding) -> Finding:

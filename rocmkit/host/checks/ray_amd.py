@@ -101,4 +101,21 @@ def check_ray_rocr(f: Facts, ctx: Context):
                       ROCR_VISIBLE_DEVICES=env["ROCR_VISIBLE_DEVICES"])
 
 
-CHECKS = [check_ray_gpu_detection, check_ray_rocr]
+@documents("env.ray_visible_both",
+           what="`HIP_VISIBLE_DEVICES` and `ROCR_VISIBLE_DEVICES` both set where Ray is installed: HIP indexes the GPUs ROCR leaves, while Ray and verl set HIP_VISIBLE_DEVICES per worker by the host's index, so workers land on other GPUs or see none (warn)")
+def check_ray_visible_both(f: Facts, ctx: Context):
+    ray = f.package("ray")
+    env = f.env
+    if not ray or "HIP_VISIBLE_DEVICES" not in env or "ROCR_VISIBLE_DEVICES" not in env:
+        return
+    yield finding("env.ray_visible_both", "env", Status.WARN,
+                  f"HIP_VISIBLE_DEVICES={env['HIP_VISIBLE_DEVICES']} and ROCR_VISIBLE_DEVICES="
+                  f"{env['ROCR_VISIBLE_DEVICES']} are both set with Ray {ray}: HIP numbers only the GPUs ROCR leaves "
+                  "visible, but Ray (or verl, under RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES) sets "
+                  "HIP_VISIBLE_DEVICES per worker by the host's GPU index, so workers get other GPUs or none",
+                  fix="set one of them only: unset ROCR_VISIBLE_DEVICES and list the GPUs in HIP_VISIBLE_DEVICES",
+                  ref="ray-project/ray#53737, #53757; verl-project/verl#1465", ray=ray,
+                  HIP_VISIBLE_DEVICES=env["HIP_VISIBLE_DEVICES"], ROCR_VISIBLE_DEVICES=env["ROCR_VISIBLE_DEVICES"])
+
+
+CHECKS = [check_ray_gpu_detection, check_ray_rocr, check_ray_visible_both]

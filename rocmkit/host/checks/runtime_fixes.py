@@ -89,4 +89,39 @@ def check_amdgpu_ids(f: Facts, ctx: Context):
         yield finding("gpu.amdgpu_ids", "gpu", Status.PASS, f"{path} names every GPU here", path=path)
 
 
-CHECKS = [check_ipc_legacy, check_torch_cuda_swap, check_amdgpu_ids]
+CAR_REF = "ROCm/aiter#4174 (fixed by ROCm/aiter#4621, 84fdad89); vllm-project/vllm#42609"
+# PyTorch reads the first of these that is set (the order aiter#4560 follows).
+ALLOC_CONF = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+# A rollout engine and the variable that sends its all-reduce through AITER's custom all-reduce.
+AITER_ENGINES = (("vllm", "VLLM_ROCM_USE_AITER"), ("sglang", "SGLANG_USE_AITER"))
+
+
+@documents("env.expandable_segments",
+           what="`expandable_segments:True` in PyTorch's allocator settings where vLLM or SGLang route collectives through AITER's custom all-reduce, whose IPC buffers cannot be exported from expandable segments: TP workers abort at start-up, unless verl's rollout defaults turn custom all-reduce off (warn)")
+def check_expandable_segments(f: Facts, ctx: Context):
+    if f.process is None or not f.package("amd-aiter"):
+        return
+    name = next((n for n in ALLOC_CONF if n in f.env), None)
+    if name is None or not re.search(r"expandable_segments\s*:\s*true", f.env[name], re.I):
+        return
+    engines = [e for e, flag in AITER_ENGINES if f.package(e) and f.env.get(flag) == "1"]
+    if not engines:
+        return
+    off = f.process.get("verl_car_off") or []
+    at_risk = [e for e in engines if e not in off]
+    if not at_risk:
+        yield finding("env.expandable_segments", "env", Status.PASS,
+                      f"{name} has expandable_segments, but verl's rollout defaults turn custom all-reduce off for "
+                      f"{', '.join(engines)}", variable=name, engines=engines)
+        return
+    yield finding("env.expandable_segments", "env", Status.WARN,
+                  f"{name}={f.env[name]} with {', '.join(at_risk)} on AITER: AITER's custom all-reduce shares its "
+                  "buffers by hipIpcGetMemHandle, which expandable segments cannot export, so tensor-parallel "
+                  "workers abort at start-up (aiter before ROCm/aiter#4621)",
+                  fix=f"drop expandable_segments:True from {name} for the rollout, or turn custom all-reduce off "
+                      "(vLLM/SGLang disable_custom_all_reduce; verl's ROCm recipes set it in rollout.yaml), or use "
+                      "an aiter with ROCm/aiter#4621", ref=CAR_REF, variable=name, engines=at_risk,
+                  aiter=f.package("amd-aiter"))
+
+
+CHECKS = [check_ipc_legacy, check_torch_cuda_swap, check_amdgpu_ids, check_expandable_segments]

@@ -15,7 +15,7 @@ from pathlib import Path
 ENV_PREFIXES = ("HIP_", "HSA_", "ROCR_", "ROCM_", "CUDA_VISIBLE", "NCCL_", "RCCL_", "RAY_", "PYTORCH_",
                 "GPU_ARCHS", "AMDGPU_TARGET", "NVTE_", "TORCH_", "VLLM_", "SGLANG_", "MIOPEN_")
 PACKAGES = ("torch", "vllm", "sglang", "ray", "verl", "transformers", "triton", "pytorch-triton-rocm",
-            "amdsmi", "pyamdgpuinfo", "rocmkit")
+            "amdsmi", "pyamdgpuinfo", "rocmkit", "amd-aiter")
 
 def valid_process(d) -> bool:
     """The shape the checks rely on (a hand-edited or foreign file is reported, not trusted)."""
@@ -31,10 +31,10 @@ def valid_process(d) -> bool:
         return False
     if any(not (v is None or isinstance(v, int)) for v in memlock.values()):
         return False
-    lists = ("ray_noset_vars", "sglang_vf_missing", "groups", "duplicate_distributions")
+    lists = ("ray_noset_vars", "sglang_vf_missing", "groups", "duplicate_distributions", "verl_car_off")
     if any(d.get(k) is not None and not isinstance(d.get(k), list) for k in lists):
         return False
-    dicts = ("gpu_libraries", "docker", "ray_amd", "code_objects", "jit_caches")
+    dicts = ("gpu_libraries", "docker", "ray_amd", "code_objects", "jit_caches", "rocm_sdk")
     if any(d.get(k) is not None and not isinstance(d.get(k), dict) for k in dicts):
         return False
     return all(d.get(k) is None or isinstance(d.get(k), str) for k in ("torch_hip", "sglang_dir"))
@@ -67,7 +67,45 @@ def collect_process(vf_host: bool = False) -> dict:
         "gpu_libraries": _gpu_libraries(),
         "docker": _docker(),
         "duplicate_distributions": _duplicates(),
+        "rocm_sdk": _rocm_sdk(),
+        "verl_car_off": _verl_car_off(),
     }
+
+
+def _rocm_sdk() -> dict | None:
+    import sys
+
+    from .rocm_sdk import read
+
+    return read(sys.path)
+
+
+def _verl_car_off() -> list[str] | None:
+    """The rollout engines whose custom all-reduce verl's own rollout defaults turn off (the ROCm recipes' edit
+    of verl/trainer/config/rollout/rollout.yaml); None without verl."""
+    d = _package_dir("verl")
+    if not d:
+        return None
+    try:
+        text = Path(d, "trainer", "config", "rollout", "rollout.yaml").read_text(errors="replace")
+    except OSError:
+        return None
+    return verl_car_off(text)
+
+
+def verl_car_off(rollout_yaml: str) -> list[str]:
+    """`engine_kwargs:` → `  vllm:` → `    disable_custom_all_reduce: True`, read line by line (no YAML
+    parser in the doctor's start-up)."""
+    off, engine = [], None
+    for line in rollout_yaml.splitlines():
+        m = re.match(r"^  ([a-z_]+):", line)
+        if m:
+            engine = m.group(1)
+        elif not line.startswith("    ") and line.strip() and not line.lstrip().startswith("#"):
+            engine = None
+        if engine and re.match(r"^    disable_custom_all_reduce:\s*(True|true)\s*$", line):
+            off.append(engine)
+    return off
 
 
 def _duplicates() -> list[dict] | None:
