@@ -24,9 +24,10 @@ the Python, or PYTHONPATH, that has TRL.
 Each run's document is written to DIR/NAME.json (a certificate, or the doctor's report) with its stderr beside it
 (DIR/NAME.stderr), and one line is printed per run: name, exit code, verdict, seconds, and the figures a reader
 checks first. DIR/summary.json holds those lines. Exit 0 when every run that ran exited 0.
-tests/test_gpu_check.py judges the documents kept from lent GPUs in tests/data/gpu-check/.
+tests/test_gpu_check.py judges the documents kept from lent GPUs in tests/data/certify/gpu-check/.
 
---deadline stops a run after S seconds (the machine's own command limit may be shorter than certify's default
+--deadline stops a run after S seconds with SIGTERM, so rocmkit stops what it started (SIGKILL 60 s later if it
+has not; the machine's own command limit may be shorter than certify's default
 --timeout of an hour); a stopped run is a failure, exit 124 in its line.
 """
 
@@ -62,6 +63,7 @@ RUNS = {  # name -> (GPUs it needs, the command after `rocmkit`)
 }
 ENV = {"verl-2gpu-stall": {"ROCMKIT_TEST_STALL": "rollout:1:3"}}  # the runs' extra environment
 STALLS = {"verl-2gpu-stall"}  # runs that must end as a named stall (exit 1), not pass
+STOP_GRACE_S = 60  # after --deadline's SIGTERM, for rocmkit to stop what it started
 CORE = ("doctor", "verl-1gpu", "verl-2gpu", "trl-1gpu")  # what a change to the GPU path is checked with
 
 
@@ -111,14 +113,22 @@ def run_one(name: str, argv: list[str], out: Path, deadline: float | None) -> di
     if name != "doctor":
         argv = [*argv, "--out", str(out / f"{name}-run")]
     started = time.monotonic()
+    child = subprocess.Popen(ROCMKIT + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, **ENV.get(name, {})})
     try:
-        r = subprocess.run(ROCMKIT + argv, capture_output=True, text=True, timeout=deadline,
-                           env={**os.environ, **ENV.get(name, {})})
-        code, stdout, stderr = r.returncode, r.stdout, r.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, stdout = 124, exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        stderr = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
-        stderr += f"\ngpu_check: stopped after --deadline {deadline} s"
+        stdout, stderr = child.communicate(timeout=deadline)
+        code = child.returncode
+    except subprocess.TimeoutExpired:
+        # SIGTERM, not subprocess.run's SIGKILL: rocmkit then stops its own tree (Ray, vLLM, the workers). Killed
+        # outright, those outlived it on two H100s and held the GPUs, and the next run's probes read half speed.
+        child.terminate()
+        try:
+            stdout, stderr = child.communicate(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            stdout, stderr = child.communicate()
+        code = 124
+        stderr += f"\ngpu_check: stopped after --deadline {deadline} s (SIGTERM; rocmkit exited {child.returncode})"
     seconds = round(time.monotonic() - started, 1)
     (out / f"{name}.stderr").write_text(stderr)
     line = {"name": name, "command": "rocmkit " + " ".join(argv), "exit": code, "seconds": seconds}

@@ -37,7 +37,7 @@ from rocmkit.tune.memory import GIB, actor_step  # noqa: E402
 from rocmkit.tune.models import lookup  # noqa: E402
 
 STEPS = 3
-GPU_CHECK = REPO / "tests" / "data" / "gpu-check"  # the certificates from lent GPUs (their README says how)
+GPU_CHECK = REPO / "tests" / "data" / "certify" / "gpu-check"  # the certificates from lent GPUs (their README says how)
 KEPT = ((GPU_CHECK, "*.json"), (REPO / "tests" / "data" / "certify", "verl-h100-*.json"))
 
 

@@ -134,6 +134,30 @@ def test_the_installed_trl_lacks_what_verl_patches_and_compat_says_so():
     assert [c["package"] for c in conflicts] == ["trl"] and "trl<=1.12.0" in conflicts[0]["fix"]
 
 
+def test_mbridge_beside_a_megatron_core_without_its_model_type_is_named_for_megatron_runs_only():
+    """mbridge 0.15.1 (the newest on PyPI) beside megatron-core 0.18.0, both as CI provisions them: verl's
+    Megatron actor would die at model init on ModelType.encoder_and_decoder (seen on two H100s). The compat check
+    names megatron-core and the fix for a Megatron run, reading files only, and says nothing for an FSDP run."""
+    paths = [os.environ.get("ROCMKIT_MEGATRON_PATH"), os.environ.get("ROCMKIT_MBRIDGE_PATH")]
+    if not all(p and Path(p).is_dir() for p in paths):
+        if os.environ.get("ROCMKIT_REQUIRE_MEGATRON") == "1":
+            pytest.fail("ROCMKIT_MEGATRON_PATH/ROCMKIT_MBRIDGE_PATH unset, but CI provisioned them (55-megatron.sh)")
+        pytest.skip("megatron-core and mbridge folders not provisioned (.ci/provision/55-megatron.sh)")
+    code = ("import json, sys\n"
+            "from rocmkit.verl import compat\n"
+            "print(json.dumps([compat.conflicts(megatron=True), compat.conflicts(), "
+            "'megatron.core' in sys.modules, 'mbridge' in sys.modules]))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(REPO)])}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    megatron, fsdp, imported_core, imported_bridge = json.loads(r.stdout)
+    named = [c for c in megatron if c["package"] == "megatron-core"]
+    assert len(named) == 1 and named[0]["version"] == "0.18.0" and "megatron-core<0.17" in named[0]["fix"]
+    assert "encoder_and_decoder" in named[0]["why"] and "mbridge 0.15.1" in named[0]["why"]
+    assert not [c for c in fsdp if c["package"] == "megatron-core"]
+    assert not imported_core and not imported_bridge  # read as files: the check costs no import
+
+
 def test_a_verl_target_with_trl_installed_is_refused_before_training(tmp_path):
     """The verl-cpu stack's Python (verl 0.9.1, vLLM's CPU build, no TRL) with the certify extra's TRL put on its
     path: `certify --engine verl --dry-run` stops in the setup, exit 3, naming TRL and the fix; without it, the

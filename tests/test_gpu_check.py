@@ -1,4 +1,4 @@
-"""What `benchmarks/gpu_check.py` recorded on lent GPUs (tests/data/gpu-check/: README.md says where and when),
+"""What `benchmarks/gpu_check.py` recorded on lent GPUs (tests/data/certify/gpu-check/: README.md says where and when),
 judged again here: CI has no GPU, so these documents are how the GPU path's last real run stays in view.
 
 Each certificate passed with the options a user types (probes on), its probe figures are in it and judged, the
@@ -15,7 +15,7 @@ import pytest
 from rocmkit.certify.certificate import markdown, upgrade
 from rocmkit.certify.judge import RunStatus, judge
 
-DATA = Path(__file__).resolve().parent / "data" / "gpu-check"
+DATA = Path(__file__).resolve().parent / "data" / "certify" / "gpu-check"
 SUMMARY = json.loads((DATA / "summary.json").read_text())
 RUNS = {r["name"]: r for r in SUMMARY["runs"]}
 CERTIFICATES = sorted(n for n in RUNS if n != "doctor" and (DATA / f"{n}.json").exists())

@@ -138,7 +138,11 @@ def test_the_kept_verl_report_names_the_stopped_rollout():
     stopped = [p["pid"] for p in kept["stall_report"]["processes"] if p["state"] == "stopped"]
     judge_verl(kept["stall_report"], stopped[0])
     with gzip.open(DATA / "verl-weight-sync.stacks.txt.gz", "rt") as f:
-        assert "receive_weights" in f.read()  # the stopped receiver, inside the weight sync
+        dumps = f.read()
+    # the stopped process's own stack: verl's weight sync into vLLM (the hook replaced the receiver, so its frame
+    # is the hook's, called from verl's update_weights_from_ipc)
+    own = dumps.split(f"=== pid {stopped[0]} ", 1)[1].split("\n=== ", 1)[0]
+    assert "[stopped]" in own and "update_weights_from_ipc" in own
 
 
 def test_the_kept_trl_report_names_the_silent_server():

@@ -63,11 +63,11 @@ def test_the_watchdog_keeps_each_replicas_events_apart():
     assert [e["phase"] for e in replicas["vLLMHttpServer pid=2"]] == ["update", "weight sync"]
 
 
-GPU_CHECK = Path(__file__).resolve().parent / "data" / "gpu-check"
+GPU_CHECK = Path(__file__).resolve().parent / "data" / "certify" / "gpu-check"
 
 
 def replay(name: str) -> tuple[dict, dict]:
-    """A real run's log from lent GPUs (tests/data/gpu-check), read again by the report and the watchdog."""
+    """A real run's log from lent GPUs (tests/data/certify/gpu-check), read again by the report and the watchdog."""
     text = gzip.open(GPU_CHECK / f"{name}.run.log.gz", "rt", errors="replace").read()
     watch = Watch(16, clock=iter(range(10**7)).__next__)
     for line in text.splitlines():
@@ -98,3 +98,12 @@ def test_two_replicas_of_tp2_on_four_gpus_count_each_workers_sleep_and_each_repl
     assert set(seen["weight_syncs_per_replica"].values()) == {17}
     for events in watched["replicas"].values():
         assert [e["phase"] for e in events] == ["update", "weight sync"] * 17
+
+
+def test_one_replica_of_tp2_on_two_gpus_counts_both_workers_sleeps():
+    """verl --gpus 2 --rollout-tp 2 on two H100s: one replica over both GPUs, FSDP over two ranks. Its two TP
+    workers each free their share at every sleep (34 lines), and the replica syncs once a step (17)."""
+    seen, watched = replay("verl-2gpu-rollout-tp2")
+    assert list(seen["sleeps_per_replica"].values()) == [34] and list(seen["weight_syncs_per_replica"].values()) == [17]
+    assert not seen["folded"]
+    assert watched["timeline"][-1]["detail"] == "finishing"

@@ -142,9 +142,10 @@ def model_spec(name: str) -> ModelSpec:
 def shape(doc: dict) -> Shape:
     """The job's shape from a certificate; NotComparable for one that is not a verl FSDP run on GPUs."""
     settings = doc.get("settings") or {}
-    if doc.get("engine") != "verl":
-        raise NotComparable(f"engine {doc.get('engine')}: rocmkit tune plans verl jobs, and this certificate "
-                            "records no per-GPU memory")
+    # what decides is whether verl's actor measured its memory (the engine's name is the engines' own business)
+    if not any(MEASURED in row for row in (doc.get("metrics") or {}).get("per_step") or []):
+        raise NotComparable(f"no {MEASURED} in its steps (a {doc.get('engine')} certificate): rocmkit tune plans "
+                            "verl jobs, whose actor measures it")
     if settings.get("backend", "fsdp") != "fsdp":
         raise NotComparable(f"backend {settings.get('backend')}: the model predicts Megatron's states only")
     if not settings.get("gpus"):

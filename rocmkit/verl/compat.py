@@ -7,11 +7,19 @@ AutoModelForCausalLMWithValueHead`, else `from trl import ...`, guarded only by 
 TRL 1.13.0 removed trl/experimental/ppo (1.12.0 is the last release with it), so with TRL >= 1.13 installed every
 FSDP actor and reference worker dies at model init with "cannot import name 'AutoModelForCausalLMWithValueHead'
 from 'trl'". Seen on an H100 with verl 0.9.1 and TRL 1.16.0 in one environment (rocmkit's own `[verl]` extra
-used to pull TRL 1.16 in through `[certify]`)."""
+used to pull TRL 1.16 in through `[certify]`).
+
+mbridge (verl's Megatron backend with vanilla_mbridge, as `certify --backend megatron` runs it): mbridge 0.15.1,
+the newest on PyPI, builds its model with `if model_type == ModelType.encoder_and_decoder` (mbridge/core/util.py),
+and megatron-core 0.17 removed that member (0.16.1 still has it, as a deprecated property). With megatron-core
+>= 0.17 every actor worker dies at model init with "type object 'ModelType' has no attribute
+'encoder_and_decoder'": seen on two H100s with megatron-core 0.18.0, after three minutes of start-up. Both are
+read as files, so the check imports neither."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 LAST_TRL_WITH_VALUE_HEAD = "1.12.0"
 
@@ -41,9 +49,39 @@ def trl_value_head_missing() -> bool:
     return False
 
 
-def conflicts() -> list[dict]:
-    """What installed here breaks verl: each with the package, its version, why and the fix."""
+def _source(package: str, *parts: str) -> str | None:
+    """The text of a file inside a top-level package, found without importing anything: find_spec of a submodule
+    would import its parents (megatron.core's __init__ alone imports most of megatron-core)."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            with open(os.path.join(root, *parts), encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            continue
+    return None
+
+
+def mbridge_needs_removed_model_type() -> bool:
+    """True when mbridge asks megatron-core for ModelType.encoder_and_decoder and this megatron-core has none."""
+    bridge, enums = _source("mbridge", "core", "util.py"), _source("megatron", "core", "enums.py")
+    return bool(bridge and enums and "ModelType.encoder_and_decoder" in bridge and "encoder_and_decoder" not in enums)
+
+
+def conflicts(megatron: bool = False) -> list[dict]:
+    """What installed here breaks verl (and, for a Megatron run, its Megatron backend): each with the package, its
+    version, why and the fix."""
     out = []
+    if megatron and mbridge_needs_removed_model_type():
+        out.append({"package": "megatron-core", "version": _version("megatron-core"),
+                    "why": f"mbridge {_version('mbridge')} builds models with ModelType.encoder_and_decoder "
+                           "(mbridge/core/util.py), which megatron-core removed in 0.17: every Megatron actor "
+                           "worker would fail at model init",
+                    "fix": "pip install 'megatron-core<0.17' (0.16.1 runs with mbridge 0.15.1), or an mbridge that "
+                           "no longer uses ModelType.encoder_and_decoder"})
     if trl_value_head_missing():
         out.append({"package": "trl", "version": _version("trl"),
                     "why": "verl patches TRL's AutoModelForCausalLMWithValueHead whenever TRL is installed "

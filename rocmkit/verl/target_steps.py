@@ -19,7 +19,7 @@ def _package_dir(name: str) -> str | None:
 
 def before(cfg: dict, report: dict) -> bool:
     t = time.perf_counter()
-    conflicts = compat.conflicts()
+    conflicts = compat.conflicts(megatron=bool(cfg.get("megatron")))
     report["timings"]["compat_s"] = round(time.perf_counter() - t, 3)
     if conflicts:
         report["conflicts"] = conflicts

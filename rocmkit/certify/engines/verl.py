@@ -121,7 +121,8 @@ class Verl(BuiltinTask):
                 "tune_overrides": list(s.tune),
                 # the setup picks the attention where it can see what imports; the pool check needs vLLM's sleep mode
                 "attention": {"asked": s.attn} if s.backend is Backend.FSDP else None,
-                "sleep_pool": s.rollout is Rollout.VLLM and not s.on_cpu}
+                "sleep_pool": s.rollout is Rollout.VLLM and not s.on_cpu,
+                "megatron": s.backend is Backend.MEGATRON}  # compat.py checks the Megatron packages then
 
     def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
         env = verl_overrides.environment(self.run(s, ws, target), str(ws.metrics))
