@@ -109,7 +109,7 @@ ROLES = tuple((re.compile(rx), role) for rx, role in (
     (r"verl\.trainer\.main_ppo|verl/trainer/main_ppo", "verl driver"),
     (r"rocmkit\.certify\.intarget\.trl_run", "TRL trainer"),
     (r"rocmkit\.certify\.intarget\.trl_launch", "TRL launcher"),
-    (r"rocmkit\.certify\.intarget\.vllm_cpu_serve|trl(?:\.scripts\.vllm_serve| vllm-serve)", "TRL's vLLM server"),
+    (r"rocmkit\.certify\.intarget\.vllm_cpu_serve|trl(?:\.scripts\.vllm_serve|\.cli\.main vllm-serve| vllm-serve)", "TRL's vLLM server"),
     (r"accelerate(?:\.commands\.launch| launch)", "accelerate launcher"),
     (r"vllm(?:\.entrypoints| serve)", "vLLM server"),
     (r"multiprocessing\.resource_tracker", "resource tracker"),

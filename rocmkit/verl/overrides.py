@@ -116,14 +116,20 @@ def megatron_overrides(r: VerlRun) -> list[str]:
     `[megatron]` extra pins megatron-bridge 0.5.2, which PyPI does not have (its newest, 0.3.1, needs
     transformers<5, megatron-core<0.17 and TransformerEngine<2.13, none of which verl 0.9.1 runs with), while
     mbridge is what verl's own `[mcore]` extra installs: pure Python, on PyPI. verl warns that this path is
-    deprecated (verl/workers/config/engine.py); it is the one a pip install can have today."""
+    deprecated (verl/workers/config/engine.py); it is the one a pip install can have today.
+
+    Attention: verl's default `override_transformer_config.attention_backend=flash` lets TransformerEngine run
+    flash-attn only, and a target without flash-attn then fails at the first log-prob pass ("No dot product
+    attention backend is available", two H100s without flash-attn). `auto` lets TransformerEngine choose among
+    what it has: flash-attn where installed, else cuDNN's fused attention (NVIDIA) or CK/AOTriton (ROCm's TE)."""
     out = ["model_engine=megatron"]
     for role in ("actor", "ref"):
         out += [f"actor_rollout_ref.{role}.megatron.tensor_model_parallel_size={r.train_tp}",
                 f"actor_rollout_ref.{role}.megatron.pipeline_model_parallel_size={r.train_pp}",
                 f"actor_rollout_ref.{role}.megatron.use_mbridge=True",
                 f"actor_rollout_ref.{role}.megatron.vanilla_mbridge=True"]
-    return out
+    # the reference reads the actor's override_transformer_config (verl's ppo_megatron_trainer: oc.select)
+    return out + ["actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=auto"]
 
 
 def cpu_overrides() -> list[str]:
