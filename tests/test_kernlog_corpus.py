@@ -106,7 +106,7 @@ def test_a_dump_stops_at_the_next_fault():
 
 def test_scan_of_a_full_ring_costs_about_what_parsing_it_does():
     """A ratio, not a wall-clock bound: on a 1 MiB /dev/kmsg of the corpus's lines the keyword prefilter keeps the
-    scan near the cost of parsing the records (~1.5x here; every regex on every line would be ~25x)."""
+    scan near the cost of parsing the records (~1.5x here; every regex on every line would be ~60x)."""
     import time
 
     from rocmkit.host.facts import kernlog

@@ -86,7 +86,7 @@ def _gate(group: tuple[Pattern, ...]) -> re.Pattern:
 def scan(records: list[Record]) -> dict[str, list[Incident]]:
     """Pattern id -> its incidents, in log order. Each pattern's words are found in the whole lower-cased log
     first (a word several patterns share, once), and only the lines holding one are tried with its regex: every
-    regex on every line of a 1 MiB log costs most of a second, this about 35 ms, 1.5x parsing the records
+    regex on every line of a 1 MiB log costs most of a second, this about 27 ms, 1.5x parsing the records
     (benchmarks/kernlog_speed.py). A pattern with `follow` takes the lines after its first into the incident (a
     dump, a call trace); the others are one line each."""
     messages = [r.message for r in records]
