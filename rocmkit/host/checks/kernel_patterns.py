@@ -107,7 +107,7 @@ _UC_STATUS = r"0x(?:[2367abefABEF][0-9a-fA-F]{15}|[0-9a-fA-F]{4}[13579bdfBDF][0-
 # Failures first: a finding's order is the table's. AER's words changed in Linux 6.x ("Uncorrected"/"Corrected"
 # became "Uncorrectable"/"Correctable"): both are matched.
 PATTERNS: tuple[Pattern, ...] = (
-    _p("gpu_init", Status.FAIL, "fatal error during|init of ip block|fail|probe|discovery|atombios stuck",
+    _p("gpu_init", Status.FAIL, "fail|fatal error|discovery|atombios stuck",
        r"Fatal error during GPU init|\*ERROR\* (?:hw|sw|early)_init of IP block <\w+> "
        r"failed|amdgpu: .*hw_init of IP block .* failed|amdgpu_device_ip_init failed"
        # drivers/base/dd.c: 5.x pr_warn "%s: probe of %s failed", 6.x dev_err "probe with driver %s failed"
@@ -145,7 +145,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "a fatal RAS interrupt (e.g. ERREVENT_ATHUB_INTERRUPT on MI300X): the GPU hung and needs a reset",
        DRAIN + "read the ACA dump that follows it (kernel.log.ras_aca) and the RAS counts (amd-smi metric --ecc); "
                "if it repeats on one GPU, replace it", RAS_DOC),
-    _p("ras_uncorrectable", Status.FAIL, "correct|ecc fatal|hardware error",
+    _p("ras_uncorrectable", Status.FAIL, "correct|fatal error|hardware error",
        r"[Uu]ncorrectable hardware errors? detected"
        r"|\bRAS\b.*\buncorrectable|GPU detected ECC Fatal Error|[Dd]eferred hardware errors? detected",
        "uncorrectable (or deferred) RAS/ECC errors: GPU memory or a block is failing",
@@ -167,7 +167,7 @@ PATTERNS: tuple[Pattern, ...] = (
        DRAIN + "reseat or replace the device or riser the AER lines name (its PCI address); check "
        "`lspci -vvv -s ADDR` for LnkSta and the AER status registers", AER_DOC,
        follow=r"PCIe Bus Error:|error status/mask=|^\s+\[\s*\d+\]|TLP Header:|AER:\s+\[\s*\d+\]", span=12),
-    _p("pcie_link_down", Status.FAIL, "link down|card not present",
+    _p("pcie_link_down", Status.FAIL, "pciehp",
        r"(?i)\bpciehp\b.*\bslot\(\S+\): (?:Link Down|Card not present)",
        "a PCIe slot's link went down (the GPU or NIC behind it fell off the bus)",
        DRAIN + "reseat or replace the device, riser or cable of that slot; a GPU that fell off needs a cold boot",
@@ -177,12 +177,12 @@ PATTERNS: tuple[Pattern, ...] = (
        "PCIe Downstream Port Containment cut a link after an uncorrectable error (DPC/EDR)",
        DRAIN + "reseat or replace the device below that port; check `lspci -vvv` for it and its AER status",
        AER_DOC),
-    _p("thermal_shutdown", Status.FAIL, " ctf|critical temperature",
+    _p("thermal_shutdown", Status.FAIL, " ctf|temperature",
        r"(?i)\bover temperature range\((?:SW|HW) CTF\) detected|\bshutdown due to (?:GPU )?(?:SW|HW) CTF"
        r"|\bcritical temperature reached\b",
        "a GPU or thermal zone reached its critical temperature (the node shuts down)",
        DRAIN + "check the cooling (fans, airflow, inlet temperature) before it runs jobs again", AMDGPU_DOC),
-    _p("oom", Status.FAIL, "oom-killer|out of memory|killed process",
+    _p("oom", Status.FAIL, "kill",
        r"\binvoked oom-killer:|\bOut of memory: Kill(?:ed)? process"
        r"|\bMemory cgroup out of memory: Killed process|\bOut of memory and no killable processes"
        r"|^Killed process \d+ \(",  # 4.x printed the victim on a line of its own
@@ -193,7 +193,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "the kernel panicked (the node crashed and rebooted, or stopped)",
        DRAIN + "read the lines before the panic (the oops, lockup or machine check that caused it)", KERNEL_DOC,
        follow=TRACE),
-    _p("oops", Status.FAIL, "bug: |oops: |general protection fault|kernel bug at|unable to handle kernel",
+    _p("oops", Status.FAIL, "bug|oops: |fault|unable to handle kernel",
        r"^(?:BUG: (?:unable to handle|kernel NULL pointer|Bad page|scheduling while atomic|KASAN)|Oops: "
        r"|general protection fault, probably for|general protection fault: [0-9a-f]{4} \[#|kernel BUG at \S+!"
        r"|Unable to handle kernel )",
@@ -203,7 +203,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("lockup", Status.FAIL, "lockup", r"\bBUG: soft lockup - CPU#\d+ stuck for|\bWatchdog detected hard LOCKUP",
        "a CPU soft or hard lockup (a CPU stuck in the kernel for tens of seconds)",
        DRAIN + "reboot it; the call trace names the stuck driver", KERNEL_DOC, follow=TRACE),
-    _p("rcu_stall", Status.FAIL, "detected stall|detected expedited",
+    _p("rcu_stall", Status.FAIL, "stall",
        r"\brcu_\w+(?:_state)? (?:self-)?detected (?:expedited )?stalls?\b",
        "an RCU stall (a CPU or task did not let RCU make progress: the kernel is stuck somewhere)",
        DRAIN + "reboot it; the stall's stack dump names the culprit", KERNEL_DOC, follow=TRACE),
@@ -244,7 +244,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "the record names the section (PCIe, memory, processor) and the device; for a PCIe one, reseat or replace "
        "the device it names; repeated ones: " + DRAIN + "read the BMC's event log", AER_DOC,
        follow=r"\[Hardware Error\]:", span=40, worse=r"event severity: (?:recoverable|fatal)"),
-    _p("aer_firmware", Status.WARN, "aer_status:", r"\baer_status: 0x[0-9a-fA-F]+, aer_mask: 0x",
+    _p("aer_firmware", Status.WARN, "aer_", r"\baer_status: 0x[0-9a-fA-F]+, aer_mask: 0x",
        "PCIe errors reported firmware-first (the AER registers from a CPER record): corrected ones warn, "
        "uncorrectable ones fail",
        "the aer_layer/aer_agent lines name the failing link; reseat or replace the device at that address; check "
@@ -274,7 +274,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "the line names the process; a driver/firmware mismatch or a bad kernel build also does this: check "
        "`rocmkit doctor --level 2`, and if timeouts repeat on this node only, " + DRAIN + "look at its RAS counts",
        AMDGPU_DOC),
-    _p("page_fault", Status.WARN, "page fault|protection_fault|gpu fault",
+    _p("page_fault", Status.WARN, "fault",
        r"\[(?:gfxhub|mmhub)\w*\] (?:retry |no-retry )?page fault|VM_L2_PROTECTION_FAULT_STATUS|GPU fault detected:",
        "a GPU page fault (an access outside a process's GPU memory)",
        "usually a bug in the faulting program (the line names its pid and process); on a node where it repeats "
@@ -322,12 +322,12 @@ PATTERNS: tuple[Pattern, ...] = (
        "the compute (KFD) driver or the MES scheduler failed to preempt, evict or remove queues",
        "often what comes before a GPU reset: look for kernel.log.gpu_reset; update the driver and firmware (one "
        "ROCm release) if it repeats without one", AMDGPU_DOC),
-    _p("iommu_fault", Status.WARN, "event logged [|dmar: |io_page_fault",
+    _p("iommu_fault", Status.WARN, "event logged [|dmar: |fault",
        r"\bAMD-Vi: Event logged \[|\bIO_PAGE_FAULT\b|\bDMAR: \[DMA (?:Read|Write)|\bDMAR: DRHD: handling fault",
        "IOMMU faults: a device's DMA hit an address the IOMMU does not map",
        "for a GPU: boot with iommu=pt (AMD's MI300X guide) and check the driver; for other devices the line "
        "names the PCI address", AMDGPU_DOC),
-    _p("thermal", Status.WARN, "throttl|temperature range",
+    _p("thermal", Status.WARN, "throttl|temperature",
        r"(?i)\btemperature (?:is )?above threshold, cpu clock (?:is )?throttled|\bGPU is throttled\b"
        r"|\bGPU thermal throttling temperature reached|\bGPU over temperature range detected",
        "thermal or power throttling (a GPU or CPU ran slower than its clocks allow)",
@@ -370,14 +370,14 @@ PATTERNS: tuple[Pattern, ...] = (
        "the call trace names the function; report it with the kernel and amdgpu-dkms versions; if the GPU "
        "misbehaves after it, " + DRAIN + "reboot it", KERNEL_DOC, follow=TRACE),
     # arch/x86/mm/fault.c show_signal_msg and arch/x86/kernel/traps.c: a user process killed by the kernel
-    _p("user_fault", Status.WARN, "segfault at|general protection fault|] trap ",
+    _p("user_fault", Status.WARN, "fault|] trap ",
        r"\[\d+\]: segfault at [0-9a-f]+ ip [0-9a-fx]+ sp [0-9a-fx]+ error"
        r"|\[\d+\] general protection fault ip:[0-9a-f]+ sp:|\[\d+\] trap [\w ]+ ip:[0-9a-f]+ sp:",
        "a process was killed by a segfault, general-protection fault or trap (the line names the library: in "
        "libamdhip64, libhsa-runtime64 or another ROCm library it is the GPU stack that crashed)",
        "for a ROCm library: check that the runtime matches the driver and the GPU (rocmkit doctor; HIP/ROCm "
        "versions of the job's image); otherwise it is the program's own bug", KERNEL_DOC, follow=r"^Code: ", span=2),
-    _p("rt_throttling", Status.WARN, "rt throttling", r"\bsched: RT throttling activated",
+    _p("rt_throttling", Status.WARN, "throttl", r"\bsched: RT throttling activated",
        "the scheduler throttled real-time tasks (an RT task ran 95% of a period: other tasks, watchdogs and "
        "interrupts' threads starved)",
        "find the SCHED_FIFO/RR task that spins (ps -eLo rtprio,comm | sort -n); a busy-polling RT thread on a "
