@@ -178,6 +178,7 @@ def test_outdated_finds_the_newer_release_of_every_kind(stack_file, remote, inde
     assert bare["status"] == "newer" and bare["current"].endswith("(= tag v1.0.0)")
     head = by[("tool-head", "git")]
     assert head["status"] == "unordered" and not head["writable"] and "not written" in head["note"]
+    assert "is not in the history of v1.1.0" in head["note"] and head["current"].endswith("(after v1.1.0)")
     base = by[("base", "base-image")]
     assert (base["status"], base["latest"]) == ("newer", stack_file.read_text().split('image = "')[1].split(":1.0")[0]
                                                 + ":1.2-slim")
@@ -319,3 +320,104 @@ def test_a_repository_the_registry_does_not_have_is_missing_not_unreachable(tmp_
     r = rocmkit("outdated", "--stack-file", str(p), "--index-url", "http://127.0.0.1:1/simple/",
                 *[a for n in ("tool", "tool-bare", "tool-head") for a in ("--git-remote", f"{n}={remote['url']}")])
     assert f"name what their upstream does not have (base {image}): review them" in r.stderr
+
+
+# ---- issue 36: the moves of this autumn, from the stacks as shipped ----
+
+@pytest.fixture(scope="module")
+def sglang_remote(tmp_path_factory):
+    """SGLang's history in small: v0.5.15, then an untagged commit on main (what verl's 2026-07 recipe pins,
+    0801cc05 upstream, here standing in for it), then v0.5.19 with its ROCm 10 torch in pyproject_other.toml."""
+    root = tmp_path_factory.mktemp("sglang")
+    work = root / "work"
+    (work / "python").mkdir(parents=True)
+    git("init", "-q", "-b", "main", cwd=work)
+
+    def commit(msg: str, torch: str) -> str:
+        (work / "CHANGES").write_text(msg)
+        (work / "python" / "pyproject_other.toml").write_text(
+            f'[project]\nname = "sglang"\n[project.optional-dependencies]\nsrt_hip = ["{torch}"]\n')
+        git("add", "-A", cwd=work)
+        git("commit", "-q", "-m", msg, cwd=work)
+        return git("rev-parse", "HEAD", cwd=work)
+
+    commit("0.5.15", "torch==2.9.1")
+    git("tag", "v0.5.15", cwd=work)
+    pinned = commit("[Diffusion][NPU] a commit between releases", "torch==2.9.1")
+    commit("0.5.19", "torch==2.11.0")
+    git("tag", "-a", "v0.5.19", "-m", "v0.5.19", cwd=work)
+    bare = root / "sglang.git"
+    git("clone", "-q", "--bare", str(work), str(bare), cwd=root)
+    return {"url": bare.as_uri(), "pinned": pinned, "v0.5.19": git("rev-parse", "v0.5.19^{commit}", cwd=work)}
+
+
+@pytest.fixture(scope="module")
+def primus_repo():
+    """<registry>/rocmkit-test/primus with tags v26.4 (ROCm 7.14, verl's 2026-07 base) and v26.7 (ROCm 10.0)."""
+    reg = provisioned("ROCMKIT_TEST_REGISTRY", ".ci/provision/20-docker.sh provides a local registry", "DOCKER")
+    docker = os.environ.get("ROCMKIT_DOCKER", "docker")
+    repo = f"{reg}/rocmkit-test/primus"
+    local = f"rocmkit-test/primus:{uuid.uuid4().hex[:8]}"
+    subprocess.run([docker, "import", "-", local], input=b"\0" * 1024, check=True, capture_output=True)  # an empty tar
+    refs = [f"{repo}:{t}" for t in ("v26.4", "v26.7")]
+    try:
+        for ref in refs:
+            subprocess.run([docker, "tag", local, ref], check=True, capture_output=True)
+            subprocess.run([docker, "push", ref], check=True, capture_output=True, timeout=120)
+    finally:
+        subprocess.run([docker, "rmi", local, *refs], capture_output=True, check=False)
+    return repo
+
+
+def _shipped(name: str, tmp_path) -> tuple[str, object]:
+    """A built-in stack's text, and where to write its copy: a folder holding the patches and files it names."""
+    import shutil
+    from importlib import resources
+
+    here = resources.files("rocmkit.resources.stacks")
+    for sub in ("patches", "files"):
+        shutil.copytree(str(here.joinpath(sub)), tmp_path / sub)
+    return here.joinpath(f"{name}.toml").read_text(encoding="utf-8"), tmp_path / f"{name}.toml"
+
+
+def _elsewhere_unreachable(name: str, tmp_path, mirrors: dict[str, str]) -> list[str]:
+    """--git-remote for every git component: the mirrors given, a path that does not exist for the others (so
+    no test reaches GitHub); the index a closed port."""
+    from rocmkit.stacks import load_builtin
+
+    return ["--index-url", "http://127.0.0.1:1/simple/",
+            *[a for c in load_builtin(name).git_components
+              for a in ("--git-remote", f"{c.name}={mirrors.get(c.name, tmp_path / 'none.git')}")]]
+
+
+@pytest.mark.docker
+def test_outdated_proposes_rocm10_for_verl_vllm(tmp_path, primus_repo):
+    text, p = _shipped("verl-vllm", tmp_path)
+    assert 'image = "rocm/primus:v26.4"' in text and 'rocm = "7.14.0"' in text
+    p.write_text(text.replace('"rocm/primus:v26.4"', f'"{primus_repo}:v26.4"'))
+    r = rocmkit("outdated", "--stack-file", str(p), *_elsewhere_unreachable("verl-vllm", tmp_path, {}))
+    assert r.returncode == 0, r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("base "))
+    assert row.split() == ["base", "base-image", f"{primus_repo}:v26.4", f"{primus_repo}:v26.7", "newer"]
+    assert ('note: --write changes the image only: the stack\'s rocm = "7.14.0" and its torch/ROCm pins are those '
+            'of v26.4; set them to what v26.7 carries') in r.stdout
+
+
+@pytest.mark.docker
+def test_outdated_proposes_sglang_0_5_19_for_verl_sglang(tmp_path, sglang_remote):
+    text, p = _shipped("verl-sglang", tmp_path)
+    upstream_pin = "0801cc05ed202544e2e5c67d6b0a1d454de54fca"  # a main commit after v0.5.15, no tag's
+    assert text.count(upstream_pin) == 2
+    p.write_text(text.replace(upstream_pin, sglang_remote["pinned"])
+                 .replace('image = "rocm/pytorch:', 'image = "localhost:1/rocm/pytorch:'))
+    mirrors = {"sglang": sglang_remote["url"], "sgl-kernel": sglang_remote["url"]}
+    out = tmp_path / "proposed.toml"
+    r = rocmkit("outdated", "--stack-file", str(p), *_elsewhere_unreachable("verl-sglang", tmp_path, mirrors), "--write", str(out))
+    assert r.returncode == 0, r.stderr
+    pinned, new = sglang_remote["pinned"], sglang_remote["v0.5.19"]
+    for name in ("sgl-kernel", "sglang"):
+        row = next(line for line in r.stdout.splitlines() if line.startswith(name + " "))
+        assert row.split() == [name, "git", pinned[:12], "(after", "v0.5.15)", "v0.5.19", f"({new[:12]})", "newer"]
+    assert "python/pyproject_other.toml: torch==2.11.0" in r.stdout  # the stack's own pyproject file is read
+    proposed = out.read_text()
+    assert proposed.count(f'commit = "{new}"\ntag = "v0.5.19"\n') == 2 and pinned not in proposed

@@ -104,3 +104,20 @@ def files_at_tag(url: str, tag: str, wanted) -> dict[str, str]:
         names = _output(["ls-tree", "-r", "--name-only", "FETCH_HEAD"], "git ls-tree", url, cwd=repo)
         return {path: "\n".join(_output(["show", f"FETCH_HEAD:{path}"], f"git show {path}", url, cwd=repo))
                 for path in names if wanted(path)}
+
+
+def history(url: str, commit: str, tag: str) -> tuple[set[str], set[str]]:
+    """The ancestors of `commit` and of `tag` (each including itself), read from the remote: one fetch of both
+    with `--filter=tree:0` (commits only, no trees or files, where the server supports filters), then `git
+    rev-list`. What orders a commit that no release tag names against the releases (`outdated`)."""
+    with tempfile.TemporaryDirectory(prefix="rocmkit-git-") as repo:
+        _output(["init", "-q", "--bare", repo], "git init", repo)
+        r = _git(["fetch", "-q", "--no-tags", "--filter=tree:0", url, commit, f"+refs/tags/{tag}:refs/tags/{tag}"],
+                 f"git fetch {url}", cwd=repo)
+        if not r.ok:
+            if any(m in line for line in r.tail for m in _MISSING):
+                raise NotFound(f"{url} has no commit {commit}")
+            raise Unreachable(f"{url}: {_failure(r)}")
+        return ({line.strip() for line in _output(["rev-list", commit], "git rev-list", url, cwd=repo)},
+                {line.strip() for line in _output(["rev-list", f"refs/tags/{tag}^{{commit}}"], "git rev-list", url,
+                                                  cwd=repo)})

@@ -1,6 +1,7 @@
 """`rocmkit outdated`: for each pin of a stack, the newer release upstream — git tags (`git ls-remote`),
 PyPI versions (the simple API), registry tags of the base image — and, for a git candidate, the lines of its
-own requirement files that bind torch, ROCm, Ray and transformers, checked against the stack's own pins.
+own requirement files that bind torch, ROCm, Ray and transformers, checked against the stack's own pins. A
+commit that no release tag names is ordered by its history (a commits-only fetch).
 Lookups run in parallel; one that cannot reach its upstream is reported, never fatal."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import Failed, RocmkitError
 from ..stacks import Component, Stack
+from ..stacks.model import NO_ROCM
 from ..stacks.edit import Edit
 from ..tomlread import load_toml_text
 from . import NotFound, gitrefs, pkgindex, registry
@@ -89,10 +91,26 @@ def check_git(c: Component, url: str, stack: Stack) -> PinCheck:
     if best.commit == c.commit or (current is not None and version <= current):
         f.status = CURRENT
         return f
-    if current is None:
+    if current is None and c.commit and not c.mutable:
+        # A commit between releases (verl's recipes pin SGLang so): its history says whether the newest release
+        # contains it, and which release it came after.
+        try:
+            mine, theirs = gitrefs.history(url, c.commit, best.name)
+        except RocmkitError as exc:
+            f.status = UNORDERED
+            f.note = (f"{c.commit[:12]} is no release tag and its history could not be read ({exc.message}): "
+                      f"it cannot be ordered against {best.name}; not written")
+            return f
+        after = max(((v, t.name) for v, t in releases if t.commit in mine), default=None)
+        f.current = f"{c.commit[:12]} ({'after ' + after[1] if after else 'before every release'})"
+        if c.commit not in theirs:
+            f.status = UNORDERED
+            f.note = (f"{c.commit[:12]} is not in the history of {best.name}: newer than every release or on "
+                      f"another branch; not written")
+            return f
+    if current is None and c.mutable:  # a branch (main): no commit to order by
         f.status = UNORDERED
-        f.note = (f"{c.commit[:12] if c.commit else c.ref} is no release tag: without its history it cannot be "
-                  f"ordered against {best.name}; not written")
+        f.note = f"{c.ref} is no release tag: it cannot be ordered against {best.name}; not written"
     else:
         f.status = NEWER
         if c.mutable:
@@ -111,7 +129,7 @@ def binding_lines(url: str, tag: str, c: Component, stack: Stack) -> list[dict]:
     """The lines of the candidate's requirement files naming torch, ROCm, Ray or transformers, each checked
     against the version the stack pins for that package."""
     sub = "" if c.subdir in (".", "") else c.subdir.rstrip("/") + "/"
-    own = {sub + r for r in c.requirements}
+    own = {sub + r for r in c.requirements} | ({sub + c.pyproject} if c.pyproject else set())
 
     def wanted(path: str) -> bool:
         rel = path[len(sub):] if path.startswith(sub) else ""
@@ -209,7 +227,7 @@ def pip_sources(stack: Stack, c: Component | None, requirement: str, index_url: 
 
 # ---- the base image ----
 
-def check_image(ref: str) -> PinCheck:
+def check_image(ref: str, rocm: str = NO_ROCM) -> PinCheck:
     f = PinCheck("base", "base-image", ref, ref)
     tag = registry.parse_image(ref, default_tag="").tag
     m = _VERSIONED.match(tag) if tag else None
@@ -234,6 +252,9 @@ def check_image(ref: str) -> PinCheck:
         return f
     f.status = NEWER
     f.edits = [Edit("base", ref, f.latest)]
+    if rocm != NO_ROCM:  # a tag such as primus v26.4 → v26.7 does not say that ROCm moved 7.14 → 10.0 under it
+        f.note = (f"--write changes the image only: the stack's rocm = \"{rocm}\" and its torch/ROCm pins are "
+                  f"those of {tag}; set them to what {best} carries")
     return f
 
 
@@ -243,7 +264,7 @@ def check(stack: Stack, *, index_url: str = pkgindex.PYPI, git_remotes: dict[str
     git_remotes = git_remotes or {}
     jobs = []
     for img in dict.fromkeys([stack.base.image, *stack.base.image_per_arch.values()]):
-        jobs.append((PinCheck("base", "base-image", img, img), lambda img=img: check_image(img)))
+        jobs.append((PinCheck("base", "base-image", img, img), lambda img=img: check_image(img, stack.rocm)))
     for r in stack.base.pip:
         jobs.append((PinCheck("base", "base-pip", r, r),
                      lambda r=r: check_pip("base", "base-pip", r, pip_sources(stack, None, r, index_url), stack.python)))
