@@ -64,10 +64,11 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
     release with its commit; for a newer one, the lines of its own requirement files (pyproject.toml,
     requirements*.txt, and those the stack names) at that tag that bind torch, ROCm, Ray and
     transformers, each checked against the stack's pins. PyPI pins: the index's simple API. The base
-    image: the registry's tags of the same form (7.0.2-complete → 7.1.0-complete).
+    image: the registry's tags of the same form (7.0.2-complete → 7.1.0-complete); the stack's rocm and torch
+    pins are left for you to update.
 
-    A commit that is no release tag cannot be ordered against the releases without its history: it is
-    reported (unordered) and not written. A pin whose upstream did not answer is listed as unreachable, one
+    A commit that no release tag names is ordered by its history (a commits-only fetch): inside the newest
+    release's history it is newer; otherwise, like a MUTABLE branch, it is reported (unordered) and not written. A pin whose upstream did not answer is listed as unreachable, one
     whose upstream answered that it has no such repository or image as missing, each with a hint. Exit 0 when
     the check ran, 3 when no upstream answered at all (nothing was checked), 2 on bad usage.
     """
