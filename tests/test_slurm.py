@@ -69,6 +69,10 @@ def test_overrides_are_quoted_not_executed():
     (dict(overrides=("not an override",)), "key=value"),
     (dict(ray_version="latest"), "--ray-version"),
     (dict(join_timeout=1), "--join-timeout"),
+    (dict(stall_report_after=0), "--stall-report-after 0: a number of minutes, more than 0"),
+    (dict(stall_report_after=float("nan")), "--stall-report-after nan"),
+    (dict(stall_report_after=240, time="04:00:00"), "--stall-report-after 240 is not before the job's --time"),
+    (dict(stall_report_after=2, time="1:30"), r"--time 1:30 \(1.5 minutes\)"),
 ])
 def test_bad_values_are_usage_errors(kw, message):
     with pytest.raises(UsageError, match=message):
@@ -181,3 +185,48 @@ def test_a_missing_image_is_said_before_the_ray_version():
     # with the options right, the Ray version is what is missing
     r = CliRunner().invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--runtime", "apptainer"])
     assert r.exit_code == 2 and "Ray version is unknown" in r.output
+
+
+@pytest.mark.parametrize("value,minutes", [("90", 90), ("1:30", 1.5), ("04:00:00", 240), ("2-0", 2880),
+                                           ("1-02:30", 1590), ("0-00:00:30", 0.5), ("0", 0)])
+def test_slurm_time_in_minutes(value, minutes):
+    assert slurm.time_minutes(value) == minutes
+
+
+@pytest.mark.parametrize("runtime", slurm.RUNTIMES, ids=lambda r: f"runtime-{r}")
+def test_stall_report_timer_on_every_node_on_the_host(find_tool, tmp_path, runtime):
+    text = slurm.render(spec(runtime=runtime, image=None if runtime == "none" else "img:1", time="01:00:00",
+                             stall_report_after=50.5, job_name="grpo"))
+    path = tmp_path / "job.sbatch"
+    path.write_text(text)
+    r = subprocess.run([find_tool("shellcheck"), "-x", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout
+    lines = text.splitlines()
+    assert 'STALL_DIR="${PWD}/grpo-${SLURM_JOB_ID}/stall"' in lines
+    assert "  sleep 3030" in lines  # 50.5 minutes
+    # every node at once, bounded, its output and errors in the stall log, never the job's exit code
+    (srun,) = [line for line in lines if "srun --overlap --nodes=" in line and "timeout" in line]
+    assert srun.strip().startswith('timeout --foreground -k 10 120 srun --overlap --nodes="$nodes" '
+                                   "--ntasks-per-node=1 bash -c '"), srun
+    (call,) = [line for line in lines if "doctor --stalled" in line and not line.startswith("#")]
+    # on the host: not through run_in (the container), so py-spy sees the job's processes
+    assert call.strip().startswith('rocmkit doctor --stalled ray --stall-out "$1/$node" 2>&1 |'), call
+    assert '_ "$dir" >>"${dir}/stall.log" 2>&1 || rc=$?' in text
+    # started in the background in its own session, before Ray, and stopped with that session by the teardown
+    assert "setsid bash -c 'stall_report \"$@\"' _ \"$STALL_DIR\" \"${#NODES[@]}\" &" in lines
+    assert text.index("trap teardown EXIT") < text.index("STALL_PID=$!") < text.index("ray start --head")
+    assert '  if [[ -n "${STALL_PID:-}" ]]; then kill -TERM -- "-${STALL_PID}" 2>/dev/null || true; fi' in lines
+    assert "STALL" not in slurm.render(spec(runtime=runtime, image=None if runtime == "none" else "img:1"))
+
+
+def test_stall_report_flag_reaches_the_script_and_is_checked_against_time():
+    args = ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--time", "30"]
+    r = CliRunner().invoke(cli, [*args, "--stall-report-after", "0.25"])
+    assert r.exit_code == 0, r.output
+    assert "  sleep 15\n" in r.stdout
+    for value, message in (("30", "--stall-report-after 30 is not before the job's --time 30 (30 minutes)"),
+                           ("-1", "--stall-report-after -1: a number of minutes, more than 0"),
+                           ("soon", "Invalid value for '--stall-report-after'")):
+        r = CliRunner().invoke(cli, [*args, "--stall-report-after", value])
+        assert r.exit_code == 2 and message in r.output, r.output
+        assert "Traceback" not in r.output

@@ -3,6 +3,7 @@ munge as two nodes n1, n2 on one host, and Ray from PyPI, with .ci/provision/30-
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from rayhost import one_cluster_at_a_time, ray_processes
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 DRIVER = '''
-import os, sys, ray
+import os, sys, time, ray
 ray.init(address=os.environ["RAY_ADDRESS"])
 names = sorted(n["NodeName"] for n in ray.nodes() if n["Alive"])
 print("driver sees", names)
@@ -28,6 +29,16 @@ def where():
 
 placed = set(ray.get([where.remote() for _ in range(8)]))
 print("tasks ran on", len(placed), "node(s)")
+if os.environ.get("WAIT_FOR_STALL_REPORT"):  # the job runs past --stall-report-after: its reports, then the end
+    from pathlib import Path
+    Path("ray-is-up").touch()  # the test's rocmkit waits for it: `--stalled ray` wants the raylets started
+    stall = Path(f"rocmkit-test-{os.environ['SLURM_JOB_ID']}/stall")
+    deadline = time.monotonic() + 120
+    while not all((stall / node / "report.json").exists() for node in sys.argv[1:]):
+        if time.monotonic() > deadline:
+            sys.exit("driver: no stall report within 120 s")
+        time.sleep(0.5)
+    print("driver: the stall reports are written, the job runs on")
 sys.exit(0 if names == sorted(sys.argv[1:]) else 3)
 '''
 
@@ -38,7 +49,8 @@ def _one_cluster_at_a_time():
         yield
 
 
-def submit(tmp_path: Path, join_timeout: int, env_extra: dict | None = None) -> tuple[int, str, float]:
+def submit(tmp_path: Path, join_timeout: int, env_extra: dict | None = None,
+           job_args: tuple[str, ...] = ()) -> tuple[int, str, float]:
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     script = tmp_path / "job.sbatch"
@@ -46,7 +58,7 @@ def submit(tmp_path: Path, join_timeout: int, env_extra: dict | None = None) -> 
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", **(env_extra or {})}
     r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "2", "--gpus-per-node", "0",
                         "--runtime", "none", "--job-name", "rocmkit-test", "--join-timeout", str(join_timeout),
-                        "--entrypoint", f"python3 {driver} n1 n2", "-o", str(script)],
+                        "--entrypoint", f"python3 {driver} n1 n2", *job_args, "-o", str(script)],
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     start = time.monotonic()
@@ -68,14 +80,54 @@ def test_two_node_ray_cluster_runs_the_driver_and_leaves_nothing(tmp_path, token
 
         (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))
     assert not ray_processes(), "Ray is already running on this host"
-    rc, log, _ = submit(tmp_path, join_timeout=90, env_extra={"HOME": str(home)})
+    # Without a token, the job also takes a stall report 6 s in (--stall-report-after 0.1) and runs on, at no cost
+    # of a job of its own. Ray starts in 20-40 s here, so the real rocmkit on the nodes' PATH starts once the
+    # driver runs, and the driver ends once both reports are written.
+    env_extra = {"HOME": str(home)}
+    stall_args = ()
+    if not token:
+        bindir = tmp_path / "bin"
+        bindir.mkdir()
+        (bindir / "rocmkit").write_text(f"#!/bin/bash\nuntil [ -e {tmp_path}/ray-is-up ]; do sleep 0.5; done\n"
+                                        f'exec {Path(sys.executable).parent}/rocmkit "$@"\n')
+        (bindir / "rocmkit").chmod(0o755)
+        env_extra.update(WAIT_FOR_STALL_REPORT="1", PATH=f"{bindir}:{Path(sys.executable).parent}:{os.environ['PATH']}")
+        stall_args = ("--time", "4", "--stall-report-after", "0.1")
+    rc, log, _ = submit(tmp_path, join_timeout=90, job_args=stall_args, env_extra=env_extra)
     assert rc == 0, log
     assert f"Ray token authentication: {'token' if token else 'disabled'}" in log
     assert "all 2 node(s) joined: ['n1', 'n2']" in log
     assert "driver sees ['n1', 'n2']" in log and "tasks ran on 2 node(s)" in log
     assert "driver exited with 0" in log
+    if not token:
+        stall_report_on_every_node(tmp_path, log)
     time.sleep(2)
     assert not ray_processes(), ray_processes()
+    timers = [c for c in Path("/proc").glob("[0-9]*/cmdline") if b"stall_report" in read_or_nothing(c)]
+    assert not timers, "the stall report's timer outlived the job"
+
+
+def stall_report_on_every_node(tmp_path: Path, log: str) -> None:
+    """Each node's real `rocmkit doctor --stalled ray`, run by the script's timer, wrote its report and its lines
+    (its stall.log), and the job went on to its driver's end."""
+    job = log.split("rocmkit-test-", 1)[1].split("/", 1)[0]
+    stall = tmp_path / f"rocmkit-test-{job}" / "stall"
+    assert f"the job has run 6s: stall report of 2 node(s) into {stall} (the job runs on)" in log, log
+    assert "driver: the stall reports are written, the job runs on" in log, log
+    stall_log = (stall / "stall.log").read_text()
+    for node in ("n1", "n2"):
+        doc = json.loads((stall / node / "report.json").read_text())
+        assert doc["label"] == "rocmkit doctor --stalled ray", doc
+        assert any(p["role"] == "Ray raylet" for p in doc["processes"]), doc["processes"]
+        assert (stall / node / "stacks.txt").exists()
+        assert f"[{node}] stall report (" in stall_log and f"[{node}] exit " in stall_log, stall_log
+
+
+def read_or_nothing(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # the process ended meanwhile
+        return b""
 
 
 def test_a_worker_that_cannot_join_fails_the_job_within_the_deadline(tmp_path):

@@ -108,6 +108,12 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
               help="Before Ray starts, run `rocmkit doctor --multi-node --only rdma,kernel.log` on every node (in a "
                    "throwaway container for --runtime docker, given /dev/kmsg read-only and CAP_SYSLOG); the job "
                    "fails naming the nodes where it fails (no ACTIVE RDMA port, GPU or PCIe faults in the log).")
+@click.option("--stall-report-after", "stall_report_after", type=float, default=None, metavar="MINUTES",
+              help="MINUTES into the job (fractions too; below --time), run `rocmkit doctor --stalled ray` on every "
+                   "node, on the host (not in the container), and let the job run on: where each Ray process of a "
+                   "hung job waits, before Slurm kills it at --time. Reports go to JOB_NAME-<jobid>/stall/<node>, "
+                   "output and errors to its stall.log; bounded, it never fails the job. The nodes need rocmkit "
+                   "with py-spy (`rocmkit[stall]`) and may ptrace the job's processes (root for Docker's).")
 @click.option("--engine", type=click.Choice(list(engines.cluster_engines())), default=slurm_mod.DEFAULT_ENGINE, show_default=True,
               help="verl: `python3 -m verl.trainer.main_ppo` with Hydra OVERRIDES; miles: Miles' Ray launch, "
                    "`ray job submit -- python3 /root/miles/train.py --actor-num-nodes N --actor-num-gpus-per-node G "
@@ -115,7 +121,7 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
 @click.argument("overrides", nargs=-1)
 def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, cpus_per_task, job_name, ray_version,
           stack_name, ray_port, join_timeout, entrypoint, env_pairs, output, force, examples_dir, tune_file,
-          preflight, engine, overrides) -> None:
+          preflight, engine, stall_report_after, overrides) -> None:
     """Render an sbatch script: a Ray cluster on N nodes, then verl with OVERRIDES.
 
     The script starts one container per node (removed however the job ends), the Ray head on the first
@@ -149,7 +155,8 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
         nodes=nodes, gpus_per_node=gpus_per_node, image=image, runtime=runtime, ray_version=None,
         partition=partition, time=time_limit, ib_hcas=tuple(h for h in (ib_hcas or "").split(",") if h),
         job_name=job_name, cpus_per_task=cpus_per_task, ray_port=ray_port, join_timeout=join_timeout,
-        entrypoint=entry, overrides=tuple(overrides), extra_env=env, preflight=preflight, engine=engine)
+        entrypoint=entry, overrides=tuple(overrides), extra_env=env, preflight=preflight, engine=engine,
+        stall_report_after=stall_report_after)
     # The options the user gave are checked first: the Ray version is looked up in the image they name, so a
     # missing --image must be said as such, not as "the image's Ray version is unknown".
     slurm_mod.validate(spec)

@@ -9,6 +9,7 @@ job); `--privileged` containers; and on Ray >= 2.45 the wrong RAY_EXPERIMENTAL_N
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,10 @@ PREFLIGHT = ("rocmkit", "doctor", "--multi-node", "--only", ",".join(PREFLIGHT_I
 # The preflight's own throwaway container (not the Ray one) reads the host's kernel log: /dev/kmsg read-only, and
 # CAP_SYSLOG, which reading it needs under kernel.dmesg_restrict=1 (Docker's default capabilities lack it).
 PREFLIGHT_DOCKER_FLAGS = ("--init", "--network=host", "--device=/dev/kmsg:/dev/kmsg:r", "--cap-add=SYSLOG")
+# What --stall-report-after runs on every node, on the host: py-spy there sees the processes of the job's containers.
+STALL_REPORT = ("rocmkit", "doctor", "--stalled", "ray")
+# Its deadline: the doctor's own budget is 30 s; the rest is rocmkit's start and srun's on a loaded cluster.
+STALL_REPORT_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class SlurmSpec:
     extra_env: dict[str, str] = field(default_factory=dict)
     preflight: bool = False  # run PREFLIGHT on every node before Ray starts; the job fails naming the nodes
     engine: str = DEFAULT_ENGINE  # verl: main_ppo with Hydra overrides; miles: Miles' train.py through `ray job submit`
+    stall_report_after: float | None = None  # minutes into the job: STALL_REPORT on every node, the job running on
 
     @property
     def noset_var(self) -> str:
@@ -102,6 +108,13 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
     if spec.ray_port in RAY_WORKER_PORTS or not 1024 <= spec.ray_port <= 65535:
         raise UsageError(f"--ray-port {spec.ray_port}: must be 1024-65535 and outside Ray's worker ports 10002-19999",
                          hint="Ray refuses a GCS port inside its worker port range (the head never starts)")
+    if spec.stall_report_after is not None:
+        if not 0 < spec.stall_report_after < math.inf:  # nan and inf too: the script sleeps whole seconds
+            raise UsageError(f"--stall-report-after {spec.stall_report_after:g}: a number of minutes, more than 0")
+        if spec.time and 0 < time_minutes(spec.time) <= spec.stall_report_after:
+            raise UsageError(f"--stall-report-after {spec.stall_report_after:g} is not before the job's --time "
+                             f"{spec.time} ({time_minutes(spec.time):g} minutes)",
+                             hint="Slurm kills the job at --time: give fewer minutes, so the report comes first")
     if spec.join_timeout < 10:
         raise UsageError(f"--join-timeout {spec.join_timeout}: at least 10 seconds")
     if spec.engine not in engines.cluster_engines():
@@ -120,6 +133,19 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
     except ValueError as exc:
         raise UsageError(f"--ray-version: {exc}") from None
     return spec
+
+
+def time_minutes(value: str) -> float:
+    """Slurm's --time (M, M:S, H:M:S, D-H, D-H:M or D-H:M:S, as sbatch(1) reads them) in minutes; 0 is no limit."""
+    days, _, rest = value.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+    elif len(parts) == 3:
+        hours, minutes, seconds = parts
+    else:
+        hours, (minutes, seconds) = 0, (parts + [0])[:2]
+    return int(days or 0) * 1440 + hours * 60 + minutes + seconds / 60
 
 
 def environment(spec: SlurmSpec) -> list[tuple[str, str, str]]:
@@ -173,6 +199,8 @@ def render(spec: SlurmSpec) -> str:
         # the id list quoted although a comma is not special to bash: unquoted, shellcheck reads it as a typo (SC2054)
         preflight=" ".join(f"'{a}'" if "," in a else shlex.quote(a) for a in PREFLIGHT),
         preflight_docker_flags=PREFLIGHT_DOCKER_FLAGS, submit=job.submit,
+        stall_after_s=math.ceil(spec.stall_report_after * 60) if spec.stall_report_after else 0,
+        stall_report=" ".join(STALL_REPORT), stall_timeout_s=STALL_REPORT_TIMEOUT_S,
         runtime_env=json.dumps({"env_vars": dict(job.runtime_env)}))
 
 
