@@ -21,6 +21,7 @@ from rocmkit.host.checks import Context, run_checks
 from rocmkit.host.facts import collect, kernlog
 from rocmkit.host.facts.kernlog import KMSG_FILE
 from rocmkit.host.model import Status
+from nobody import as_nobody
 from treegen import HEALTHY_KMSG, HostSpec, format_records, write_tree
 
 
@@ -139,32 +140,6 @@ def test_live_log_on_this_machine_is_never_a_false_pass():
         assert f[0].evidence["source"] == "/dev/kmsg"
 
 
-def _as_nobody(fn):
-    """fn() in a child that dropped root (uid/gid 65534), its JSON result back through a pipe."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(w, json.dumps(fn()).encode())
-        except BaseException:  # noqa: BLE001 - the parent shows it
-            import traceback
-
-            os.write(w, json.dumps({"child_error": traceback.format_exc()}).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    result = json.loads(data)
-    assert not (isinstance(result, dict) and "child_error" in result), result.get("child_error")
-    return result
-
-
 needs_restricted_root = pytest.mark.skipif(
     os.geteuid() != 0 or Path("/proc/sys/kernel/dmesg_restrict").read_text().strip() != "1",
     reason="needs root (to drop to an unprivileged user) and kernel.dmesg_restrict=1")
@@ -176,7 +151,7 @@ def test_unprivileged_reader_of_this_machine_gets_a_skip_not_a_pass(tmp_path):
         facts = collect("/", process=False)
         return [(f.status.value, f.title) for f in run_checks(facts, Context(), only={"kernel.log"})]
 
-    result = _as_nobody(run)
+    result = as_nobody(run)
     assert [s for s, _ in result] == ["skip"]
     assert "operation not permitted" in result[0][1] and "CAP_SYSLOG" in result[0][1]
 
@@ -189,7 +164,7 @@ def test_capture_keeps_the_reason_the_log_was_unreadable():
     out = Path(tempfile.mkdtemp(prefix="rocmkit-kmsg-"))  # pytest's tmp_path is not reachable by nobody
     try:
         out.chmod(0o777)
-        assert _as_nobody(lambda: bool(capture(collect("/", process=False), str(out / "cap"))))
+        assert as_nobody(lambda: bool(capture(collect("/", process=False), str(out / "cap"))))
         errors = json.loads((out / "cap/rocmkit-read-errors.json").read_text())
         assert "CAP_SYSLOG" in errors[KMSG_FILE]
         found = {x.id: x for x in run_checks(collect(str(out / "cap")), Context(), only={"kernel.log"})}

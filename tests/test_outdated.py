@@ -87,9 +87,14 @@ def base_repo():
         info = tarfile.TarInfo("marker")
         info.size = 2
         tar.addfile(info, io.BytesIO(b"1\n"))
-    local = f"rocmkit-test/outdated-base:{uuid.uuid4().hex[:8]}"
-    subprocess.run([docker, "import", "-", local], input=buf.getvalue(), check=True, capture_output=True)
-    refs = [f"{repo}:{t}" for t in ("1.0-slim", "1.2-slim", "2.0-full")]
+    return _push_tags(docker, buf.getvalue(), repo, ("1.0-slim", "1.2-slim", "2.0-full"))
+
+
+def _push_tags(docker: str, tar: bytes, repo: str, tags: tuple[str, ...]) -> str:
+    """A tiny image imported from `tar`, pushed to the test registry as repo:TAG for each tag; returns repo."""
+    local = f"rocmkit-test/push:{uuid.uuid4().hex[:8]}"
+    subprocess.run([docker, "import", "-", local], input=tar, check=True, capture_output=True)
+    refs = [f"{repo}:{t}" for t in tags]
     try:
         for ref in refs:
             subprocess.run([docker, "tag", local, ref], check=True, capture_output=True)
@@ -356,17 +361,7 @@ def primus_repo():
     """<registry>/rocmkit-test/primus with tags v26.4 (ROCm 7.14, verl's 2026-07 base) and v26.7 (ROCm 10.0)."""
     reg = provisioned("ROCMKIT_TEST_REGISTRY", ".ci/provision/20-docker.sh provides a local registry", "DOCKER")
     docker = os.environ.get("ROCMKIT_DOCKER", "docker")
-    repo = f"{reg}/rocmkit-test/primus"
-    local = f"rocmkit-test/primus:{uuid.uuid4().hex[:8]}"
-    subprocess.run([docker, "import", "-", local], input=b"\0" * 1024, check=True, capture_output=True)  # an empty tar
-    refs = [f"{repo}:{t}" for t in ("v26.4", "v26.7")]
-    try:
-        for ref in refs:
-            subprocess.run([docker, "tag", local, ref], check=True, capture_output=True)
-            subprocess.run([docker, "push", ref], check=True, capture_output=True, timeout=120)
-    finally:
-        subprocess.run([docker, "rmi", local, *refs], capture_output=True, check=False)
-    return repo
+    return _push_tags(docker, b"\0" * 1024, f"{reg}/rocmkit-test/primus", ("v26.4", "v26.7"))  # an empty tar
 
 
 def _shipped(name: str, tmp_path) -> tuple[str, object]:

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from rocmkit.stall import report, stacks, verdict
+from nobody import as_nobody
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -195,23 +196,9 @@ def test_ptrace_not_permitted_is_a_note():
     note says how to get permission."""
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     py_spy, _ = stacks.find_py_spy()
-    r, w = os.pipe()
     try:
-        child = os.fork()
-        if child == 0:
-            try:
-                os.close(r)
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-                note = stacks.dump(py_spy, sleeper.pid, stopped=False, deadline=time.monotonic() + 20).note
-                os.write(w, (note or "").encode())
-            finally:
-                os._exit(0)
-        os.close(w)
-        with os.fdopen(r) as f:
-            note = f.read()
-        os.waitpid(child, 0)
+        note = as_nobody(lambda: stacks.dump(py_spy, sleeper.pid, stopped=False, deadline=time.monotonic() + 20).note
+                         or "")
         assert note.startswith("not permitted to read it (ptrace): run as root"), note
     finally:
         sleeper.kill()
