@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -142,24 +143,35 @@ def test_a_tree_without_python_says_so():
         sleeper.wait()
 
 
-def test_processes_that_exit_while_being_dumped_give_notes():
-    # a parent that keeps 4 short-lived Python children alive at any time: those recorded are gone, or going,
-    # by the time py-spy reaches them
-    code = ("import subprocess, sys, time\n"
-            "end = time.time() + 60\n"
-            "kids = []\n"
-            "while time.time() < end:\n"
-            "    kids = [k for k in kids if k.poll() is None]\n"
-            "    while len(kids) < 4:\n"
-            "        kids.append(subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(0.2)']))\n"
-            "    time.sleep(0.02)\n")
+def test_processes_that_exit_while_being_dumped_give_notes(monkeypatch):
+    """Children that exit between the report's listing of the tree and their dump (timed here, so that the test
+    does not depend on the machine's speed: each child is killed and reaped by its parent just before py-spy is
+    run on it) give a note each; the report goes on and its parent's own stack is still read."""
+    # SIGCHLD ignored: the kernel reaps a killed child at once, even while py-spy holds the parent paused
+    code = ("import signal, subprocess, sys, time\n"
+            "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+            "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']) for _ in range(4)]\n"
+            "time.sleep(120)\n")
     parent = subprocess.Popen([sys.executable, "-c", code])
+    real_dump = stacks.dump
+
+    def exit_first(py_spy, pid, **kw):
+        if pid != parent.pid:
+            os.kill(pid, signal.SIGKILL)
+            end = time.monotonic() + 10
+            while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
+                time.sleep(0.01)
+        return real_dump(py_spy, pid, **kw)
+
     try:
-        time.sleep(1.0)
+        end = time.monotonic() + 30
+        while len(psutil.Process(parent.pid).children()) < 4 and time.monotonic() < end:
+            time.sleep(0.05)
+        monkeypatch.setattr(stacks, "dump", exit_first)
         doc = report.take([parent.pid], out_dir=None, budget_s=20)
         assert doc["took_s"] <= 20
         notes = [p.get("note") for p in doc["processes"] if p["pid"] != parent.pid]
-        assert "it exited while being dumped" in notes, doc["processes"]
+        assert notes == ["it exited while being dumped"] * 4, doc["processes"]
         assert _proc(doc, parent.pid)["role"] == "python -c" and _proc(doc, parent.pid).get("wait")
     finally:
         parent.kill()
