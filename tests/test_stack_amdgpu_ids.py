@@ -35,7 +35,16 @@ def test_shipped_lines_are_the_fixtures_instinct_lines_verbatim():
     assert commit in SHIPPED.read_text()  # the source travels with the lines
 
 
-@pytest.mark.parametrize("name", [n for n in stacks.builtin_names() if "gfx950" in stacks.load_builtin(n).targets])
+def _libdrm_from_pip_rocm10(s) -> bool:
+    """ROCm >= 10 from pip (TheRock): its libdrm has the amdgpu.ids table built in, so SGLang's, vLLM's and ATOM's
+    rocm1000 Dockerfiles append nothing (their fix-ups: rocm-sdk init, /opt/rocm, libamd_smi, libc.so, amdsmi)."""
+    return (s.base.rocm_from_pip or bool(s.base.rocm_wheels)) and int(s.rocm.split(".")[0]) >= 10
+
+
+GFX950 = [n for n in stacks.builtin_names() if "gfx950" in stacks.load_builtin(n).targets]
+
+
+@pytest.mark.parametrize("name", [n for n in GFX950 if not _libdrm_from_pip_rocm10(stacks.load_builtin(n))])
 def test_every_gfx950_stack_appends_the_lines(name):
     s = stacks.load_builtin(name)
     assert s.amdgpu_ids and s.amdgpu_ids.file == "files/libdrm-amdgpu-ids-instinct.txt" and "5992" in s.amdgpu_ids.why
@@ -45,6 +54,14 @@ def test_every_gfx950_stack_appends_the_lines(name):
     assert "/usr/share/libdrm/amdgpu.ids /opt/amdgpu/share/libdrm/amdgpu.ids" in text
     m = make_plan(s, ["gfx950"]).manifest["amdgpu_ids"]
     assert m["sha256"] == s.amdgpu_ids.sha256 and m["entries"] == len(s.amdgpu_ids.entries)
+
+
+@pytest.mark.parametrize("name", [n for n in GFX950 if _libdrm_from_pip_rocm10(stacks.load_builtin(n))])
+def test_a_gfx950_stack_on_pip_rocm10_appends_nothing(name):
+    s = stacks.load_builtin(name)
+    assert s.amdgpu_ids is None
+    text = render_dockerfile(make_plan(s, ["gfx950"]))
+    assert "AMD Instinct MI355X" not in text and "amdgpu_ids" not in make_plan(s, ["gfx950"]).manifest
 
 
 def _run_step(text: str, root: Path) -> str:

@@ -225,7 +225,7 @@ def test_lock_reports_wheels_as_pinned_and_outdated_checks_only_the_index_pin(mo
     assert "outdated" in found[f"{lockrun.COMPONENT}mori"].detail
 
     checked = []
-    monkeypatch.setattr(outdated, "check_image", lambda img: outdated.PinCheck("base", "base-image", img, img))
+    monkeypatch.setattr(outdated, "check_image", lambda img, *_: outdated.PinCheck("base", "base-image", img, img))
     monkeypatch.setattr(outdated, "check_pip", lambda comp, kind, r, sources, py: checked.append((comp, r)) or
                         outdated.PinCheck(comp, kind, r, r))
     outdated.check(stack)
