@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from pathlib import Path
 
 import psutil
 
@@ -16,7 +15,6 @@ STATES = {psutil.STATUS_STOPPED: "stopped", psutil.STATUS_TRACING_STOP: "tracing
           psutil.STATUS_DISK_SLEEP: "disk-sleep", psutil.STATUS_ZOMBIE: "zombie",
           psutil.STATUS_RUNNING: "running", psutil.STATUS_SLEEPING: "sleeping", psutil.STATUS_IDLE: "idle"}
 RANK_VARS = ("RANK", "LOCAL_RANK")  # torch.distributed's, set by torchrun, accelerate, verl's workers
-KFD_PROC = Path("/sys/class/kfd/kfd/proc")
 NVIDIA_SMI_S = 5.0
 
 
@@ -108,15 +106,14 @@ def cpu_since(rec: dict, p: psutil.Process) -> None:
 def gpu_memory(pids: set[int]) -> tuple[dict[int, float], str]:
     """MiB of GPU memory each process holds, where the driver says: amdgpu's KFD per process, else nvidia-smi.
     And where it was read from ("" when nowhere)."""
+    from ..host.facts.health import KFD_PROC, kfd_processes
+    from ..host.facts.reader import Reader
+
     held: dict[int, float] = {}
-    if KFD_PROC.is_dir():
-        for pid in pids:
-            for f in (KFD_PROC / str(pid)).glob("vram_*"):
-                try:
-                    held[pid] = held.get(pid, 0.0) + int(f.read_text().strip() or 0) / 2**20
-                except (OSError, ValueError):
-                    continue
-        return {k: round(v, 1) for k, v in held.items()}, "amdgpu KFD (/sys/class/kfd/kfd/proc)"
+    kfd = kfd_processes(Reader("/", live=True), [])
+    if kfd is not None:
+        held = {p.pid: round(sum(p.vram.values()) / 2**20, 1) for p in kfd if p.pid in pids and p.vram}
+        return held, f"amdgpu KFD (/{KFD_PROC})"
     import shutil
 
     smi = shutil.which("nvidia-smi")

@@ -49,14 +49,20 @@ def trl_value_head_missing() -> bool:
     return False
 
 
-def _source(package: str, *parts: str) -> str | None:
-    """The text of a file inside a top-level package, found without importing anything: find_spec of a submodule
-    would import its parents (megatron.core's __init__ alone imports most of megatron-core)."""
+def package_dirs(package: str) -> list[str]:
+    """Where a top-level package lies (a namespace package, such as megatron, may lie in several folders), found
+    without importing it: find_spec of a submodule would import its parents (megatron.core's __init__ alone
+    imports most of megatron-core)."""
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
-        return None
-    for root in (spec.submodule_search_locations or []) if spec else []:
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
+def _source(package: str, *parts: str) -> str | None:
+    """The text of a file inside a top-level package, imported by no one."""
+    for root in package_dirs(package):
         try:
             with open(os.path.join(root, *parts), encoding="utf-8", errors="replace") as f:
                 return f.read()

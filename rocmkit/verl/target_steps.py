@@ -5,16 +5,9 @@ report; `before` returns False when the run must not start."""
 
 from __future__ import annotations
 
-import importlib.util
 import time
 
 from . import compat
-
-
-def _package_dir(name: str) -> str | None:
-    """Where a package lies, found without importing it."""
-    spec = importlib.util.find_spec(name)
-    return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
 
 
 def before(cfg: dict, report: dict) -> bool:
@@ -38,7 +31,7 @@ def before(cfg: dict, report: dict) -> bool:
         from . import sleep_pool
 
         t = time.perf_counter()
-        report["sleep_pool"] = sleep_pool.inspect(_package_dir("vllm"), test=True)
+        report["sleep_pool"] = sleep_pool.inspect(next(iter(compat.package_dirs("vllm")), None), test=True)
         report["timings"]["sleep_pool_s"] = round(time.perf_counter() - t, 3)
     return True
 

@@ -115,7 +115,7 @@ def read_health(reader: Reader, devices: list[Device]) -> HealthFacts:
         if pci and PCI_ADDRESS.fullmatch(pci):
             h.nics[name] = PciHealth(pci=pci, link=_link(reader, real), bridges=_bridges(reader, h, real),
                                      aer=read_aer(reader, real))
-    h.kfd_procs = _kfd_processes(reader, devices)
+    h.kfd_procs = kfd_processes(reader, devices)
     h.uptime_s = uptime_s(reader) if h.gpus or h.nics else None
     return h
 
@@ -221,7 +221,9 @@ def _listdir(reader: Reader, rel: str) -> list[str]:
         return []
 
 
-def _kfd_processes(reader: Reader, devices: list[Device]) -> list[KfdProcess] | None:
+def kfd_processes(reader: Reader, devices: list[Device]) -> list[KfdProcess] | None:
+    """Every process holding VRAM through KFD (None: no KFD proc folder); the doctor's check and the stall report
+    (rocmkit/stall/tree.py) read it. Without devices, a GPU is named "gpu_id N"."""
     if not reader.path(KFD_PROC).is_dir():
         return None
     procs, ids = [], None
