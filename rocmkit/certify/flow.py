@@ -211,7 +211,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     device = engine.device(s, report)
     display.stage("training", f"{s.engine}, " + (f"{s.steps} steps on {device}" if engine.setup_in_target
                                                  else f"on {device}"))
-    follow = watchdog.Follow(display, engine.watch(s), stall_dir=None if s.dry_run else ws.stall_dir)
+    follow = watchdog.Follow(display, engine.watch(s), stall_dir=ws.stall_dir)
     run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
     timings.lap("run")
     display.stage("judging")
