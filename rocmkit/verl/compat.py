@@ -21,6 +21,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from ..pkgdirs import package_dirs
+
 LAST_TRL_WITH_VALUE_HEAD = "1.12.0"
 
 
@@ -47,17 +49,6 @@ def trl_value_head_missing() -> bool:
     except ImportError:
         return True
     return False
-
-
-def package_dirs(package: str) -> list[str]:
-    """Where a top-level package lies (a namespace package, such as megatron, may lie in several folders), found
-    without importing it: find_spec of a submodule would import its parents (megatron.core's __init__ alone
-    imports most of megatron-core)."""
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return []
-    return list(spec.submodule_search_locations or []) if spec else []
 
 
 def _source(package: str, *parts: str) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from ..pkgdirs import package_dir
 from . import compat
 
 
@@ -31,7 +32,7 @@ def before(cfg: dict, report: dict) -> bool:
         from . import sleep_pool
 
         t = time.perf_counter()
-        report["sleep_pool"] = sleep_pool.inspect(next(iter(compat.package_dirs("vllm")), None), test=True)
+        report["sleep_pool"] = sleep_pool.inspect(package_dir("vllm"), test=True)
         report["timings"]["sleep_pool_s"] = round(time.perf_counter() - t, 3)
     return True
 

@@ -10,6 +10,8 @@ import os
 import re
 from pathlib import Path
 
+from ...pkgdirs import package_dir
+
 
 # Environment variables the checks look at (and the only ones a capture records).
 ENV_PREFIXES = ("HIP_", "HSA_", "ROCR_", "ROCM_", "CUDA_VISIBLE", "NCCL_", "RCCL_", "RAY_", "PYTORCH_",
@@ -62,7 +64,7 @@ def collect_process(vf_host: bool = False) -> dict:
         "torch_hip": _torch_hip(),
         "ray_noset_vars": _ray_noset_vars(),
         "ray_amd": _ray_amd(),
-        "sglang_dir": _package_dir("sglang"),
+        "sglang_dir": package_dir("sglang"),
         "sglang_vf_missing": _sglang_vf_missing() if vf_host else None,
         "gpu_libraries": _gpu_libraries(),
         "docker": _docker(),
@@ -83,7 +85,7 @@ def _rocm_sdk() -> dict | None:
 def _verl_car_off() -> list[str] | None:
     """The rollout engines whose custom all-reduce verl's own rollout defaults turn off (the ROCm recipes' edit
     of verl/trainer/config/rollout/rollout.yaml); None without verl."""
-    d = _package_dir("verl")
+    d = package_dir("verl")
     if not d:
         return None
     try:
@@ -137,21 +139,11 @@ def _packages() -> dict[str, str | None]:
     return out
 
 
-def _package_dir(name: str) -> str | None:
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
-
-
 def _sglang_vf_missing() -> list[str] | None:
     """VF-named SGLang configs that `rocmkit vf-configs` would create (dry run); None without SGLang."""
     from .. import vfconfigs
 
-    d = _package_dir("sglang")
+    d = package_dir("sglang")
     if not d:
         return None
     result = vfconfigs.replicate([(vfconfigs.FRAMEWORKS["sglang"], Path(d))], vfconfigs.pairs_for("sglang"),
@@ -161,7 +153,7 @@ def _sglang_vf_missing() -> list[str] | None:
 
 def _torch_hip() -> str | None:
     """torch.version.hip, read from torch/version.py without importing torch (which takes seconds)."""
-    d = _package_dir("torch")
+    d = package_dir("torch")
     if not d:
         return None
     try:
@@ -176,7 +168,7 @@ def _ray_noset_vars() -> list[str] | None:
     """The RAY_EXPERIMENTAL_NOSET_* names the installed Ray's AMD accelerator module actually reads
     (Ray changed which one it reads without a clean version boundary — ray-project/ray#51104, #53757,
     radixark/miles#1233 — so the code is read rather than the version trusted)."""
-    d = _package_dir("ray")
+    d = package_dir("ray")
     if not d:
         return None
     try:
@@ -192,7 +184,7 @@ def _ray_amd() -> dict | None:
     thirdparty/pyamdsmi shim) or $ROCM_PATH/lib/librocm_smi64.so (older ctypes bindings) — which exception
     guards its `import amdsmi`, and whether it refuses ROCR_VISIBLE_DEVICES: always (2.45, ray#51104) or
     only without HIP_VISIBLE_DEVICES (after ray#53757)."""
-    d = _package_dir("ray")
+    d = package_dir("ray")
     return ray_amd_facts(Path(d)) if d else None
 
 
@@ -227,7 +219,7 @@ def _gpu_libraries() -> dict[str, dict]:
     """pyamdgpuinfo and amdsmi when they import and work; any failure of theirs is recorded."""
     out: dict[str, dict] = {}
     for name, probe in (("pyamdgpuinfo", _probe_pyamdgpuinfo), ("amdsmi", _probe_amdsmi)):
-        if _package_dir(name) is None:
+        if package_dir(name) is None:
             out[name] = {"status": "absent"}
             continue
         printed: list[str] = []
