@@ -7,6 +7,7 @@ and rocmkit's own judge reaches the same verdict from the certificate's steps.""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from rocmkit.certify.certificate import markdown, upgrade
 from rocmkit.certify.judge import RunStatus, judge
+from rocmkit.verl import report as verl_report
 
 DATA = Path(__file__).resolve().parent / "data" / "certify" / "gpu-check"
 SUMMARY = json.loads((DATA / "summary.json").read_text())
@@ -79,11 +81,37 @@ def test_the_verl_runs_trained_on_the_gpus_they_asked_for_in_the_layout_asked():
         gpus, tp = c["settings"]["gpus"], c["settings"]["rollout_tp"]
         assert c["engine"] == "verl" and name.startswith(f"verl-{gpus}gpu")
         assert len(c["device"].split(", ")) == gpus and c["setup"]["devices"]["visible"] >= gpus
-        assert c["engine_run"]["attention"]["chosen"] in ("sdpa", "flash_attention_2")
         assert c["run"]["status"] == "finished" and len(c["metrics"]["per_step"]) == c["settings"]["steps"]
         lay = c["engine_run"]["layout"]
-        assert (lay["data_parallel"], lay["rollout_replicas"], lay["rollout_tp"]) == (gpus, gpus // tp, tp)
+        if c["settings"]["backend"] == "megatron":  # Megatron's own attention (TransformerEngine's), its TP groups
+            mp = c["settings"]["megatron"]["tp"] * c["settings"]["megatron"]["pp"]
+            assert c["engine_run"]["attention"] is None and lay["megatron"]["dp"] == lay["data_parallel"] == gpus // mp
+        else:
+            assert c["engine_run"]["attention"]["chosen"] in ("sdpa", "flash_attention_2")
+            assert lay["data_parallel"] == gpus
+        assert (lay["rollout_replicas"], lay["rollout_tp"]) == (gpus // tp, tp)
         assert f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}" in c["settings"]["command"]
+
+
+def test_verl_megatron_trained_over_tp_2_with_transformer_engine_layers():
+    # --backend megatron --tp 2 on two H100s: one TP group of 2 (DP 1), the model built by mbridge from
+    # TransformerEngine layer specs, TE choosing its attention (attention_backend=auto: no flash-attn there)
+    c = doc("verl-2gpu-megatron-tp2")
+    assert c["settings"]["backend"] == "megatron" and c["settings"]["megatron"] == {"tp": 2, "pp": 1}
+    assert c["engine_run"]["layout"]["megatron"] == {"tp": 2, "pp": 1, "dp": 1}
+    command = c["settings"]["command"]
+    assert {"model_engine=megatron", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+            "actor_rollout_ref.actor.megatron.vanilla_mbridge=True",
+            "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=auto"} <= set(command)
+    packages = c["target"]["packages"]
+    assert (packages["megatron-core"], packages["mbridge"], packages["transformer-engine"]) == ("0.16.1", "0.15.1",
+                                                                                                 "2.20.2")
+    log = gzip.open(DATA / "verl-2gpu-megatron-tp2.run.log.gz", "rt").read()
+    assert verl_report.megatron_model(log) == {"transformer_impl": "transformer_engine", "attention_backend": "auto",
+                                               "sequence_parallel": True, "transformer_engine": True}
+    # both actor ranks reported the model config, and the rollout took 17 weight syncs from them
+    assert log.count("TF config: TransformerConfig(") == 2
+    assert c["engine_run"]["sleep_mode"]["weight_syncs"] == 2 * (c["settings"]["steps"] + 1)
 
 
 def test_each_rollout_replica_slept_and_synced_every_step_and_is_counted_apart():

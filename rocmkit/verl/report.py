@@ -1,6 +1,6 @@
 """What a verl certification chose and what its rollout did, for the host: the attention the setup picked (and
 the overrides it adds), a refusal or failed check from the setup, and from run.log whether vLLM compiled and
-captured graphs and what its sleep mode freed. Pure: takes the setup's report and log text, returns data."""
+captured graphs, what its sleep mode freed, and which layers a Megatron actor was built with. Pure: takes the setup's report and log text, returns data."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ WAKE_WEIGHTS_RE = re.compile(r"to wake up tags \['weights'\]")  # vllm/v1/.../ab
 # so with dedup on, replicas' sleeps merge; certify runs verl with RAY_DEDUP_LOGS=0 (overrides.environment), and
 # a folded line still counts N times in the totals.
 FOLDED_RE = re.compile(r"\[repeated (\d+)x across cluster\]")
+# verl's Megatron workers print the model's TransformerConfig once each ("TF config: TransformerConfig(...)",
+# verl/models/mcore/config_converter.py): its layer implementation says whether TransformerEngine ran
+TF_CONFIG_RE = re.compile(r"TF config: TransformerConfig\(.*")
+TF_FIELDS_RE = re.compile(r"\b(transformer_impl)='(\w+)'|\b(attention_backend)=<AttnBackend\.(\w+)"
+                          r"|\b(sequence_parallel)=(True|False)")
 
 
 def attention_choice(asked: str, on_cpu: bool, report: dict) -> dict:
@@ -88,6 +93,22 @@ def from_log(text: str) -> dict:
     }
 
 
+def megatron_model(text: str) -> dict | None:
+    """The layers verl's Megatron actor was built with, from its TransformerConfig line: transformer_engine or
+    local (megatron-core's own layers, without TransformerEngine), the attention backend, sequence parallelism.
+    None when no Megatron worker printed one (an FSDP run)."""
+    m = TF_CONFIG_RE.search(text)
+    if not m:
+        return None
+    fields = {}
+    for found in TF_FIELDS_RE.findall(m.group(0)):
+        key, value = next((found[i], found[i + 1]) for i in (0, 2, 4) if found[i])
+        fields.setdefault(key, value == "True" if key == "sequence_parallel" else value)
+    return {"transformer_impl": fields.get("transformer_impl"), "attention_backend": fields.get("attention_backend"),
+            "sequence_parallel": fields.get("sequence_parallel"),
+            "transformer_engine": fields.get("transformer_impl") == "transformer_engine"}
+
+
 def record(report: dict, log_text: str, rollout_graphs: bool) -> dict:
     """The certificate's "verl" section: what was chosen, and what the rollout was seen doing."""
     seen = from_log(log_text)
@@ -97,6 +118,7 @@ def record(report: dict, log_text: str, rollout_graphs: bool) -> dict:
         "rollout_graphs": {"asked": rollout_graphs, "exercised": seen["graphs_captured"],
                            "capture_s": seen["graph_capture_s"], "compile_s": seen["compile_s"]},
         "engine_init_s": seen["engine_init_s"],
+        "megatron_model": megatron_model(log_text),
         "sleep_mode": ({"sleeps": seen["sleeps"], "per_replica": seen["sleeps_per_replica"],
                         "weight_syncs": seen["weight_syncs"], "weight_syncs_per_replica": seen["weight_syncs_per_replica"],
                         "folded_by_ray": seen["folded"], "freed_gib": seen["sleep_freed_gib"],

@@ -213,6 +213,12 @@ class Verl(BuiltinTask):
                           else "") + f"; rollout {lay['rollout_replicas']} replica(s) x TP {lay['rollout_tp']}")
         if v.get("attention"):
             out.append(f"- attention: {v['attention']['chosen']} ({v['attention']['why']})")
+        mm = v.get("megatron_model")
+        if mm:
+            out.append("- Megatron layers: " + ("TransformerEngine" if mm["transformer_engine"] else
+                                                 f"{mm['transformer_impl']} (TransformerEngine not used)")
+                       + f", attention backend {mm['attention_backend']}"
+                       + (", sequence parallel" if mm["sequence_parallel"] else ""))
         g = v["rollout_graphs"]
         out.append("- rollout graphs: " + (f"captured in {g['capture_s']:.0f} s" if g["exercised"] else "not captured")
                    + ("" if g["asked"] else " (eager: --rollout-graphs captures them)"))
