@@ -4,6 +4,7 @@ verl CPU run) replayed against a clock the test moves, and the rules one by one.
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from rocmkit.certify.certificate import meaningful_mfu
 from rocmkit.certify.watchdog import Watch
 
 DATA = Path(__file__).parent / "data" / "certify"
+STALL_DATA = Path(__file__).parent / "data" / "stall"
+TIME_RE = re.compile(r"(?:\d{4}-)?\d\d-\d\d[ T](\d\d):(\d\d):(\d\d)")
 
 
 class Clock:
@@ -78,21 +81,103 @@ def test_silence_past_the_stall_timeout_stops_the_run_and_says_where():
     assert w.check() == "stalled"
     assert (w.stopped.phase, w.stopped.detail) == ("start-up", "starting the actor and reference workers")
     assert w.stopped.lines[-1] == "INFO:2026-11-24 12:58:49,815:create worker group dict_keys(['actor_rollout_ref'])"
-    assert "no new step and no output for 30 s (--stall-timeout 30)" in w.stopped.message(30)
+    assert "no new step and no new output for 30 s (--stall-timeout 30)" in w.stopped.message(30)
     assert w.record()["stop"]["reason"] == "stalled"
 
 
-def test_any_line_or_step_resets_the_stall_clock():
+def test_any_new_line_or_step_resets_the_stall_clock():
     clock = Clock()
     w = Watch(8, stall_s=30, clock=clock)
-    for _ in range(5):
+    for shard in range(5):
         clock.now += 20
-        w.line("(WorkerDict pid=2) still loading")
+        w.line(f"(WorkerDict pid=2) loading shard {shard + 1} of 5")
         assert w.check() is None
     w.line("(TaskRunnerV1 pid=1) step:1 - critic/score/mean:np.float64(0.25) - actor/pg_loss:0.1")
     assert w.step == 1 and (w.kind, w.detail) == ("rollout", "step 2")
     assert w.status() == "step 1 of 8, reward 0.250"
     assert w.longest_silence_s == pytest.approx(20)
+
+
+def test_status_lines_of_a_waiting_job_do_not_reset_it():
+    # a process saying what it said last (timestamps aside), and vLLM's engine waiting on a worker, are a job
+    # that waits, not one that moves
+    clock = Clock()
+    w = Watch(8, stall_s=60, clock=clock)
+    w.line("(TaskRunnerV1 pid=1) step:1 - critic/score/mean:np.float64(0.25) - actor/pg_loss:0.1")
+    waiting = ["(TaskRunnerV1 pid=1) INFO:2026-11-26 12:34:59,680:pending: 0, running: 8, finished: 0, failure: 0",
+               "(vLLMHttpServer pid=5) (EngineCore pid=6) INFO 11-26 12:35:09 [shm_broadcast.py:705] No available "
+               "shared memory broadcast block found in 60 seconds. This typically happens when some processes "
+               "are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).",
+               "(TaskRunnerV1 pid=1) INFO:2026-11-26 12:35:59,734:pending: 0, running: 8, finished: 0, failure: 0"]
+    for line in waiting:
+        clock.now += 25
+        w.line(line)
+    assert w.waiting_lines == 2  # the first "pending" line was news; its repeat and vLLM's wait were not
+    clock.now += 10
+    assert w.check() == "stalled" and w.stopped.quiet_s == pytest.approx(60)
+    assert w.stopped.waiting_lines == 2 and w.stopped.lines[-1].startswith("INFO:2026-11-26 12:35:59,734:pending")
+    assert "no new step and no new output for 60 s (--stall-timeout 60); 2 status line(s) of waiting processes " \
+           "came meanwhile" in w.stopped.message(60)
+    # a count that moves is news, and so is another process's line
+    w2 = Watch(8, stall_s=60, clock=clock)
+    for finished in range(3):
+        clock.now += 50
+        w2.line(f"(TaskRunnerV1 pid=1) INFO:2026-11-26 12:3{finished}:00,000:pending: 0, running: 8, "
+                f"finished: {finished}, failure: 0")
+        assert w2.check() is None and w2.waiting_lines == 0
+
+
+def _timed(path: Path) -> list[tuple[float, str]]:
+    """A run log's lines with the time each was printed: the last timestamp seen (vLLM's "11-26 12:35:09",
+    Python logging's "2026-11-26 12:34:59,680"), in seconds of the day."""
+    out, now = [], None
+    for line in gzip.open(path, "rt").read().splitlines():
+        m = TIME_RE.search(line)
+        if m:
+            h, mi, sec = (int(x) for x in m.groups())
+            now = h * 3600 + mi * 60 + sec
+        if now is not None:
+            out.append((now, line))
+    return out
+
+
+def _quiet_after(lines: list[tuple[float, str]], stall_s: float, start: float = 0.0) -> float | None:
+    """Replays a log at its own times; the time the watchdog stops it (stall_s) or None."""
+    clock = Clock()
+    clock.now = lines[0][0]
+    w = Watch(16, stall_s=stall_s, clock=clock, fatal=False)
+    for at, line in lines:
+        clock.now = at
+        if at >= start and w.check():
+            return at
+        w.line(line)
+    return None
+
+
+def test_a_hang_on_two_h100s_is_stopped_within_the_stall_timeout_despite_its_status_lines():
+    # gpu_check's verl-2gpu-stall on two H100s (verl 0.9.1, vLLM 0.24.0, --rollout-tp 2): the test hook stopped
+    # the rollout's TP rank 1 in its third forward pass at 12:34:07. The replay buffer, vLLM's engine and
+    # TransferQueue then printed a line at least every 60 s, and the run went on until the script's deadline
+    lines = _timed(STALL_DATA / "verl-2gpu-rollout-stopped.run.log.gz")
+    hung = next(at for at, line in lines if "stops itself in rollout" in line)
+    assert hung == 12 * 3600 + 34 * 60 + 7
+    after = [at for at, _ in lines if at > hung]
+    assert max(b - a for a, b in zip([hung, *after], after)) <= 60  # why any line used to reset the clock
+    stopped = _quiet_after(lines, stall_s=60)
+    # the replay buffer's first "pending: 0, running: 8" line (12:34:59) is news; a minute after it, only its
+    # repeat and vLLM's wait have come: stopped at 12:35:59, 112 s after the hang, where it ran on before
+    first_status = next(at for at, line in lines if at > hung and "pending: 0, running: 8" in line)
+    assert stopped == first_status + 60 and stopped - hung == 112
+    # the run's healthy start-up before the hang, with its minutes of engine start, never trips it
+    assert _quiet_after([x for x in lines if x[0] < hung], stall_s=60) is None
+
+
+@pytest.mark.parametrize("log", sorted((DATA / "gpu-check").glob("*.run.log.gz")) + [DATA / "verl-h100-tiny-graphs.log.gz"],
+                         ids=lambda p: p.name.split(".")[0])
+def test_passing_gpu_runs_never_look_stalled_under_the_repeat_rule(log):
+    # every passing verl run kept from lent GPUs, replayed at its own times: the longest quiet, status lines
+    # not counted, stays far under the default stall timeout (a minute: vLLM's engine start)
+    assert _quiet_after(_timed(log), stall_s=watchdog.STALL_S / 5) is None
 
 
 def test_a_fatal_line_followed_by_progress_is_forgiven():

@@ -34,7 +34,7 @@ class RunStatus(TextEnum):
     FINISHED = "finished"
     CRASHED = "crashed"
     TIMED_OUT = "timed out"
-    STALLED = "stalled"  # the watchdog: no step and no output for --stall-timeout
+    STALLED = "stalled"  # the watchdog: no step and no new output for --stall-timeout
     ENGINE_ERROR = "engine error"  # the watchdog: a fatal line and no progress after it
 
 

@@ -1,7 +1,9 @@
 """The certification's watchdog: it reads the engine's output line by line, names the phase the run is in, keeps
 a timeline of phases, and says when the run must be stopped before its --timeout:
 
-- stalled: no new step and no output line for --stall-timeout seconds (a frozen trainer, a deadlock);
+- stalled: no new step and no new output for --stall-timeout seconds (a frozen trainer, a deadlock). A status
+  line that a waiting job prints on a timer is not new output: a known waiting message (WAITING), or a line that
+  says word for word what its process said last (timestamps aside);
 - engine error: a line that only a dead run prints (a worker traceback, vLLM's "Worker failed", a dead Ray
   actor, RayTaskError, a CUDA/HIP error) with no progress after it (a step, or a new phase) within ERROR_GRACE_S.
 
@@ -44,6 +46,19 @@ FATAL = tuple((name, re.compile(rx)) for name, rx in (
     ("python.exception", r"(?:^|[\])] )(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::|$)"),
 ))
 
+# Lines a job prints on a timer while it waits: they say a process is alive, not that the run moves. Counted as
+# output they hid a real hang on two H100s (verl 0.9.1, vLLM 0.24.0, a rollout rank stopped in its forward pass):
+# a line came at least every 60 s, so neither a 60 s nor the default stall timeout fired. What came:
+# - vLLM's "No available shared memory broadcast block found in 60 seconds" (its engine waits on a worker:
+#   vllm/distributed/device_communicators/shm_broadcast.py, LONG_WAIT_TIME_LOG_MSG), every minute;
+# - TransferQueue's statistics, three lines every 5 minutes (transfer_queue/utils/perf_utils.py);
+# - verl's replay buffer, "pending: 0, running: 8, finished: 0, failure: 0" every minute
+#   (verl/trainer/ppo/v1/replay_buffer.py): a repeat of its last line, caught by the repeat rule (Watch.line).
+WAITING = re.compile(r"No available shared memory broadcast block found|\[Performance\] Total success requests"
+                     r"|^Time range: last [\d.]+ minutes|^Per-operation statistics: ")
+# the timestamps a repeated line differs by: Python logging's "2026-11-26 12:34:59,680" and vLLM's "11-26 12:35:09"
+_STAMP_RE = re.compile(r"(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?")
+
 # What each line means for the phase: (pattern, kind, text). kind is one of START_UP, ROLLOUT, UPDATE, SYNC; the
 # text is what the terminal shows. Engines share the table: a line names its phase whichever engine prints it.
 START_UP, ROLLOUT, UPDATE, SYNC = "start-up", "rollout", "update", "weight sync"
@@ -75,17 +90,20 @@ class Stop:
     pattern: str | None  # the fatal pattern's id
     lines: list[str] = field(default_factory=list)  # the error's traceback (or the last lines before the stall)
     fatal: str | None = None  # the fatal line itself
+    waiting_lines: int = 0  # stalled: the status lines of waiting processes that came in the quiet time
 
     def message(self, stall_s: float) -> str:
         if self.reason == "stalled":
-            return (f"the run stalled in {self.phase} ({self.detail}): no new step and no output for "
-                    f"{self.quiet_s:.0f} s (--stall-timeout {stall_s:g})")
+            also = (f"; {self.waiting_lines} status line(s) of waiting processes came meanwhile"
+                    if self.waiting_lines else "")
+            return (f"the run stalled in {self.phase} ({self.detail}): no new step and no new output for "
+                    f"{self.quiet_s:.0f} s (--stall-timeout {stall_s:g}){also}")
         return (f"the engine failed in {self.phase} ({self.detail}): {short(self.fatal or '')} — no progress "
                 f"followed within {self.quiet_s:.0f} s")
 
     def to_json(self) -> dict:
         return {"reason": self.reason, "phase": self.phase, "detail": self.detail, "quiet_s": round(self.quiet_s, 1),
-                "pattern": self.pattern, "fatal": self.fatal, "lines": self.lines}
+                "pattern": self.pattern, "fatal": self.fatal, "lines": self.lines, "waiting_lines": self.waiting_lines}
 
 
 def fatal_pattern(line: str) -> str | None:
@@ -134,6 +152,8 @@ class Watch:
         # each Ray worker's own update and sync events (rollout replicas interleave in the phase timeline)
         self.replicas: dict[str, list[dict]] = {}
         self.longest_silence_s = 0.0
+        self.waiting_lines = 0  # status lines of waiting processes since the last new output
+        self._last_said: dict[str, str] = {}  # each process's last line, timestamps removed (the repeat rule)
         self._recent: deque[str] = deque(maxlen=RECENT_LINES)
         self.error_at: float | None = None
         self.error_pattern: str | None = None
@@ -148,11 +168,22 @@ class Watch:
         self.kind, self.detail, self.phase_started = kind, detail, now
         self.timeline.append({"phase": kind, "detail": detail, "at_s": round(now - self.started, 2)})
 
+    def _waiting(self, text: str) -> bool:
+        """A status line of a waiting process: a known waiting message, or what the process said last, again."""
+        plain = short(text)
+        said, who = _STAMP_RE.sub("", plain), source(text)
+        repeat = self._last_said.get(who) == said
+        self._last_said[who] = said
+        return repeat or WAITING.search(plain) is not None
+
     def line(self, text: str) -> None:
         now = self.clock()
-        self.longest_silence_s = max(self.longest_silence_s, now - self.last_activity)
-        self.last_activity = now
         steps = metrics.read_console(text)
+        if not steps and self._waiting(text):
+            self.waiting_lines += 1
+        else:
+            self.longest_silence_s = max(self.longest_silence_s, now - self.last_activity)
+            self.last_activity, self.waiting_lines = now, 0
         if steps:
             n = max(steps)
             values = steps[n]
@@ -193,7 +224,7 @@ class Watch:
                                 [short(x) for x in self.error_lines], short(self.error_line))
         elif now - self.last_activity >= self.stall_s:
             self.stopped = Stop("stalled", self.kind, self.detail, now - self.last_activity, None,
-                                [short(x) for x in list(self._recent)[-12:]])
+                                [short(x) for x in list(self._recent)[-12:]], waiting_lines=self.waiting_lines)
         return self.stopped.reason if self.stopped else None
 
     def status(self) -> str:
