@@ -119,7 +119,9 @@ def _row(c: Comparison) -> str:
     s = c.shape
     names = [d.strip().removeprefix("NVIDIA ") for d in c.device.split(",")]
     gpus = f"{len(names)} × {names[0]}" if names[0] else str(s.gpus)
-    layout = f"{'FSDP1' if s.fsdp1 else 'FSDP2'} over {s.gpus}; vLLM: {s.gpus // s.rollout_tp} × TP {s.rollout_tp}"
+    actor = (f"Megatron TP {s.tp} × PP {s.pp} × DP {s.dp}" if s.backend == "megatron" else
+             f"{'FSDP1' if s.fsdp1 else 'FSDP2'} over {s.gpus}")
+    layout = f"{actor}; vLLM: {s.gpus // s.rollout_tp} × TP {s.rollout_tp}"
     batch = f"{s.micro_batch} × {s.tokens // s.micro_batch}" if s.micro_batch else f"≤ {s.tokens} tokens"
     return " | ".join([
         "", c.name, gpus, layout, f"{s.model_name} ({s.model.params / 1e6:.2f} M)",
@@ -154,7 +156,8 @@ def certificates_main(json_out: str | None) -> int:
     print(certificate_table(compared, skipped))
     if json_out:
         rows = [{"certificate": c.name, "device": c.device, "model": c.shape.model_name, "params": c.shape.model.params,
-                 "gpus": c.shape.gpus, "rollout_tp": c.shape.rollout_tp, "micro_batch": c.shape.micro_batch,
+                 "gpus": c.shape.gpus, "backend": c.shape.backend, "megatron_tp": c.shape.tp,
+                 "megatron_pp": c.shape.pp, "rollout_tp": c.shape.rollout_tp, "micro_batch": c.shape.micro_batch,
                  "tokens": c.shape.tokens, "grad_ckpt": c.shape.grad_ckpt,
                  "predicted": {"step": c.step.parts, "first_sync": c.first_sync.parts, "sync": c.sync.parts},
                  "step_1": {"predicted_bytes": c.predicted_first.peak, "measured_bytes": c.measured_first},

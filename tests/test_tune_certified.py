@@ -52,7 +52,8 @@ def _doc(bench, name: str) -> dict:
 
 def test_every_certified_shape_within_25_percent(kept):
     compared, skipped = kept
-    assert {"verl-1gpu", "verl-2gpu", "verl-4gpu-rollout-tp2", "verl-h100-0.5b"} <= {c.name for c in compared}
+    assert {"verl-1gpu", "verl-2gpu", "verl-4gpu-rollout-tp2", "verl-h100-0.5b",
+            "verl-2gpu-megatron-tp2"} <= {c.name for c in compared}
     for c in compared:
         for when, ratio in (("step 1", c.ratio_first), (f"step {c.last_step}", c.ratio_last)):
             assert abs(ratio - 1) <= TOLERANCE, f"{c.name} at {when}: predicted/measured {ratio:.3f}"
@@ -61,11 +62,13 @@ def test_every_certified_shape_within_25_percent(kept):
 
 def test_both_terms_of_the_model_are_checked(kept):
     """The 0.5b model's first step peaks in the optimizer step (the step term decides), every later step and
-    the tiny model's in the weight sync (the sync term decides): a change to either moves a ratio."""
+    the tiny model's in the weight sync (the sync term decides): a change to either moves a ratio. The Megatron
+    certificate checks only its weight sync: the tiny model's step is far below verl's buffer."""
     compared, _ = kept
     deciding = {(c.name, c.predicted_first.phase, c.predicted_last.phase) for c in compared}
     assert ("verl-h100-0.5b", "optimizer step", "weight sync") in deciding
     assert ("verl-2gpu", "weight sync", "weight sync") in deciding
+    assert ("verl-2gpu-megatron-tp2", "weight sync", "weight sync") in deciding
 
 
 def test_the_guide_shows_the_benchmark_table(bench, kept):
@@ -81,6 +84,74 @@ def test_shape_read_from_the_certificate(bench, builtin_model):
     assert s.grad_ckpt and s.fsdp1 and not (s.param_offload or s.optimizer_offload or s.offload_policy)
     assert s.bucket_bytes == memory.VERL_SYNC_BUCKET
     assert (s.model.vocab, s.model.hidden, s.model.layers) == (384, 256, 2)
+
+
+def test_megatron_shape_read_from_the_certificate(bench, builtin_model):
+    s = measured.shape(_doc(bench, "verl-2gpu-megatron-tp2"))
+    assert (s.backend, s.gpus, s.tp, s.pp, s.dp, s.rollout_tp) == ("megatron", 2, 2, 1, 1, 1)
+    assert (s.micro_batch, s.tokens) == (16, 16 * (128 + 16))
+    assert not (s.grad_ckpt or s.param_offload or s.optimizer_offload or s.offload_policy)
+    assert s.bucket_bytes == memory.VERL_SYNC_BUCKET
+
+
+def test_megatron_settings_move_the_prediction(bench, builtin_model):
+    doc = copy.deepcopy(_doc(bench, "verl-2gpu-megatron-tp2"))
+    base = measured.compare("base", doc)
+    assert base.step.parts["states"] == memory.megatron_states(base.shape.model, tp=2, pp=1, dp=1)
+    doc["settings"]["command"] += [
+        "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64",
+        "actor_rollout_ref.actor.megatron.optimizer_offload=True"]
+    c = measured.compare("changed", doc)
+    assert c.sync.parts["bucket"] == 64 << 20
+    assert c.sync.parts["adam_moments"] == c.sync.parts["master_weights_fp32"] == 0
+    assert base.sync.parts["adam_moments"] > 0 == base.first_sync.parts["adam_moments"]
+
+
+@pytest.mark.parametrize(("extra", "reason"), [
+    (["actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1",
+      "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2"], "Megatron PP 2"),
+    (["actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4"], "does not divide 2 GPUs"),
+    (["actor_rollout_ref.actor.megatron.vanilla_mbridge=False"], "Megatron-Bridge"),
+    (["actor_rollout_ref.actor.megatron.sequence_parallel=False"], "sequence_parallel off"),
+    (["actor_rollout_ref.actor.megatron.use_distributed_optimizer=False"], "use_distributed_optimizer off"),
+    (["actor_rollout_ref.actor.megatron.context_parallel_size=2"], "context_parallel_size=2"),
+    (["actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full"], "recompute"),
+    (["actor_rollout_ref.ref.megatron.param_offload=True"], "reference's param_offload"),
+])
+def test_megatron_not_comparable_says_why(bench, builtin_model, extra, reason):
+    doc = copy.deepcopy(_doc(bench, "verl-2gpu-megatron-tp2"))
+    doc["settings"]["command"] += extra
+    with pytest.raises(measured.NotComparable, match=reason):
+        measured.compare("x", doc)
+
+
+def test_megatron_estimates_scale_with_tp():
+    """Qwen2-0.5B (P = 494 M): what Megatron splits over TP halves from TP 1 to 2, the buffer does not, and no
+    Adam moment exists before the first step."""
+    m = models.lookup("Qwen2-0.5B-Instruct")
+    one, two = (memory.megatron_step(m, tokens=4096, tp=tp) for tp in (1, 2))
+    assert one.parts["states"] == memory.megatron_states(m, tp=1, pp=1, dp=1) == 18 * m.params
+    for part in ("states", "reference_weights_bf16", "activations", "logits", "output_layer_grad"):
+        assert two.parts[part] == pytest.approx(one.parts[part] / 2, rel=1e-6), part
+    assert one.parts["logits"] == memory.VERL_LOGITS_BYTES * 4096 * m.vocab
+    four_dp = memory.megatron_step(m, tokens=4096, tp=1, dp=4)
+    assert four_dp.parts["states"] == 6 * m.params + 12 * m.params // 4  # only the optimizer's share goes over DP
+
+    first = {tp: memory.megatron_weight_sync(m, tp=tp, adam_on_gpu=False) for tp in (1, 2)}
+    later = {tp: memory.megatron_weight_sync(m, tp=tp) for tp in (1, 2)}
+    assert first[1].parts["adam_moments"] == first[2].parts["adam_moments"] == 0
+    assert later[1].parts["adam_moments"] == 8 * m.params
+    for part in ("weights_bf16", "main_grads_fp32", "master_weights_fp32", "reference_weights_bf16"):
+        assert first[2].parts[part] == pytest.approx(first[1].parts[part] / 2, rel=1e-6), part
+    assert later[2].parts["adam_moments"] == pytest.approx(later[1].parts["adam_moments"] / 2, rel=1e-6)
+    assert first[1].parts["bucket"] == first[2].parts["bucket"] == memory.VERL_SYNC_BUCKET
+    states = sum(later[2].parts[k] for k in ("weights_bf16", "main_grads_fp32", "master_weights_fp32", "adam_moments"))
+    assert states == pytest.approx(memory.megatron_states(m, tp=2, pp=1, dp=1), rel=1e-6)
+    # TP 1 sends the parameters themselves; TP 2 gathers each whole: the embedding gathered and concatenated
+    assert first[1].parts["export"] == 2 * (m.q_dim + 2 * m.kv_dim) * m.hidden
+    assert first[2].parts["export"] == 2 * 2 * m.vocab * m.hidden
+    offloaded = memory.megatron_weight_sync(m, tp=2, param_offload=True, optimizer_offload=True)
+    assert {k for k, v in offloaded.parts.items() if v} == {"weights_bf16", "export", "bucket"}
 
 
 def test_overrides_as_hydra_reads_them():
@@ -102,7 +173,7 @@ def test_the_commands_settings_move_the_prediction(bench, builtin_model):
 
 
 @pytest.mark.parametrize(("change", "reason"), [
-    (lambda d: d["settings"].update(backend="megatron"), "Megatron's states only"),
+    (lambda d: d["settings"].update(backend="torchtitan"), "knows FSDP and Megatron"),
     (lambda d: d["settings"].update(gpus=0), "a CPU run"),
     (lambda d: d["settings"].update(model="built-in 7b"), "unknown size"),
     (lambda d: d["settings"].update(model="/nowhere/model"), "not in rocmkit's model table"),

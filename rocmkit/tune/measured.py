@@ -5,13 +5,15 @@ verl measured.
 What verl 0.9.1 measures, `actor/perf/max_memory_allocated_gb` (TrainingWorker._postprocess_output in
 verl/workers/engine_workers.py), is `torch.cuda.max_memory_allocated()` in GiB (divided by 1024**3, despite
 the name). It is not the training step's own peak:
-- one process per GPU holds the actor, the reference (its weights on the host: FSDP's CPU offload of a
-  forward-only model) and the sender of the weight sync; vLLM runs in a process of its own, outside the figure;
+- one process per GPU holds the actor, the reference (FSDP: its weights on the host, FSDP's CPU offload of a
+  forward-only model; Megatron: on the GPU, unless param_offload) and the sender of the weight sync; vLLM runs
+  in a process of its own, outside the figure;
 - verl never resets the peak (reset_peak_memory_stats is called only by its memory profiler), so at step k it
   is the highest since the process started: the weight sync before the first step, the syncs after steps
   1..k-1, the log-prob passes and the updates of steps 1..k;
 - every mini-batch reports it and the trainer keeps the largest (reduce_metrics: a key containing "max"), and
-  only data-parallel rank 0's metrics reach the trainer (concat_tensordict_with_none_bsz keeps the first).
+  only data-parallel rank 0's metrics reach the trainer (concat_tensordict_with_none_bsz keeps the first; with
+  Megatron, of the ranks that collect, is_mp_src_rank_with_outputs: TP rank 0 of the last pipeline stage).
 So the comparable prediction is the larger of the training step and the weight syncs before it: at step 1 the
 first sync, before AdamW has allocated its moments; from step 2 on, a sync with them.
 `max_memory_reserved_gb` is the caching allocator's reserved peak, allocated plus its free blocks: not
@@ -29,6 +31,7 @@ from .models import ModelSpec, from_config, lookup
 
 MEASURED = "actor/perf/max_memory_allocated_gb"
 BUILTIN = "built-in "
+MEGATRON = "actor_rollout_ref.actor.megatron"
 # verl 0.9.1's defaults (verl/trainer/config/_generated_ppo_trainer.yaml) for what a command may leave out.
 VERL_DEFAULTS = {
     "actor_rollout_ref.actor.strategy": "fsdp",  # FSDP1; fsdp2 must be asked for
@@ -39,6 +42,16 @@ VERL_DEFAULTS = {
     "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "False",
     "actor_rollout_ref.actor.fsdp_config.offload_policy": "False",
     "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes": str(memory.VERL_SYNC_BUCKET >> 20),
+    # verl/trainer/config/engine/megatron.yaml, under actor_rollout_ref.actor.megatron
+    f"{MEGATRON}.tensor_model_parallel_size": "1",
+    f"{MEGATRON}.pipeline_model_parallel_size": "1",
+    f"{MEGATRON}.context_parallel_size": "1",
+    f"{MEGATRON}.expert_model_parallel_size": "1",
+    f"{MEGATRON}.sequence_parallel": "True",
+    f"{MEGATRON}.use_distributed_optimizer": "True",
+    f"{MEGATRON}.vanilla_mbridge": "False",
+    f"{MEGATRON}.param_offload": "False",
+    f"{MEGATRON}.optimizer_offload": "False",
 }
 
 
@@ -51,7 +64,7 @@ class Shape:
     """What tune's memory model takes, as the certified job ran it."""
     model: ModelSpec
     model_name: str  # as the certificate names it
-    gpus: int  # FSDP shards the actor over all of them
+    gpus: int  # FSDP shards the actor over all of them; Megatron splits it over TP x PP and DP
     rollout_tp: int
     micro_batch: int  # sequences; with dynamic batching, 0 and `tokens` is the budget
     tokens: int  # of one micro batch, at most: verl pads it to its longest sequence, prompt + response at most
@@ -61,6 +74,14 @@ class Shape:
     optimizer_offload: bool
     offload_policy: bool
     bucket_bytes: int
+    backend: str = "fsdp"  # or "megatron"
+    tp: int = 1  # Megatron's tensor and pipeline parallel sizes
+    pp: int = 1
+
+    @property
+    def dp(self) -> int:
+        """Megatron's data-parallel ranks (FSDP: every GPU)."""
+        return self.gpus // (self.tp * self.pp)
 
 
 @dataclass(frozen=True)
@@ -139,37 +160,72 @@ def model_spec(name: str) -> ModelSpec:
         raise NotComparable(str(exc)) from None
 
 
+def _megatron(o: dict[str, str], gpus: int) -> dict:
+    """Shape's Megatron fields from the command's overrides; NotComparable for a layout the estimates do not
+    model (rocmkit/tune/memory.py: megatron_step, megatron_weight_sync)."""
+    tp, pp = _int(o, f"{MEGATRON}.tensor_model_parallel_size"), _int(o, f"{MEGATRON}.pipeline_model_parallel_size")
+    if tp < 1 or pp < 1 or gpus % (tp * pp):
+        raise NotComparable(f"Megatron TP {tp} x PP {pp} does not divide {gpus} GPUs")
+    if pp > 1:
+        raise NotComparable(f"Megatron PP {pp}: verl reports its last pipeline stage, and the estimates do not "
+                            "place the embedding and output layer on their stages; no certificate checks them")
+    for key in ("context_parallel_size", "expert_model_parallel_size"):
+        if _int(o, f"{MEGATRON}.{key}") != 1:
+            raise NotComparable(f"{MEGATRON}.{key}={o[f'{MEGATRON}.{key}']}: the estimates know TP, PP and DP")
+    if tp > 1 and not _flag(o, f"{MEGATRON}.sequence_parallel"):
+        raise NotComparable("sequence_parallel off: the estimates split every activation over TP, as Megatron "
+                            "does only with it")
+    if not _flag(o, f"{MEGATRON}.use_distributed_optimizer"):
+        raise NotComparable("use_distributed_optimizer off: the estimates shard the optimizer's states over DP")
+    if not _flag(o, f"{MEGATRON}.vanilla_mbridge"):
+        raise NotComparable("vanilla_mbridge off (verl's default, Megatron-Bridge): the weight-sync estimate "
+                            "follows mbridge's export_weights")
+    recompute = o.get(f"{MEGATRON}.override_transformer_config.recompute_granularity", "null")
+    if recompute.lower() not in ("null", "none", "~"):
+        raise NotComparable(f"Megatron recompute_granularity={recompute}: the estimates know no recomputation")
+    offload = _flag(o, f"{MEGATRON}.param_offload")
+    if o.get("actor_rollout_ref.ref.megatron.param_offload", str(offload)).lower() != str(offload).lower():
+        raise NotComparable("the reference's param_offload differs from the actor's: the estimates take one")
+    return {"backend": "megatron", "tp": tp, "pp": pp, "grad_ckpt": False, "fsdp1": False, "param_offload": offload,
+            "optimizer_offload": _flag(o, f"{MEGATRON}.optimizer_offload"), "offload_policy": False}
+
+
 def shape(doc: dict) -> Shape:
-    """The job's shape from a certificate; NotComparable for one that is not a verl FSDP run on GPUs."""
+    """The job's shape from a certificate; NotComparable for one that is not a verl FSDP or Megatron run on GPUs
+    that the model can take."""
     settings = doc.get("settings") or {}
     # what decides is whether verl's actor measured its memory (the engine's name is the engines' own business)
     if not any(MEASURED in row for row in (doc.get("metrics") or {}).get("per_step") or []):
         raise NotComparable(f"no {MEASURED} in its steps (a {doc.get('engine')} certificate): rocmkit tune plans "
                             "verl jobs, whose actor measures it")
-    if settings.get("backend", "fsdp") != "fsdp":
-        raise NotComparable(f"backend {settings.get('backend')}: the model predicts Megatron's states only")
+    backend = settings.get("backend", "fsdp")
+    if backend not in ("fsdp", "megatron"):
+        raise NotComparable(f"backend {backend}: the model knows FSDP and Megatron")
     if not settings.get("gpus"):
         raise NotComparable("a CPU run")
     o = verl_overrides(settings.get("command") or [])
-    strategy = o.get("actor_rollout_ref.actor.strategy", VERL_DEFAULTS["actor_rollout_ref.actor.strategy"])
-    if strategy not in ("fsdp", "fsdp2"):
-        raise NotComparable(f"actor strategy {strategy}: the model knows FSDP's")
     dynamic = _flag(o, "actor_rollout_ref.actor.use_dynamic_bsz")
     micro = 0 if dynamic else _int(o, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
     seq = _int(o, "data.max_prompt_length") + _int(o, "data.max_response_length")
+    gpus = _int(o, "trainer.n_gpus_per_node") * _int(o, "trainer.nnodes")
+    common = dict(
+        model=model_spec(str(settings.get("model"))), model_name=str(settings.get("model")), gpus=gpus,
+        rollout_tp=_int(o, "actor_rollout_ref.rollout.tensor_model_parallel_size"), micro_batch=micro,
+        tokens=_int(o, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu") if dynamic else micro * seq,
+        bucket_bytes=_int(o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20)
+    if backend == "megatron":  # FSDP's strategy, checkpointing and fsdp_config are not read
+        return Shape(**common, **_megatron(o, gpus))
+    strategy = o.get("actor_rollout_ref.actor.strategy", VERL_DEFAULTS["actor_rollout_ref.actor.strategy"])
+    if strategy not in ("fsdp", "fsdp2"):
+        raise NotComparable(f"actor strategy {strategy}: the model knows FSDP's")
     fsdp1 = strategy == "fsdp"
     # FSDP2's CPUOffloadPolicy; verl's FSDP1 engine never reads offload_policy
     policy = not fsdp1 and _flag(o, "actor_rollout_ref.actor.fsdp_config.offload_policy")
     return Shape(
-        model=model_spec(str(settings.get("model"))), model_name=str(settings.get("model")),
-        gpus=_int(o, "trainer.n_gpus_per_node") * _int(o, "trainer.nnodes"),
-        rollout_tp=_int(o, "actor_rollout_ref.rollout.tensor_model_parallel_size"), micro_batch=micro,
-        tokens=_int(o, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu") if dynamic else micro * seq,
-        grad_ckpt=_flag(o, "actor_rollout_ref.model.enable_gradient_checkpointing"), fsdp1=fsdp1,
+        **common, grad_ckpt=_flag(o, "actor_rollout_ref.model.enable_gradient_checkpointing"), fsdp1=fsdp1,
         param_offload=policy or _flag(o, "actor_rollout_ref.actor.fsdp_config.param_offload"),
         optimizer_offload=policy or _flag(o, "actor_rollout_ref.actor.fsdp_config.optimizer_offload"),
-        offload_policy=policy,
-        bucket_bytes=_int(o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20)
+        offload_policy=policy)
 
 
 def _measured(doc: dict) -> list[tuple[int, int]]:
@@ -189,11 +245,20 @@ def compare(name: str, doc: dict) -> Comparison:
     if not measured:
         raise NotComparable(f"no {MEASURED} in metrics.per_step")
 
-    def sync(adam: bool) -> Estimate:
-        return memory.weight_sync(s.model, shards=s.gpus, bucket_bytes=s.bucket_bytes, fsdp1=s.fsdp1,
-                                  param_offload=s.param_offload, adam_on_gpu=adam)
+    if s.backend == "megatron":
+        def sync(adam: bool) -> Estimate:
+            return memory.megatron_weight_sync(s.model, tp=s.tp, pp=s.pp, dp=s.dp, bucket_bytes=s.bucket_bytes,
+                                               param_offload=s.param_offload, optimizer_offload=s.optimizer_offload,
+                                               adam_on_gpu=adam)
 
-    step = memory.actor_step(s.model, tokens=s.tokens, grad_ckpt=s.grad_ckpt, shards=s.gpus, offload=s.offload_policy)
+        step = memory.megatron_step(s.model, tokens=s.tokens, tp=s.tp, pp=s.pp, dp=s.dp, param_offload=s.param_offload)
+    else:
+        def sync(adam: bool) -> Estimate:
+            return memory.weight_sync(s.model, shards=s.gpus, bucket_bytes=s.bucket_bytes, fsdp1=s.fsdp1,
+                                      param_offload=s.param_offload, adam_on_gpu=adam)
+
+        step = memory.actor_step(s.model, tokens=s.tokens, grad_ckpt=s.grad_ckpt, shards=s.gpus,
+                                 offload=s.offload_policy)
     return Comparison(name=name, device=str(doc.get("device", "")), shape=s, step=step, first_sync=sync(False),
                       sync=sync(not s.optimizer_offload), measured_first=measured[0][1],
                       measured_last=measured[-1][1], last_step=measured[-1][0])

@@ -24,6 +24,11 @@ uses 4 (fp32) + 2 (autocast) + 1 bytes for the entropy beside its bf16 logits: 9
 Weight sync, per GPU: the actor's process sends its weights to the colocated rollout engine through one
 buffer of a fixed size (2 GiB by default) beside what stays resident; for a small model that buffer is most of
 the actor's memory (weight_sync below).
+
+verl's Megatron actor (megatron_step, megatron_weight_sync): bf16 weights and fp32 gradients in megatron-core's
+buffers over TP x PP, the distributed optimizer's fp32 master weights and Adam's moments further over DP, the
+reference model's bf16 weights in the same process, activations and logits split over TP (sequence parallel),
+and the same weight-sync buffer.
 """
 
 from __future__ import annotations
@@ -160,6 +165,97 @@ def megatron_states(spec: ModelSpec, *, tp: int, pp: int, dp: int) -> int:
     TP x PP; fp32 master weights and Adam moments 12P further over DP."""
     model_parallel = tp * pp
     return (2 + 4) * spec.params // model_parallel + 12 * spec.params // (model_parallel * dp)
+
+
+def megatron_step(spec: ModelSpec, *, tokens: int, tp: int, pp: int = 1, dp: int = 1,
+                  param_offload: bool = False) -> Estimate:
+    """Peak bytes on one GPU of a training step of verl 0.9.1's Megatron actor (model_engine=megatron, the
+    distributed optimizer, sequence parallelism and no recomputation: verl/trainer/config/engine/megatron.yaml),
+    on a micro batch of `tokens` tokens.
+
+      states       megatron_states: the bf16 weights 2P and the fp32 main gradients 4P over TP x PP, fp32 master
+                   weights and Adam's two moments 12P further over DP. megatron-core's DistributedDataParallel
+                   allocates the weights' and gradients' contiguous buffers when it wraps the model
+                   (distributed/param_and_grad_buffer.py: _ParamAndGradBuffer.__init__, torch.zeros); its
+                   zero_grad_buffer zeroes the gradients in place (reset) and never frees them.
+      reference    the reference model lives in the same process (verl/workers/engine_workers.py:
+                   ActorRolloutRefWorker builds self.ref beside self.actor), forward only, without a gradient
+                   buffer (MegatronEngine._build_megatron_module: wrap_with_ddp False), its bf16 weights over
+                   TP x PP on the GPU unless param_offload (ref/megatron_ref.yaml takes the actor's).
+      activations  saved_activations without checkpointing (override_transformer_config.recompute_granularity
+                   null), divided over TP: with sequence parallelism megatron-core splits every saved activation
+                   of a layer over the TP ranks, and over PP each stage holds its layers. The count is a Hugging
+                   Face layer's; TransformerEngine's fused layers are not counted apart.
+      logits       tokens x vocabulary / TP (the output layer is column parallel over the vocabulary; sequence
+                   parallelism gathers every token before it), bf16 in the forward and VERL_LOGITS_BYTES in the
+                   backward: megatron-core's vocab_parallel_cross_entropy keeps an fp32 copy of its shard
+                   (tensor_parallel/cross_entropy.py), beside the bf16 logits and their gradient.
+      output_layer_grad  the output layer's bf16 weight gradient over TP, before it is added to the fp32 buffer.
+    The optimizer step adds nothing of the model's size: the distributed optimizer's main gradients are views of
+    the fp32 buffer, TransformerEngine's FusedAdam steps in place (megatron-core optimizer/distrib_optimizer.py).
+    With PP > 1 this is the last stage, whose 1F1B schedule holds one micro batch at a time (the first holds up to
+    PP: forward_backward_pipelining_without_interleaving runs PP - rank - 1 warm-up forwards, megatron-core
+    pipeline_parallel/schedules.py), and the embedding and output layer are not placed on their stages.
+    The moments are counted from step 1's forward on, although FusedAdam makes them at its end.
+    """
+    model_parallel = tp * pp
+    states = megatron_states(spec, tp=tp, pp=pp, dp=dp)
+    reference = 0 if param_offload else 2 * spec.params // model_parallel
+    activations = saved_activations(spec, tokens=tokens, grad_ckpt=False) // model_parallel
+    vocab_shard = spec.vocab * tokens // tp
+    forward = Estimate({"states": states, "reference_weights_bf16": reference, "activations": activations,
+                        "logits": 2 * vocab_shard}, "forward end")
+    backward = Estimate({"states": states, "reference_weights_bf16": reference, "activations": activations,
+                         "logits": VERL_LOGITS_BYTES * vocab_shard,
+                         "output_layer_grad": 2 * spec.vocab * spec.hidden // tp}, "backward")
+    return max((forward, backward), key=lambda e: e.peak)
+
+
+def megatron_export_bytes(spec: ModelSpec, *, tp: int) -> int:
+    """The largest set of temporary bf16 tensors that mbridge's export_weights (mbridge core/bridge.py) holds for
+    one weight while verl sends it. With TP > 1 it all-gathers the TP shards of each split weight (the full
+    tensor, in TP pieces) and concatenates them (_weight_merge_across_tp: a second full tensor, and for the gated
+    MLP's fc1 the gate and up halves apart first: three at the last cat); splitting the fused QKV into q, k and v
+    (_weight_to_hf_format) reshapes strided slices, copies beside the fused tensor, at any TP. The vocabulary
+    slices of the embedding and output layer are views. A dense SwiGLU model (MoE: one expert's tensors)."""
+    h, inter = spec.hidden, spec.intermediate or spec.moe_intermediate
+    qkv = (spec.q_dim + 2 * spec.kv_dim) * h
+    if tp == 1:  # the parameters themselves are sent; only the QKV split copies
+        return 2 * qkv
+    return 2 * max(2 * spec.vocab * h, 2 * qkv, 2 * spec.q_dim * h, 2 * inter * h, 3 * 2 * inter * h)
+
+
+def megatron_weight_sync(spec: ModelSpec, *, tp: int, pp: int = 1, dp: int = 1,
+                         bucket_bytes: int = VERL_SYNC_BUCKET, param_offload: bool = False,
+                         optimizer_offload: bool = False, adam_on_gpu: bool = True) -> Estimate:
+    """Peak bytes on one GPU of a Megatron actor's process while verl 0.9.1 sends its weights to the colocated
+    vLLM (ActorRolloutRefWorker.update_weights, the naive checkpoint engine, as for FSDP: weight_sync): once
+    before the first step, then after every update.
+
+      export       MegatronEngine.get_per_tensor_param (verl/workers/engine/megatron/transformer_impl.py) loads
+                   the weights without their gradients (load_megatron_model_to_gpu, load_grad=False) and, with
+                   vanilla_mbridge, hands out bridge.export_weights(module): each weight gathered whole from its
+                   TP shards, one at a time (megatron_export_bytes).
+      bucket       BucketedWeightSender._init_buffer (verl/workers/rollout/vllm_rollout/
+                   bucketed_weight_transfer.py): torch.empty(update_weights_bucket_megabytes) on the GPU,
+                   whatever the model's size; each exported tensor is copied into it.
+      resident     the bf16 weights over TP x PP; the fp32 main-gradient buffer (megatron-core DDP keeps it
+                   allocated; verl's train-mode exit only zeroes it: EngineTrainModeCtx, zero_grad_buffer) unless
+                   param_offload, which moves it to the host with the weights; the distributed optimizer's fp32
+                   master shards, made when the optimizer is built (distrib_optimizer.py:
+                   _build_model_and_main_param_groups), and Adam's two moments, which TransformerEngine's FusedAdam
+                   creates at its first step (FusedAdam.step: initialize_state where the state is empty):
+                   adam_on_gpu=False before step 1; both on the host with optimizer_offload; the reference
+                   model's bf16 weights (megatron_step) unless param_offload.
+    """
+    p, model_parallel = spec.params, tp * pp
+    on_gpu = not optimizer_offload
+    return Estimate({"weights_bf16": 2 * p // model_parallel,
+                     "main_grads_fp32": 0 if param_offload else 4 * p // model_parallel,
+                     "master_weights_fp32": 4 * p // (model_parallel * dp) if on_gpu else 0,
+                     "adam_moments": 8 * p // (model_parallel * dp) if on_gpu and adam_on_gpu else 0,
+                     "reference_weights_bf16": 0 if param_offload else 2 * p // model_parallel,
+                     "export": megatron_export_bytes(spec, tp=tp), "bucket": bucket_bytes}, "weight sync")
 
 
 def host_offload(spec: ModelSpec, *, backend: str, gpus_per_node: int, gpus: int, param_offload: bool,
