@@ -24,6 +24,8 @@ import os
 from ..pkgdirs import package_dirs
 
 LAST_TRL_WITH_VALUE_HEAD = "1.12.0"
+# mbridge's "support latest megatron that removes ModelType.encoder_and_decoder" (2026-03-18), after 0.15.1
+MBRIDGE_FIX = "7813c84b439600b8613aba9fc25ac660480eedc7"
 
 
 def _version(dist: str) -> str | None:
@@ -77,8 +79,9 @@ def conflicts(megatron: bool = False) -> list[dict]:
                     "why": f"mbridge {_version('mbridge')} builds models with ModelType.encoder_and_decoder "
                            "(mbridge/core/util.py), which megatron-core removed in 0.17: every Megatron actor "
                            "worker would fail at model init",
-                    "fix": "pip install 'megatron-core<0.17' (0.16.1 runs with mbridge 0.15.1), or an mbridge that "
-                           "no longer uses ModelType.encoder_and_decoder"})
+                    "fix": "pip install 'megatron-core<0.17' (0.16.1 runs with mbridge 0.15.1), or mbridge from git "
+                           f"at {MBRIDGE_FIX} or later, which no longer uses it: pip install "
+                           f"'mbridge @ git+https://github.com/ISEEKYAN/mbridge.git@{MBRIDGE_FIX}'"})
     if trl_value_head_missing():
         out.append({"package": "trl", "version": _version("trl"),
                     "why": "verl patches TRL's AutoModelForCausalLMWithValueHead whenever TRL is installed "
