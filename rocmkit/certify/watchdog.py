@@ -168,10 +168,10 @@ class Watch:
         self.kind, self.detail, self.phase_started = kind, detail, now
         self.timeline.append({"phase": kind, "detail": detail, "at_s": round(now - self.started, 2)})
 
-    def _waiting(self, text: str) -> bool:
+    def _waiting(self, text: str, who: str) -> bool:
         """A status line of a waiting process: a known waiting message, or what the process said last, again."""
         plain = short(text)
-        said, who = _STAMP_RE.sub("", plain), source(text)
+        said = _STAMP_RE.sub("", plain)
         repeat = self._last_said.get(who) == said
         self._last_said[who] = said
         return repeat or WAITING.search(plain) is not None
@@ -179,7 +179,8 @@ class Watch:
     def line(self, text: str) -> None:
         now = self.clock()
         steps = metrics.read_console(text)
-        if not steps and self._waiting(text):
+        who = source(text)
+        if not steps and self._waiting(text, who):
             self.waiting_lines += 1
         else:
             self.longest_silence_s = max(self.longest_silence_s, now - self.last_activity)
@@ -198,8 +199,8 @@ class Watch:
                     break  # a late start-up line (a restarted worker) does not undo the steps
                 where = "finishing" if self.total and self.step >= self.total else f"step {self.step + 1}"
                 self._enter(kind, detail if kind == START_UP else f"{where}: {detail}", now)
-                if rx in PER_WORKER and source(text) != "driver":  # a rollout worker's own sleep or wake-up
-                    events = self.replicas.setdefault(source(text), [])
+                if rx in PER_WORKER and who != "driver":  # a rollout worker's own sleep or wake-up
+                    events = self.replicas.setdefault(who, [])
                     event = {"phase": kind, "detail": f"{where}: {detail}", "at_s": round(now - self.started, 2)}
                     # one event per change: a replica's TP workers each say they slept, and vLLM wakes the
                     # weights and then the KV cache

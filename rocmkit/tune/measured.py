@@ -23,6 +23,7 @@ what the model counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from ..errors import UsageError
 from . import memory
@@ -246,19 +247,14 @@ def compare(name: str, doc: dict) -> Comparison:
         raise NotComparable(f"no {MEASURED} in metrics.per_step")
 
     if s.backend == "megatron":
-        def sync(adam: bool) -> Estimate:
-            return memory.megatron_weight_sync(s.model, tp=s.tp, pp=s.pp, dp=s.dp, bucket_bytes=s.bucket_bytes,
-                                               param_offload=s.param_offload, optimizer_offload=s.optimizer_offload,
-                                               adam_on_gpu=adam)
-
         step = memory.megatron_step(s.model, tokens=s.tokens, tp=s.tp, pp=s.pp, dp=s.dp, param_offload=s.param_offload)
+        sync = partial(memory.megatron_weight_sync, s.model, tp=s.tp, pp=s.pp, dp=s.dp, bucket_bytes=s.bucket_bytes,
+                       param_offload=s.param_offload, optimizer_offload=s.optimizer_offload)
     else:
-        def sync(adam: bool) -> Estimate:
-            return memory.weight_sync(s.model, shards=s.gpus, bucket_bytes=s.bucket_bytes, fsdp1=s.fsdp1,
-                                      param_offload=s.param_offload, adam_on_gpu=adam)
-
         step = memory.actor_step(s.model, tokens=s.tokens, grad_ckpt=s.grad_ckpt, shards=s.gpus,
                                  offload=s.offload_policy)
-    return Comparison(name=name, device=str(doc.get("device", "")), shape=s, step=step, first_sync=sync(False),
-                      sync=sync(not s.optimizer_offload), measured_first=measured[0][1],
-                      measured_last=measured[-1][1], last_step=measured[-1][0])
+        sync = partial(memory.weight_sync, s.model, shards=s.gpus, bucket_bytes=s.bucket_bytes, fsdp1=s.fsdp1,
+                       param_offload=s.param_offload)
+    return Comparison(name=name, device=str(doc.get("device", "")), shape=s, step=step,
+                      first_sync=sync(adam_on_gpu=False), sync=sync(adam_on_gpu=not s.optimizer_offload),
+                      measured_first=measured[0][1], measured_last=measured[-1][1], last_step=measured[-1][0])

@@ -160,11 +160,17 @@ def kv_bytes(spec: ModelSpec, *, tokens: int, tp: int) -> int:
     return tokens * spec.kv_bytes_per_token // shards
 
 
+def megatron_state_parts(spec: ModelSpec, *, tp: int, pp: int, dp: int) -> dict[str, int]:
+    """Megatron-core with the distributed optimizer, by part: bf16 weights 2P and fp32 main gradients 4P split
+    over TP x PP; fp32 master weights 4P and Adam's two moments 8P further over DP."""
+    p, model_parallel = spec.params, tp * pp
+    return {"weights_bf16": 2 * p // model_parallel, "main_grads_fp32": 4 * p // model_parallel,
+            "master_weights_fp32": 4 * p // (model_parallel * dp), "adam_moments": 8 * p // (model_parallel * dp)}
+
+
 def megatron_states(spec: ModelSpec, *, tp: int, pp: int, dp: int) -> int:
-    """Megatron-core with the distributed optimizer: bf16 weights 2P and fp32 main gradients 4P split over
-    TP x PP; fp32 master weights and Adam moments 12P further over DP."""
-    model_parallel = tp * pp
-    return (2 + 4) * spec.params // model_parallel + 12 * spec.params // (model_parallel * dp)
+    """All of megatron_state_parts: what a GPU keeps of the model between phases."""
+    return sum(megatron_state_parts(spec, tp=tp, pp=pp, dp=dp).values())
 
 
 def megatron_step(spec: ModelSpec, *, tokens: int, tp: int, pp: int = 1, dp: int = 1,
@@ -248,14 +254,16 @@ def megatron_weight_sync(spec: ModelSpec, *, tp: int, pp: int = 1, dp: int = 1,
                    adam_on_gpu=False before step 1; both on the host with optimizer_offload; the reference
                    model's bf16 weights (megatron_step) unless param_offload.
     """
-    p, model_parallel = spec.params, tp * pp
-    on_gpu = not optimizer_offload
-    return Estimate({"weights_bf16": 2 * p // model_parallel,
-                     "main_grads_fp32": 0 if param_offload else 4 * p // model_parallel,
-                     "master_weights_fp32": 4 * p // (model_parallel * dp) if on_gpu else 0,
-                     "adam_moments": 8 * p // (model_parallel * dp) if on_gpu and adam_on_gpu else 0,
-                     "reference_weights_bf16": 0 if param_offload else 2 * p // model_parallel,
-                     "export": megatron_export_bytes(spec, tp=tp), "bucket": bucket_bytes}, "weight sync")
+    parts = megatron_state_parts(spec, tp=tp, pp=pp, dp=dp)
+    if param_offload:
+        parts["main_grads_fp32"] = 0
+    if optimizer_offload:
+        parts["master_weights_fp32"] = 0
+    if optimizer_offload or not adam_on_gpu:
+        parts["adam_moments"] = 0
+    reference = 0 if param_offload else parts["weights_bf16"]  # the same bf16 weights over TP x PP
+    return Estimate({**parts, "reference_weights_bf16": reference, "export": megatron_export_bytes(spec, tp=tp),
+                     "bucket": bucket_bytes}, "weight sync")
 
 
 def host_offload(spec: ModelSpec, *, backend: str, gpus_per_node: int, gpus: int, param_offload: bool,

@@ -28,8 +28,9 @@ FOLDED_RE = re.compile(r"\[repeated (\d+)x across cluster\]")
 # verl's Megatron workers print the model's TransformerConfig once each ("TF config: TransformerConfig(...)",
 # verl/models/mcore/config_converter.py): its layer implementation says whether TransformerEngine ran
 TF_CONFIG_RE = re.compile(r"TF config: TransformerConfig\(.*")
-TF_FIELDS_RE = re.compile(r"\b(transformer_impl)='(\w+)'|\b(attention_backend)=<AttnBackend\.(\w+)"
-                          r"|\b(sequence_parallel)=(True|False)")
+TF_IMPL_RE = re.compile(r"\btransformer_impl='(\w+)'")
+TF_ATTENTION_RE = re.compile(r"\battention_backend=<AttnBackend\.(\w+)")
+TF_SEQUENCE_PARALLEL_RE = re.compile(r"\bsequence_parallel=(True|False)")
 
 
 def attention_choice(asked: str, on_cpu: bool, report: dict) -> dict:
@@ -100,13 +101,15 @@ def megatron_model(text: str) -> dict | None:
     m = TF_CONFIG_RE.search(text)
     if not m:
         return None
-    fields = {}
-    for found in TF_FIELDS_RE.findall(m.group(0)):
-        key, value = next((found[i], found[i + 1]) for i in (0, 2, 4) if found[i])
-        fields.setdefault(key, value == "True" if key == "sequence_parallel" else value)
-    return {"transformer_impl": fields.get("transformer_impl"), "attention_backend": fields.get("attention_backend"),
-            "sequence_parallel": fields.get("sequence_parallel"),
-            "transformer_engine": fields.get("transformer_impl") == "transformer_engine"}
+
+    def field(rx: re.Pattern) -> str | None:
+        found = rx.search(m.group(0))
+        return found.group(1) if found else None
+
+    impl, parallel = field(TF_IMPL_RE), field(TF_SEQUENCE_PARALLEL_RE)
+    return {"transformer_impl": impl, "attention_backend": field(TF_ATTENTION_RE),
+            "sequence_parallel": None if parallel is None else parallel == "True",
+            "transformer_engine": impl == "transformer_engine"}
 
 
 def record(report: dict, log_text: str, rollout_graphs: bool) -> dict:
