@@ -50,7 +50,7 @@ def rocmkit(*args, timeout=900):
 
 def manifest(tmp_path: Path, name: str, *, pin="tinypkg==1.0", mode="a", base="debian:12") -> Path:
     text = STACK.format(base=base, pin=pin, mode=mode)
-    stack = stacks.parse_stack(load_toml_text(text, name), name)
+    stack = stacks.parse_stack(load_toml_text(text, name), name, tmp_path)
     p = tmp_path / f"{name}.json"
     p.write_text(json.dumps(make_plan(stack, ["gfx942"]).manifest))
     return p

@@ -20,27 +20,6 @@ def _remotes(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _source(stack_name: str | None, stack_file: str | None) -> tuple[str, str, Path | None]:
-    """The stack's text, its origin for messages, and its path on disk (None for a packaged one we cannot name)."""
-    from importlib import resources
-
-    from .. import stacks
-
-    if stack_name and stack_file:
-        raise UsageError("STACK and --stack-file are alternatives; give one")
-    if stack_file:
-        p = Path(stack_file)
-        try:
-            return p.read_text(encoding="utf-8"), str(p), p
-        except OSError as exc:
-            raise UsageError(f"{p}: cannot read ({exc.strerror})") from None
-    name = stack_name or "verl-vllm"
-    stacks.load_builtin(name)  # an unknown name is a usage error listing the built-in ones
-    res = resources.files("rocmkit.resources.stacks").joinpath(f"{name}.toml")
-    path = Path(str(res)) if Path(str(res)).is_file() else None
-    return res.read_text(encoding="utf-8"), f"rocmkit/resources/stacks/{name}.toml", path
-
-
 @click.command()
 @click.argument("stack_name", required=False, metavar="[STACK]")
 @click.option("--stack-file", type=click.Path(dir_okay=False), default=None,
@@ -75,11 +54,12 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
     from ..fileio import write_atomic
     from ..output import document
     from ..refs import outdated as od
-    from ..stacks import parse_stack
-    from ..tomlread import load_toml_text
+    from ..stacks import source
 
-    text, origin, path = _source(stack_name, stack_file)
-    stack = parse_stack(load_toml_text(text, origin), origin)
+    if stack_name and stack_file:
+        raise UsageError("STACK and --stack-file are alternatives; give one")
+    src = source(stack_name, stack_file)
+    stack = src.parse()
     remotes = _remotes(git_remotes)
     unknown = sorted(set(remotes) - {c.name for c in stack.git_components})
     if unknown:
@@ -88,9 +68,9 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
     findings = od.check(stack, index_url=index_url, git_remotes=remotes)
     written = None
     if write_file:
-        written = _write(write_file, text, origin, path, findings, force, write_atomic, od)
+        written = _write(write_file, src, findings, force, write_atomic, od)
     if as_json:
-        echo_json(document("outdated", {"stack": stack.name, "source": origin, "index_url": index_url,
+        echo_json(document("outdated", {"stack": stack.name, "source": src.origin, "index_url": index_url,
                                         "findings": [f.to_json() for f in findings], "written": written}))
     else:
         _print(findings)
@@ -101,15 +81,15 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
         click.echo(f"hint: {hint}", err=True)
 
 
-def _write(write_file, text, origin, path, findings, force, write_atomic, od) -> str | None:
+def _write(write_file, src, findings, force, write_atomic, od) -> str | None:
     target = Path(write_file)
     if not od.edits(findings):
         unchecked = sum(f.status in (od.UNREACHABLE, od.MISSING) for f in findings)
         click.echo(f"nothing newer to write{f' among the pins checked ({unchecked} were not)' if unchecked else ''}: "
                    f"{target} not written", err=True)
         return None
-    new, _ = od.proposed_text(text, origin, findings)
-    same = path is not None and target.exists() and target.resolve() == path.resolve()
+    new, _ = od.proposed_text(src, findings)
+    same = src.path is not None and target.exists() and target.resolve() == src.path.resolve()
     write_atomic(target, new, force=force or same)
     click.echo(f"{'replaced the source stack file' if same else 'wrote the proposed stack'} {target}; check it with "
                f"`rocmkit render --stack-file {target} --arch ...`", err=True)

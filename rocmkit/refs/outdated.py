@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import Failed, RocmkitError
-from ..stacks import Component, Stack
+from ..stacks import Component, Source, Stack
 from ..stacks.model import NO_ROCM
 from ..stacks.edit import Edit
 from ..tomlread import load_toml_text
@@ -316,16 +316,16 @@ def edits(findings: list[PinCheck]) -> list[Edit]:
     return [e for f in findings if f.status == NEWER for e in f.edits if e.old is not None or e.add_after]
 
 
-def proposed_text(text: str, origin: str, findings: list[PinCheck]) -> tuple[str, Stack]:
-    """The stack file's text with every newer pin written in, and the stack it parses to: it must parse and
-    render for each of its targets (what `rocmkit render --stack-file` does), or nothing is proposed."""
+def proposed_text(src: Source, findings: list[PinCheck]) -> tuple[str, Stack]:
+    """The stack file's text (`src`) with every newer pin written in, and the stack it
+    parses to (its patches read from where the source's are): it must parse and render for each of its
+    targets (what `rocmkit render --stack-file` does), or nothing is proposed."""
     from ..image.plan import make_plan
     from ..image.render import render_dockerfile
-    from ..stacks import parse_stack
     from ..stacks.edit import apply
 
-    new = apply(text, edits(findings), origin)
-    stack = parse_stack(load_toml_text(new, origin), origin)
+    new = apply(src.text, edits(findings), src.origin)
+    stack = src.parse(new)
     for target in stack.targets:
         render_dockerfile(make_plan(stack, [target]))
     return new, stack

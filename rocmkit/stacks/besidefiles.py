@@ -18,8 +18,14 @@ from ..errors import InputFileError
 
 def missing(path: str, field: str, rel: str, beside: Any, what: str, allowed: str) -> InputFileError:
     """The InputFileError for `rel` (a `what`: "patch file", "file") not found beside the stack file."""
-    looked = beside.joinpath(rel) if beside is not None else Path(path).parent / rel
+    looked = beside.joinpath(rel)
     err = InputFileError(path, field, f"no such {what} {rel!r} beside the stack file (looked for {looked})", allowed)
+    if _is_builtin_folder(beside):
+        # A built-in stack reads its files from rocmkit's own package: one missing there is a broken install,
+        # and copying files into the user's folder would not reach it.
+        err.hint = ("rocmkit's installed package lacks a file its built-in stack names: reinstall rocmkit "
+                    "(`pip install --force-reinstall --no-deps rocmkit`), or from a checkout `pip install -e .`")
+        return err
     shipped = _builtin(rel)
     if shipped is not None and Path(str(shipped)) != Path(str(looked)):
         # Every folder of files the built-in stacks name, in one command: one missing file is rarely the last.
@@ -30,6 +36,15 @@ def missing(path: str, field: str, rel: str, beside: Any, what: str, allowed: st
                     f"beside it too: `cp -r {' '.join(shlex.quote(str(p)) for p in folders)} "
                     f"{shlex.quote(str(there))}/`")
     return err
+
+
+def _is_builtin_folder(beside: Any) -> bool:
+    from importlib import resources
+
+    try:
+        return str(beside) == str(resources.files("rocmkit.resources.stacks"))
+    except (OSError, ValueError):
+        return False
 
 
 def _builtin(rel: str):

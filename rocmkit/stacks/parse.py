@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import Path
 from typing import Any
 
 from .. import archs
@@ -202,12 +201,11 @@ def _component(path: str, index: int, raw: Any, beside: Any = None) -> Component
     )
 
 
-def parse_stack(data: dict[str, Any], path: str, beside: Any = None) -> Stack:
-    """Validate a parsed stack document; every problem names the file and the field. `beside` is the folder
-    the stack's patch files are relative to (a Path or an importlib.resources Traversable); default: the
-    stack file's own folder."""
-    if beside is None:
-        beside = Path(path).parent
+def parse_stack(data: dict[str, Any], path: str, beside: Any) -> Stack:
+    """Validate a parsed stack document; every problem names the file and the field. `path` names the file in
+    messages; `beside` is the folder its patch and other files are relative to (a Path, or an
+    importlib.resources Traversable for a built-in stack): given by the caller, never derived from `path`,
+    which for a built-in stack is a label, not a place (`rocmkit.stacks.source` gives both)."""
     if isinstance(data, dict) and "archs" in data:
         raise InputFileError(path, "archs", "renamed to targets", "targets = [\"gfx942\", \"gfx950\"] or [\"cpu\"]")
     f = Fields(path, "", data, TOP_LEVEL_KEYS)

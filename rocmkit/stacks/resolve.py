@@ -84,13 +84,14 @@ class Result:
 
 
 def stack_text(stack: Stack) -> str:
-    """The stack file's raw text, for line numbers (a built-in stack is read from the package)."""
+    """The stack file's raw text, for line numbers. A built-in stack is read from the package: its path is a
+    label ("rocmkit/resources/stacks/NAME.toml"), which from another folder names nothing or another file."""
+    from . import builtin_names, source
+
+    if stack.name in builtin_names() and stack.path == source(stack.name).origin:
+        return source(stack.name).text
     path = Path(stack.path)
-    if path.is_file():
-        return path.read_text(encoding="utf-8")
-    from importlib import resources
-    res = resources.files("rocmkit.resources.stacks").joinpath(f"{stack.name}.toml")
-    return res.read_text(encoding="utf-8") if res.is_file() else ""
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 def pin_line(stack: Stack, text: str, requirement: str) -> str:
