@@ -23,10 +23,14 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
     if stack_name:
         from .. import stacks
 
-        v = stacks.load_builtin(stack_name).pinned_version("ray")
+        stack = stacks.load_builtin(stack_name)
+        v = stack.pinned_version("ray")
         if v:
             return v, f"stack {stack_name}"
-        raise UsageError(f"stack {stack_name} pins no Ray version", hint="give --ray-version")
+        # Miles' and TRL's stacks take whatever Ray their base image has (if any): the stack cannot say which.
+        raise UsageError(f"stack {stack_name} pins no Ray version (any Ray in its image comes from the base image "
+                         f"{stack.base.image}), and the Ray version decides the RAY_EXPERIMENTAL_NOSET_* variable",
+                         hint="give --ray-version X: the image's `python3 -c 'import ray; print(ray.__version__)'`")
     if image and runtime == slurm_mod.Runtime.DOCKER:
         try:
             from ..runtime.docker_engine import Engine

@@ -318,4 +318,7 @@ def plan_document(plan: BuildPlan) -> dict:
         "runtime_env": {e.name: e.value for e in plan.runtime_env},
         "labels": dict(plan.labels),
         "warnings": list(plan.warnings),
+        # What the image's /opt/rocmkit/manifest.json will hold: `rocmkit diff` compares two plans before
+        # either is built (save this key to a file for each).
+        "manifest": plan.manifest,
     }
