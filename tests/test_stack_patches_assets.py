@@ -122,6 +122,23 @@ def test_patch_file_missing_names_the_file_and_field(tmp_path):
     assert "patches/none.patch" in e.value.message
 
 
+def test_relative_files_resolve_beside_the_stack_not_the_working_folder(tmp_path, monkeypatch):
+    """A user's stack file reads patches/ beside itself, whatever the working folder holds under that name;
+    a built-in stack reads its own from rocmkit's package (the working folder here has none)."""
+    from rocmkit.stacks import load_builtin, source
+
+    mine, here = tmp_path / "mine", tmp_path / "here"
+    for folder, text in ((mine, "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+mine\n"),
+                         (here, "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+here\n")):
+        (folder / "patches").mkdir(parents=True)
+        (folder / "patches" / "x.patch").write_text(text)
+    stack_path = write_stack(mine / "s.toml", patches=["patches/x.patch"])
+    monkeypatch.chdir(here)
+    for stack in (load_file(stack_path), source(path=stack_path).parse()):
+        assert b"+mine" in stack.components[0].patches[0].content
+    assert load_builtin("verl-vllm").name == source("verl-vllm").parse().name == "verl-vllm"
+
+
 @pytest.mark.parametrize("entry,problem", [
     ("../outside.patch", "must not leave"),
     ("patches/x.txt", "invalid value"),
