@@ -101,7 +101,7 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"trl-vllm","description":"TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14","targets":["gfx942"],"rocm":"7.14.0","python":"3.14","base_image":"rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0","base_image_overridden":false,"base_pip":[],"base_pip_sources":[],"components":[{"name":"trl","kind":"pip","requirements":["trl==1.16.0","accelerate==1.15.0","datasets==5.2.0"],"no_deps":false},{"name":"deepspeed","kind":"pip","requirements":["deepspeed==0.19.8"],"no_deps":false}],"runtime_env":{"TOKENIZERS_PARALLELISM":"false","HIP_FORCE_DEV_KERNARG":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"f767f5b3f67d803d200cac8ceeb637ffa609408895dd8a996d51ec8e5f4e6d86"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"trl-vllm","description":"TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14","targets":["gfx942"],"rocm":"7.14.0","python":"3.14","base_image":"rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0","base_image_overridden":false,"base_pip":[],"base_pip_sources":[],"components":[{"name":"trl","kind":"pip","requirements":["trl==1.16.0","accelerate==1.15.0","datasets==5.2.0"],"no_deps":false},{"name":"deepspeed","kind":"pip","requirements":["deepspeed==0.19.8"],"no_deps":false}],"runtime_env":{"TOKENIZERS_PARALLELISM":"false","HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"482e00dae08413774d330bafb96f7bfe5d9d09f4c7076ef10e50c4a728368aa1"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -112,14 +112,18 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
 ENV TOKENIZERS_PARALLELISM="false"
 # kernel arguments in device memory: lower launch latency (vLLM docker/Dockerfile.rocm final ENV)
 ENV HIP_FORCE_DEV_KERNARG="1"
+# RCCL initialises only with it where the HIP runtime reclaims scratch (ROCm/rccl#1867, ROCm/ATOM#913, vllm-project/vllm#32497); AMD's ROCm 10 verl recipe sets it (Dockerfile.rocm@af69c3f1 line 42)
+ENV HSA_NO_SCRATCH_RECLAIM="1"
+# RCCL channel count for MI300X/MI355X XGMI (AMD's ROCm workload optimization guide; AMD's ROCm 10 verl recipe, Dockerfile.rocm@af69c3f1 line 41)
+ENV NCCL_MIN_NCHANNELS="112"
 LABEL org.opencontainers.image.title="rocmkit/trl-vllm" \
     org.opencontainers.image.description="TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14" \
-    org.opencontainers.image.version="rocm7.14.0-gfx942-f767f5b3f67d" \
+    org.opencontainers.image.version="rocm7.14.0-gfx942-482e00dae084" \
     org.opencontainers.image.base.name="rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0" \
     io.rocmkit.stack="trl-vllm" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.14.0" \
     io.rocmkit.python="3.14" \
-    io.rocmkit.inputs-hash="f767f5b3f67d803d200cac8ceeb637ffa609408895dd8a996d51ec8e5f4e6d86" \
+    io.rocmkit.inputs-hash="482e00dae08413774d330bafb96f7bfe5d9d09f4c7076ef10e50c4a728368aa1" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false"

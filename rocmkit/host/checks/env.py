@@ -180,7 +180,7 @@ def check_tuning_vars(f: Facts, ctx: Context):
             yield finding("env.hsa_no_scratch_reclaim", "env", Status.WARN,
                           "HSA_NO_SCRATCH_RECLAIM is not set: " + "; ".join(reasons),
                           fix="export HSA_NO_SCRATCH_RECLAIM=1",
-                          ref="vllm-project/vllm#32497; ROCm/rocm-systems#8657; " + ENV_DOC, mec_fw=fw)
+                          ref="vllm-project/vllm#32497; ROCm/rccl#1867; ROCm/rocm-systems#8657; " + ENV_DOC, mec_fw=fw)
     if multi and (gfx & {"gfx942", "gfx950"}):
         v = env.get("NCCL_MIN_NCHANNELS")
         if _uint(v) is None or _uint(v) < 112:
