@@ -37,7 +37,8 @@ TARGETS = archs.known_build_targets()
 DEFAULT_STACK = "verl-vllm"
 CLOSED = "http://127.0.0.1:9"  # the discard port: nothing listens, a connection is refused at once
 OFFLINE = {"http_proxy": CLOSED, "https_proxy": CLOSED, "HTTP_PROXY": CLOSED, "HTTPS_PROXY": CLOSED,
-           "all_proxy": CLOSED, "no_proxy": "", "NO_PROXY": "", "PIP_RETRIES": "0", "PIP_TIMEOUT": "2"}
+           "all_proxy": CLOSED, "no_proxy": "", "NO_PROXY": "", "PIP_RETRIES": "0", "PIP_TIMEOUT": "2",
+           "PIP_CONFIG_FILE": os.devnull}  # no pip.conf index or find-links either
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/rocmkit-matrix.sock", "ROCMKIT_DOCKER": ""}
 
 
@@ -126,7 +127,10 @@ def results(installed, tmp_path_factory) -> dict:
     cells_file = work.parent / "cells.json"
     out_file = work.parent / "results.json"
     cells_file.write_text(json.dumps(list(CELLS.values())))
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ROCMKIT_DEBUG")}
+    # pip's own settings go too: a PIP_FIND_LINKS wheelhouse (CI provisions one) would let `wheelhouse` succeed
+    # offline for one machine and not another.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "ROCMKIT_DEBUG") and not k.upper().startswith(("PIP_", "UV_"))}
     env.update(OFFLINE, PYTHONPATH=str(installed), CI="true", HOME=str(work), ROCMKIT_LOG_DIR=str(work / "logs"))
     r = subprocess.run([sys.executable, str(REPO / "tests" / "stackmatrix.py"), str(cells_file), str(out_file)],
                        cwd=work, env=env, capture_output=True, text=True, timeout=900)
