@@ -30,6 +30,7 @@ import pytest
 
 from rocmkit import archs, stacks
 from rocmkit.cli import cli
+from rocmkit.image.plan import make_plan
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = stacks.builtin_names()
@@ -85,7 +86,7 @@ def _cells_stack(s: str) -> list[dict]:
                  "argv": ["diff", f"out/{DEFAULT_STACK}-gfx942.manifest.json", f"out/{s}-{t}.manifest.json"]},
                 {"id": f"certify/{st}", "cmd": "certify", "env": NO_ENGINE,
                  "argv": ["certify", "--dry-run", "--engine", _engine(s), "--gpus", _gpus(s, t),
-                          "--image", f"rocmkit/{s}:{t}-matrix", "--out", f"out/cert-{s}-{t}"]}]
+                          "--image", make_plan(info, [t]).tag, "--out", f"out/cert-{s}-{t}"]}]
     return out
 
 
