@@ -75,6 +75,14 @@ def _rank(p: psutil.Process) -> str | None:
     return None
 
 
+def env_value(p: psutil.Process, var: str) -> str | None:
+    """One variable of a process's environment (None when unset or not readable)."""
+    try:
+        return p.environ().get(var) or None
+    except psutil.Error:
+        return None
+
+
 def record(p: psutil.Process) -> dict | None:
     """What the report says of one process before its stack (None if it is gone)."""
     try:

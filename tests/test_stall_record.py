@@ -1,0 +1,173 @@
+"""The collective layer's own record in the stall report, on real torch.distributed (gloo) jobs of two ranks with
+PyTorch's flight recorder on (TORCH_FR_BUFFER_SIZE; gloo keeps one since torch 2.8) and rocmkit's dumper in each
+rank (rocmkit/stall/frdump.py): rank 0 waits in all_reduce #2 while rank 1 hangs in one of three ways no kernel
+state marks (tests/stall_ranks.py): `block` (waits forever in Python), `skip` (skips all_reduce #2 and enters
+all_gather as its #2), `native` (blocks in a native call holding the GIL, so it cannot even answer the dump).
+Each report must name rank 1, the collective it did not reach, and where it is.
+
+A pair costs about 30 s of a busy 2-core machine (torch's import, and the recorder's first dump imports much of
+torch), so CI runs `skip` live and the other two only with ROCMKIT_RUN_HANG_TESTS=1; every live run keeps its
+report and its ranks' dumps in tests/data/stall/gloo-MODE/, which the cheap replay tests below judge every time.
+Also the freezer case (every process sleeping) on its derived report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from rocmkit.stall import flightrec, report, verdict  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data" / "stall"
+MODES = ("block", "skip", "native")
+LIVE = MODES if os.environ.get("ROCMKIT_RUN_HANG_TESTS") == "1" else ("skip",)
+
+
+def _port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """One pair per hang kind, started together (each rank's torch import costs seconds of this machine)."""
+    root = tmp_path_factory.mktemp("fr")
+    started = {}
+    for mode in LIVE:
+        port, folder = _port(), root / mode
+        env = {**os.environ, "ROCMKIT_FR_DIR": str(folder), "TORCH_FR_BUFFER_SIZE": "200",
+               "PYTHONPATH": str(HERE.parent)}
+        started[mode] = (folder, [subprocess.Popen([sys.executable, str(HERE / "stall_ranks.py"), str(r), str(port),
+                                                    mode], stdout=subprocess.PIPE, text=True,
+                                                   env={**env, "RANK": str(r)}) for r in (0, 1)])
+    try:
+        deadline = time.monotonic() + 180
+        for mode, (folder, pair) in started.items():
+            for p in pair:
+                line = ""
+                while not line.startswith("joined"):
+                    assert time.monotonic() < deadline and p.poll() is None, f"{mode}: the ranks did not join"
+                    line = p.stdout.readline()
+            # the dumpers are warm (their first dump imports much of torch.distributed) once a request is answered:
+            # by both ranks, or by rank 0 alone where rank 1 holds the GIL
+            want = 1 if mode == "native" else 2
+            while True:
+                asked = flightrec.request(folder, time.monotonic() + 10, expected=want)
+                if len(flightrec.read(folder, asked)[0]) >= want:
+                    break
+                assert time.monotonic() < deadline, f"{mode}: no dump within 180 s"
+        yield started
+    finally:
+        for _, pair in started.values():
+            for p in pair:
+                p.kill()
+                p.wait()
+
+
+def _take(jobs, mode):
+    folder, (r0, r1) = jobs[mode]
+    return report.take([r0.pid, r1.pid], out_dir=None), r0.pid, r1.pid
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", LIVE)
+def test_the_record_names_the_rank_that_did_not_reach_the_collective(jobs, mode):
+    doc, p0, p1 = _take(jobs, mode)
+    judge(doc, p1, mode)
+    kept = DATA / f"gloo-{mode}"  # for the replay below (keep it in git after a run)
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir(parents=True)
+    (kept / "report.json").write_text(json.dumps(doc, indent=1) + "\n")
+    for d in jobs[mode][0].glob("fr-pid*.pkl"):
+        shutil.copy(d, kept / d.name)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_kept_record_replayed(mode):
+    """The kept report's processes and its ranks' dumps, judged again by today's code."""
+    kept = DATA / f"gloo-{mode}"
+    if not (kept / "report.json").exists():
+        pytest.skip(f"{kept} not recorded yet: ROCMKIT_RUN_HANG_TESTS=1 pytest tests/test_stall_record.py")
+    doc = json.loads((kept / "report.json").read_text())
+    dumps, notes = flightrec.read(kept)
+    assert notes == []
+    record = flightrec.analyse(dumps)
+    doc["flight_recorder"] = {**record, "dumps": len(dumps)}
+    doc["verdict"] = verdict.judge(doc["processes"], record)
+    stall_ranks = [p["pid"] for p in doc["processes"] if p.get("rank") == "1"]
+    judge(doc, stall_ranks[0], mode)
+
+
+def judge(doc: dict, p1: int, mode: str) -> None:
+    v, fr = doc["verdict"], doc["flight_recorder"]
+    [g] = fr["groups"]
+    assert (g["op"], g["seq"], [int(r) for r in g["waiting"]]) == ("all_reduce", 2, [0]), g
+    assert [(w["pid"], w["rank"], w.get("source")) for w in v["waits_for"]] == [(p1, "1", "flight recorder")], v
+    first = v["lines"][0]
+    assert first.startswith(f"the job waits for rank 1 (pid {p1}, "), first
+    if mode == "block":
+        assert [int(r) for r in g["behind"]] == [1] and "never reached all_reduce #2 of group default_pg" in first
+        assert "Event.wait" in first or "stall_ranks.py" in first  # its Python frame
+    elif mode == "skip":
+        assert [int(r) for r in g["mismatch"]] == [1] and "entered all_gather as #2" in first
+        assert "stall_ranks.py" in first  # the frame that called the other collective
+    else:
+        assert g["missing"] == [1] and fr["dumps"] == 1 and "left no record" in first
+        assert "pause" in first  # its native frame, from the stacks
+    assert any(line.startswith("flight recorder: rank 0 of group default_pg waits in all_reduce #2")
+               for line in v["lines"])
+
+
+def test_the_analysis_of_two_real_dumps():
+    """flightrec on the files two real ranks' dumpers wrote (torch's own pickle)."""
+    folder = DATA / "gloo-block"
+    if not folder.exists():
+        pytest.skip(f"{folder} not recorded yet")
+    dumps, notes = flightrec.read(folder)
+    assert notes == [] and sorted(r for _, r in dumps) == [0, 1]
+    a = flightrec.analyse(dumps)
+    assert a["lines"] == ["rank 0 of group default_pg waits in all_reduce #2 (sizes [[4]]); rank 1 never reached it "
+                          "(its last: all_reduce #1, completed)"]
+    assert {d["version"] for d in dumps.values()} and all(d["entries"] for d in dumps.values())
+
+
+def test_no_record_says_so_and_the_stacks_decide():
+    """A job whose ranks keep no record: the verdict says so and falls back to the stacks (the straggler rule)."""
+    procs = [{"pid": 10, "role": "python", "rank": "0", "state": "sleeping", "python": True, "cpu_pct": 1.0,
+              "wait": {"kind": "collective", "at": "all_reduce (torch/distributed/distributed_c10d.py:3252)",
+                       "caller": "<module> (train.py:9)"}},
+             {"pid": 11, "role": "python", "rank": "1", "state": "sleeping", "python": True, "cpu_pct": 0.0,
+              "wait": {"kind": "sleep", "at": "sleep (time)", "caller": "<module> (train.py:6)"}}]
+    record = {"groups": [], "lines": [], "note": "no rank answered the dump request"}
+    v = verdict.judge(procs, record)
+    assert v["lines"][0].startswith("the job waits for rank 1 (pid 11, python): its peers wait in a collective")
+    assert "flight recorder: no rank answered the dump request; the verdict reads the stacks alone" in v["lines"]
+
+
+def test_the_frozen_rank_is_named_where_every_process_sleeps():
+    """The cgroup-freezer case (tests/data/stall/README.md: derived from the kept SIGSTOP report): nothing is
+    stopped; rank 0 spins at 90 % CPU in a stream sync, rank 1 sits at 0 % in pthread_cond_wait."""
+    kept = json.loads((DATA / "verl-2gpu-freezer.derived.json").read_text())
+    procs = kept["stall_report"]["processes"]
+    assert not [p for p in procs if p["state"] != "sleeping"]
+    v = verdict.judge(procs)
+    rank1 = next(p for p in procs if p["rank"] == "1" and p["role"] == "Ray actor WorkerDict")
+    assert [(w["pid"], w["rank"]) for w in v["waits_for"]] == [(rank1["pid"], "1")]
+    assert v["lines"][0].startswith(f"the job waits for rank 1 (pid {rank1['pid']}, Ray actor WorkerDict): its peers "
+                                    "spin in a collective (90 % CPU")
+    assert "pthread_cond_wait" in v["lines"][0]
+    # one line per group, the plumbing folded into the last one
+    assert v["lines"][1].startswith("rank 0 (pid ") and "stream" in v["lines"][1]
+    assert v["lines"][-1].startswith("and 19 more process(es) of the run's plumbing") and "verl driver" in v["lines"][-1]
+    assert len(v["lines"]) <= 6
