@@ -171,3 +171,36 @@ def test_the_frozen_rank_is_named_where_every_process_sleeps():
     assert v["lines"][1].startswith("rank 0 (pid ") and "stream" in v["lines"][1]
     assert v["lines"][-1].startswith("and 19 more process(es) of the run's plumbing") and "verl driver" in v["lines"][-1]
     assert len(v["lines"]) <= 6
+
+
+# ---- the certify test hook's hang kinds (rocmkit/stall/testhook.py)
+
+def test_the_hook_reads_its_kinds():
+    from rocmkit.stall import testhook
+
+    assert testhook.parse("rollout:1:3") == ("rollout", 1, 3, "stop")  # the kept runs' form still reads
+    assert testhook.parse("update:1:2:block") == ("update", 1, 2, "block")
+    for bad in ("update:1:2:freeze", "update:1", "nowhere:0:1", "update:x:1:skip", "update:0:0:skip"):
+        with pytest.raises(ValueError, match="WHERE:RANK:CALL"):
+            testhook.parse(bad)
+
+
+def test_skip_skips_one_collective_and_restores_the_rest():
+    """The real torch.distributed module: the first collective inside the hooked call returns at once (no group
+    is needed: it never reaches one), the functions are restored afterwards."""
+    import torch.distributed as dist
+
+    from rocmkit.stall import testhook
+
+    original = dist.all_reduce
+    seen = []
+
+    def step():
+        seen.append(dist.all_reduce(torch.ones(2)))
+        seen.append(dist.all_gather_into_tensor is testhook_originals["all_gather_into_tensor"])
+        return "stepped"
+
+    testhook_originals = {n: getattr(dist, n) for n in testhook.COLLECTIVES if hasattr(dist, n)}
+    assert testhook.skipping_one(step) == ("stepped", True)
+    assert seen == [None, True] and dist.all_reduce is original
+    assert testhook.skipping_one(lambda: 1) == (1, False)

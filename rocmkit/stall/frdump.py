@@ -21,8 +21,18 @@ from pathlib import Path
 VAR = "ROCMKIT_FR_DIR"
 OWN_THREAD = "rocmkit-fr-dump"  # waits.py leaves this thread out of what a process waits in
 POLL_S = 0.5
-# what turns the recorder on (entries kept per process); NCCL also dumps by itself on its watchdog's timeout
-ENV = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
+BUFFER = "2000"  # entries kept per process (torch's default size when on; a few hundred KiB)
+
+
+def environment(folder: Path, current: dict[str, str]) -> dict[str, str]:
+    """What a job's processes need for their records: the recorder on (gloo's and NCCL's/RCCL's names), NCCL's own
+    dump when its watchdog times out (into `folder`, named ...-rank<N> by torch), and this module's folder. A value
+    the user set already (`current`) is left as it is. Creates `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {"TORCH_FR_BUFFER_SIZE": BUFFER, "TORCH_NCCL_TRACE_BUFFER_SIZE": BUFFER, "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+           "TORCH_FR_DUMP_TEMP_FILE": str(folder / "timeout-rank"),
+           "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(folder / "timeout-rank")}
+    return {**{k: v for k, v in env.items() if k not in current}, VAR: str(folder)}
 
 
 def dump_now(folder: Path) -> Path | None:
