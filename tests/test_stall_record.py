@@ -204,3 +204,23 @@ def test_skip_skips_one_collective_and_restores_the_rest():
     assert testhook.skipping_one(step) == ("stepped", True)
     assert seen == [None, True] and dist.all_reduce is original
     assert testhook.skipping_one(lambda: 1) == (1, False)
+
+
+def test_another_world_rank_0_is_not_taken_for_the_trainers():
+    """A job holds several torch.distributed worlds (verl's trainer ranks, each vLLM engine's own): a rank 0 of a
+    one-rank world beside them, idle with its collectives done, changes nothing (the kept dumps of `block`, with
+    that world's dump made from rank 0's own, its config and entries rewritten)."""
+    import copy
+
+    folder = DATA / "gloo-block"
+    if not folder.exists():
+        pytest.skip(f"{folder} not recorded yet")
+    dumps, _ = flightrec.read(folder)
+    (pid0, _), d0 = next((k, d) for k, d in dumps.items() if k[1] == 0)
+    other = copy.deepcopy(d0)
+    other["pg_config"] = {"": {"name": "", "desc": "", "ranks": "[0]"}}
+    for e in other["entries"]:
+        e["retired"] = True
+    a = flightrec.analyse({**dumps, (pid0 + 1000, 0): other})
+    assert a["lines"] == flightrec.analyse(dumps)["lines"]
+    assert [g["waiting"] for g in a["groups"]] == [{0: pid0}]

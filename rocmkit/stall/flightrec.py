@@ -79,13 +79,13 @@ def _ranks(cfg: dict) -> list[int] | None:
         return None
 
 
-def _members(cfg: dict, name: str, desc: str) -> list[int] | None:
-    """The group's ranks from a dump's pg_config: by its name, else its description; gloo's default group is
-    registered under "" while its entries say ("0", "default_pg"), so a lone entry stands for it."""
-    found = cfg.get(name) or next((c for c in cfg.values() if desc and c.get("desc") == desc), None)
-    if found is None and len(cfg) == 1:
-        found = next(iter(cfg.values()))
-    return _ranks(found) if found else None
+def _config(cfg: dict, name: str, desc: str) -> tuple[str, tuple[int, ...]]:
+    """The group's key in a dump's pg_config and its ranks: by its name, else its description; gloo's default
+    group is registered under "" while its entries say ("0", "default_pg"), so a lone entry stands for it."""
+    key = name if name in cfg else next((k for k, c in cfg.items() if desc and c.get("desc") == desc), None)
+    if key is None and len(cfg) == 1:
+        key = next(iter(cfg))
+    return (key, tuple(_ranks(cfg[key]) or ())) if key is not None else (name, ())
 
 
 def _python_frame(e: dict) -> str:
@@ -99,45 +99,51 @@ def _python_frame(e: dict) -> str:
 
 def analyse(dumps: dict[tuple[int, int], dict]) -> dict:
     """Per process group: where its ranks stand, and who holds the others up. {"groups": [...], "ranks": [...]}
-    where each group has "name", "desc", "ranks", "waiting" (rank -> the collective it waits in), "op", "seq",
+    where each group has "name", "desc", "ranks", "waiting" (rank -> pid of the ranks waiting in "op" "#seq"),
     "behind" (ranks whose last collective comes before seq), "mismatch" (ranks that entered another op as seq),
-    "missing" (members with no dump); and "lines", what a person reads."""
-    by_rank = {rank: (pid, d) for (pid, rank), d in dumps.items()}
-    groups: dict[str, dict] = {}
-    for rank, (pid, d) in sorted(by_rank.items()):
+    "missing" (members with no dump); and "lines", what a person reads.
+
+    A job may hold several worlds (verl's trainer ranks and each vLLM engine's own): a group is its name with its
+    members, so rank 0 of one world is never taken for rank 0 of another."""
+    groups: dict[tuple, dict] = {}
+    for (pid, rank), d in sorted(dumps.items(), key=lambda x: (x[0][1], x[0][0])):
         cfg = d.get("pg_config") or {}
+        for key, c in cfg.items():  # every group this rank belongs to, whether it issued a collective there or not
+            g = groups.setdefault((key, tuple(_ranks(c) or ())), {"desc": c.get("desc") or "", "present": {}, "seen": {}})
+            g["present"].setdefault(rank, pid)
         for e in d.get("entries") or []:
             if e.get("is_p2p"):
                 continue
             name, desc = (list(e.get("process_group") or ("?", "?")) + ["", ""])[:2]
-            g = groups.setdefault(name, {"name": name, "desc": desc, "ranks": None, "seen": {}})
-            if g["ranks"] is None:
-                g["ranks"] = _members(cfg, name, desc)
-            g["seen"].setdefault(rank, []).append(e)
+            g = groups.setdefault(_config(cfg, name, desc), {"desc": "", "present": {}, "seen": {}})
+            g["name"], g["desc"] = name, desc or g["desc"]
+            g["present"].setdefault(rank, pid)
+            if g["present"][rank] == pid:
+                g["seen"].setdefault(rank, []).append(e)
     out = []
-    for g in groups.values():
-        members = g["ranks"] or sorted(by_rank)  # the default group's config is not always keyed by its name
-        last = {r: max(es, key=lambda e: e.get("collective_seq_id") or 0) for r, es in g["seen"].items()}
-        pending = {r: min((e for e in es if not _done(e)), key=lambda e: e.get("collective_seq_id") or 0)
+    for (key, members), g in groups.items():
+        seq_of = lambda e: e.get("collective_seq_id") or 0  # noqa: E731
+        pending = {r: min((e for e in es if not _done(e)), key=seq_of)
                    for r, es in g["seen"].items() if any(not _done(e) for e in es)}
         if not pending:
             continue
-        seq = min(e["collective_seq_id"] for e in pending.values())
-        first = next(e for e in pending.values() if e["collective_seq_id"] == seq)
+        seq = min(seq_of(e) for e in pending.values())
+        first = next(e for e in pending.values() if seq_of(e) == seq)
         op = _op(first)
-        waiting = sorted(r for r, e in pending.items() if e["collective_seq_id"] == seq and _op(e) == op)
-        mismatch = {r: e for r, e in pending.items() if e["collective_seq_id"] == seq and _op(e) != op}
-        behind = {r: last[r] for r in last if last[r]["collective_seq_id"] < seq}
-        missing = [r for r in members if r not in by_rank]
-        out.append({"name": g["name"], "desc": g["desc"], "ranks": members, "op": op, "seq": seq,
-                    "sizes": first.get("input_sizes"), "state": first.get("state"),
-                    "waiting": {r: by_rank[r][0] for r in waiting},
-                    "behind": {r: {"pid": by_rank[r][0], "last_op": _op(e), "last_seq": e["collective_seq_id"],
-                                   "done": _done(e)} for r, e in sorted(behind.items())},
-                    "mismatch": {r: {"pid": by_rank[r][0], "op": _op(e), "frame": _python_frame(e)}
+        last = {r: max(g["seen"][r], key=seq_of) if g["seen"].get(r) else None for r in g["present"]}
+        waiting = sorted(r for r, e in pending.items() if seq_of(e) == seq and _op(e) == op)
+        mismatch = {r: e for r, e in pending.items() if seq_of(e) == seq and _op(e) != op}
+        behind = {r: e for r, e in last.items() if e is None or seq_of(e) < seq}
+        out.append({"name": g.get("name", key), "desc": g["desc"], "ranks": list(members or g["present"]),
+                    "op": op, "seq": seq, "sizes": first.get("input_sizes"), "state": first.get("state"),
+                    "waiting": {r: g["present"][r] for r in waiting},
+                    "behind": {r: {"pid": g["present"][r], "last_op": _op(e) if e else "none",
+                                   "last_seq": seq_of(e) if e else 0, "done": _done(e) if e else True}
+                               for r, e in sorted(behind.items())},
+                    "mismatch": {r: {"pid": g["present"][r], "op": _op(e), "frame": _python_frame(e)}
                                  for r, e in sorted(mismatch.items())},
-                    "missing": missing})
-    return {"groups": out, "ranks": sorted(by_rank), "lines": [group_line(g) for g in out]}
+                    "missing": [r for r in members if r not in g["present"]]})
+    return {"groups": out, "ranks": sorted({r for _, r in dumps}), "lines": [group_line(g) for g in out]}
 
 
 def _ranks_text(ranks) -> str:
