@@ -44,8 +44,11 @@ def take(pids: list[int], *, out_dir: Path | None, since: float | None = None, b
     if recs and not any(r["python"] for r in recs.values()):
         notes.append("no Python process in the tree: no stacks to take")
     dumps_by_pid: dict[int, stacks.Dump] = {}
-    fr_env = [d for p in procs if p.pid in recs and (d := tree.env_value(p, FR_VAR))]
-    fr_dirs = {d: fr_env.count(d) for d in sorted(set(fr_env))}  # folder -> processes that may answer
+    fr_dirs: dict[tuple, dict] = {}  # each folder the job's processes name: where it is from here, who may answer
+    for p in procs:
+        if p.pid in recs and (named := tree.env_value(p, FR_VAR)) and (seen := tree.seen_folder(p.pid, named)):
+            f = fr_dirs.setdefault(seen[0], {"path": seen[1], "named": named, "pids": {}})
+            f["pids"][seen[2]] = p.pid  # its pid in its namespace (the dump's name) -> here
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         fr = pool.submit(collective_record, fr_dirs, deadline - 2.0) if fr_dirs else None
         gpu = pool.submit(tree.gpu_memory, set(recs))
@@ -55,7 +58,7 @@ def take(pids: list[int], *, out_dir: Path | None, since: float | None = None, b
         for f, pid in futures.items():
             dumps_by_pid[pid] = f.result() if f in done else stacks.Dump([], False, "no time left in the report's budget")
         held, gpu_source = gpu.result() if gpu in done else ({}, "")
-        record = (fr.result() if fr in done else {"groups": [], "lines": [], "folders": list(fr_dirs),
+        record = (fr.result() if fr in done else {"groups": [], "lines": [], "folders": [f["named"] for f in fr_dirs.values()],
                                                    "note": "no time left in the report's budget"}) if fr else {
             "groups": [], "lines": [], "folders": [],
             "note": f"not kept: no process of the job runs rocmkit's dumper ({FR_VAR} unset)"}
@@ -100,22 +103,24 @@ def take(pids: list[int], *, out_dir: Path | None, since: float | None = None, b
     return doc
 
 
-def collective_record(folders: dict[str, int], deadline: float) -> dict:
+def collective_record(folders: dict[tuple, dict], deadline: float) -> dict:
     """The flight recorder's dumps of the job's ranks, asked for now in each folder the job's processes name
-    (frdump.py), and what they say (flightrec.analyse)."""
+    (frdump.py), and what they say (flightrec.analyse). A dump named by a container's own pid is renamed to the
+    pid seen here."""
     dumps: dict = {}
     notes: list[str] = []
-    for folder in folders:
-        path = Path(folder)
+    for f in folders.values():
+        path = Path(f["path"])
         try:
-            asked = flightrec.request(path, deadline, expected=folders[folder])
+            asked = flightrec.request(path, deadline, expected=len(f["pids"]))
         except OSError as exc:
-            notes.append(f"{folder}: cannot ask for a dump ({exc.strerror or exc})")
+            notes.append(f"{f['named']}: cannot ask for a dump ({exc.strerror or exc})")
             continue
         found, bad = flightrec.read(path, since=asked)
-        dumps.update(found)
+        dumps.update({(f["pids"].get(pid, pid), rank): d for (pid, rank), d in found.items()})
         notes += bad
-    record = {**flightrec.analyse(dumps), "folders": list(folders), "dumps": len(dumps), "notes": notes}
+    record = {**flightrec.analyse(dumps), "folders": [f["named"] for f in folders.values()], "dumps": len(dumps),
+              "notes": notes}
     if not dumps:
         record["note"] = ("no rank answered the dump request: no torch.distributed process group in the job, a "
                           "backend without a recorder (gloo before torch 2.8), or every rank held in native code")
