@@ -19,7 +19,8 @@ SIGSTOP in its third forward pass) under `--stall-timeout 60`. It passes when ce
 that names the stopped rank as the one waited for and at least one process waiting for it (py-spy must be
 installed: `pip install py-spy`, or its wheel). verl-2gpu-block and verl-2gpu-skip hang training rank 1 of the
 FSDP actor without stopping it (ROCMKIT_TEST_STALL=update:1:2:block, update:1:2:skip): they pass when certify
-exits 1 and the verdict's first line names rank 1 from the flight recorder (the collective its peer waits in). verl and TRL need Pythons of their own (TRL 1.13 or newer beside
+exits 1 and the verdict's first line names rank 1 from the flight recorder (the collective its peer waits in).
+verl and TRL need Pythons of their own (TRL 1.13 or newer beside
 verl breaks verl): run the TRL ones with
 the Python, or PYTHONPATH, that has TRL.
 
@@ -121,7 +122,8 @@ def stall_headline(doc: dict, stopped: bool = True) -> tuple[str, str]:
                                         for p in report.get("processes", []))
     else:
         first = (v.get("lines") or [""])[0]
-        ok = (bool((report.get("flight_recorder") or {}).get("groups")) and first.startswith("the job waits for rank 1 ")
+        record = report.get("flight_recorder") or {}
+        ok = (bool(record.get("groups")) and first.startswith("the job waits for rank 1 ")
               and any(w.get("rank") == "1" and w.get("source") == "flight recorder" for w in v["waits_for"]))
         named = first or named
     return ("pass" if ok else "fail"), (f"waiting: {waiting or 'none'}; waited for: {named or 'none'}; "

@@ -80,7 +80,8 @@ def test_a_stopped_rank_is_the_one_a_collective_waits_for(pairs, tmp_path):
     assert "stall_ranks.py" in v["waiting"][0]["caller"]
     assert [(w["pid"], w["rank"]) for w in v["waits_for"]] == [(r1.pid, "1")]
     assert "stopped (SIGSTOP" in v["waits_for"][0]["why"]
-    assert v["lines"][0].startswith(f"the job waits for rank 1 (pid {r1.pid}") and v["summary"].startswith(v["lines"][0])
+    assert v["lines"][0].startswith(f"the job waits for rank 1 (pid {r1.pid}")
+    assert v["summary"].startswith(v["lines"][0])
     stopped = _proc(doc, r1.pid)
     assert stopped["state"] == "stopped" and stopped["stack"] == "Python" and "stopped" in stopped["note"]
     assert _proc(doc, r0.pid)["stack"] == "native + Python"  # c10d::Work::wait and below

@@ -109,7 +109,8 @@ def analyse(dumps: dict[tuple[int, int], dict]) -> dict:
     for (pid, rank), d in sorted(dumps.items(), key=lambda x: (x[0][1], x[0][0])):
         cfg = d.get("pg_config") or {}
         for key, c in cfg.items():  # every group this rank belongs to, whether it issued a collective there or not
-            g = groups.setdefault((key, tuple(_ranks(c) or ())), {"desc": c.get("desc") or "", "present": {}, "seen": {}})
+            g = groups.setdefault((key, tuple(_ranks(c) or ())),
+                                  {"desc": c.get("desc") or "", "present": {}, "seen": {}})
             g["present"].setdefault(rank, pid)
         for e in d.get("entries") or []:
             if e.get("is_p2p"):
@@ -186,11 +187,12 @@ def culprits(analysis: dict) -> list[dict]:
                                f"{b['last_op']} #{b['last_seq']})"})
         for r, m in g["mismatch"].items():
             out.append({"rank": r, "pid": m["pid"], "group": label,
-                        "why": f"it entered {m['op']} as #{g['seq']} where {waiters} {_wait(g['waiting'])} in {g['op']} "
+                        "why": f"it entered {m['op']} as #{g['seq']} where {waiters} {_wait(g['waiting'])} in "
+                               f"{g['op']} "
                                f"#{g['seq']}: it skipped or reordered a collective"
                                + (f" (called from {m['frame']})" if m["frame"] else "")})
         for r in g["missing"]:
             out.append({"rank": r, "pid": None, "group": label,
-                        "why": f"it left no record while {waiters} {_wait(g['waiting'])} in {where}: its process did not answer "
-                               "the dump request (stopped, or held in native code)"})
+                        "why": f"it left no record while {waiters} {_wait(g['waiting'])} in {where}: its process "
+                               "did not answer the dump request (stopped, or held in native code)"})
     return out

@@ -58,7 +58,8 @@ def take(pids: list[int], *, out_dir: Path | None, since: float | None = None, b
         for f, pid in futures.items():
             dumps_by_pid[pid] = f.result() if f in done else stacks.Dump([], False, "no time left in the report's budget")
         held, gpu_source = gpu.result() if gpu in done else ({}, "")
-        record = (fr.result() if fr in done else {"groups": [], "lines": [], "folders": [f["named"] for f in fr_dirs.values()],
+        folders = [f["named"] for f in fr_dirs.values()]
+        record = (fr.result() if fr in done else {"groups": [], "lines": [], "folders": folders,
                                                    "note": "no time left in the report's budget"}) if fr else {
             "groups": [], "lines": [], "folders": [],
             "note": f"not kept: no process of the job runs rocmkit's dumper ({FR_VAR} unset)"}
@@ -175,7 +176,8 @@ def markdown(doc: dict) -> list[str]:
     """The certificate's section."""
     v = doc["verdict"]
     vl = v.get("lines") or [v["summary"]]
-    out = ["", "## Where the processes stood (stall report)", "", f"**{vl[0]}**", "", *[f"- {line}" for line in vl[1:]], "",
+    out = ["", "## Where the processes stood (stall report)", "", f"**{vl[0]}**", "",
+           *[f"- {line}" for line in vl[1:]], "",
            "| pid | role | rank | state | CPU % | waits in | at |", "|---|---|---|---|---|---|---|"]
     for p in doc["processes"]:
         w = p.get("wait") or {}
