@@ -225,3 +225,21 @@ def test_another_world_rank_0_is_not_taken_for_the_trainers():
     a = flightrec.analyse({**dumps, (pid0 + 1000, 0): other})
     assert a["lines"] == flightrec.analyse(dumps)["lines"]
     assert [g["waiting"] for g in a["groups"]] == [{0: pid0}]
+
+
+def test_the_dumper_runs_in_forked_children_and_not_without_its_folder(tmp_path):
+    """A fresh interpreter (no torch: the thread never imports it): with ROCMKIT_FR_DIR its thread runs, in a forked
+    child too (vLLM may fork its workers); without it, importing the module starts nothing."""
+    code = ("import os, threading\nimport rocmkit.stall.frdump\n"
+            "names = lambda: [t.name for t in threading.enumerate()]\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n    print('child', names(), flush=True); os._exit(0)\n"
+            "os.waitpid(pid, 0); print('parent', names())\n")
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                        env={**env, "ROCMKIT_FR_DIR": str(tmp_path)})
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={k: v for k, v in env.items() if k != "ROCMKIT_FR_DIR"})
+    assert on.stdout.splitlines() == ["child ['MainThread', 'rocmkit-fr-dump']",
+                                      "parent ['MainThread', 'rocmkit-fr-dump']"], on.stderr
+    assert off.stdout.splitlines() == ["child ['MainThread']", "parent ['MainThread']"], off.stderr

@@ -101,3 +101,5 @@ def start(folder: str) -> None:
 if os.environ.get(VAR) and not globals().get("_started"):
     _started = True
     start(os.environ[VAR])
+    # a forked child (vLLM's workers may be) has no thread of its parent's: it gets its own
+    os.register_at_fork(after_in_child=lambda: start(os.environ[VAR]) if os.environ.get(VAR) else None)
