@@ -243,3 +243,32 @@ def test_the_dumper_runs_in_forked_children_and_not_without_its_folder(tmp_path)
     assert on.stdout.splitlines() == ["child ['MainThread', 'rocmkit-fr-dump']",
                                       "parent ['MainThread', 'rocmkit-fr-dump']"], on.stderr
     assert off.stdout.splitlines() == ["child ['MainThread']", "parent ['MainThread']"], off.stderr
+
+
+def test_one_line_per_group_the_culprit_first_the_plumbing_last():
+    """Four ranks of one actor, three in the same collective frame and one elsewhere, beside a driver and Ray's own:
+    the straggler's line first, the three ranks on one line, the rest folded into one."""
+    at = {"kind": "collective", "at": "all_gather_into_tensor (torch/distributed/distributed_c10d.py:4010)",
+          "caller": "step (train.py:40)"}
+    procs = [{"pid": 100 + r, "role": "Ray actor WorkerDict", "rank": str(r), "state": "sleeping", "python": True,
+              "cpu_pct": 0.5, "wait": dict(at)} for r in (0, 2, 3)]
+    procs.append({"pid": 101, "role": "Ray actor WorkerDict", "rank": "1", "state": "sleeping", "python": True,
+                  "cpu_pct": 0.0, "wait": {"kind": "socket read", "at": "recv (libc.so.6)",
+                                           "caller": "fetch_reward (reward.py:12)"}})
+    procs += [{"pid": 10, "role": "verl driver", "rank": None, "state": "sleeping", "python": True, "cpu_pct": 0.1,
+               "wait": {"kind": "ray get", "at": "get (ray/_private/worker.py:3009)", "caller": ""}},
+              {"pid": 11, "role": "Ray raylet", "rank": None, "state": "sleeping", "python": False, "cpu_pct": 1.0},
+              {"pid": 12, "role": "Ray idle worker", "rank": None, "state": "sleeping", "python": True,
+               "cpu_pct": 0.0, "wait": {"kind": "poll", "at": "epoll_wait (libc.so.6)", "caller": ""}},
+              {"pid": 13, "role": "Ray idle worker", "rank": None, "state": "sleeping", "python": True,
+               "cpu_pct": 0.0, "wait": {"kind": "poll", "at": "epoll_wait (libc.so.6)", "caller": ""}}]
+    v = verdict.judge(procs)
+    assert v["lines"] == [
+        "the job waits for rank 1 (pid 101, Ray actor WorkerDict): its peers wait in a collective and it is not in "
+        "one: it is idle (0 % CPU) in a socket read (an HTTP/ZMQ/TCP peer's answer) at fetch_reward (reward.py:12) "
+        "(innermost: recv (libc.so.6))",
+        "ranks 0, 2, 3 (pid 100, 102, 103) of Ray actor WorkerDict wait in a collective (torch.distributed / NCCL / "
+        "RCCL / gloo) at step (train.py:40)",
+        "and 4 more process(es) of the run's plumbing wait or idle by design: verl driver, Ray raylet, "
+        "2 Ray idle worker"]
+    assert v["summary"] == ". ".join(v["lines"]) and v["health"] == "waiting"
