@@ -85,6 +85,8 @@ def _take(jobs, mode):
 def test_the_record_names_the_rank_that_did_not_reach_the_collective(jobs, mode):
     doc, p0, p1 = _take(jobs, mode)
     judge(doc, p1, mode)
+    if os.environ.get("ROCMKIT_RUN_HANG_TESTS") != "1":
+        return  # CI's run checks; the recording run keeps what it got
     kept = DATA / f"gloo-{mode}"  # for the replay below (keep it in git after a run)
     shutil.rmtree(kept, ignore_errors=True)
     kept.mkdir(parents=True)
