@@ -17,7 +17,10 @@ GPU, the trainer on the other); and verl-2gpu-stall, a hang made on purpose: `--
 test hook ROCMKIT_TEST_STALL=rollout:1:3 (rocmkit/stall/testhook.py: the rollout's TP rank 1 stops itself with
 SIGSTOP in its third forward pass) under `--stall-timeout 60`. It passes when certify exits 1 with a stall report
 that names the stopped rank as the one waited for and at least one process waiting for it (py-spy must be
-installed: `pip install py-spy`, or its wheel). verl and TRL need Pythons of their own (TRL 1.13 or newer beside
+installed: `pip install py-spy`, or its wheel). verl-2gpu-block and verl-2gpu-skip hang training rank 1 of the
+FSDP actor without stopping it (ROCMKIT_TEST_STALL=update:1:2:block, update:1:2:skip): they pass when certify
+exits 1 and the verdict's first line names rank 1 from the flight recorder (the collective its peer waits in).
+verl and TRL need Pythons of their own (TRL 1.13 or newer beside
 verl breaks verl): run the TRL ones with
 the Python, or PYTHONPATH, that has TRL.
 
@@ -60,9 +63,18 @@ RUNS = {  # name -> (GPUs it needs, the command after `rocmkit`)
     # a rollout rank stopped in its forward pass: the stall report must name it and the ranks waiting for it
     "verl-2gpu-stall": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--rollout-tp", "2",
                             "--stall-timeout", "60", "--no-probes", "--json"]),
+    # training rank 1 of the FSDP actor hangs without being stopped (waits in Python / skips one all-gather):
+    # the verdict's first line must name rank 1, from the flight recorder, with its frame
+    "verl-2gpu-block": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--stall-timeout", "60",
+                            "--no-probes", "--json"]),
+    "verl-2gpu-skip": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--stall-timeout", "60",
+                           "--no-probes", "--json"]),
 }
-ENV = {"verl-2gpu-stall": {"ROCMKIT_TEST_STALL": "rollout:1:3"}}  # the runs' extra environment
-STALLS = {"verl-2gpu-stall"}  # runs that must end as a named stall (exit 1), not pass
+ENV = {"verl-2gpu-stall": {"ROCMKIT_TEST_STALL": "rollout:1:3"},  # the runs' extra environment
+       "verl-2gpu-block": {"ROCMKIT_TEST_STALL": "update:1:2:block"},
+       "verl-2gpu-skip": {"ROCMKIT_TEST_STALL": "update:1:2:skip"}}
+STALLS = {"verl-2gpu-stall", "verl-2gpu-block", "verl-2gpu-skip"}  # runs that must end as a named stall (exit 1)
+STOPPED = {"verl-2gpu-stall"}  # the hung process is SIGSTOPped; in the others it sleeps like its peers
 STOP_GRACE_S = 60  # after --deadline's SIGTERM, for rocmkit to stop what it started
 CORE = ("doctor", "verl-1gpu", "verl-2gpu", "trl-1gpu")  # what a change to the GPU path is checked with
 
@@ -94,8 +106,10 @@ def headline(name: str, doc: dict) -> str:
                                                      " failed or warned"))
 
 
-def stall_headline(doc: dict) -> tuple[str, str]:
-    """A made stall's verdict and line: pass when the report names the stopped process and who waits for it."""
+def stall_headline(doc: dict, stopped: bool = True) -> tuple[str, str]:
+    """A made stall's verdict and line: pass when the report names the stopped process and who waits for it; for a
+    rank hung without being stopped (`stopped` False), when the verdict's first line names training rank 1 and the
+    flight recorder's dumps say which collective it did not reach."""
     report = (doc.get("run") or {}).get("stall_report") or {}
     v = report.get("verdict")
     if not v:
@@ -103,8 +117,15 @@ def stall_headline(doc: dict) -> tuple[str, str]:
     waiting = ", ".join(f"{'rank ' + w['rank'] + ' ' if w.get('rank') else ''}pid {w['pid']} {w['role']} in {w['kind']}"
                         for w in v["waiting"])
     named = ", ".join(f"pid {w['pid']} {w['role']} ({w['why'].split(':')[0]})" for w in v["waits_for"])
-    ok = bool(v["waiting"]) and any(p["state"] == "stopped" and p["pid"] in {w["pid"] for w in v["waits_for"]}
-                                    for p in report.get("processes", []))
+    if stopped:
+        ok = bool(v["waiting"]) and any(p["state"] == "stopped" and p["pid"] in {w["pid"] for w in v["waits_for"]}
+                                        for p in report.get("processes", []))
+    else:
+        first = (v.get("lines") or [""])[0]
+        record = report.get("flight_recorder") or {}
+        ok = (bool(record.get("groups")) and first.startswith("the job waits for rank 1 ")
+              and any(w.get("rank") == "1" and w.get("source") == "flight recorder" for w in v["waits_for"]))
+        named = first or named
     return ("pass" if ok else "fail"), (f"waiting: {waiting or 'none'}; waited for: {named or 'none'}; "
                                         f"report {report.get('took_s')} s")
 
@@ -138,7 +159,7 @@ def run_one(name: str, argv: list[str], out: Path, deadline: float | None) -> di
         return {**line, "verdict": None, "headline": "no JSON document; stderr: " + " | ".join(stderr.splitlines()[-3:])}
     (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     if name in STALLS:
-        verdict, text = stall_headline(doc)
+        verdict, text = stall_headline(doc, stopped=name in STOPPED)
         return {**line, "verdict": verdict if code == 1 else "fail", "headline": text}
     if name == "doctor":  # on a machine that is not AMD's, level 1 fails (no amdgpu, no KFD): level 2 is judged here
         probes = [f for f in doc.get("findings", []) if f["id"].startswith("probe")]

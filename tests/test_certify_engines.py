@@ -209,3 +209,33 @@ def test_the_rollout_tp_reaches_verl_and_the_layout_is_recorded(tmp_path):
     assert layout(s) == {"gpus": 4, "actor": "fsdp", "rollout_replicas": 2, "rollout_tp": 2, "data_parallel": 4}
     m = validate(Settings(engine="verl", gpus=4, backend=Backend.MEGATRON, tp=2))
     assert layout(m)["megatron"] == {"tp": 2, "pp": 1, "dp": 2} and layout(m)["rollout_replicas"] == 4
+
+
+def test_verl_runs_on_gpus_keep_the_flight_recorder_and_cpu_runs_do_not(tmp_path, monkeypatch):
+    """Each rank's collectives recorded (torch's flight recorder: gloo's and NCCL's names) and rocmkit's dumper
+    imported in every process of the run (rocmkit/stall/frdump.py), beside the CPU platform module and the test
+    hook; a value the user set stays; the single-rank CPU run keeps none (nothing to compare its rank with)."""
+    from rocmkit.certify import workspace
+    from rocmkit.certify.target import Target
+
+    monkeypatch.setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "50")
+    monkeypatch.setenv("ROCMKIT_TEST_STALL", "update:1:2:block")
+    target = Target(image=None, image_id=None, record={})
+    envs = {}
+    for gpus in (2, 0):
+        s = validate(Settings(engine="verl", gpus=gpus, out=tmp_path / f"c{gpus}"))
+        ws = workspace.temporary(s)
+        try:
+            e = engines.get("verl")
+            _, envs[gpus] = e.command(s, ws, target, e.configure(s, ws, target))
+            folder = ws.stall_dir / "flight-recorder"
+        finally:
+            workspace.release(ws)
+        if gpus:
+            assert envs[gpus]["ROCMKIT_FR_DIR"] == str(folder)
+    gpu, cpu = envs[2], envs[0]
+    assert gpu["TORCH_FR_BUFFER_SIZE"] == "2000" and "TORCH_NCCL_TRACE_BUFFER_SIZE" not in gpu
+    assert gpu["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+    assert gpu["VERL_USE_EXTERNAL_MODULES"].split(",")[-2:] == ["rocmkit.stall.frdump", "rocmkit.stall.testhook"]
+    assert "ROCMKIT_FR_DIR" not in cpu and "rocmkit.stall.frdump" not in cpu["VERL_USE_EXTERNAL_MODULES"]
+    assert cpu["VERL_USE_EXTERNAL_MODULES"].split(",")[-1] == "rocmkit.stall.testhook"

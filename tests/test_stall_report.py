@@ -80,7 +80,8 @@ def test_a_stopped_rank_is_the_one_a_collective_waits_for(pairs, tmp_path):
     assert "stall_ranks.py" in v["waiting"][0]["caller"]
     assert [(w["pid"], w["rank"]) for w in v["waits_for"]] == [(r1.pid, "1")]
     assert "stopped (SIGSTOP" in v["waits_for"][0]["why"]
-    assert f"they wait for rank 1 (pid {r1.pid}" in v["summary"]
+    assert v["lines"][0].startswith(f"the job waits for rank 1 (pid {r1.pid}")
+    assert v["summary"].startswith(v["lines"][0])
     stopped = _proc(doc, r1.pid)
     assert stopped["state"] == "stopped" and stopped["stack"] == "Python" and "stopped" in stopped["note"]
     assert _proc(doc, r0.pid)["stack"] == "native + Python"  # c10d::Work::wait and below
@@ -103,8 +104,8 @@ def test_a_rank_elsewhere_is_the_straggler_its_peer_waits_for(pairs):
     v = verdict.judge(procs)
     assert [w["pid"] for w in v["waiting"]] == [r0.pid] and v["health"] == "waiting"
     assert [w["pid"] for w in v["waits_for"]] == [r1.pid]
-    assert v["waits_for"][0]["why"] == ("its peers wait in a collective and it is not in one: it is in a sleep at "
-                                        "<module> (train.py:6)")
+    assert v["waits_for"][0]["why"] == ("its peers wait in a collective and it is not in one: it is idle (0 % CPU) in "
+                                        "a sleep at <module> (train.py:6) (innermost: sleep (time))")
 
 
 def test_the_command_reports_without_stopping_and_says_it_is_stuck(pairs, tmp_path):
@@ -113,7 +114,7 @@ def test_the_command_reports_without_stopping_and_says_it_is_stuck(pairs, tmp_pa
     r = subprocess.run([sys.executable, "-m", "rocmkit", "doctor", "--stalled", str(r0.pid), "--stalled",
                         str(r1.pid), "--stall-out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 1, r.stderr
-    assert f"they wait for rank 1 (pid {r1.pid}" in r.stdout and (out / "stacks.txt").exists()
+    assert f"the job waits for rank 1 (pid {r1.pid}" in r.stdout and (out / "stacks.txt").exists()
     assert r0.poll() is None and psutil.Process(r1.pid).status() == psutil.STATUS_STOPPED
 
 

@@ -116,6 +116,9 @@ def judge_verl(report: dict, stopped_pid: int) -> None:
     v = report["verdict"]
     assert v["health"] == "stuck"
     assert [w["pid"] for w in v["waits_for"]] == [stopped_pid], v
+    if "lines" in v:  # today's verdict: the stopped process first, the plumbing (driver, storage units) folded
+        assert v["lines"][0].startswith(f"the job waits for pid {stopped_pid} (vLLM"), v["lines"]
+        assert v["lines"][-1].startswith("and ") and "verl driver" in v["lines"][-1] and len(v["lines"]) <= 6
     assert v["waits_for"][0]["role"].startswith("vLLM") or "Worker" in v["waits_for"][0]["role"], v["waits_for"]
     waiting = {w["role"]: w["kind"] for w in v["waiting"]}
     assert waiting.get("Ray actor WorkerDict") in ("socket read", "queue get", "lock"), waiting  # verl's sender
@@ -126,6 +129,8 @@ def judge_verl(report: dict, stopped_pid: int) -> None:
 def judge_trl(report: dict, stopped_pid: int) -> None:
     v = report["verdict"]
     assert [w["pid"] for w in v["waits_for"]] == [stopped_pid], v
+    if "lines" in v:
+        assert v["lines"][0].startswith(f"the job waits for pid {stopped_pid} ("), v["lines"]
     assert v["waits_for"][0]["role"] in ("TRL's vLLM server", "vLLM server")
     trainer = [w for w in v["waiting"] if w["role"] == "TRL trainer"]
     assert trainer and trainer[0]["kind"] == "socket read", v["waiting"]
@@ -139,8 +144,16 @@ def _kept(name: str) -> dict:
     return json.loads(path.read_text())
 
 
+def _rejudged(kept: dict) -> dict:
+    """The kept report with its verdict as today's code gives it (the processes as they were recorded)."""
+    from rocmkit.stall.verdict import judge
+
+    return {**kept["stall_report"], "verdict": judge(kept["stall_report"]["processes"])}
+
+
 def test_the_kept_verl_report_names_the_stopped_rollout():
     kept = _kept("verl-weight-sync")
+    judge_verl(_rejudged(kept), next(p["pid"] for p in kept["stall_report"]["processes"] if p["state"] == "stopped"))
     assert kept["exit_code"] == 1 and kept["ended_after_hang_s"] <= WITHIN_S and kept["stop"]["reason"] == "stalled"
     stopped = [p["pid"] for p in kept["stall_report"]["processes"] if p["state"] == "stopped"]
     judge_verl(kept["stall_report"], stopped[0])
@@ -154,6 +167,7 @@ def test_the_kept_verl_report_names_the_stopped_rollout():
 
 def test_the_kept_trl_report_names_the_silent_server():
     kept = _kept("trl-server")
+    judge_trl(_rejudged(kept), next(p["pid"] for p in kept["stall_report"]["processes"] if p["state"] == "stopped"))
     assert kept["exit_code"] == 1 and kept["ended_after_hang_s"] <= TRL_WITHIN_S
     stopped = [p["pid"] for p in kept["stall_report"]["processes"] if p["state"] == "stopped"]
     judge_trl(kept["stall_report"], stopped[0])

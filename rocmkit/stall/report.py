@@ -15,7 +15,8 @@ from typing import Callable
 
 from ..fileio import write_atomic
 from ..output import document, dumps
-from . import stacks, tree
+from . import flightrec, stacks, tree
+from .frdump import VAR as FR_VAR
 from .verdict import judge
 from .waits import process_wait
 
@@ -43,14 +44,25 @@ def take(pids: list[int], *, out_dir: Path | None, since: float | None = None, b
     if recs and not any(r["python"] for r in recs.values()):
         notes.append("no Python process in the tree: no stacks to take")
     dumps_by_pid: dict[int, stacks.Dump] = {}
+    fr_dirs: dict[tuple, dict] = {}  # each folder the job's processes name: where it is from here, who may answer
+    for p in procs:
+        if p.pid in recs and (named := tree.env_value(p, FR_VAR)) and (seen := tree.seen_folder(p.pid, named)):
+            f = fr_dirs.setdefault(seen[0], {"path": seen[1], "named": named, "pids": {}})
+            f["pids"][seen[2]] = p.pid  # its pid in its namespace (the dump's name) -> here
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        fr = pool.submit(collective_record, fr_dirs, deadline - 2.0) if fr_dirs else None
         gpu = pool.submit(tree.gpu_memory, set(recs))
         futures = {pool.submit(stacks.dump, py_spy, r["pid"], stopped=r["state"] in ("stopped", "tracing-stop"),
                                deadline=deadline - 1.0): r["pid"] for r in targets}
-        done, _ = wait([*futures, gpu], timeout=max(0.0, deadline - time.monotonic()))
+        done, _ = wait([*futures, gpu, *([fr] if fr else [])], timeout=max(0.0, deadline - time.monotonic()))
         for f, pid in futures.items():
             dumps_by_pid[pid] = f.result() if f in done else stacks.Dump([], False, "no time left in the report's budget")
         held, gpu_source = gpu.result() if gpu in done else ({}, "")
+        folders = [f["named"] for f in fr_dirs.values()]
+        record = (fr.result() if fr in done else {"groups": [], "lines": [], "folders": folders,
+                                                   "note": "no time left in the report's budget"}) if fr else {
+            "groups": [], "lines": [], "folders": [],
+            "note": f"not kept: no process of the job runs rocmkit's dumper ({FR_VAR} unset)"}
     time.sleep(max(0.0, min(MIN_SAMPLE_S - (time.monotonic() - started), deadline - time.monotonic())))
     for pid, r in recs.items():
         tree.cpu_since(r, by_pid[pid])
@@ -72,7 +84,8 @@ def take(pids: list[int], *, out_dir: Path | None, since: float | None = None, b
         "took_s": round(time.monotonic() - started, 1),
         "budget_s": budget_s,
         "tool": py_spy,
-        "verdict": judge(list(recs.values())),
+        "verdict": judge(list(recs.values()), record),
+        "flight_recorder": record,
         "processes": list(recs.values()),
         "gpu_memory_source": gpu_source or None,
         "kernel_log": kernel,
@@ -89,6 +102,32 @@ def take(pids: list[int], *, out_dir: Path | None, since: float | None = None, b
                         "report": str(out_dir / "report.json")}
         write_atomic(out_dir / "report.json", dumps(doc))
     return doc
+
+
+def collective_record(folders: dict[tuple, dict], deadline: float) -> dict:
+    """The flight recorder's dumps of the job's ranks, asked for now in each folder the job's processes name
+    (frdump.py), and what they say (flightrec.analyse). A dump named by a container's own pid is renamed to the
+    pid seen here."""
+    dumps: dict = {}
+    notes: list[str] = []
+    for f in folders.values():
+        path = Path(f["path"])
+        try:
+            asked = flightrec.request(path, deadline, expected=len(f["pids"]))
+        except OSError as exc:
+            notes.append(f"{f['named']}: cannot ask for a dump ({exc.strerror or exc})")
+            continue
+        found, bad = flightrec.read(path, since=asked)
+        dumps.update({(f["pids"].get(pid, pid), rank): d for (pid, rank), d in found.items()})
+        notes += bad
+    record = {**flightrec.analyse(dumps), "folders": [f["named"] for f in folders.values()], "dumps": len(dumps),
+              "notes": notes}
+    if not dumps:
+        record["note"] = ("no rank answered the dump request: no torch.distributed process group in the job, a "
+                          "backend without a recorder (gloo before torch 2.8), or every rank held in native code")
+    elif not record["groups"]:
+        record["note"] = f"{len(dumps)} rank(s) dumped and no collective is pending in their record"
+    return record
 
 
 def kernel_faults(since: float | None) -> dict:
@@ -113,7 +152,8 @@ def kernel_faults(since: float | None) -> dict:
 def lines(doc: dict) -> list[str]:
     """The report as short lines: the verdict, then one line per process of the job."""
     v = doc["verdict"]
-    out = [f"stall report ({doc['took_s']} s): {v['summary']}"]
+    vl = v.get("lines") or [v["summary"]]
+    out = [f"stall report ({doc['took_s']} s): {vl[0]}"] + [f"  {line}" for line in vl[1:]]
     for p in doc["processes"]:
         w = p.get("wait") or {}
         where = f"{w['kind']} at {w.get('caller') or w['at']}" if w else p.get("note", "")
@@ -135,7 +175,9 @@ def lines(doc: dict) -> list[str]:
 def markdown(doc: dict) -> list[str]:
     """The certificate's section."""
     v = doc["verdict"]
-    out = ["", "## Where the processes stood (stall report)", "", v["summary"], "",
+    vl = v.get("lines") or [v["summary"]]
+    out = ["", "## Where the processes stood (stall report)", "", f"**{vl[0]}**", "",
+           *[f"- {line}" for line in vl[1:]], "",
            "| pid | role | rank | state | CPU % | waits in | at |", "|---|---|---|---|---|---|---|"]
     for p in doc["processes"]:
         w = p.get("wait") or {}

@@ -75,6 +75,30 @@ def _rank(p: psutil.Process) -> str | None:
     return None
 
 
+def env_value(p: psutil.Process, var: str) -> str | None:
+    """One variable of a process's environment (None when unset or not readable)."""
+    try:
+        return p.environ().get(var) or None
+    except psutil.Error:
+        return None
+
+
+def seen_folder(pid: int, path: str) -> tuple[tuple, str, int] | None:
+    """A folder named in a process's environment as rocmkit reaches it from here, through the process's own root
+    (/proc/PID/root: a container's files, without a bind mount): (a key equal for every process that sees the same
+    folder, the path from here, the process's pid in its own namespace). None when it cannot be reached."""
+    root = f"/proc/{pid}/root"
+    try:
+        st = os.stat(root)
+        ns_pid = pid
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("NSpid:"):
+                ns_pid = int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino, path), root + path, ns_pid
+
+
 def record(p: psutil.Process) -> dict | None:
     """What the report says of one process before its stack (None if it is gone)."""
     try:

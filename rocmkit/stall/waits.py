@@ -26,7 +26,7 @@ WAITS = tuple((kind, text, re.compile(rx)) for kind, text, rx in (
      r"^(?:recv|recv_into|recvfrom|recv_multipart|readinto|_read_status|getresponse) \(|zmq/|"
      r"^(?:__libc_recv|recv|recvfrom|recvmsg) \(libc"),
     ("lock", "a lock or condition",
-     r"^(?:acquire|wait|_wait_for_tstate_lock) \(.*threading\.py|^(?:pthread_cond_\w*wait|sem_wait|"
+     r"^(?:\w+\.)?(?:acquire|wait|_wait_for_tstate_lock) \(.*threading\.py|^(?:pthread_cond_\w*wait|sem_wait|"
      r"__lll_lock_wait|futex_wait\w*|__futex_abstimed_wait\w*) \("),
     ("subprocess", "a child process's exit", r"^(?:wait|_wait|communicate) \(.*subprocess\.py|^waitpid \("),
     ("poll", "an idle event loop (select/poll)",
@@ -36,6 +36,9 @@ WAITS = tuple((kind, text, re.compile(rx)) for kind, text, rx in (
 KIND_TEXT = {kind: text for kind, text, _ in WAITS}
 # What a process waiting in these says about someone else: it waits for another process's answer.
 BLOCKED = {"stream sync", "collective", "ray get", "queue get", "socket read", "lock"}
+
+
+OWN_THREAD = "rocmkit-fr-dump"
 
 
 class Wait(NamedTuple):
@@ -55,8 +58,8 @@ _LIBRARY = re.compile(r"site-packages/|dist-packages/|/lib/python3\.\d+/|^<|\.so
 
 def _own_code(frames: list[dict]) -> str:
     for f in frames:
-        path = f.get("filename") or ""
-        if f.get("line") and not _LIBRARY.search(path):
+        path = f.get("filename") or ""  # a Python file: native frames can have lines too (callproc.c:943)
+        if f.get("line") and path.endswith(".py") and not _LIBRARY.search(path):
             return frame_text(f)
     return ""
 
@@ -82,6 +85,8 @@ def thread_wait(frames: list[dict], active: bool) -> Wait:
 def process_wait(threads: list[dict]) -> tuple[Wait, str]:
     """The process's most telling wait over its threads (py-spy's thread dicts), and that thread's name: a
     blocked wait of any thread before the main thread's idle loop (Ray runs actor methods in threads of its own)."""
+    # rocmkit's own flight-recorder dumper (frdump.py) waits by design: it says nothing of the process
+    threads = [t for t in threads if t.get("thread_name") != OWN_THREAD] or threads
     if not threads:
         return Wait("unknown", "", ""), ""
     order = {kind: i for i, (kind, _, _) in enumerate(WAITS)}

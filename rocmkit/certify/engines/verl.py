@@ -9,7 +9,7 @@ import os
 import re
 
 from ...errors import UsageError
-from ...stall import testhook
+from ...stall import frdump, testhook
 from ...verl import attention
 from ...verl import overrides as verl_overrides
 from ...verl import report as verl_report
@@ -126,6 +126,10 @@ class Verl(BuiltinTask):
 
     def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
         env = verl_overrides.environment(self.run(s, ws, target), str(ws.metrics))
+        modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+        if not s.on_cpu:  # the flight recorder of every rank, dumped when a stall report is taken (stall/frdump.py)
+            env.update(frdump.environment(ws.stall_dir / "flight-recorder", os.environ))
+            modules.append(frdump.__name__)
         hook = os.environ.get(testhook.VAR)
         if hook:  # a test's hang in a known place (rocmkit/stall/testhook.py); refused here if malformed
             try:
@@ -133,8 +137,9 @@ class Verl(BuiltinTask):
             except ValueError as exc:
                 raise UsageError(str(exc), hint="unset it: it is for rocmkit's own tests") from None
             env[testhook.VAR] = hook
-            env["VERL_USE_EXTERNAL_MODULES"] = ",".join(filter(None, (env.get("VERL_USE_EXTERNAL_MODULES"),
-                                                                      testhook.__name__)))
+            modules.append(testhook.__name__)
+        if modules:
+            env["VERL_USE_EXTERNAL_MODULES"] = ",".join(modules)
         return [target.python, "-m", "verl.trainer.main_ppo", *cfg.get("run_overrides", cfg["verl_overrides"])], env
 
     def after_setup(self, cfg: dict, report: dict) -> bool:
