@@ -7,3 +7,5 @@ if ! command -v bwrap >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap
 fi
 bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true  # namespaces work here
+echo "export ROCMKIT_BWRAP=$(command -v bwrap)" >> "${ROCMKIT_CI_WORK:?set by .ci/run}/env"
+echo "export ROCMKIT_REQUIRE_SANDBOX=1" >> "$ROCMKIT_CI_WORK/env"

@@ -88,8 +88,8 @@ class Run:
     last: Traced | None = None  # the last command traced (what ran when the deadline came)
 
 
-def _bwrap() -> str:
-    found = shutil.which("bwrap")
+def _bwrap(path: str | None) -> str:
+    found = shutil.which("bwrap", path=path)
     if not found:
         raise EnvironmentMissing("verl-check runs launch scripts in a bubblewrap sandbox, and bwrap is not installed",
                                  hint=f"install Debian's {PACKAGE} package (apt-get install -y {PACKAGE}); "
@@ -194,7 +194,7 @@ def _home(env: dict[str, str]) -> str:
 
 def run(script: str, args: list[str], env: dict[str, str], cwd: str, gpus: int, timeout: float) -> Run:
     """Run `bash SCRIPT ARGS` in the sandbox with `env` (the caller's, HOME made private) from `cwd`."""
-    bwrap = _bwrap()
+    bwrap = _bwrap(env.get("PATH"))
     with tempfile.TemporaryDirectory(prefix="rocmkit-sandbox-") as tmp:
         tmp_path = Path(tmp)
         bin_dir, records = tmp_path / "bin", tmp_path / "records"
@@ -212,12 +212,18 @@ def run(script: str, args: list[str], env: dict[str, str], cwd: str, gpus: int, 
                  "ROCMKIT_SANDBOX_RECORDS": f"{INSIDE}/records", "ROCMKIT_SANDBOX_TRACE": f"{INSIDE}/trace",
                  "PATH": f"{INSIDE}/bin:" + env.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
         inner.pop("BASH_XTRACEFD", None)
-        script_dir = os.path.dirname(os.path.abspath(os.path.join(cwd, script)))
+        script_dir = os.path.dirname(os.path.abspath(os.path.join(cwd, script)))  # $0's folder: `source $(dirname $0)/x`
         argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                "--tmpfs", "/run", "--tmpfs", home, "--unshare-all", "--die-with-parent", "--new-session"]
+                "--tmpfs", "/run", "--unshare-all", "--die-with-parent", "--new-session"]
+        if os.path.isdir(home):  # (a $HOME this machine lacks stays absent: nothing to hide, nowhere to mount)
+            argv += ["--tmpfs", home]
         for keep in dict.fromkeys([script_dir, cwd]):  # hidden by the private /tmp or $HOME: bound back read-only
             if keep != "/":
                 argv += ["--ro-bind", keep, keep]
+                if os.path.isdir(home) and (home + "/").startswith(keep.rstrip("/") + "/"):
+                    argv += ["--tmpfs", home]  # a $HOME inside the folder bound back stays private
+        script_file = os.path.abspath(os.path.join(cwd, script))
+        argv += ["--ro-bind", script_file, script_file]  # the script itself, even from a $HOME kept private
         argv += ["--bind", tmp, INSIDE]
         argv += _binds_over_real(bin_dir, env.get("PATH", "").split(":"))
         argv += ["--chdir", cwd, "--", "/bin/bash", script, *args]
@@ -225,14 +231,14 @@ def run(script: str, args: list[str], env: dict[str, str], cwd: str, gpus: int, 
         said: list[str] = []  # the script's output, with bwrap's and bash's own messages
         started = time.monotonic()
         try:
-            result = proc.run(argv, env=inner, timeout=timeout, grace_s=1.0, on_line=lambda line: len(said) < 2000 and said.append(line),
-                              what="the launch script's sandbox")
+            result = proc.run(argv, env=inner, timeout=timeout, grace_s=1.0, what="the launch script's sandbox",
+                              on_line=lambda line: len(said) < 2000 and said.append(line))
         finally:
             kept, tail = reader.close()
         if result.returncode not in (None, 0) and said and said[0].startswith("bwrap:"):
             raise EnvironmentMissing(f"the bubblewrap sandbox could not start: {said[0]}",
-                                     hint=f"bwrap (Debian's {PACKAGE}) needs user namespaces: run as root, or "
-                                          "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)")
+                                     hint=f"bwrap (Debian's {PACKAGE}) needs user namespaces: run as root, or enable "
+                                          "unprivileged ones (sysctl kernel.unprivileged_userns_clone=1)")
         trace = parse_trace(kept)
         last = (_last_of(tail) or trace or [None])[-1]
         return Run(records=_read_records(records), trace=trace, exit_status=result.returncode,
