@@ -113,6 +113,12 @@ def test_set_u_stops_the_script_and_bash_says_why(tmp_path):
     assert "--env NAME=VALUE" in err.value.hint
     (inv,) = read(tmp_path, body, env={"NGPUS": "4"})
     assert got(inv)["x.y"][0] == "64"
+    body = "#!/bin/bash\nset -e\ncd ${VERL_HOME:-$HOME/verl}\npython3 -m verl.trainer.main_ppo x.y=1\n"
+    with pytest.raises(InputFileError) as err:  # the private $HOME is empty: cd fails as bash makes it fail
+        read(tmp_path, body, env={"HOME": "/root"})
+    assert "line 3: cd: /root/verl: No such file or directory" in err.value.message
+    (inv,) = read(tmp_path, body, env={"VERL_HOME": str(tmp_path)})
+    assert inv.cwd == str(tmp_path)
 
 
 def test_config_path_and_name_are_read_in_every_spelling(tmp_path):

@@ -214,7 +214,7 @@ def run(script: str, args: list[str], env: dict[str, str], cwd: str, gpus: int, 
         inner.pop("BASH_XTRACEFD", None)
         script_dir = os.path.dirname(os.path.abspath(os.path.join(cwd, script)))  # $0's folder: `source $(dirname $0)/x`
         argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                "--tmpfs", "/run", "--unshare-all", "--die-with-parent", "--new-session"]
+                "--tmpfs", "/run", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
         if os.path.isdir(home):  # (a $HOME this machine lacks stays absent: nothing to hide, nowhere to mount)
             argv += ["--tmpfs", home]
         for keep in dict.fromkeys([script_dir, cwd]):  # hidden by the private /tmp or $HOME: bound back read-only
