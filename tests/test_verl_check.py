@@ -54,7 +54,8 @@ def needs_bwrap():
 
 def test_the_seed_recipe_is_read_with_its_lines_and_variables():
     needs_bwrap()
-    (inv,) = launch_script.read(str(SEED), SEED.read_text(), launch_script.ReadOptions(env={**os.environ, "HOME": "/u"}))
+    options = launch_script.ReadOptions(env={**os.environ, "HOME": "/u"})
+    (inv,) = launch_script.read(str(SEED), SEED.read_text(), options)
     assert len(inv.overrides) == 33 and inv.line == 22
     assert (inv.config_name, inv.config_name_line, inv.config_path) == ("ppo_megatron_trainer", 22, "./config")
     lines = {o.key: o for o in inv.overrides}

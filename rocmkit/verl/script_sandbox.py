@@ -192,42 +192,50 @@ def _home(env: dict[str, str]) -> str:
         else "/home/rocmkit-sandbox"
 
 
+def _sandbox(bwrap: str, tmp: str, script: str, cwd: str, home: str, path: str) -> list[str]:
+    """bwrap's arguments: what the script sees of this machine, and its private and bound-back places."""
+    script_file = os.path.abspath(os.path.join(cwd, script))
+    script_dir = os.path.dirname(script_file)  # $0's folder: `source $(dirname $0)/common.sh`
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--tmpfs", "/run", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+    if os.path.isdir(home):  # (a $HOME this machine lacks stays absent: nothing to hide, nowhere to mount)
+        argv += ["--tmpfs", home]
+    for keep in dict.fromkeys([script_dir, cwd]):  # hidden by the private /tmp or $HOME: bound back read-only
+        if keep != "/":
+            argv += ["--ro-bind", keep, keep]
+            if os.path.isdir(home) and (home + "/").startswith(keep.rstrip("/") + "/"):
+                argv += ["--tmpfs", home]  # a $HOME inside the folder bound back stays private
+    argv += ["--ro-bind", script_file, script_file]  # the script itself, even from a $HOME kept private
+    argv += ["--bind", tmp, INSIDE]
+    argv += _binds_over_real(Path(tmp) / "bin", path.split(":"))
+    return argv + ["--chdir", cwd, "--", "/bin/bash", script]
+
+
+def _prepare(tmp_path: Path) -> None:
+    """The stand-ins (one file, linked under each name), the prelude, the record folder and the trace FIFO."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "records").mkdir()
+    shutil.copyfile(STANDIN, bin_dir / "standin")
+    (bin_dir / "standin").chmod(0o755)
+    for name in (*STANDINS, *(f"python3.{minor}" for minor in range(6, 20))):
+        (bin_dir / name).symlink_to("standin")
+    (tmp_path / "prelude.sh").write_text(PRELUDE)
+    os.mkfifo(tmp_path / "trace")
+
+
 def run(script: str, args: list[str], env: dict[str, str], cwd: str, gpus: int, timeout: float) -> Run:
     """Run `bash SCRIPT ARGS` in the sandbox with `env` (the caller's, HOME made private) from `cwd`."""
     bwrap = _bwrap(env.get("PATH"))
+    home = _home(env)
+    inner = {**env, "HOME": home, "BASH_ENV": f"{INSIDE}/prelude.sh", "ROCMKIT_SANDBOX_GPUS": str(gpus),
+             "ROCMKIT_SANDBOX_RECORDS": f"{INSIDE}/records", "ROCMKIT_SANDBOX_TRACE": f"{INSIDE}/trace",
+             "PATH": f"{INSIDE}/bin:" + env.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
+    inner.pop("BASH_XTRACEFD", None)
     with tempfile.TemporaryDirectory(prefix="rocmkit-sandbox-") as tmp:
-        tmp_path = Path(tmp)
-        bin_dir, records = tmp_path / "bin", tmp_path / "records"
-        bin_dir.mkdir()
-        records.mkdir()
-        shutil.copyfile(STANDIN, bin_dir / "standin")
-        (bin_dir / "standin").chmod(0o755)
-        for name in (*STANDINS, *(f"python3.{minor}" for minor in range(6, 20))):
-            (bin_dir / name).symlink_to("standin")
-        (tmp_path / "prelude.sh").write_text(PRELUDE)
-        fifo = tmp_path / "trace"
-        os.mkfifo(fifo)
-        home = _home(env)
-        inner = {**env, "HOME": home, "BASH_ENV": f"{INSIDE}/prelude.sh", "ROCMKIT_SANDBOX_GPUS": str(gpus),
-                 "ROCMKIT_SANDBOX_RECORDS": f"{INSIDE}/records", "ROCMKIT_SANDBOX_TRACE": f"{INSIDE}/trace",
-                 "PATH": f"{INSIDE}/bin:" + env.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
-        inner.pop("BASH_XTRACEFD", None)
-        script_dir = os.path.dirname(os.path.abspath(os.path.join(cwd, script)))  # $0's folder: `source $(dirname $0)/x`
-        argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                "--tmpfs", "/run", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
-        if os.path.isdir(home):  # (a $HOME this machine lacks stays absent: nothing to hide, nowhere to mount)
-            argv += ["--tmpfs", home]
-        for keep in dict.fromkeys([script_dir, cwd]):  # hidden by the private /tmp or $HOME: bound back read-only
-            if keep != "/":
-                argv += ["--ro-bind", keep, keep]
-                if os.path.isdir(home) and (home + "/").startswith(keep.rstrip("/") + "/"):
-                    argv += ["--tmpfs", home]  # a $HOME inside the folder bound back stays private
-        script_file = os.path.abspath(os.path.join(cwd, script))
-        argv += ["--ro-bind", script_file, script_file]  # the script itself, even from a $HOME kept private
-        argv += ["--bind", tmp, INSIDE]
-        argv += _binds_over_real(bin_dir, env.get("PATH", "").split(":"))
-        argv += ["--chdir", cwd, "--", "/bin/bash", script, *args]
-        reader = _TraceReader(fifo)
+        _prepare(Path(tmp))
+        argv = _sandbox(bwrap, tmp, script, cwd, home, env.get("PATH", "")) + list(args)
+        reader = _TraceReader(Path(tmp) / "trace")
         said: list[str] = []  # the script's output, with bwrap's and bash's own messages
         started = time.monotonic()
         try:
@@ -240,9 +248,10 @@ def run(script: str, args: list[str], env: dict[str, str], cwd: str, gpus: int, 
                                      hint=f"bwrap (Debian's {PACKAGE}) needs user namespaces: run as root, or enable "
                                           "unprivileged ones (sysctl kernel.unprivileged_userns_clone=1)")
         trace = parse_trace(kept)
-        last = (_last_of(tail) or trace or [None])[-1]
-        return Run(records=_read_records(records), trace=trace, exit_status=result.returncode,
-                   timed_out=result.timed_out, seconds=time.monotonic() - started, stderr=said if len(said) < 2000 else said + result.tail[-20:], last=last)
+        return Run(records=_read_records(Path(tmp) / "records"), trace=trace, exit_status=result.returncode,
+                   timed_out=result.timed_out, seconds=time.monotonic() - started,
+                   stderr=said + (result.tail[-20:] if len(said) >= 2000 else []),
+                   last=(_last_of(tail) or trace or [None])[-1])
 
 
 def gpu_queries(records: list[Record]) -> list[Record]:
