@@ -50,6 +50,14 @@ def cause(message: str) -> str:
     return said[:80]
 
 
+def reason(first: str) -> str:
+    """A rejection's first error, grouped: numbers and the script's own values taken out."""
+    said = re.sub(r"^\d+: ", "", first)
+    said = re.sub(r"^[\w.+~]+=\S*: ", "KEY=VALUE: ", said)
+    said = re.sub(r"--config-name=\S+:", "--config-name=NAME:", said)
+    return re.sub(r"\d+", "N", said)[:100]
+
+
 def read_all(folder: Path, timeout: float) -> tuple[list[dict], list]:
     rows, invocations = [], []
     for script in sorted(folder.rglob("*.sh")):
@@ -108,8 +116,7 @@ def main() -> None:
         rejected = [r for r in rows if r.get("errors")]
         print(f"verl-check ({time.monotonic() - started:.0f} s): {len(checked) - len(rejected)} accepted, "
               f"{len(rejected)} rejected")
-        for c, n in collections.Counter(re.sub(r"^\d+: ", "", r["first"]).split(":")[0][:70]
-                                        for r in rejected).most_common(15):
+        for c, n in collections.Counter(reason(r["first"]) for r in rejected).most_common(20):
             print(f"  {n:4d}  {c}")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "read_seconds": read_s}, indent=1) + "\n")
