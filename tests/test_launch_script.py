@@ -244,3 +244,24 @@ def test_no_bwrap_is_exit_3_naming_the_package(tmp_path):
                          timeout=120, env={**os.environ, "PATH": str(tmp_path),
                                            "PYTHONPATH": str(Path(__file__).parents[1])})
     assert out.returncode == 3 and "bubblewrap" in out.stderr, out.stderr
+
+
+def test_text_output_gives_each_command_its_findings_once(tmp_path):
+    from rocmkit.cli.verl_check import text_lines
+
+    body = """#!/bin/bash
+for tp in 1 2; do
+    python3 -m verl.trainer.main_ppo \\
+        trainer.nnodes=1 \\
+        # comment
+        trainer.test_freq=$tp
+done
+"""
+    invs = read(tmp_path, body)
+    invs[0].problems.append(invs[0].problems[0])  # a finding made twice
+    lines = text_lines(invs, [{}, {}])
+    headers = [n for n, line in enumerate(lines) if "main_ppo --config-name" in line]
+    assert headers == [0, 2], lines  # the first command's header and its finding, then the second's
+    assert lines[1].endswith("error: trainer.test_freq=1 is not passed to main_ppo: the command ends before this "
+                             "line (a comment or a missing backslash)") and lines[1].startswith(f"{tmp_path}/run.sh:6:")
+    assert "trainer.test_freq=2" in lines[3] and len(lines) == 4

@@ -202,16 +202,20 @@ def _invocation(path: str, script: str, record: Record, at: int, lines: _Lines) 
     return inv
 
 
-def _strays(script: str, run: Run, lines: _Lines) -> list[tuple[int, str]]:
+def _strays(script: str, run: Run, lines: _Lines) -> list[tuple[int, int, str]]:
     """Overrides bash ran as a command of their own (`reward.num_workers=2 trainer.nnodes=1`, then "command not
-    found"): a comment or a missing backslash ended the main_ppo command before them."""
+    found"): a comment or a missing backslash ended the main_ppo command before them. Each with the number of
+    main_ppo commands traced before it (its own command is the last of them)."""
     out = []
+    commands = 0
     for t in run.trace:
-        words = _words(t.text) if t.source == script else []
-        if not words or not _dotted(words[0]):
+        words = _words(t.text)
+        if words and words[0] not in ("echo", "printf") and entry_at(words) is not None:
+            commands += 1
+        if t.source != script or not words or not _dotted(words[0]):
             continue
         for w in dict.fromkeys(w for w in words if _dotted(w)):
-            out.append((lines.of(w, w.partition("=")[0].lstrip("+~"), t.line),
+            out.append((commands, lines.of(w, w.partition("=")[0].lstrip("+~"), t.line),
                         f"{w} is not passed to main_ppo: the command ends before this line (a comment or a "
                         "missing backslash)"))
     return list(dict.fromkeys(out))
@@ -259,12 +263,13 @@ def read_script(path: str, text: str, options: ReadOptions | None = None) -> lis
             hint = "a launch script that runs python3 -m verl.trainer.main_ppo, or one override (key=value) a line"
         raise InputFileError(path, "", why, allowed=hint)
     last = found[-1]
-    for line, msg in _strays(path, run, lines):
-        last.problems.append(("error", line, msg))
+    strays = _strays(path, run, lines)
+    for commands, line, msg in strays:
+        found[min(max(commands, 1), len(found)) - 1].problems.append(("error", line, msg))
     if run.timed_out:
         last.problems.append(("note", last.line, f"the script was {_stopped(run, options.timeout)}, after its "
                                                  "main_ppo command (--script-timeout sets the deadline)"))
-    elif run.exit_status:
+    elif run.exit_status and not (strays and _bash_said(path, run).endswith("command not found")):  # said above
         last.problems.append(("note", last.line, f"the script exited with status {run.exit_status} after its "
                                                  f"main_ppo command: {_bash_said(path, run)}"))
     if options.gpus is None:
