@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from .common import echo_json, json_option
@@ -14,30 +16,50 @@ from .common import echo_json, json_option
 @click.option("--verl-python", default=None, metavar="PY",
               help="Check against the verl of this Python on this host. Default: this Python, if it has verl.")
 @click.option("--timeout", type=int, default=600, show_default=True, help="Seconds for verl's check.")
+@click.option("--gpus", type=click.IntRange(min=1), default=None, metavar="N",
+              help="What the script's GPU queries (nvidia-smi, rocm-smi, amd-smi, torch.cuda.device_count) answer. "
+                   "Default: 8, and a note says it was assumed.")
+@click.option("--arg", "script_args", multiple=True, metavar="VALUE",
+              help="An argument to the script ($1, $2... in order); repeatable.")
+@click.option("--env", "script_env", multiple=True, metavar="NAME=VALUE",
+              help="A variable for the script, over the caller's environment (which it gets, $HOME aside); repeatable.")
+@click.option("--script-timeout", type=click.FloatRange(min=0.1), default=20.0, show_default=True, metavar="S",
+              help="Seconds the script may run in its sandbox before it is stopped.")
 @json_option
 @click.pass_context
-def verl_check(ctx, files, image, verl_python, timeout, as_json) -> None:
+def verl_check(ctx, files, image, verl_python, timeout, gpus, script_args, script_env, script_timeout,
+               as_json) -> None:
     """Check verl launch scripts or overrides files before a job starts.
 
-    FILE is a launch script (the Hydra overrides after `python3 -m verl.trainer.main_ppo`, read with
-    backslash continuations, quoting, comments, and the shell variables the script sets before; a value
-    from a variable it does not set is named, not guessed) or a plain overrides file (one a line).
+    FILE is a launch script or a plain overrides file (one key=value a line). A script is run by bash in a
+    bubblewrap sandbox (Debian's bubblewrap package): read-only root, a private empty $HOME and /tmp, no
+    network, no GPU, stopped after --script-timeout. python, ray, torchrun, downloads, GPU tools and file
+    changes are recording stand-ins there, so what is checked is the exact argv bash hands to
+    `verl.trainer.main_ppo` (each main_ppo command the script runs), each override with the line that wrote
+    it. The script gets the caller's environment, --env, --arg and --gpus.
     verl's own config composes them (--image: the image's verl; else --verl-python or this Python's),
     and every unknown, removed or renamed key is reported with FILE:LINE and, where verl's history
     knows one, what to use instead; deprecated config names and keys are warnings, with their
     replacement. Then verl's own validation runs on the composed configuration, with verl 0.9.1's rules for
-    splitting the GPUs (rollout TP, Megatron TP x PP x CP), which verl asserts only when its workers start. A
-    check that needs a value the script leaves unresolved is named as not checked; the others' errors stand.
+    splitting the GPUs (rollout TP, Megatron TP x PP x CP), which verl asserts only when its workers start.
 
-    Exit 0: verl accepts every command (warnings may be printed); 1: an error was found; 2: bad usage or
-    an unreadable file; 3: no verl to check against.
+    Exit 0: verl accepts every command (warnings may be printed); 1: an error was found; 2: bad usage, an
+    unreadable file, or a script that runs no main_ppo (it exits first, or is stopped at its deadline); 3:
+    no verl to check against, or no bubblewrap sandbox for a script.
     """
-    from ..verl import recipe_check
+    from ..verl import launch_script, recipe_check
     from ..errors import UsageError
 
     if image and verl_python:
         raise UsageError("--image and --verl-python are alternatives; give one")
-    invocations = recipe_check.read_files(list(files))
+    env = dict(os.environ)
+    for item in script_env:
+        name, eq, value = item.partition("=")
+        if not eq or not name.isidentifier():
+            raise UsageError(f"--env {item}: expected NAME=VALUE")
+        env[name] = value
+    options = launch_script.ReadOptions(env=env, args=list(script_args), gpus=gpus, timeout=script_timeout)
+    invocations = recipe_check.read_files(list(files), options)
     if image:
         verdicts, where = recipe_check.in_image(invocations, image, timeout)
     else:
@@ -46,15 +68,31 @@ def verl_check(ctx, files, image, verl_python, timeout, as_json) -> None:
     if as_json:
         echo_json(doc)
     else:
-        for inv in invocations:
-            click.echo(f"{inv.file}:{inv.line}: main_ppo --config-name={inv.config_name}, "
-                       f"{len(inv.overrides)} overrides")
-        for f in doc["findings"]:
-            click.echo(f"{f['file']}:{f['line'] or ''}: {f['severity']}: {f['message']}")
-            if f["instead"]:
-                click.echo(f"    instead: {f['instead']}")
+        for line in text_lines(invocations, verdicts):
+            click.echo(line)
         c = doc["counts"]
         verdict = "rejected" if c["error"] else "accepted"
         click.echo(f"verl {doc['verl']} ({where}): {verdict}; {c['error']} error(s), {c['warning']} warning(s), "
                    f"{c['note']} note(s)")
     ctx.exit(doc["exit_code"])
+
+
+def text_lines(invocations, verdicts) -> list[str]:
+    """Each command's header, then its own findings, each said once (a file's findings no longer wait for
+    every header, and a finding two checks make is printed once)."""
+    from ..verl import recipe_check
+
+    out: list[str] = []
+    said: set[tuple] = set()
+    for inv, verdict in zip(invocations, verdicts):
+        out.append(f"{inv.file}:{inv.line or ''}: main_ppo --config-name={inv.config_name}, "
+                   f"{len(inv.overrides)} overrides")
+        for f in recipe_check.findings(inv, verdict):
+            seen = (f.file, f.line, f.severity, f.message)
+            if seen in said:
+                continue
+            said.add(seen)
+            out.append(f"{f.file}:{f.line or ''}: {f.severity}: {f.message}")
+            if f.instead:
+                out.append(f"    instead: {f.instead}")
+    return out

@@ -1,47 +1,48 @@
 """A user's verl launch script (or a plain overrides file) read into the Hydra overrides it passes to
-`verl.trainer.main_ppo`, each with the line it came from. Pure: text in, data out.
+`verl.trainer.main_ppo`, each with the line it came from.
 
-The script is read the way bash reads it, as far as a checker can without running it: backslash-newline
-continuations, single and double quotes, `#` comments, `;` `&&` `||` `|` `&` and newlines between commands,
-redirections. `$VAR`, `${VAR}` and `${VAR:-default}` expand from assignments made earlier in the script
-(`VAR=...`, `export VAR=...`); anything else — a variable the script does not set (it comes from the
-caller's environment), `$1`, `$(...)`, arithmetic, a `for` loop variable — is left unresolved and named,
-never guessed.
+A script is not parsed here: real bash runs it in a sandbox (script_sandbox.py) where python, ray and
+torchrun are recording stand-ins, so what is read is the exact argv bash hands to `main_ppo`, with the
+caller's environment, `--env`, `--arg` and `--gpus` in place of what the script reads from outside. This
+module turns those records into Invocations: the entry module found in each recorded command, the Hydra
+flags read, and each override traced back to the line that wrote it (the first traced command whose
+expanded words hold its exact text, then the nearest line of the script that spells its key). A plain
+overrides file (one `key=value` a line) is read without bash.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from dataclasses import dataclass, field
 
+from ..errors import InputFileError
+from . import script_sandbox
+from .script_sandbox import Record, Run, Traced
+
 ENTRY_MODULE = "verl.trainer.main_ppo"
+ENTRY_FILE = "verl/trainer/main_ppo.py"
+RUNNERS = ("python", "torchrun")  # stand-ins whose arguments name a module or file to run
 OVERRIDE_RE = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][\w\-@/]*(?:\.[\w\-@/]+)*)(=.*)?$", re.S)
-ASSIGN_RE = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.S)
-NAME_RE = re.compile(r"[A-Za-z_]\w*")
-SPECIAL = set("@*#?$!-0123456789")
-OPERATORS = ("&&", "||", ";;", ";", "|", "&")
-DECLARE = {"export", "readonly", "declare", "local", "typeset"}
+ASSIGN_RE = re.compile(r"^[A-Za-z_]\w*(?:\[[^]]*\])?\+?=\(?")
 HYDRA_VALUE_FLAGS = {"--config-name": "config_name", "-cn": "config_name", "--config-path": "config_path",
                      "-cp": "config_path", "--config-dir": "config_dir", "-cd": "config_dir"}
-
-
-@dataclass
-class Word:
-    text: str
-    line: int
-    unresolved: list[str] = field(default_factory=list)  # what the text depends on and the script does not set
+DEFAULT_GPUS = 8
+DEFAULT_TIMEOUT = 20.0
+TRACE_WORDS_KEEP = 20000  # traced commands searched for an override's text
 
 
 @dataclass
 class Override:
-    text: str | None  # None: its value depends on something unresolved
+    text: str
     key: str  # the dotted key, without +, ++ or ~
     line: int
-    unresolved: list[str] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)  # always empty now that bash resolves every value
     prefix: str = ""
 
     def to_json(self) -> dict:
-        return {"text": self.text, "key": self.key, "line": self.line, "unresolved": self.unresolved}
+        return {"text": self.text, "key": self.key, "line": self.line}
 
 
 @dataclass
@@ -52,263 +53,25 @@ class Invocation:
     overrides: list[Override]
     config_name: str = "ppo_trainer"
     config_name_line: int | None = None
+    # As bash passed it. Hydra reads a relative one against the folder of verl/trainer/main_ppo.py, not the
+    # working directory (hydra/_internal/utils.py compute_search_path_dir); `cwd` is bash's $PWD at the call.
     config_path: str | None = None
     problems: list[tuple[str, int, str]] = field(default_factory=list)  # (severity, line, message)
+    cwd: str | None = None
+    argv: list[str] = field(default_factory=list)  # the whole recorded command, stand-in name first
 
 
-class _Vars:
-    def __init__(self):
-        self.known: dict[str, str] = {}
-        self.unknown: dict[str, list[str]] = {}  # assigned from what this reader cannot know: name -> why
-
-    def get(self, name: str) -> str | None:
-        return None if name in self.unknown else self.known.get(name)
-
-    def why(self, name: str) -> str:
-        """What an unresolved $name stands on: `$name`, or `$name (from $HOME)`."""
-        causes = self.unknown.get(name)
-        return f"${name}" + (f" (from {', '.join(causes)})" if causes and causes != [f"${name}"] else "")
+@dataclass
+class ReadOptions:
+    """What a script reads from outside: the caller's environment (HOME aside), `--env`, `--arg`, `--gpus`."""
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    args: list[str] = field(default_factory=list)
+    gpus: int | None = None  # None: GPU queries answer DEFAULT_GPUS, and the findings say it was assumed
+    timeout: float = DEFAULT_TIMEOUT
+    cwd: str = field(default_factory=os.getcwd)
 
 
-def _lex(text: str, env: _Vars, on_command) -> None:
-    """Split into commands of words, expanding variables as bash would when the command runs (assignments of
-    a command are applied before the next command is read)."""
-    i, n, line = 0, len(text), 1
-    words: list[Word] = []
-    cur: list[str] = []
-    cur_line, cur_unres, cur_started = 1, [], False
-
-    def flush_word():
-        nonlocal cur, cur_started, cur_unres
-        if cur_started:
-            words.append(Word("".join(cur), cur_line, cur_unres))
-        cur, cur_started, cur_unres = [], False, []
-
-    def start():
-        nonlocal cur_started, cur_line
-        if not cur_started:
-            cur_started, cur_line = True, line
-
-    def flush_command(sep: str):
-        nonlocal words
-        flush_word()
-        if words:
-            on_command(words, sep)
-        words = []
-
-    def expand(j: int) -> tuple[int, str | None, str | None]:
-        """At text[j] == '$': (next index, value or None, what is unresolved)."""
-        nxt = text[j + 1] if j + 1 < n else ""
-        if nxt == "(":  # $( ... ) or $(( ... )): find the matching parenthesis, value unknown
-            depth, k = 0, j + 1
-            while k < n:
-                depth += {"(": 1, ")": -1}.get(text[k], 0)
-                k += 1
-                if depth == 0:
-                    break
-            return k, None, text[j:k]
-        if nxt == "{":
-            k = text.find("}", j + 2)
-            if k < 0:
-                return n, None, text[j:]
-            body = text[j + 2:k]
-            m = re.match(r"^([A-Za-z_]\w*)(?:(:?[-=])(.*))?$", body, re.S)
-            if not m:
-                return k + 1, None, "${" + body + "}"
-            value = env.get(m.group(1))
-            if value is None and m.group(2):
-                value = _expand_plain(m.group(3), env)
-                if value is None:
-                    return k + 1, None, "${" + body + "}"
-                if m.group(2).endswith("="):
-                    env.known[m.group(1)] = value
-            return k + 1, value, None if value is not None else env.why(m.group(1))
-        m = NAME_RE.match(text, j + 1)
-        if m:
-            value = env.get(m.group(0))
-            return m.end(), value, None if value is not None else env.why(m.group(0))
-        if nxt and nxt in SPECIAL:
-            return j + 2, None, "$" + nxt
-        return j + 1, "$", None
-
-    while i < n:
-        c = text[i]
-        if c == "\\" and i + 1 < n and text[i + 1] == "\n":  # line continuation
-            i += 2
-            line += 1
-            continue
-        if c == "\n":
-            flush_command("\n")
-            line += 1
-            i += 1
-            continue
-        if c in " \t":
-            flush_word()
-            i += 1
-            continue
-        if c == "#" and not cur_started:
-            while i < n and text[i] != "\n":
-                i += 1
-            continue
-        op = next((o for o in OPERATORS if text.startswith(o, i)), None)
-        if op:
-            flush_command(op)
-            i += len(op)
-            continue
-        if c in "<>" or (c.isdigit() and not cur_started and re.match(r"\d+[<>]", text[i:i + 3])):
-            flush_word()  # a redirection: the operator and its target are not arguments
-            m = re.match(r"\d*(?:>>|>&|<&|&>|<<|>|<)\s*", text[i:])
-            i += m.end() if m else 1
-            while i < n and text[i] not in " \t\n;|&":
-                i += 1
-            continue
-        start()
-        if c == "\\":
-            cur.append(text[i + 1] if i + 1 < n else "")
-            i += 2
-        elif c == "'":
-            k = text.find("'", i + 1)
-            k = n if k < 0 else k
-            chunk = text[i + 1:k]
-            cur.append(chunk)
-            line += chunk.count("\n")
-            i = k + 1
-        elif c == '"':
-            i += 1
-            while i < n and text[i] != '"':
-                if text[i] == "\\" and i + 1 < n and text[i + 1] in '$`"\\\n':
-                    if text[i + 1] == "\n":
-                        line += 1
-                    else:
-                        cur.append(text[i + 1])
-                    i += 2
-                elif text[i] == "$":
-                    i, value, missing = expand(i)
-                    cur.append(value or "")
-                    if missing:
-                        cur_unres.append(missing)
-                elif text[i] == "`":
-                    k = text.find("`", i + 1)
-                    k = n if k < 0 else k
-                    cur_unres.append(text[i:k + 1])
-                    i = k + 1
-                else:
-                    line += text[i] == "\n"
-                    cur.append(text[i])
-                    i += 1
-            i += 1
-        elif c == "$":
-            i, value, missing = expand(i)
-            cur.append(value or "")
-            if missing:
-                cur_unres.append(missing)
-        elif c == "`":
-            k = text.find("`", i + 1)
-            k = n if k < 0 else k
-            cur_unres.append(text[i:k + 1])
-            i = k + 1
-        else:
-            cur.append(c)
-            i += 1
-    flush_command("\n")
-
-
-def _expand_plain(text: str, env: _Vars) -> str | None:
-    """A default value's own expansions (`${A:-$B}`), or None if any is unresolved."""
-    out: list[str] = []
-    unresolved: list[str] = []
-
-    def take(words, sep):
-        for w in words:
-            out.append(w.text)
-            unresolved.extend(w.unresolved)
-
-    _lex(text.replace("\n", " "), env, take)
-    return None if unresolved else " ".join(out)
-
-
-def _is_entry(word: str) -> bool:
-    return word == ENTRY_MODULE or word.endswith("verl/trainer/main_ppo.py")
-
-
-def _invocation(path: str, words: list[Word], at: int) -> Invocation:
-    inv = Invocation(file=path, line=words[at].line, overrides=[])
-    rest = words[at + 1:]
-    k = 0
-    while k < len(rest):
-        w = rest[k]
-        if w.text.startswith("-"):
-            flag, eq, value = w.text.partition("=")
-            if flag in HYDRA_VALUE_FLAGS:
-                if not eq:
-                    k += 1
-                    value_word = rest[k] if k < len(rest) else Word("", w.line)
-                    value, unres = value_word.text, value_word.unresolved
-                else:
-                    unres = w.unresolved
-                if unres:
-                    inv.problems.append(("error", w.line, f"{flag} depends on {', '.join(unres)}, which the script "
-                                                         "does not set: the config cannot be known"))
-                elif HYDRA_VALUE_FLAGS[flag] == "config_name":
-                    inv.config_name, inv.config_name_line = re.sub(r"\.yaml$", "", value), w.line
-                elif HYDRA_VALUE_FLAGS[flag] == "config_path":
-                    inv.config_path = value
-            else:
-                inv.problems.append(("warning", w.line, f"{w.text}: a Hydra flag this check does not read"))
-            k += 1
-            continue
-        if not w.text and w.unresolved:  # "$@", $EXTRA_ARGS: arguments the checker cannot see
-            inv.problems.append(("note", w.line, f"{' '.join(w.unresolved)}: arguments from outside the script "
-                                                 "are not checked"))
-            k += 1
-            continue
-        m = OVERRIDE_RE.match(w.text)
-        if not m:
-            inv.problems.append(("error", w.line, f"{w.text!r} is not a Hydra override (key=value, +key=value, "
-                                                  "++key=value or ~key)"))
-        else:
-            prefix, key = m.group(1) or "", m.group(2)
-            inv.overrides.append(Override(text=None if w.unresolved else w.text, key=key, line=w.line,
-                                          unresolved=list(dict.fromkeys(w.unresolved)), prefix=prefix))
-        k += 1
-    return inv
-
-
-def read_script(path: str, text: str) -> list[Invocation]:
-    """Every main_ppo command in a shell script, and lines that look like overrides but reach no command
-    (a comment or a missing backslash ended the command before them)."""
-    env = _Vars()
-    found: list[Invocation] = []
-    strays: list[Word] = []
-
-    def on_command(words: list[Word], sep: str):
-        first = 0
-        while first < len(words) and words[first].text in DECLARE:
-            first += 1
-        if first < len(words) and words[first].text == "for" and len(words) > first + 1:
-            env.unknown[words[first + 1].text] = ["a for loop"]  # a loop variable takes several values
-        at = next((j for j, w in enumerate(words) if _is_entry(w.text)), None)
-        if at is not None:
-            found.append(_invocation(path, words, at))
-        else:
-            assigns = [ASSIGN_RE.match(w.text) for w in words[first:]]
-            if all(assigns) and assigns:
-                for w, m in zip(words[first:], assigns):
-                    if w.unresolved:
-                        env.unknown[m.group(1)] = [c.split(" (from ")[-1].rstrip(")") if " (from " in c else c
-                                                   for c in w.unresolved]
-                    else:
-                        env.known[m.group(1)] = m.group(2)
-                        env.unknown.pop(m.group(1), None)
-            elif found and OVERRIDE_RE.match(words[0].text) and "." in words[0].text.partition("=")[0]:
-                strays.extend(w for w in words if OVERRIDE_RE.match(w.text))
-
-    _lex(text, env, on_command)
-    for w in strays:
-        found[-1].problems.append(("error", w.line, f"{w.text} is not passed to main_ppo: the command ends before "
-                                                    "this line (a comment or a missing backslash)"))
-    return found
-
+# ---- plain overrides files ----
 
 def read_overrides_file(path: str, text: str) -> Invocation:
     """One override a line; blank lines and `#` comments skipped; a trailing backslash tolerated."""
@@ -325,10 +88,201 @@ def read_overrides_file(path: str, text: str) -> Invocation:
     return inv
 
 
-def read(path: str, text: str) -> list[Invocation]:
-    """A launch script if it runs main_ppo, else a plain overrides file; [] if it is neither."""
-    invocations = read_script(path, text) if ENTRY_MODULE in text or "main_ppo.py" in text else []
-    if invocations:
-        return invocations
+def is_script(path: str, text: str) -> bool:
+    """A shell script (run by bash), not an overrides file: a `#!` line, a shell suffix, or a main_ppo mention."""
+    return text.startswith("#!") or path.endswith((".sh", ".bash")) or "main_ppo" in text
+
+
+# ---- scripts ----
+
+def entry_at(argv: list[str]) -> int | None:
+    """Where `main_ppo` is named in a runner's arguments (`-m verl.trainer.main_ppo`, or its file), exactly:
+    `main_ppo_sync` or another module is not it."""
+    for i, a in enumerate(argv):
+        if a == f"-m{ENTRY_MODULE}" or a == ENTRY_MODULE and i and argv[i - 1] in ("-m", "--module"):
+            return i
+        if a == ENTRY_FILE or a.endswith("/" + ENTRY_FILE):
+            return i
+    return None
+
+
+def _runs(record: Record) -> str | None:
+    """What a runner's record runs (`-m MODULE` or a file), for saying what a script ran instead of main_ppo."""
+    argv = record.argv
+    for i, a in enumerate(argv):
+        if a in ("-m", "--module") and i + 1 < len(argv):
+            return f"{record.name} -m {argv[i + 1]}"
+        if a.startswith("-m") and len(a) > 2 and record.name != "torchrun":
+            return f"{record.name} -m {a[2:]}"
+        if a == "-c":
+            return None
+        if not a.startswith("-"):
+            return f"{record.name} {a}"
+    return None
+
+
+def _is_runner(record: Record) -> bool:
+    return record.name in RUNNERS or bool(script_sandbox.PYTHON_RE.match(record.name))
+
+
+def _words(text: str) -> list[str]:
+    """The words of a traced command, and of the values of its assignments (`A=(x y)`, `X='a=1 b=2'`)."""
+    try:
+        tokens = shlex.split(text)
+    except ValueError:
+        tokens = text.split()
+    out = []
+    for t in tokens:
+        out.append(t)
+        m = ASSIGN_RE.match(t)
+        if m:
+            value = t[m.end():]
+            out += [value, *value.split()]
+        if t.endswith(")"):
+            out.append(t[:-1])
+    return out
+
+
+class _Lines:
+    """Finds the line that wrote an override: the first traced command of the script whose expanded words
+    hold its exact text, then, around it, the nearest line of the script spelling the text or its key."""
+
+    def __init__(self, script: str, text: str, trace: list[Traced]):
+        self.source = text.splitlines()
+        self.first: dict[str, int] = {}
+        for t in [t for t in trace if t.source == script][:TRACE_WORDS_KEEP]:
+            for w in _words(t.text):
+                self.first.setdefault(w, t.line)
+
+    def _nearest(self, pattern: re.Pattern, around: int) -> int | None:
+        found = [n for n, line in enumerate(self.source, 1)
+                 if not line.lstrip().startswith("#") and pattern.search(line)]
+        return min(found, key=lambda n: (abs(n - around), n)) if found else None
+
+    def of(self, text: str, key: str, fallback: int) -> int:
+        around = self.first.get(text, fallback)
+        exact = re.compile(r"(?<![\w.\-/])" + re.escape(text) + r"(?![\w.\-/])") if text else None
+        spelled = re.compile(r"(?<![\w.\-/])" + re.escape(key) + r"(?=[=\s\"']|$)")
+        return (exact and self._nearest(exact, around)) or self._nearest(spelled, around) or around
+
+
+def _invocation(path: str, script: str, record: Record, at: int, lines: _Lines) -> Invocation:
+    here = record.line if record.source == script else 0
+    inv = Invocation(file=path, line=here, overrides=[], cwd=record.cwd, argv=[record.name, *record.argv])
+    if record.source != script:
+        inv.problems.append(("note", 0, f"main_ppo runs from {record.source or 'another script'}, line "
+                                        f"{record.line}: its overrides' lines are not this file's"))
+    rest = record.argv[at + 1:]
+    k = 0
+    while k < len(rest):
+        word = rest[k]
+        line = lines.of(word, word.partition("=")[0].lstrip("+~"), here) if here else 0
+        if word.startswith("-"):
+            flag, eq, value = word.partition("=")
+            if flag in HYDRA_VALUE_FLAGS:
+                if not eq:
+                    k += 1
+                    value = rest[k] if k < len(rest) else ""
+                line = lines.of(value, flag, here) if here else 0
+                if HYDRA_VALUE_FLAGS[flag] == "config_name":
+                    inv.config_name, inv.config_name_line = re.sub(r"\.yaml$", "", value), line
+                elif HYDRA_VALUE_FLAGS[flag] == "config_path":
+                    inv.config_path = value
+            else:
+                inv.problems.append(("warning", line, f"{word}: a Hydra flag this check does not read"))
+            k += 1
+            continue
+        m = OVERRIDE_RE.match(word)
+        if not m:
+            inv.problems.append(("error", line, f"{word!r} is not a Hydra override (key=value, +key=value, "
+                                                "++key=value or ~key)"))
+        else:
+            inv.overrides.append(Override(text=word, key=m.group(2), line=line, prefix=m.group(1) or ""))
+        k += 1
+    return inv
+
+
+def _strays(script: str, run: Run, lines: _Lines) -> list[tuple[int, int, str]]:
+    """Overrides bash ran as a command of their own (`reward.num_workers=2 trainer.nnodes=1`, then "command not
+    found"): a comment or a missing backslash ended the main_ppo command before them. Each with the number of
+    main_ppo commands traced before it (its own command is the last of them)."""
+    out = []
+    commands = 0
+    for t in run.trace:
+        words = _words(t.text)
+        if words and words[0] not in ("echo", "printf") and entry_at(words) is not None:
+            commands += 1
+        if t.source != script or not words or not _dotted(words[0]):
+            continue
+        for w in dict.fromkeys(w for w in words if _dotted(w)):
+            out.append((commands, lines.of(w, w.partition("=")[0].lstrip("+~"), t.line),
+                        f"{w} is not passed to main_ppo: the command ends before this line (a comment or a "
+                        "missing backslash)"))
+    return list(dict.fromkeys(out))
+
+
+def _dotted(word: str) -> bool:
+    return "=" in word and "." in word.partition("=")[0] and bool(OVERRIDE_RE.match(word))
+
+
+def _bash_said(script: str, run: Run) -> str:
+    """bash's own last message about the script (`line 7: NGPUS: unbound variable`), else its last stderr line."""
+    mine = [s.split(": ", 1)[1] for s in run.stderr if s.startswith(f"{script}: line ")]
+    return (mine or [s for s in run.stderr if s.strip()] or [""])[-1]
+
+
+def _stopped(run: Run, timeout: float) -> str:
+    last = run.last
+    at = f" while running line {last.line}: {last.text.splitlines()[0][:200]}" if last else ""
+    return f"stopped after {timeout:g} s{at}"
+
+
+def read_script(path: str, text: str, options: ReadOptions | None = None) -> list[Invocation]:
+    """Every main_ppo command bash runs in the script; InputFileError when it runs none, saying why."""
+    options = options or ReadOptions()
+    gpus = options.gpus if options.gpus is not None else DEFAULT_GPUS
+    run = script_sandbox.run(path, options.args, {**options.env}, options.cwd, gpus, options.timeout)
+    lines = _Lines(path, text, run.trace)
+    found = []
+    for r in run.records:
+        at = entry_at(r.argv) if _is_runner(r) else None
+        if at is not None:
+            found.append(_invocation(path, path, r, at, lines))
+    if not found:
+        ran = sorted({what for r in run.records if _is_runner(r) and (what := _runs(r))})
+        if run.timed_out:
+            why = f"{_stopped(run, options.timeout)}, before it ran {ENTRY_MODULE}"
+            hint = ("--script-timeout SECONDS gives it longer; in the sandbox sleep returns at once and no Ray "
+                    "cluster or file appears, so a loop that waits for one never ends")
+        elif run.exit_status:
+            why = f"exited with status {run.exit_status} before it ran {ENTRY_MODULE}: {_bash_said(path, run)}"
+            hint = ("--env NAME=VALUE, --arg VALUE (its $1, $2...) and --gpus N set what the script reads from "
+                    "outside; it runs with a private empty $HOME and /tmp")
+        else:
+            why = f"runs no {ENTRY_MODULE}" + (f" (it ran {'; '.join(ran)})" if ran else "")
+            hint = "a launch script that runs python3 -m verl.trainer.main_ppo, or one override (key=value) a line"
+        raise InputFileError(path, "", why, allowed=hint)
+    last = found[-1]
+    strays = _strays(path, run, lines)
+    for commands, line, msg in strays:
+        found[min(max(commands, 1), len(found)) - 1].problems.append(("error", line, msg))
+    if run.timed_out:
+        last.problems.append(("note", last.line, f"the script was {_stopped(run, options.timeout)}, after its "
+                                                 "main_ppo command (--script-timeout sets the deadline)"))
+    elif run.exit_status and not (strays and _bash_said(path, run).endswith("command not found")):  # said above
+        last.problems.append(("note", last.line, f"the script exited with status {run.exit_status} after its "
+                                                 f"main_ppo command: {_bash_said(path, run)}"))
+    if options.gpus is None:
+        for q in script_sandbox.gpu_queries(run.records)[:1]:
+            for inv in found:
+                inv.problems.append(("note", q.line if q.source == path else inv.line,
+                                     f"{q.name}: answered {gpus} GPUs, an assumption (--gpus N sets it)"))
+    return found
+
+
+def read(path: str, text: str, options: ReadOptions | None = None) -> list[Invocation]:
+    """A launch script's main_ppo commands, or a plain overrides file; [] for an overrides file with none."""
+    if is_script(path, text):
+        return read_script(path, text, options)
     inv = read_overrides_file(path, text)
     return [inv] if inv.overrides else []

@@ -45,14 +45,15 @@ class RecipeProblem:
 
 # ---- reading ----
 
-def read_files(paths: list[str]) -> list[Invocation]:
+def read_files(paths: list[str], options: launch_script.ReadOptions | None = None) -> list[Invocation]:
+    """Each file's main_ppo commands: a script run by bash in the sandbox, or a plain overrides file."""
     out = []
     for path in paths:
         try:
             text = Path(path).read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise InputFileError(path, "", f"cannot be read ({exc})") from None
-        found = launch_script.read(path, text)
+        found = launch_script.read(path, text, options)
         if not found:
             raise InputFileError(path, "", f"runs no {launch_script.ENTRY_MODULE} and holds no Hydra overrides",
                                  allowed="a launch script that runs python3 -m verl.trainer.main_ppo, or one "
