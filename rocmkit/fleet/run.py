@@ -41,7 +41,13 @@ tail -c 4000 "$err" | base64 -w 76
 echo "@@rocmkit-fleet end $node"
 rm -f "$out" "$err"
 """
-GRACE_S = 30  # srun's start and the results' transfer, beyond a node's own deadline
+
+
+def grace_s(deadline_s: int) -> int:
+    """How long past a node's own deadline this side waits for its answer (srun's start on a loaded cluster, the
+    results' transfer): a quarter of the deadline, 10 to 30 s."""
+    return min(30, max(10, deadline_s // 4))
+
 STATES = ("answered", "deadline", "no answer", "error")
 _LABEL_RE = re.compile(r"^\s*(\d+): ?(.*)$")
 # timeout(1)'s exit status when it stopped the command (124 after SIGTERM; 137 = 128 + SIGKILL after -k)
@@ -72,12 +78,12 @@ def srun_argv(nodes: list[str], command: list[str], deadline_s: int, *, in_alloc
     others; --overlap: inside a job whose other steps hold the CPUs, the step still starts; --time: Slurm's own
     backstop. Outside an allocation srun asks for one: --immediate turns nodes busy with other jobs into an
     error within the grace instead of a wait in the queue."""
-    minutes = max(1, math.ceil((deadline_s + GRACE_S) / 60))
+    minutes = max(1, math.ceil((deadline_s + grace_s(deadline_s)) / 60))
     argv = [srun, f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1",
             f"--nodelist={','.join(nodes)}", "--label", "--kill-on-bad-exit=0", "--overlap", f"--time={minutes}",
             "--job-name=rocmkit-fleet"]
     if not in_allocation:
-        argv.append(f"--immediate={GRACE_S}")
+        argv.append(f"--immediate={grace_s(deadline_s)}")
     return argv + list(extra) + ["bash", "-c", TASK, "rocmkit-fleet", str(deadline_s), *command]
 
 
@@ -130,12 +136,13 @@ def _result(node: str, rc: int, seconds: float, out_b64: str, err_b64: str) -> N
 def fan_out(nodes: list[str], command: list[str], deadline_s: int, *, in_allocation: bool,
             srun_extra: tuple[str, ...] = (), say: Callable[[str], None] = lambda m: None) -> list[NodeResult]:
     """Run `command` on every node through srun; one NodeResult per node, in the order of `nodes`, by
-    deadline_s + GRACE_S at the latest."""
+    deadline_s + grace_s(deadline_s) at the latest."""
     srun = shutil.which("srun")
     if not srun:
         raise EnvironmentMissing("srun is not on PATH: the fleet doctor runs through Slurm",
                                  hint="run it on a Slurm login node, or inside salloc/sbatch")
     argv = srun_argv(nodes, command, deadline_s, in_allocation=in_allocation, srun=srun, extra=srun_extra)
+    limit = deadline_s + grace_s(deadline_s)
     by_task: dict[int, list[str]] = {}
     srun_errors: list[str] = []
     start = time.monotonic()
@@ -148,7 +155,7 @@ def fan_out(nodes: list[str], command: list[str], deadline_s: int, *, in_allocat
             if m:
                 by_task.setdefault(int(m.group(1)), []).append(m.group(2))
                 if m.group(2).startswith(MARK + " end "):
-                    say(f"{m.group(2).split()[-1]} answered after {time.monotonic() - start:.0f} s")
+                    say(f"{m.group(2).split()[-1]} reported after {time.monotonic() - start:.0f} s")
 
     def read_err():
         for line in proc.stderr:
@@ -159,9 +166,9 @@ def fan_out(nodes: list[str], command: list[str], deadline_s: int, *, in_allocat
         t.start()
     try:
         try:
-            proc.wait(timeout=deadline_s + GRACE_S)
+            proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            say(f"deadline: {deadline_s + GRACE_S} s passed; stopping srun")
+            say(f"{limit} s passed: stopping srun; the nodes that did not answer are reported as such")
     finally:
         _stop(proc)
     for t in readers:
@@ -174,7 +181,7 @@ def fan_out(nodes: list[str], command: list[str], deadline_s: int, *, in_allocat
             results.append(got[node])
         else:
             results.append(NodeResult(node, "no answer", None, None, None,
-                                      f"nothing came back within {deadline_s + GRACE_S} s"
+                                      f"nothing came back within {limit} s"
                                       + (f" (srun: {why})" if why else "")))
     return results
 
