@@ -164,17 +164,21 @@ def fan_out(nodes: list[str], command: list[str], deadline_s: int, *, in_allocat
     readers = [threading.Thread(target=f, daemon=True) for f in (read_out, read_err)]
     for t in readers:
         t.start()
+    stopped = False
     try:
         try:
             proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
+            stopped = True
             say(f"{limit} s passed: stopping srun; the nodes that did not answer are reported as such")
     finally:
         _stop(proc)
     for t in readers:
         t.join(timeout=5)
     got = parse_frames({k: list(v) for k, v in by_task.items()})
-    why = "; ".join(e for e in srun_errors if "error" in e.lower())[-600:]
+    # srun's own errors say why a node never answered (no allocation, a node down), unless they are the
+    # echo of this side stopping it
+    why = "" if stopped else "; ".join(e for e in srun_errors if "error" in e.lower())[-600:]
     results = []
     for node in nodes:
         if node in got:
