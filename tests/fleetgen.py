@@ -68,3 +68,45 @@ def fleet(tmp: Path, specs: dict[str, HostSpec], figures: dict[str, list[dict]] 
                        exit_code=max(doc["exit_code"], int(any(f["status"] == "fail" for f in extra))))
         out.append(NodeResult(node, "answered", doc["exit_code"], doc, 0.4))
     return out
+
+
+def demo_fleet(tmp: Path) -> list[NodeResult]:
+    """The clusters guide's fleet: four nodes at level 2; gpu-03 with a failed GPU reset in its kernel log,
+    gpu-04 with another torch and its GPU 1 at 88 % of the others' figures."""
+    specs = {"gpu-01": node_spec(), "gpu-02": node_spec(), "gpu-03": node_spec(fault=True),
+             "gpu-04": node_spec(torch="2.8.0+rocm6.4")}
+    figures = {n: probe_findings(0.88 if n == "gpu-04" else 1.0) for n in specs}
+    return fleet(tmp, specs, figures)
+
+
+def chromium(*args: str, timeout: float = 120) -> "subprocess.CompletedProcess[str]":
+    """Debian's chromium, headless, with nothing fetched or kept (a throwaway profile)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                               "--no-first-run", f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=timeout)
+
+
+if __name__ == "__main__":  # python tests/fleetgen.py docs/guides/img/fleet-report.png: the guide's screenshot
+    import sys
+    import tempfile
+
+    from rocmkit.fleet.report import assess, write_outputs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        doc = assess(demo_fleet(Path(tmp)), level=2, strict=False, tolerance=0.05, deadline_s=900)
+        doc["created"] = "2026-11-28T01:30:00Z"
+        write_outputs(doc, Path(tmp) / "out")
+        shot = Path(tmp) / "shot.png"
+        r = chromium(f"--screenshot={shot}", "--window-size=1400,1000", (Path(tmp) / "out" / "fleet.html").as_uri())
+        if r.returncode:
+            sys.exit(r.stderr)
+        from PIL import Image  # 64 colours: a fifth of the bytes, the same page to a reader
+
+        Image.open(shot).convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(sys.argv[1],
+                                                                                                optimize=True)

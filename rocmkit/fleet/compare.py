@@ -195,8 +195,8 @@ def figure_findings(rows: list[FigureRow], tolerance: float) -> list[dict[str, A
         r = low[0]
         status = FAIL if any(x.status == FAIL for x in low) else WARN
         out.append({"id": f"fleet.median.{figure.removeprefix('probe.')}", "status": status, "nodes": [node],
-                    "title": f"{r.key} on {node}: {r.value:g} {r.unit}, {r.ratio:.0%} of the fleet median "
-                             f"{r.median:g}" + (f" ({len(low)} figures low)" if len(low) > 1 else ""),
+                    "title": f"{r.key} on {node}: {r.value:.4g} {r.unit}, {r.ratio:.0%} of the fleet median "
+                             f"{r.median:.4g}" + (f" ({len(low)} figures low)" if len(low) > 1 else ""),
                     "fix": "compare this node's clocks, power cap, PCIe/xGMI links and ECC counters with a good "
                            "node's (rocmkit doctor --compare), then RVS or rccl-tests; exclude it meanwhile",
                     "evidence": {"tolerance": tolerance, "figures": [x.to_json() for x in low]}})

@@ -52,7 +52,7 @@ def render(doc: dict) -> str:
         f"figures judged against the fleet median at {doc['tolerance']:.0%}"
         + (f", created {escape(str(doc['created']))}" if doc.get("created") else "") + "</div>",
         f"<div class='banner {verdict}' id=verdict data-exit-code={doc['exit_code']}>{escape(banner)}</div>",
-        _next(doc), _grid(doc), _findings(doc), _differences(doc), _chart(doc), _nodes(doc),
+        _next(doc), _grid(doc), _differences(doc), _chart(doc), _findings(doc), _nodes(doc),
         "</body></html>\n",
     ]
     return "\n".join(parts)
@@ -67,13 +67,19 @@ def _next(doc: dict) -> str:
             "</div>")
 
 
-def _anchor(node: str, fid: str) -> str:
-    return "f-" + "".join(c if c.isalnum() else "-" for c in f"{node}-{fid}")
+def _anchor(f: dict) -> str:
+    """A finding's id in the page: its node's and its own (a difference, about several nodes: its own)."""
+    name = f"{f['nodes'][0]}-{f['id']}" if len(f["nodes"]) == 1 else f["id"]
+    return "f-" + "".join(c if c.isalnum() else "-" for c in name)
 
 
 def _grid(doc: dict) -> str:
     checks = doc["checks"]
     by_id = {(f["nodes"][0], f["id"]): f for f in doc["findings"] if len(f["nodes"]) == 1}
+    for f in doc["findings"]:  # fleet.same: the first difference the node is part of
+        if f["id"].startswith("fleet.differs."):
+            for n in f["nodes"]:
+                by_id.setdefault((n, "fleet.same"), f)
     head = "".join(f"<th class=check><div>{escape(c)}</div></th>" for c in checks)
     rows = []
     for n in doc["nodes"]:
@@ -87,7 +93,7 @@ def _grid(doc: dict) -> str:
             f = by_id.get((node, c))
             tip = escape(f"{node} · {c}: {f['title'] if f else status}", quote=True)
             mark = STATUS_MARK.get(status, "?")
-            inner = f"<a href='#{_anchor(node, c)}'>{mark}</a>" if f else mark
+            inner = f"<a href='#{_anchor(f)}'>{mark}</a>" if f else mark
             cells.append(f"<td class='cell {status}' title='{tip}' data-node='{escape(node)}' "
                          f"data-check='{escape(c)}' data-status={status}>{inner}</td>")
         v = n["verdict"]
@@ -95,14 +101,14 @@ def _grid(doc: dict) -> str:
                     + "".join(cells) + "</tr>")
     return ("<h2>Nodes × checks</h2><table class=grid><tr><th></th>" + head + "</tr>" + "".join(rows)
             + "</table><div class='sub legend'><span>✓ pass</span><span>! warn</span><span>✗ fail</span>"
-              "<span>– skipped</span><span>blank: not run on that node</span></div>")
+              "<span>– skipped</span><span>blank: not reported by that node (a check that reports only what it finds, or not run there)</span></div>")
 
 
 def _findings(doc: dict) -> str:
     items = []
     for f in sorted(doc["findings"], key=lambda f: (f["status"] != "fail", f["nodes"], f["id"])):
         nodes = " ".join(f["nodes"])
-        anchor = f" id={_anchor(f['nodes'][0], f['id'])}" if len(f["nodes"]) == 1 else ""
+        anchor = f" id={_anchor(f)}"
         ev = f.get("evidence")
         items.append(
             f"<div class='finding {f['status']}'{anchor} data-id='{escape(f['id'])}' data-status={f['status']} "
@@ -112,7 +118,7 @@ def _findings(doc: dict) -> str:
             + (f"<div class=sub>ref: {escape(f['reference'])}</div>" if f.get("reference") else "")
             + (f"<details><summary>evidence</summary><pre>{escape(json.dumps(ev, indent=1, default=str)[:6000])}"
                "</pre></details>" if ev else "") + "</div>")
-    return "<h2>Failures and warnings</h2>" + ("".join(items) or "<p>None.</p>")
+    return "<h2>Failures and warnings, with evidence and fix</h2>" + ("".join(items) or "<p>None.</p>")
 
 
 def _differences(doc: dict) -> str:
@@ -139,7 +145,7 @@ def _chart(doc: dict) -> str:
     tol = doc["tolerance"]
     lo = min([1 - 3 * tol] + [r["ratio"] - 0.02 for r in rows])
     hi = max([1 + tol] + [r["ratio"] + 0.02 for r in rows])
-    left, width, row_h, top = 230, 760, 34, 26
+    left, width, row_h, top = 330, 700, 34, 26
     height = top + row_h * len(kinds) + 30
 
     def x(ratio: float) -> float:
@@ -158,10 +164,10 @@ def _chart(doc: dict) -> str:
         mine = [r for r in rows if r["figure"] == k]
         med = mine[0]["median"]
         out.append(f"<text x={left - 10} y={y + 4:.1f} text-anchor=end>{escape(k)} "
-                   f"<tspan fill='#5b6475'>(median {med:g} {escape(mine[0]['unit'])})</tspan></text>")
+                   f"<tspan fill='#5b6475'>(median {med:.4g} {escape(mine[0]['unit'])})</tspan></text>")
         out.append(f"<line x1={left} x2={left + width} y1={y:.1f} y2={y:.1f} stroke='#eef1f5'/>")
         for r in sorted(mine, key=lambda r: r["status"] != "pass"):  # the low ones drawn last, on top
-            label = escape(f"{r['node']} {r['key']}: {r['value']:g} {r['unit']} ({r['ratio']:.1%} of median)")
+            label = escape(f"{r['node']} {r['key']}: {r['value']:.4g} {r['unit']} ({r['ratio']:.1%} of median)")
             out.append(f"<circle cx={x(r['ratio']):.1f} cy={y:.1f} r={6 if r['status'] != 'pass' else 4} "
                        f"fill='{COLORS[r['status']]}' fill-opacity=0.8><title>{label}</title></circle>")
             if r["status"] != "pass":

@@ -83,9 +83,8 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
         code = 124  # the only trouble is nodes that did not answer in time
     else:
         code = 1
-    grid_ids = sorted({f["id"] for r in results for f in findings if f["nodes"] == [r.node]
-                       and not f["id"].startswith("fleet.differs.")})
-    grid = {r.node: {f["id"]: f["status"] for f in findings if f["nodes"] == [r.node]} for r in results}
+    grid = {r.node: _cells(r, findings, rows, diffs) for r in results}
+    grid_ids = sorted({c for cells in grid.values() for c in cells}, key=_column)
     nodes = [{**r.to_json(), "verdict": "fail" if r.node in failing else "pass",
               "summary": (r.doc or {}).get("summary"), "doctor": r.doc} for r in results]
     counts = {s: sum(1 for f in findings if f["status"] == s) for s in ("pass", "warn", "fail", "skip")}
@@ -101,6 +100,34 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
         "summary": {"nodes": len(results), "passing": len(passing), "failing": len(failing), **counts},
         "exit_code": code,
     })
+
+
+WORSE = {compare.FAIL: 3, compare.WARN: 2, compare.PASS: 1, compare.SKIP: 0}
+
+
+def _worst(statuses) -> str:
+    return max(statuses, key=WORSE.__getitem__, default=compare.PASS)
+
+
+def _cells(r: NodeResult, findings: list[dict], rows: list[compare.FigureRow], diffs) -> dict[str, str]:
+    """A node's row of the grid: its own findings, `fleet.same` (whether it is set up as the others: the worst
+    difference it is part of), and per probe figure whether it keeps up with the fleet's median."""
+    cells = {f["id"]: f["status"] for f in findings if f["nodes"] == [r.node]
+             and not f["id"].startswith("fleet.differs.")}  # those are fleet.same's
+    if r.state == "answered":
+        cells["fleet.same"] = _worst([d.status for d in diffs if r.node in (d.odd or [n for _, ns in d.groups
+                                                                                      for n in ns])])
+        for row in rows:
+            if row.node == r.node:
+                fid = f"fleet.median.{row.figure.removeprefix('probe.')}"
+                cells[fid] = _worst([cells.get(fid, compare.PASS), row.status])
+    return cells
+
+
+def _column(check: str) -> tuple[int, str]:
+    """The grid's columns: the doctor's checks, then the baseline's, the probes', the fleet's own."""
+    order = ("baseline.", "probe.", "fleet.")
+    return next((i + 1 for i, p in enumerate(order) if check.startswith(p)), 0), check
 
 
 def write_outputs(doc: dict, out_dir: Path) -> list[Path]:
