@@ -154,12 +154,14 @@ def text(doc: dict, out_dir: Path | None) -> str:
         fails = [f["id"] for f in mine if f["status"] == "fail"]
         warns = [f["id"] for f in mine if f["status"] == "warn"]
         state = n["state"] if n["state"] != "answered" else ("FAIL" if n["verdict"] == "fail" else "ok")
-        detail = ", ".join(fails[:4] + [f"{w} (warn)" for w in warns[:3]])
+        shown = fails[:3] + [f"{w} (warn)" for w in warns[:max(0, 3 - len(fails))]]
+        more = len(fails) + len(warns) - len(shown)
+        detail = ", ".join(shown) + (f" and {more} more" if more else "")
         lines.append(f"  {n['node']:<{width}}  {state:<9} {detail}")
     if doc["differences"]:
         lines += ["", "differences between nodes:"]
         for d in doc["differences"]:
-            lines.append(f"  {d['status'].upper():4}  {d['title']}")
+            lines.append(f"  {d['status'].upper():4}  {d['title']}" + ("" if d["odd_nodes"] else " (no majority)"))
     low = [f for f in doc["findings"] if f["id"].startswith("fleet.median.")]
     if low:
         lines += ["", f"probe figures below the fleet's median (tolerance {doc['tolerance']:.0%}):"]
