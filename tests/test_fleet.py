@@ -200,3 +200,26 @@ def test_fleet_usage_errors(tmp_path, monkeypatch):
     out = CliRunner().invoke(cli, ["doctor", "--nodes", "n1", "--out", str(tmp_path)])
     assert out.exit_code == 2 and "holds other files and no fleet report" in out.output
     assert compare.TOLERANCE == 0.05
+
+
+def test_real_captures_a_node_with_other_gpus_is_the_odd_one(tmp_path):
+    """Three nodes whose GPUs are real KFD captures (../shared/fixtures): two MI300X hosts in CPX mode and an
+    MI308X host in CPX mode; the doctor run on each, the MI308X node named as the odd one out."""
+    from test_doctor_cli import CAPTURES, root_for_capture
+
+    from rocmkit.host.checks import Context, run_checks
+    from rocmkit.host.facts import collect
+    from rocmkit.host.report import doctor_document
+
+    if not all((CAPTURES / name).is_dir() for name in ("mi300x-cpx", "mi308x-cpx")):
+        pytest.skip("real captures not present (../shared/fixtures is absent in a fresh clone)")
+    results = []
+    for node, name in (("a1", "mi300x-cpx"), ("a2", "mi300x-cpx"), ("b1", "mi308x-cpx")):
+        facts = collect(str(root_for_capture(tmp_path / node, name)), process=False)
+        doc = doctor_document(run_checks(facts, Context()), facts, level=1, strict=False)
+        results.append(NodeResult(node, "answered", doc["exit_code"], doc, 0.1))
+    doc = assess(results, level=1, strict=False, tolerance=0.05, deadline_s=120)
+    gpus = by_id(doc["differences"])["fleet.differs.gpus"]
+    assert gpus["odd_nodes"] == ["b1"] and gpus["status"] == "fail", gpus
+    assert gpus["values"][0]["nodes"] == ["a1", "a2"] and "MI308X" in gpus["values"][1]["value"]
+    assert "b1" in doc["failing_nodes"]

@@ -69,7 +69,9 @@ def test_both_nodes_report_and_the_failing_one_is_excluded(tmp_path, trees):
     fails = {(f["id"], " ".join(f["nodes"])) for f in doc["findings"] if f["status"] == "fail"}
     assert ("kernel.log.gpu_reset_failed", "n2") in fails  # n2's own doctor, on n2
     torch = next(d for d in doc["differences"] if d["id"] == "fleet.differs.packages.torch")
-    assert torch["values"] == [{"value": "2.8.0+rocm6.4", "nodes": ["n2"]}, {"value": "2.9.1+rocm7.0.2", "nodes": ["n1"]}]
+    assert torch["values"] == [{"value": "2.8.0+rocm6.4", "nodes": ["n2"]},
+                               {"value": "2.9.1+rocm7.0.2", "nodes": ["n1"]}]
+    assert torch["odd_nodes"] == []  # two nodes that disagree: no majority, and the fleet fails
     out = tmp_path / "out"
     assert (out / "failing_nodes.txt").read_text() == "n2\n" and (out / "passing_nodes.txt").read_text() == "n1\n"
     assert (out / "exclude.txt").read_text() == "--exclude=n2\n"

@@ -94,7 +94,7 @@ def parts(doc: dict) -> dict[str, tuple[str, str, str, str]]:
         "rocm": ("ROCm", _show(fp.get("rocm")), FAIL, "rocm"),
     }
     gpus = fp.get("gpus") if isinstance(fp.get("gpus"), dict) else {}
-    out["gpus"] = ("GPUs", _gpu_setup(gpus), FAIL, "gpus")
+    out["gpus"] = ("GPU setup", _gpu_setup(gpus), FAIL, "gpus")
     out["firmware"] = ("GPU firmware", _firmware(gpus), WARN, "firmware")
     for name, version in (fp.get("packages") or {}).items() if isinstance(fp.get("packages"), dict) else ():
         out[f"packages.{name}"] = (name, _show(version), FAIL if name in SOFTWARE_FAIL else WARN, "packages")

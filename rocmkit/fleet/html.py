@@ -101,7 +101,8 @@ def _grid(doc: dict) -> str:
                     + "".join(cells) + "</tr>")
     return ("<h2>Nodes × checks</h2><table class=grid><tr><th></th>" + head + "</tr>" + "".join(rows)
             + "</table><div class='sub legend'><span>✓ pass</span><span>! warn</span><span>✗ fail</span>"
-              "<span>– skipped</span><span>blank: not reported by that node (a check that reports only what it finds, or not run there)</span></div>")
+              "<span>– skipped</span><span>blank: not reported by that node (a check that reports only what it "
+              "finds, or not run there)</span></div>")
 
 
 def _findings(doc: dict) -> str:
