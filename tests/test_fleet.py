@@ -223,3 +223,23 @@ def test_real_captures_a_node_with_other_gpus_is_the_odd_one(tmp_path):
     assert gpus["odd_nodes"] == ["b1"] and gpus["status"] == "fail", gpus
     assert gpus["values"][0]["nodes"] == ["a1", "a2"] and "MI308X" in gpus["values"][1]["value"]
     assert "b1" in doc["failing_nodes"]
+
+
+def test_the_command_each_node_runs(monkeypatch):
+    from rocmkit.fleet.cli import node_command
+    from rocmkit.fleet.run import srun_argv
+
+    monkeypatch.setenv("NCCL_IB_HCA", "mlx5_0")
+    plain = node_command(level=2, arch="gfx942", only=None, image=None)
+    assert plain == ["rocmkit", "doctor", "--json", "--multi-node", "--level", "2", "--arch", "gfx942"]
+    docker = node_command(level=1, arch=None, only="rdma", image="rocmkit/verl-vllm:x")
+    assert docker[:3] == ["docker", "run", "--rm"] and "--device=/dev/kfd" in docker
+    assert "--device=/dev/kmsg:/dev/kmsg:r" in docker and "--env=NCCL_IB_HCA" in docker
+    assert docker[docker.index("rocmkit/verl-vllm:x") + 1:] == ["rocmkit", "doctor", "--json", "--multi-node",
+                                                                "--level", "1", "--only", "rdma"]
+    assert node_command(level=1, arch=None, only=None, image="/images/v.sif")[:4] == \
+        ["apptainer", "exec", "--rocm", "/images/v.sif"]
+    argv = srun_argv(["n1", "n2"], plain, 120, in_allocation=False)
+    assert argv[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n1,n2", "--label"]
+    assert "--immediate=30" in argv and "--time=3" in argv and argv[-len(plain) - 1:] == ["120", *plain]
+    assert not any(a.startswith("--immediate") for a in srun_argv(["n1"], plain, 120, in_allocation=True))

@@ -79,7 +79,7 @@ def node_command(*, level: int, arch: str | None, only: str | None, image: str |
     from ..host.facts.process import ENV_PREFIXES
     from ..runtime.container import rocm_device_args
 
-    env = [f"-e{k}" for k in sorted(os.environ) if k.startswith(ENV_PREFIXES)]  # srun carries the values
+    env = [f"--env={k}" for k in sorted(os.environ) if k.startswith(ENV_PREFIXES)]  # srun carries the values
     return ["docker", "run", "--rm", *PREFLIGHT_DOCKER_FLAGS, *rocm_device_args(), *env, image, *cmd]
 
 
