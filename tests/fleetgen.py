@@ -64,8 +64,10 @@ def fleet(tmp: Path, specs: dict[str, HostSpec], figures: dict[str, list[dict]] 
         doc = copy.deepcopy(_LEVEL1[key])
         extra = (figures or {}).get(node)
         if extra:
-            doc.update(level=2, findings=doc["findings"] + extra,
-                       exit_code=max(doc["exit_code"], int(any(f["status"] == "fail" for f in extra))))
+            found = doc["findings"] + extra
+            doc.update(level=2, findings=found, summary={s: sum(f["status"] == s for f in found)
+                                                          for s in ("pass", "warn", "fail", "skip")},
+                       exit_code=int(any(f["status"] == "fail" for f in found)))
         out.append(NodeResult(node, "answered", doc["exit_code"], doc, 0.4))
     return out
 

@@ -161,7 +161,11 @@ def page_findings(html: str) -> list[tuple[str, str, str]]:
 
 
 def json_findings(doc: dict) -> list[tuple[str, str, str]]:
-    return sorted((f["id"], f["status"], " ".join(f["nodes"])) for f in doc["findings"])
+    """The JSON's findings, the same finding (id, status, title, fix) on several nodes as one naming them all."""
+    nodes: dict[tuple, list[str]] = {}
+    for f in doc["findings"]:
+        nodes.setdefault((f["id"], f["status"], f["title"], f.get("fix")), []).extend(f["nodes"])
+    return sorted((key[0], key[1], " ".join(n)) for key, n in nodes.items())
 
 
 def test_the_page_holds_the_json_findings_and_fetches_nothing(tmp_path):
@@ -172,6 +176,7 @@ def test_the_page_holds_the_json_findings_and_fetches_nothing(tmp_path):
                                          "exclude.txt"]
     html = (tmp_path / "out" / "fleet.html").read_text()
     assert page_findings(html) == json_findings(doc) and len(doc["findings"]) >= 3
+    assert ("software.docker", "warn", "gpu-01 gpu-02 gpu-03") in page_findings(html)  # one entry, three nodes
     assert ("kernel.log.gpu_reset_failed", "fail", "gpu-02") in page_findings(html)
     for fetched in ("http://", "https://", "<script", "<link", "@import", "src="):
         assert fetched not in html.replace("https://docs", "")  # a reference printed as text is no fetch

@@ -2,8 +2,9 @@
 fetched, so it opens from a mail attachment or a cluster's scratch folder without a network. Pure: the fleet
 document in, the page out.
 
-Every finding the JSON lists (`findings`) appears once in the page as an element carrying data-id, data-status
-and data-nodes, so a test (or a person with the DOM) can check that the page says what the JSON says."""
+Every finding the JSON lists (`findings`) appears in the page as an element carrying data-id, data-status and
+data-nodes (the same finding on several nodes once, naming them all: grouped()), so a test (or a person with the
+DOM) can check that the page says what the JSON says."""
 
 from __future__ import annotations
 
@@ -68,18 +69,29 @@ def _next(doc: dict) -> str:
 
 
 def _anchor(f: dict) -> str:
-    """A finding's id in the page: its node's and its own (a difference, about several nodes: its own)."""
-    name = f"{f['nodes'][0]}-{f['id']}" if len(f["nodes"]) == 1 else f["id"]
-    return "f-" + "".join(c if c.isalnum() else "-" for c in name)
+    """A finding's id in the page: its first node's and its own."""
+    return "f-" + "".join(c if c.isalnum() else "-" for c in f"{f['nodes'][0]}-{f['id']}")
+
+
+def grouped(findings: list[dict]) -> list[dict]:
+    """The findings as the page lists them: one entry for the same finding (id, status, title, fix) on several
+    nodes, naming them all, so a warning every node gives is one line, not sixty-four."""
+    groups: dict[tuple, dict] = {}
+    for f in findings:
+        key = (f["id"], f["status"], f["title"], f.get("fix"))
+        if key in groups:
+            groups[key]["nodes"] = groups[key]["nodes"] + [n for n in f["nodes"] if n not in groups[key]["nodes"]]
+        else:
+            groups[key] = dict(f)
+    return list(groups.values())
 
 
 def _grid(doc: dict) -> str:
     checks = doc["checks"]
-    by_id = {(f["nodes"][0], f["id"]): f for f in doc["findings"] if len(f["nodes"]) == 1}
-    for f in doc["findings"]:  # fleet.same: the first difference the node is part of
-        if f["id"].startswith("fleet.differs."):
-            for n in f["nodes"]:
-                by_id.setdefault((n, "fleet.same"), f)
+    by_id: dict[tuple[str, str], dict] = {}
+    for f in grouped(doc["findings"]):  # fleet.same: the first difference the node is part of
+        for n in f["nodes"]:
+            by_id.setdefault((n, "fleet.same" if f["id"].startswith("fleet.differs.") else f["id"]), f)
     head = "".join(f"<th class=check><div>{escape(c)}</div></th>" for c in checks)
     rows = []
     for n in doc["nodes"]:
@@ -107,7 +119,7 @@ def _grid(doc: dict) -> str:
 
 def _findings(doc: dict) -> str:
     items = []
-    for f in sorted(doc["findings"], key=lambda f: (f["status"] != "fail", f["nodes"], f["id"])):
+    for f in sorted(grouped(doc["findings"]), key=lambda f: (f["status"] != "fail", f["nodes"], f["id"])):
         nodes = " ".join(f["nodes"])
         anchor = f" id={_anchor(f)}"
         ev = f.get("evidence")
