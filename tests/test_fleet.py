@@ -248,3 +248,33 @@ def test_the_command_each_node_runs(monkeypatch):
     assert argv[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n1,n2", "--label"]
     assert "--immediate=30" in argv and "--time=3" in argv and argv[-len(plain) - 1:] == ["120", *plain]
     assert not any(a.startswith("--immediate") for a in srun_argv(["n1"], plain, 120, in_allocation=True))
+
+
+def test_slurm_min_nodes_renders_the_fleet_preflight_and_nnodes_follows(tmp_path):
+    """`rocmkit slurm --preflight --min-nodes N`: the script's preflight is the fleet doctor, and bash rewrites
+    verl's trainer.nnodes to the nodes kept (run here on the script's own line)."""
+    import dataclasses
+    import subprocess
+
+    from rocmkit.cluster import slurm as slurm_mod
+
+    spec = slurm_mod.SlurmSpec(nodes=4, gpus_per_node=8, image=None, runtime="none", ray_version="2.55.1",
+                               preflight=True, min_nodes=3)
+    text = slurm_mod.render(spec)
+    assert "FLEET=(rocmkit doctor --fleet --only 'rdma,kernel.log' --node-timeout 300 --min-nodes 3" in text
+    line = next(x for x in text.splitlines() if x.startswith('DRIVER=("${DRIVER[@]/#trainer.nnodes='))
+    out = subprocess.run(["bash", "-c", f'DRIVER=(python3 -m x trainer.nnodes=4 trainer.n_gpus_per_node=8)\n'
+                                        f'NODES=(a b c)\n{line}\necho "${{DRIVER[*]}}"'],
+                         capture_output=True, text=True, timeout=30)
+    assert out.stdout.strip() == "python3 -m x trainer.nnodes=3 trainer.n_gpus_per_node=8"
+    assert "--fleet" not in slurm_mod.render(dataclasses.replace(spec, min_nodes=None))
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--min-nodes", "1"], "add --preflight"),
+    (["--preflight", "--min-nodes", "3"], "--min-nodes 3: 1 to --nodes (2)"),
+    (["--preflight", "--min-nodes", "1", "--engine", "miles"], "node count cannot follow the preflight"),
+])
+def test_slurm_min_nodes_usage(args, message):
+    out = CliRunner().invoke(cli, ["slurm", "--nodes", "2", "--runtime", "none", "--ray-version", "2.55.1", *args])
+    assert out.exit_code == 2 and message in out.output, out.output

@@ -106,3 +106,37 @@ def test_a_hung_node_is_named_at_its_deadline(tmp_path, trees, hang, state, why)
     time.sleep(1)
     left = subprocess.run(["squeue", "-h", "-n", "rocmkit-fleet"], capture_output=True, text=True, timeout=30)
     assert left.stdout.strip() == "", left.stdout
+
+
+@pytest.mark.slow
+def test_a_slurm_job_goes_on_without_the_failing_node(tmp_path, trees):
+    """`rocmkit slurm --preflight --min-nodes 1`: the job's preflight is the fleet doctor; n2 fails it (its kernel
+    log, its torch), the job drops it, starts Ray on n1 alone and runs its driver. The shim gives each node's
+    doctor its tree, and leaves the fleet's own call (on the batch node) as it is."""
+    from rayhost import ray_processes
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "rocmkit").write_text(
+        "#!/bin/bash\n"
+        f'for a in "$@"; do [ "$a" = --fleet ] && exec {sys.executable} -m rocmkit "$@"; done\n'
+        f'exec {sys.executable} -m rocmkit "$@" --root "{trees}/$SLURMD_NODENAME"\n')
+    (bindir / "rocmkit").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    script = tmp_path / "job.sbatch"
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "2", "--gpus-per-node", "0",
+                        "--runtime", "none", "--job-name", "rocmkit-fleetjob", "--join-timeout", "60",
+                        "--preflight", "--min-nodes", "1", "--entrypoint", "python3 -c pass", "-o", str(script)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["sbatch", "--parsable", "--wait", "--time=4", str(script)], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=300)
+    job = r.stdout.strip().split(";")[0]
+    log = (tmp_path / f"rocmkit-fleetjob-{job}.out").read_text()
+    assert r.returncode == 0, log
+    assert "preflight: going on without n2 (next time: sbatch --exclude=n2)" in log, log
+    assert "nodes: n1; head n1" in log and "all 1 node(s) joined" in log and "driver exited with 0" in log, log
+    report = json.loads((tmp_path / f"rocmkit-fleetjob-{job}" / "preflight" / "fleet.json").read_text())
+    assert report["failing_nodes"] == ["n2"] and report["min_nodes"] == 1
+    time.sleep(2)
+    assert not ray_processes(), ray_processes()
