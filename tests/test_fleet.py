@@ -63,6 +63,11 @@ def test_three_nodes_the_odd_one_is_named_and_fails(tmp_path):
                           "fleet.differs.env.NCCL_IB_GID_INDEX"}
     assert doc["failing_nodes"] == ["gpu-02"] and doc["passing_nodes"] == ["gpu-01", "gpu-03"]
     assert doc["exclude"] == "--exclude=gpu-02" and doc["exit_code"] == 1
+    # the GPUs Slurm gives each node (gres/gpu) rightly differ: not a difference
+    docs = {r.node: r.doc for r in fleet(tmp_path, specs)}
+    for node, gpus in (("gpu-01", "0,1"), ("gpu-02", "4,5"), ("gpu-03", "0,1")):
+        docs[node]["fingerprint"]["env"]["ROCR_VISIBLE_DEVICES"] = gpus
+    assert {d.id for d in compare.differences(docs)} == set(diffs)
 
 
 def test_two_nodes_that_differ_name_both_sides_and_blame_neither(tmp_path):

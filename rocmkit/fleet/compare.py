@@ -21,6 +21,8 @@ FAIL, WARN, PASS, SKIP = "fail", "warn", "pass", "skip"
 TOLERANCE = 0.05  # a figure this far below the fleet's median warns; twice as far fails
 MIN_VALUES = 3  # fewer values of a figure than this have no meaningful median
 # (what, why it matters, fix) for a fingerprint part; a difference in a "fail" part breaks a job, a "warn" one may.
+# Set by Slurm for each node's own GPUs (gres/gpu), so they may rightly differ between nodes of one job
+PER_NODE_VARS = frozenset({"ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"})
 SOFTWARE_FAIL = ("torch", "torch (HIP)", "ray", "vllm", "verl", "sglang", "transformers", "triton",
                  "pytorch-triton-rocm", "amd-aiter")
 FIX = {
@@ -117,8 +119,8 @@ def differences(docs: dict[str, dict]) -> list[Difference]:
 
 def _env_differences(docs: dict[str, dict]) -> list[Difference]:
     """The variables: unset on a node where others set it is a difference too (only nodes that reported an
-    environment take part)."""
-    envs = {n: d["fingerprint"]["env"] for n, d in docs.items()
+    environment take part; the visible-devices variables Slurm sets per node do not)."""
+    envs = {n: {k: v for k, v in d["fingerprint"]["env"].items() if k not in PER_NODE_VARS} for n, d in docs.items()
             if isinstance(d.get("fingerprint"), dict) and isinstance(d["fingerprint"].get("env"), dict)}
     out = []
     for var in sorted({v for e in envs.values() for v in e}):
