@@ -96,8 +96,9 @@ def parse_frames(lines_by_task: dict[int, list[str]]) -> dict[str, NodeResult]:
         for line in lines:
             if line.startswith(MARK + " "):
                 words = line.split()
-                if words[1] == "begin" and len(words) >= 5:
-                    node, rc, seconds, part = words[2], int(words[3]), float(words[4]), "out"
+                if words[1] == "begin" and len(words) >= 5 and words[3].isdigit():
+                    node, rc, part = words[2], int(words[3]), "out"
+                    seconds = float(words[4]) if words[4].isdigit() else None
                     chunks = {"out": [], "err": []}
                 elif words[1] == "stderr" and node:
                     part = "err"
@@ -117,7 +118,7 @@ def _decode(b64: str, gz: bool) -> str:
         return f"(undecodable: {exc})"
 
 
-def _result(node: str, rc: int, seconds: float, out_b64: str, err_b64: str) -> NodeResult:
+def _result(node: str, rc: int, seconds: float | None, out_b64: str, err_b64: str) -> NodeResult:
     stdout, stderr = _decode(out_b64, True), _decode(err_b64, False).strip()
     if rc in TIMEOUT_CODES:
         return NodeResult(node, "deadline", rc, None, seconds, "its doctor ran past the deadline and was stopped",
