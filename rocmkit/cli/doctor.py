@@ -80,8 +80,8 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     3 when --image has no Docker engine or --level 2 finds no GPU, 124 when --image runs past
     --timeout, 130/143 when interrupted (the container is removed either way).
     """
-    from ..host import doctor as host_doctor
     from ..fleet import cli as fleet_cli
+    from ..host import doctor as host_doctor
     from ..host.report import table
 
     if fleet_cli.wanted(ctx):  # --fleet / --nodes: the doctor on every node of a Slurm allocation (rocmkit/fleet)
