@@ -45,7 +45,11 @@ def _gpu_ready() -> str | None:
     return None if torch.cuda.is_available() else "no GPU visible to torch.cuda"
 
 
-_CHECKS = {"docker": _docker_ready, "slurm": _slurm_ready, "gpu": _gpu_ready}
+def _chromium_ready() -> str | None:
+    return None if shutil.which("chromium") else "no chromium on PATH (Debian's chromium package)"
+
+
+_CHECKS = {"docker": _docker_ready, "slurm": _slurm_ready, "gpu": _gpu_ready, "chromium": _chromium_ready}
 
 
 def pytest_collection_modifyitems(config, items):

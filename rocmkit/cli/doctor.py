@@ -8,6 +8,7 @@ import click
 
 from .. import archs
 from ..errors import UsageError
+from ..fleet.cli import fleet_options
 from ..output import dumps
 from .common import json_option
 
@@ -62,6 +63,7 @@ from .common import json_option
 @click.option("--stall-out", "stall_out", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="With --stalled: a new folder for the full stacks and the report (default: "
                    "rocmkit-stall-HOST-TIME in the current folder).")
+@fleet_options
 @click.pass_context
 def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, code_objects, save_baseline,
            baseline_file, compare_files, tolerance, multi_node, stalled, stall_out) -> None:
@@ -78,9 +80,16 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     3 when --image has no Docker engine or --level 2 finds no GPU, 124 when --image runs past
     --timeout, 130/143 when interrupted (the container is removed either way).
     """
+    from ..fleet import cli as fleet_cli
     from ..host import doctor as host_doctor
     from ..host.report import table
 
+    if fleet_cli.wanted(ctx):  # --fleet / --nodes: the doctor on every node of a Slurm allocation (rocmkit/fleet)
+        ctx.exit(fleet_cli.run(ctx, level=level, as_json=as_json, strict=strict, arch=arch, only=only, image=image,
+                               baseline_file=baseline_file, tolerance=tolerance, code_objects=code_objects,
+                               incompatible={"--root": bool(root), "--capture": bool(capture_dir),
+                                             "--compare": bool(compare_files), "--stalled": bool(stalled),
+                                             "--save-baseline": bool(save_baseline)}))
     if stalled:
         from .stalled import stalled_report
 

@@ -42,6 +42,8 @@ HCA_RE = re.compile(r"^[A-Za-z0-9_:.-]+$")
 # What --preflight runs on every node: the RDMA ports and GIDs, and faults in the kernel log since boot.
 PREFLIGHT_IDS = ("rdma", "kernel.log")
 PREFLIGHT = ("rocmkit", "doctor", "--multi-node", "--only", ",".join(PREFLIGHT_IDS))
+# With --min-nodes: the same checks through the fleet doctor (rocmkit/fleet), which also compares the nodes
+FLEET_PREFLIGHT = ("rocmkit", "doctor", "--fleet", "--only", ",".join(PREFLIGHT_IDS), "--node-timeout", "300")
 # The preflight's own throwaway container (not the Ray one) reads the host's kernel log: /dev/kmsg read-only, and
 # CAP_SYSLOG, which reading it needs under kernel.dmesg_restrict=1 (Docker's default capabilities lack it).
 PREFLIGHT_DOCKER_FLAGS = ("--init", "--network=host", "--device=/dev/kmsg:/dev/kmsg:r", "--cap-add=SYSLOG")
@@ -71,6 +73,7 @@ class SlurmSpec:
     preflight: bool = False  # run PREFLIGHT on every node before Ray starts; the job fails naming the nodes
     engine: str = DEFAULT_ENGINE  # verl: main_ppo with Hydra overrides; miles: Miles' train.py through `ray job submit`
     stall_report_after: float | None = None  # minutes into the job: STALL_REPORT on every node, the job running on
+    min_nodes: int | None = None  # with preflight: `doctor --fleet` drops failing nodes while this many pass
 
     @property
     def noset_var(self) -> str:
@@ -115,6 +118,14 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
             raise UsageError(f"--stall-report-after {spec.stall_report_after:g} is not before the job's --time "
                              f"{spec.time} ({time_minutes(spec.time):g} minutes)",
                              hint="Slurm kills the job at --time: give fewer minutes, so the report comes first")
+    if spec.min_nodes is not None:
+        if not spec.preflight:
+            raise UsageError("--min-nodes says how many nodes the preflight may leave", hint="add --preflight")
+        if not 1 <= spec.min_nodes <= spec.nodes:
+            raise UsageError(f"--min-nodes {spec.min_nodes}: 1 to --nodes ({spec.nodes})")
+        if spec.engine != DEFAULT_ENGINE:
+            raise UsageError(f"--min-nodes: the {spec.engine} engine's node count cannot follow the preflight",
+                             hint=f"--engine {DEFAULT_ENGINE}, or leave --min-nodes out")
     if spec.join_timeout < 10:
         raise UsageError(f"--join-timeout {spec.join_timeout}: at least 10 seconds")
     if spec.engine not in engines.cluster_engines():
@@ -199,6 +210,7 @@ def render(spec: SlurmSpec) -> str:
         # the id list quoted although a comma is not special to bash: unquoted, shellcheck reads it as a typo (SC2054)
         preflight=" ".join(f"'{a}'" if "," in a else shlex.quote(a) for a in PREFLIGHT),
         preflight_docker_flags=PREFLIGHT_DOCKER_FLAGS, submit=job.submit,
+        fleet_preflight=" ".join(f"'{a}'" if "," in a else shlex.quote(a) for a in FLEET_PREFLIGHT),
         stall_after_s=math.ceil(spec.stall_report_after * 60) if spec.stall_report_after else 0,
         stall_report=" ".join(STALL_REPORT), stall_timeout_s=STALL_REPORT_TIMEOUT_S,
         runtime_env=json.dumps({"env_vars": dict(job.runtime_env)}))

@@ -6,6 +6,7 @@ compares two files. Pure: documents in, findings out.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .facts import Facts
@@ -14,12 +15,16 @@ from .model import Finding, Status
 TOLERANCE = 0.10  # a probe figure this much below the baseline warns; twice this much fails
 AREA = "baseline"
 # The ids compare() produces (`doctor --only` accepts them with --baseline)
+# Environment variables whose name looks like a credential never leave the node in a report
+SECRET_RE = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH", re.I)
 IDS = ("baseline.software", "baseline.gpus", "baseline.firmware", "baseline.figures", "baseline.findings")
 
 
 def fingerprint(facts: Facts) -> dict[str, Any]:
     """The facts a fleet's hosts should share: kernel, driver, ROCm, and per GPU its product, partition mode,
-    memory partition, firmware, NUMA node and PCIe link."""
+    memory partition, firmware, NUMA node and PCIe link; the Python stack's versions and the environment variables
+    ROCm, RCCL, Ray, vLLM and PyTorch read (the process's, when it was read; names that look like a secret left
+    out); the RDMA ports (with --multi-node). `rocmkit doctor --fleet` compares them across nodes."""
     gpus = {}
     health = facts.health.gpus if facts.health else {}
     for i, d in enumerate(facts.devices):
@@ -31,8 +36,17 @@ def fingerprint(facts: Facts) -> dict[str, Any]:
             "numa": facts.gpu_numa.get(d.pci_address or ""),
             "pcie": f"{link.current_speed} x{link.current_width}" if link and link.current_speed else None,
         }
-    return {"kernel": facts.kernel_release, "amdgpu": facts.amdgpu_version, "rocm": facts.rocm_version,
-            "gpus": gpus}
+    out = {"kernel": facts.kernel_release, "amdgpu": facts.amdgpu_version, "rocm": facts.rocm_version,
+           "gpus": gpus}
+    if facts.process is not None:  # the process's stack and settings (a tree captured without them has none)
+        out["packages"] = {k: v for k, v in sorted((facts.process.get("packages") or {}).items()) if v}
+        if facts.process.get("torch_hip"):
+            out["packages"]["torch (HIP)"] = facts.process["torch_hip"]
+        out["env"] = {k: v for k, v in sorted(facts.env.items()) if not SECRET_RE.search(k)}
+    if facts.rdma is not None:  # read only with --multi-node
+        out["rdma"] = {p.name: f"{'ACTIVE' if p.active else (p.state or '?')} {p.link_layer or '?'} {p.rate or '?'}"
+                       for p in facts.rdma.ports}
+    return out
 
 
 def figures(findings: list[dict]) -> dict[str, dict]:

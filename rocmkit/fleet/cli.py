@@ -1,0 +1,173 @@
+"""`rocmkit doctor --fleet` / `--nodes LIST`: the options (added to the doctor command by one decorator, their
+values kept in click's ctx.meta so the doctor's own signature stays as it is) and the run: nodes chosen, the
+per-node command built, srun fanned out, the fleet assessed, the report written, the exit code returned."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from ..output import dumps
+
+META = "rocmkit.fleet"
+DEADLINE_S = {1: 120, 2: 900}  # a node's deadline by level: level 1 takes seconds, level 2's probes minutes
+
+
+def _keep(ctx: click.Context, param: click.Parameter, value):
+    ctx.meta.setdefault(META, {})[param.name] = value
+    return value
+
+
+def fleet_options(f):
+    """The fleet's own options on `rocmkit doctor`."""
+    opts = [
+        click.option("--fleet", is_flag=True, expose_value=False, callback=_keep,
+                     help="Run the doctor on every node of this Slurm allocation at once (inside salloc or sbatch: "
+                          "SLURM_JOB_NODELIST), through one srun step with a task per node and a deadline per node; "
+                          "compare the nodes with each other (kernel, driver, firmware, ROCm, Python stack, RCCL/ROCm "
+                          "variables, RDMA ports; --level 2 figures against the fleet median) and write a report "
+                          "folder (--out): fleet.json, fleet.html, passing_nodes.txt, failing_nodes.txt, exclude.txt. "
+                          "Takes --level, --json, --strict, --arch, --only, --image (docker, or apptainer for a "
+                          ".sif), --baseline (a saved fleet.json or doctor run) and --tolerance (default 0.05 here)."),
+        click.option("--nodes", "fleet_nodes", default=None, metavar="LIST", expose_value=False, callback=_keep,
+                     help="With --fleet (implied): these nodes, as a Slurm host list (gpu-[01-16]); outside an "
+                          "allocation srun asks for one on them."),
+        click.option("--node-timeout", "node_timeout", type=click.IntRange(min=5), default=None, metavar="SECONDS",
+                     expose_value=False, callback=_keep,
+                     help="With --fleet: a node's deadline; its doctor is stopped there and the node reported "
+                          "(default 120 s at level 1, 900 s at level 2)."),
+        click.option("--out", "fleet_out", type=click.Path(file_okay=False), default=None, metavar="DIR",
+                     expose_value=False, callback=_keep,
+                     help="With --fleet: the report folder (default rocmkit-fleet-<job id or time>); an existing "
+                          "one is replaced only if it holds a fleet report."),
+        click.option("--min-nodes", "min_nodes", type=click.IntRange(min=1), default=None, metavar="N",
+                     expose_value=False, callback=_keep,
+                     help="With --fleet: exit 0 when at least N nodes pass (the others go to failing_nodes.txt and "
+                          "the --exclude line), instead of failing when any node fails."),
+        click.option("--srun-arg", "srun_args", multiple=True, metavar="ARG", expose_value=False, callback=_keep,
+                     help="With --fleet: an extra srun option (repeatable), e.g. --srun-arg=--partition=mi300x."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def wanted(ctx: click.Context) -> bool:
+    meta = ctx.meta.get(META, {})
+    return bool(meta.get("fleet") or meta.get("fleet_nodes"))
+
+
+def node_command(*, level: int, arch: str | None, only: str | None, image: str | None,
+                 code_objects: bool = False) -> list[str]:
+    """What srun runs on each node: the doctor with --json and the RDMA preflight, on the node's software or in
+    IMAGE (docker run with the ROCm devices and the kernel log, as `rocmkit slurm --preflight`; apptainer exec
+    --rocm for a .sif)."""
+    cmd = ["rocmkit", "doctor", "--json", "--multi-node", "--level", str(level)]
+    cmd += (["--arch", arch] if arch else []) + (["--only", only] if only else [])
+    cmd += ["--code-objects"] if code_objects else []
+    if not image:
+        return cmd
+    if image.endswith(".sif"):
+        return ["apptainer", "exec", "--rocm", image, *cmd]
+    from ..cluster.slurm import PREFLIGHT_DOCKER_FLAGS
+    from ..host.facts.process import ENV_PREFIXES
+    from ..runtime.container import rocm_device_args
+
+    env = [f"--env={k}" for k in sorted(os.environ) if k.startswith(ENV_PREFIXES)]  # srun carries the values
+    return ["docker", "run", "--rm", *PREFLIGHT_DOCKER_FLAGS, *rocm_device_args(), *env, image, *cmd]
+
+
+def _nodes(meta: dict) -> tuple[list[str], bool]:
+    from .nodes import expand
+
+    in_allocation = bool(os.environ.get("SLURM_JOB_ID"))
+    given = meta.get("fleet_nodes")
+    if given:
+        return expand(given), in_allocation
+    listed = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    if not listed:
+        raise UsageError("--fleet runs over a Slurm allocation, and this shell is in none (no SLURM_JOB_NODELIST)",
+                         hint="run it inside `salloc -N 4` or an sbatch script, or name the nodes: "
+                              "--nodes gpu-[01-04]")
+    return expand(listed), in_allocation
+
+
+def _out_dir(meta: dict) -> Path:
+    if meta.get("fleet_out"):
+        out = Path(meta["fleet_out"])
+    else:
+        out = Path(f"rocmkit-fleet-{os.environ.get('SLURM_JOB_ID') or time.strftime('%Y%m%d-%H%M%S')}")
+    if out.exists() and any(out.iterdir()) and not (out / "fleet.json").is_file():
+        raise UsageError(f"--out {out}: the folder holds other files and no fleet report",
+                         hint="give a new or empty folder")
+    return out
+
+
+def _baseline(path: str | None) -> dict | None:
+    if not path:
+        return None
+    from ..host.doctor import load_run
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--baseline {path}: {exc}") from None
+    if isinstance(doc, dict) and doc.get("schema") == "rocmkit.fleet/v1":
+        return doc
+    return load_run(path)  # a saved doctor run (one good node), or a usage error naming the file
+
+
+def run(ctx: click.Context, *, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None,
+        image: str | None, baseline_file: str | None, tolerance: float, code_objects: bool,
+        incompatible: dict[str, bool]) -> int:
+    """The fleet run; returns the exit code."""
+    from . import compare, report
+    from .run import fan_out
+
+    given = [name for name, on in incompatible.items() if on]
+    if given:
+        raise UsageError(f"--fleet runs the doctor on the nodes; it takes no {', '.join(given)}")
+    meta = ctx.meta.get(META, {})
+    if ctx.get_parameter_source("tolerance") is click.core.ParameterSource.DEFAULT:
+        tolerance = compare.TOLERANCE
+    if arch:
+        from .. import archs
+
+        archs.parse_targets(arch)
+    if only:
+        from ..host.selection import parse_only
+
+        parse_only(only, level=level)  # a typo is refused here, before any node is asked
+    nodes, in_allocation = _nodes(meta)
+    base = _baseline(baseline_file)
+    out_dir = _out_dir(meta)
+    deadline = meta.get("node_timeout") or DEADLINE_S[level]
+    try:
+        srun_extra = tuple(a for arg in meta.get("srun_args") or () for a in shlex.split(arg))
+    except ValueError as exc:
+        raise UsageError(f"--srun-arg: {exc}") from None
+    command = node_command(level=level, arch=arch, only=only, image=image, code_objects=code_objects)
+
+    def say(message: str) -> None:
+        click.echo(f"fleet: {message}", err=True)
+
+    say(f"the doctor on {len(nodes)} node(s) through srun, {deadline} s a node: {shlex.join(command)}")
+    results = fan_out(nodes, command, deadline, in_allocation=in_allocation, srun_extra=srun_extra, say=say)
+    doc = report.assess(results, level=level, strict=strict, tolerance=tolerance, deadline_s=deadline,
+                        min_nodes=meta.get("min_nodes"), base=base, command=command,
+                        extra={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "job_id": os.environ.get("SLURM_JOB_ID"),
+                               "baseline": baseline_file})
+    report.write_outputs(doc, out_dir)
+    if as_json:
+        click.echo(dumps(doc), nl=False)
+    else:
+        click.echo(report.text(doc, out_dir), nl=False)
+    return doc["exit_code"]

@@ -1,0 +1,205 @@
+"""Nodes compared with each other. Pure: the doctor documents of the nodes in, differences and figures out.
+
+What must be the same on every node of a job is read from each document's fingerprint (host/baseline.py):
+kernel, amdgpu driver, ROCm, the GPUs (count, product, partition modes, firmware), the Python stack's versions,
+the environment variables ROCm, RCCL, Ray, vLLM and PyTorch read, and the RDMA ports. Each difference names the
+nodes on each side; the nodes outside the largest group are the odd ones (none when no group is the largest:
+two nodes that disagree cannot say which one is wrong). Probe figures are compared with the fleet's own median
+of the same figure (every GPU of every node), so a GPU far below its peers is flagged even when it passes the
+absolute floor of its product.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any, NamedTuple
+
+from ..host.baseline import figures as doc_figures
+
+FAIL, WARN, PASS, SKIP = "fail", "warn", "pass", "skip"
+TOLERANCE = 0.05  # a figure this far below the fleet's median warns; twice as far fails
+MIN_VALUES = 3  # fewer values of a figure than this have no meaningful median
+# (what, why it matters, fix) for a fingerprint part; a difference in a "fail" part breaks a job, a "warn" one may.
+# Set by Slurm for each node's own GPUs (gres/gpu), so they may rightly differ between nodes of one job
+PER_NODE_VARS = frozenset({"ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"})
+SOFTWARE_FAIL = ("torch", "torch (HIP)", "ray", "vllm", "verl", "sglang", "transformers", "triton",
+                 "pytorch-triton-rocm", "amd-aiter")
+FIX = {
+    "kernel": "boot the fleet's kernel on these nodes (or drain them: scontrol update nodename=... state=drain)",
+    "amdgpu": "install the fleet's amdgpu driver (DKMS) on these nodes",
+    "rocm": "install the fleet's ROCm release, or run the job in one image (rocmkit doctor --fleet --image IMAGE)",
+    "gpus": "set the fleet's partition modes (amd-smi set --compute-partition / --memory-partition) or drain the node",
+    "firmware": "flash the fleet's GPU firmware bundle (PLDM) on these nodes",
+    "packages": "run every node from one image, or install the same versions (pip install NAME==VERSION)",
+    "env": "set the variable the same way on every node (the job script's environment, not a node's profile)",
+    "rdma": "bring up the same RDMA ports on every node (ibstat / rdma link), or give NCCL_IB_HCA the common ones",
+}
+
+
+class Difference(NamedTuple):
+    """One fingerprint part that is not the same on every node that reported it."""
+
+    id: str  # fleet.differs.kernel, fleet.differs.env.NCCL_IB_HCA, fleet.differs.packages.torch
+    what: str  # "kernel", "env NCCL_IB_HCA", "torch"
+    status: str  # fail | warn
+    groups: list[tuple[str, list[str]]]  # (value as shown, nodes), largest group first
+    odd: list[str]  # the nodes outside the largest group; [] when no group is the largest
+    fix: str
+
+    def title(self) -> str:
+        sides = "; ".join(f"{value} on {_nodes(nodes)}" for value, nodes in self.groups)
+        return f"{self.what} differs: {sides}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "what": self.what, "status": self.status, "title": self.title(),
+                "values": [{"value": v, "nodes": n} for v, n in self.groups], "odd_nodes": self.odd, "fix": self.fix}
+
+
+def _nodes(nodes: list[str]) -> str:
+    return ", ".join(nodes) if len(nodes) <= 6 else f"{', '.join(nodes[:5])} and {len(nodes) - 5} more"
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _gpu_setup(gpus: dict) -> str:
+    """"8× MI300X SPX NPS1": what a node's GPUs are, whatever their PCI addresses."""
+    kinds: dict[str, int] = {}
+    for g in gpus.values():
+        k = " ".join(str(g.get(f)) for f in ("product", "mode", "memory_partition") if g.get(f) is not None)
+        kinds[k] = kinds.get(k, 0) + 1
+    return ", ".join(f"{n}× {k}" for k, n in sorted(kinds.items())) or "no GPU"
+
+
+def _firmware(gpus: dict) -> str:
+    fws = sorted({f"MEC {g.get('fw_mec')} SDMA {g.get('fw_sdma')}" for g in gpus.values()})
+    return " / ".join(fws) or "(none)"
+
+
+def _rdma(ports: dict) -> str:
+    return ", ".join(f"{name} {state}" for name, state in sorted(ports.items())) or "no RDMA port"
+
+
+def parts(doc: dict) -> dict[str, tuple[str, str, str, str]]:
+    """A node's fingerprint as comparable parts: id → (what, value as shown, status if it differs, fix area).
+    A part the document lacks (an older rocmkit, a tree captured without its process) is left out."""
+    fp = doc.get("fingerprint")
+    if not isinstance(fp, dict):
+        return {}
+    out = {
+        "kernel": ("kernel", _show(fp.get("kernel")), WARN, "kernel"),
+        "amdgpu": ("amdgpu driver", _show(fp.get("amdgpu")), WARN, "amdgpu"),
+        "rocm": ("ROCm", _show(fp.get("rocm")), FAIL, "rocm"),
+    }
+    gpus = fp.get("gpus") if isinstance(fp.get("gpus"), dict) else {}
+    out["gpus"] = ("GPU setup", _gpu_setup(gpus), FAIL, "gpus")
+    out["firmware"] = ("GPU firmware", _firmware(gpus), WARN, "firmware")
+    for name, version in (fp.get("packages") or {}).items() if isinstance(fp.get("packages"), dict) else ():
+        out[f"packages.{name}"] = (name, _show(version), FAIL if name in SOFTWARE_FAIL else WARN, "packages")
+    if isinstance(fp.get("rdma"), dict):
+        out["rdma"] = ("RDMA ports", _rdma(fp["rdma"]), WARN, "rdma")
+    return out
+
+
+def differences(docs: dict[str, dict]) -> list[Difference]:
+    """Every part that differs between the nodes that reported it; fail before warn, then by id."""
+    node_parts = {node: parts(doc) for node, doc in docs.items()}
+    ids = sorted({i for p in node_parts.values() for i in p})
+    out = []
+    for pid in ids:
+        seen = {node: p[pid] for node, p in node_parts.items() if pid in p}
+        out += _difference(f"fleet.differs.{pid}", seen)
+    out += _env_differences(docs)
+    return sorted(out, key=lambda d: (d.status != FAIL, d.id))
+
+
+def _env_differences(docs: dict[str, dict]) -> list[Difference]:
+    """The variables: unset on a node where others set it is a difference too (only nodes that reported an
+    environment take part; the visible-devices variables Slurm sets per node do not)."""
+    envs = {n: {k: v for k, v in d["fingerprint"]["env"].items() if k not in PER_NODE_VARS} for n, d in docs.items()
+            if isinstance(d.get("fingerprint"), dict) and isinstance(d["fingerprint"].get("env"), dict)}
+    out = []
+    for var in sorted({v for e in envs.values() for v in e}):
+        status = FAIL if var.startswith(("NCCL_", "RCCL_")) else WARN  # ranks with other RCCL settings can hang
+        seen = {n: (f"env {var}", _show(e[var]) if var in e else "(unset)", status, "env") for n, e in envs.items()}
+        out += _difference(f"fleet.differs.env.{var}", seen)
+    return out
+
+
+def _difference(did: str, seen: dict[str, tuple[str, str, str, str]]) -> list[Difference]:
+    values: dict[str, list[str]] = {}
+    for node, (_, value, _, _) in seen.items():
+        values.setdefault(value, []).append(node)
+    if len(values) < 2:
+        return []
+    groups = sorted(((v, sorted(n)) for v, n in values.items()), key=lambda g: (-len(g[1]), g[0]))
+    odd = [] if len(groups[0][1]) == len(groups[1][1]) else sorted(n for _, ns in groups[1:] for n in ns)
+    what, _, status, area = next(iter(seen.values()))
+    return [Difference(did, what, status, groups, odd, FIX[area])]
+
+
+class FigureRow(NamedTuple):
+    """One figure of one node (a GPU's, or the node's own like the all-reduce) against the fleet's median."""
+
+    figure: str  # probe.hbm
+    key: str  # probe.hbm GPU 3
+    node: str
+    value: float
+    unit: str
+    median: float
+    ratio: float
+    status: str
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def kind(key: str) -> str:
+    """"probe.hbm GPU 3" → "probe.hbm": the figure a key measures, whichever GPU."""
+    return key.split(" GPU ")[0]
+
+
+def figure_rows(docs: dict[str, dict], tolerance: float = TOLERANCE) -> list[FigureRow]:
+    """Every probe figure of every node with the median of its kind over the fleet (all GPUs of all nodes);
+    a kind with fewer than MIN_VALUES values is left out."""
+    per_node = {node: doc_figures(doc.get("findings") or []) for node, doc in docs.items()}
+    by_kind: dict[str, list[float]] = {}
+    for figs in per_node.values():
+        for key, f in figs.items():
+            by_kind.setdefault(kind(key), []).append(float(f["value"]))
+    rows = []
+    for node, figs in per_node.items():
+        for key, f in sorted(figs.items()):
+            values = by_kind[kind(key)]
+            median = statistics.median(values)
+            if len(values) < MIN_VALUES or median <= 0:
+                continue
+            ratio = float(f["value"]) / median
+            status = FAIL if ratio < 1 - 2 * tolerance else WARN if ratio < 1 - tolerance else PASS
+            rows.append(FigureRow(kind(key), key, node, float(f["value"]), f.get("unit") or "", median,
+                                  round(ratio, 4), status))
+    return sorted(rows, key=lambda r: (r.figure, r.node, r.key))
+
+
+def figure_findings(rows: list[FigureRow], tolerance: float) -> list[dict[str, Any]]:
+    """One finding per node and figure below the fleet's median (its lowest GPU in the title)."""
+    worst: dict[tuple[str, str], list[FigureRow]] = {}
+    for r in rows:
+        if r.status != PASS:
+            worst.setdefault((r.node, r.figure), []).append(r)
+    out = []
+    for (node, figure), low in sorted(worst.items()):
+        low.sort(key=lambda r: r.ratio)
+        r = low[0]
+        status = FAIL if any(x.status == FAIL for x in low) else WARN
+        out.append({"id": f"fleet.median.{figure.removeprefix('probe.')}", "status": status, "nodes": [node],
+                    "title": f"{r.key} on {node}: {r.value:.4g} {r.unit}, {r.ratio:.0%} of the fleet median "
+                             f"{r.median:.4g}" + (f" ({len(low)} figures low)" if len(low) > 1 else ""),
+                    "fix": "compare this node's clocks, power cap, PCIe/xGMI links and ECC counters with a good "
+                           "node's (rocmkit doctor --compare), then RVS or rccl-tests; exclude it meanwhile",
+                    "evidence": {"tolerance": tolerance, "figures": [x.to_json() for x in low]}})
+    return out

@@ -1,0 +1,178 @@
+"""The fleet's verdict and its files: the JSON document (schema rocmkit.fleet/v1), the node lists a job script
+reads, the text summary. Deciding is pure (assess); writing is write_outputs.
+
+Every finding carries the nodes it is about, so the JSON, the HTML page and the node lists say the same thing:
+a node fails when a failing finding names it (its own doctor's, a difference where it is the odd one out, a
+figure far below the fleet's median, no answer by its deadline); --strict counts warnings too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..host import baseline as host_baseline
+from ..output import document, dumps
+from . import compare
+from .nodes import compress
+from .run import NodeResult
+
+FILES = ("fleet.json", "fleet.html", "passing_nodes.txt", "failing_nodes.txt", "exclude.txt")
+UNREACHED = {"deadline": ("fleet.deadline", "did not finish its doctor within the deadline ({s} s): stopped there",
+                          "look at the node (a hung GPU or driver, a full disk, a stuck mount): ssh to it and run "
+                          "`rocmkit doctor` there; exclude it meanwhile"),
+             "no answer": ("fleet.no_answer", "did not answer: {error}",
+                           "check the node's slurmd (scontrol show node NODE; sinfo -R); exclude it meanwhile"),
+             "error": ("fleet.error", "{error}",
+                       "install rocmkit on the node (or give --image with rocmkit in it); its stderr is in the report")}
+
+
+def node_findings(r: NodeResult, deadline_s: int, base: dict | None, base_name: str) -> list[dict[str, Any]]:
+    """A node's own findings (its doctor's; or why there are none), each naming the node."""
+    if r.state != "answered":
+        fid, title, fix = UNREACHED[r.state]
+        return [{"id": fid, "area": "fleet", "status": compare.FAIL, "nodes": [r.node],
+                 "title": f"{r.node} " + title.format(s=deadline_s, error=r.error), "fix": fix,
+                 "evidence": {"exit_code": r.exit_code, "stderr": r.stderr[-2000:] or None}}]
+    found = list(r.doc.get("findings") or [])
+    if base is not None:
+        found += [f.to_json() for f in host_baseline.compare(base, r.doc, base_name=base_name)]
+    return [{**f, "nodes": [r.node]} for f in found]
+
+
+def baseline_for(node: str, base: dict | None) -> tuple[dict | None, str]:
+    """The saved run a node is compared with: the same node's in a saved fleet report, else its first passing
+    node's; a saved doctor run (one good node) for every node."""
+    if base is None:
+        return None, ""
+    if base.get("schema") != "rocmkit.fleet/v1":
+        return base, "the baseline"
+    docs = {n["node"]: n.get("doctor") for n in base.get("nodes") or [] if isinstance(n.get("doctor"), dict)}
+    if node in docs:
+        return docs[node], f"{node} in the baseline"
+    for n in base.get("passing_nodes") or []:
+        if n in docs:
+            return docs[n], f"{n} in the baseline"
+    return None, ""
+
+
+def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: float, deadline_s: int,
+           min_nodes: int | None = None, base: dict | None = None, command: list[str] | None = None,
+           extra: dict | None = None) -> dict[str, Any]:
+    """The fleet document. Pure."""
+    docs = {r.node: r.doc for r in results if r.state == "answered"}
+    findings: list[dict[str, Any]] = []
+    for r in results:
+        ref, ref_name = baseline_for(r.node, base)
+        findings += node_findings(r, deadline_s, ref, ref_name)
+    diffs = compare.differences(docs)
+    rows = compare.figure_rows(docs, tolerance)
+    fleet_findings = [{**d.to_json(), "area": "fleet", "nodes": d.odd or sorted(n for _, ns in d.groups for n in ns),
+                       "blames": bool(d.odd), "evidence": {"values": d.to_json()["values"]}} for d in diffs]
+    fleet_findings += [{**f, "area": "fleet"} for f in compare.figure_findings(rows, tolerance)]
+    findings += fleet_findings
+    bad = {compare.FAIL, compare.WARN} if strict else {compare.FAIL}
+    failing = sorted({n for f in findings if f["status"] in bad and f.get("blames", True) for n in f["nodes"]},
+                     key=[r.node for r in results].index)
+    passing = [r.node for r in results if r.node not in failing]
+    unblamed = [f for f in findings if f["status"] in bad and not f.get("blames", True)]
+    if min_nodes is not None:
+        code = 0 if len(passing) >= min_nodes else 1
+    elif not failing and not unblamed:
+        code = 0
+    elif not unblamed and all(r.state in ("deadline", "no answer") for r in results if r.node in failing):
+        code = 124  # the only trouble is nodes that did not answer in time
+    else:
+        code = 1
+    grid = {r.node: _cells(r, findings, rows, diffs) for r in results}
+    grid_ids = sorted({c for cells in grid.values() for c in cells}, key=_column)
+    nodes = [{**r.to_json(), "verdict": "fail" if r.node in failing else "pass",
+              "summary": (r.doc or {}).get("summary"), "doctor": r.doc} for r in results]
+    counts = {s: sum(1 for f in findings if f["status"] == s) for s in ("pass", "warn", "fail", "skip")}
+    return document("fleet", {
+        "level": level, "strict": strict, "tolerance": tolerance, "deadline_s": deadline_s, "min_nodes": min_nodes,
+        "command": command, **(extra or {}),
+        "nodes": nodes, "checks": grid_ids, "grid": grid,
+        "differences": [d.to_json() for d in diffs],
+        "figures": [r.to_json() for r in rows],
+        "findings": [f for f in findings if f["status"] in (compare.FAIL, compare.WARN)],
+        "passing_nodes": passing, "failing_nodes": failing,
+        "exclude": f"--exclude={compress(failing)}" if failing else None,
+        "summary": {"nodes": len(results), "passing": len(passing), "failing": len(failing), **counts},
+        "exit_code": code,
+    })
+
+
+WORSE = {compare.FAIL: 3, compare.WARN: 2, compare.PASS: 1, compare.SKIP: 0}
+
+
+def _worst(statuses) -> str:
+    return max(statuses, key=WORSE.__getitem__, default=compare.PASS)
+
+
+def _cells(r: NodeResult, findings: list[dict], rows: list[compare.FigureRow], diffs) -> dict[str, str]:
+    """A node's row of the grid: its own findings, `fleet.same` (whether it is set up as the others: the worst
+    difference it is part of), and per probe figure whether it keeps up with the fleet's median."""
+    cells = {f["id"]: f["status"] for f in findings if f["nodes"] == [r.node]
+             and not f["id"].startswith("fleet.differs.")}  # those are fleet.same's
+    if r.state == "answered":
+        cells["fleet.same"] = _worst([d.status for d in diffs if r.node in (d.odd or [n for _, ns in d.groups
+                                                                                      for n in ns])])
+        for row in rows:
+            if row.node == r.node:
+                fid = f"fleet.median.{row.figure.removeprefix('probe.')}"
+                cells[fid] = _worst([cells.get(fid, compare.PASS), row.status])
+    return cells
+
+
+def _column(check: str) -> tuple[int, str]:
+    """The grid's columns: the doctor's checks, then the baseline's, the probes', the fleet's own."""
+    order = ("baseline.", "probe.", "fleet.")
+    return next((i + 1 for i, p in enumerate(order) if check.startswith(p)), 0), check
+
+
+def write_outputs(doc: dict, out_dir: Path) -> list[Path]:
+    """fleet.json, fleet.html, passing_nodes.txt, failing_nodes.txt (one node a line) and exclude.txt (the
+    --exclude option for sbatch/srun, or an empty file)."""
+    from ..fileio import write_atomic
+    from .html import render
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [write_atomic(out_dir / "fleet.json", dumps(doc)),
+               write_atomic(out_dir / "fleet.html", render(doc)),
+               write_atomic(out_dir / "passing_nodes.txt", "".join(f"{n}\n" for n in doc["passing_nodes"])),
+               write_atomic(out_dir / "failing_nodes.txt", "".join(f"{n}\n" for n in doc["failing_nodes"])),
+               write_atomic(out_dir / "exclude.txt", f"{doc['exclude']}\n" if doc["exclude"] else "")]
+    return written
+
+
+def text(doc: dict, out_dir: Path | None) -> str:
+    """What a person reads on the terminal: one line a node, the differences, the figures far below, what next."""
+    lines = [f"rocmkit doctor --fleet — {doc['summary']['nodes']} node(s), level {doc['level']}"]
+    width = max([len(n["node"]) for n in doc["nodes"]] + [4])
+    for n in doc["nodes"]:
+        mine = [f for f in doc["findings"] if f["nodes"] == [n["node"]]]
+        fails = [f["id"] for f in mine if f["status"] == "fail"]
+        warns = [f["id"] for f in mine if f["status"] == "warn"]
+        state = n["state"] if n["state"] != "answered" else ("FAIL" if n["verdict"] == "fail" else "ok")
+        shown = fails[:3] + [f"{w} (warn)" for w in warns[:max(0, 3 - len(fails))]]
+        more = len(fails) + len(warns) - len(shown)
+        detail = ", ".join(shown) + (f" and {more} more" if more else "")
+        lines.append(f"  {n['node']:<{width}}  {state:<9} {detail}")
+    if doc["differences"]:
+        lines += ["", "differences between nodes:"]
+        for d in doc["differences"]:
+            lines.append(f"  {d['status'].upper():4}  {d['title']}" + ("" if d["odd_nodes"] else " (no majority)"))
+    low = [f for f in doc["findings"] if f["id"].startswith("fleet.median.")]
+    if low:
+        lines += ["", f"probe figures below the fleet's median (tolerance {doc['tolerance']:.0%}):"]
+        lines += [f"  {f['status'].upper():4}  {f['title']}" for f in low]
+    lines.append("")
+    s = doc["summary"]
+    lines.append(f"fleet: {s['passing']} of {s['nodes']} node(s) pass"
+                 + (f"; failing: {' '.join(doc['failing_nodes'])}" if doc["failing_nodes"] else ""))
+    if doc["exclude"]:
+        lines.append(f"next: sbatch {doc['exclude']} ... (or srun {doc['exclude']})")
+    if out_dir is not None:
+        lines.append(f"report: {out_dir / 'fleet.html'} (and fleet.json, passing_nodes.txt, failing_nodes.txt, "
+                     "exclude.txt)")
+    return "\n".join(lines) + "\n"

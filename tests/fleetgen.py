@@ -1,0 +1,114 @@
+"""Fleets for the fleet doctor's tests and the clusters guide's screenshot: each node's doctor document made by
+the real doctor from a generated host tree (treegen), its level-2 figures judged from the probe documents
+recorded on lent GPUs (tests/data/probes), a node's figures scaled down the way a slow GPU shows.
+
+Test support, not part of rocmkit (tests import it as `fleetgen`)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from rocmkit.fleet.run import NodeResult
+from rocmkit.host.checks import Context, run_checks
+from rocmkit.host.facts import collect, kernlog
+from rocmkit.host.probes import run as probes
+from rocmkit.host.report import doctor_document
+from treegen import HEALTHY_KMSG, HostSpec, format_records, healthy_ports, healthy_process, write_tree
+
+PROBES = Path(__file__).parent / "data" / "probes"
+GPUS = 2  # two GPUs a node: what the comparisons need, a quarter of the tree to write
+FAULT = "amdgpu 0000:05:00.0: amdgpu: GPU reset(2) failed"
+
+
+def node_spec(*, torch: str | None = None, fault: bool = False, fw: tuple[int, ...] = (), env: dict | None = None,
+              ports: int = 2) -> HostSpec:
+    """A healthy MI300X node with two ACTIVE RoCE ports; torch another version, a GPU reset failure in its kernel
+    log, GPU firmware per GPU, more environment, or fewer ports, as asked."""
+    process = healthy_process()
+    process["env"] = {**process["env"], **(env or {})}
+    if torch:
+        process["packages"] = {**process["packages"], "torch": torch}
+    healthy = [(r.level, r.message) for r in kernlog.parse(HEALTHY_KMSG)]
+    kmsg = format_records([*healthy, (3, FAULT)]) if fault else HEALTHY_KMSG
+    return HostSpec(gpus=GPUS, rdma=healthy_ports(ports), kmsg=kmsg, process=process, fw_versions=fw)
+
+
+def probe_findings(scale: float = 1.0, gpu: int = 1) -> list[dict]:
+    """The level-2 findings of the two H200s recorded in h200-x2.json, GPU `gpu`'s figures times `scale`."""
+    doc = copy.deepcopy(json.loads((PROBES / "h200-x2.json").read_text()))
+    for fig in doc["gpus"][gpu]["figures"].values():
+        for field in ("value", "min", "max"):
+            fig[field] *= scale
+        fig["samples"] = [s * scale for s in fig["samples"]]
+    return [f.to_json() for f in probes.findings_for(doc)]
+
+
+def node_doc(tree: Path) -> dict:
+    """The doctor's document of a tree (level 1, --multi-node), as `rocmkit doctor --json --multi-node` makes it."""
+    facts = collect(str(tree), rdma=True)
+    return doctor_document(run_checks(facts, Context(multi_node=True)), facts, level=1, strict=False)
+
+
+_LEVEL1: dict[str, dict] = {}  # repr(spec) → its level-1 document: a tree takes a second to write on a busy CI
+
+
+def fleet(tmp: Path, specs: dict[str, HostSpec], figures: dict[str, list[dict]] | None = None) -> list[NodeResult]:
+    """NodeResults as srun would bring them back, one per node of `specs` (nodes of one spec share its tree)."""
+    out = []
+    for node, spec in specs.items():
+        key = repr(spec)
+        if key not in _LEVEL1:
+            _LEVEL1[key] = node_doc(write_tree(tmp / f"tree{len(_LEVEL1)}", spec))
+        doc = copy.deepcopy(_LEVEL1[key])
+        extra = (figures or {}).get(node)
+        if extra:
+            found = doc["findings"] + extra
+            doc.update(level=2, findings=found, summary={s: sum(f["status"] == s for f in found)
+                                                          for s in ("pass", "warn", "fail", "skip")},
+                       exit_code=int(any(f["status"] == "fail" for f in found)))
+        out.append(NodeResult(node, "answered", doc["exit_code"], doc, 0.4))
+    return out
+
+
+def demo_fleet(tmp: Path) -> list[NodeResult]:
+    """The clusters guide's fleet: four nodes at level 2; gpu-03 with a failed GPU reset in its kernel log,
+    gpu-04 with another torch and its GPU 1 at 88 % of the others' figures."""
+    specs = {"gpu-01": node_spec(), "gpu-02": node_spec(), "gpu-03": node_spec(fault=True),
+             "gpu-04": node_spec(torch="2.8.0+rocm6.4")}
+    figures = {n: probe_findings(0.88 if n == "gpu-04" else 1.0) for n in specs}
+    return fleet(tmp, specs, figures)
+
+
+def chromium(*args: str, timeout: float = 120) -> "subprocess.CompletedProcess[str]":
+    """Debian's chromium, headless, with nothing fetched or kept (a throwaway profile)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                               "--no-first-run", f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=timeout)
+
+
+if __name__ == "__main__":  # python tests/fleetgen.py docs/guides/img/fleet-report.png: the guide's screenshot
+    import sys
+    import tempfile
+
+    from rocmkit.fleet.report import assess, write_outputs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        doc = assess(demo_fleet(Path(tmp)), level=2, strict=False, tolerance=0.05, deadline_s=900)
+        doc["created"] = "2026-11-28T01:30:00Z"
+        write_outputs(doc, Path(tmp) / "out")
+        shot = Path(tmp) / "shot.png"
+        r = chromium(f"--screenshot={shot}", "--window-size=1400,1000", (Path(tmp) / "out" / "fleet.html").as_uri())
+        if r.returncode:
+            sys.exit(r.stderr)
+        from PIL import Image  # 64 colours: a fifth of the bytes, the same page to a reader
+
+        Image.open(shot).convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(sys.argv[1],
+                                                                                                optimize=True)
