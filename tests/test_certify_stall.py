@@ -22,18 +22,40 @@ WITHIN_S = 90
 
 
 def _trainer(engine: str, started: float) -> psutil.Process | None:
-    """The training process: TRL's runner (rocmkit.certify.intarget.trl_run), or verl's TaskRunner Ray actor, whose loop
-    drives every step."""
+    """The training process: TRL's runner (rocmkit.certify.intarget.trl_run), or verl's TaskRunner Ray actor, whose
+    loop drives every step. Several processes carry the mark in their command line: TRL's `accelerate launch`
+    wrapper, and any child the trainer forks (for an instant before it execs, or for a short job) — those come
+    and go. The trainer is the one that has done the work: the most CPU time."""
     mark = "rocmkit.certify.intarget.trl_run" if engine == "trl" else "TaskRunner"
-    for p in psutil.process_iter(["cmdline", "create_time"]):
+    found = []
+    for p in psutil.process_iter(["cmdline", "create_time", "cpu_times", "status"]):
         try:
             cmd = p.info["cmdline"] or []
             # not the host's `docker run … trl_run` client: the trainer itself, in the container or on the host
-            if p.info["create_time"] >= started - 1 and mark in " ".join(cmd) and "docker" not in Path(cmd[0]).name:
-                return p
-        except psutil.Error:
+            if (p.info["create_time"] >= started - 1 and mark in " ".join(cmd) and "docker" not in Path(cmd[0]).name
+                    and p.info["status"] != psutil.STATUS_ZOMBIE):
+                found.append((p.info["cpu_times"].user + p.info["cpu_times"].system, p))
+        except (psutil.Error, TypeError, IndexError, AttributeError):
             continue
-    return None
+    return max(found, key=lambda x: x[0])[1] if found else None
+
+
+def _freeze(engine: str, started: float, deadline: float) -> psutil.Process:
+    """SIGSTOP to the trainer, once it is seen stopped: a process picked that is gone by the time the signal is
+    sent (or is not the trainer any more: psutil checks its start time) is picked again."""
+    while True:
+        assert time.monotonic() < deadline, "no trainer to freeze"
+        p = _trainer(engine, started)
+        if p is not None:
+            try:
+                p.send_signal(signal.SIGSTOP)
+                for _ in range(50):  # the kernel marks it stopped at once, or it is gone
+                    if p.status() == psutil.STATUS_STOPPED:
+                        return p
+                    time.sleep(0.1)
+            except psutil.NoSuchProcess:
+                pass
+        time.sleep(0.2)
 
 
 def _leftovers(started: float, out: Path) -> list[str]:
@@ -67,16 +89,14 @@ def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, e
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True,
                                  env={**os.environ, "CI": "true", **(env or {})})
     log = out / "run.log"
-    frozen = frozen_at = None
+    frozen_at = None
     try:
         deadline = time.monotonic() + 900
-        while frozen is None:
+        while not (log.exists() and "step:1 " in log.read_text(errors="replace")):
             assert child.poll() is None, f"certify ended before its first step: {err_path.read_text()[-3000:]}"
             assert time.monotonic() < deadline, "no first step within 900 s"
-            if log.exists() and "step:1 " in log.read_text(errors="replace"):
-                frozen = _trainer(engine, started)
             time.sleep(0.5)
-        frozen.send_signal(signal.SIGSTOP)
+        frozen = _freeze(engine, started, time.monotonic() + 60)
         frozen_at = time.monotonic()
         stdout, _ = child.communicate(timeout=WITHIN_S + 60)
     finally:

@@ -219,7 +219,7 @@ class Watch:
         else:
             self.longest_silence_s = max(self.longest_silence_s, now - self.last_activity)
             self.longest_idle_s = max(self.longest_idle_s, now - self._since())
-            self.last_activity, self.waiting_lines, self.busy_s = now, 0, 0.0
+            self.last_activity, self.waiting_lines, self.busy_s, self.spinning = now, 0, 0.0, []
         if steps:
             n = max(steps)
             values = steps[n]
@@ -260,7 +260,8 @@ class Watch:
         """What the processes did over the window that ends now (activity.working), and what was read."""
         now = self.clock()
         self.samples += 1
-        self.read, self.spinning = read, window.spinning
+        self.read = read
+        self.spinning = window.spinning or self.spinning  # the last spin seen since the last output
         if window.busy:
             self.longest_idle_s = max(self.longest_idle_s, now - window.seconds - self._since())
             self.last_work = now
@@ -365,8 +366,8 @@ class Follow:
             self.watch.read = {"cpu": f"not read: {type(exc).__name__}: {exc}"[:200]}
             return
         self._last_sample = sample
-        if last is None:
-            return
+        if last is None or not sample.threads:
+            return  # the first read, or the run's processes are gone (it is ending)
         window = activity.working(last, sample)
         calls = sum(c.calls is not None for c in sample.threads.values())
         read = {"cpu": f"{len({k[0] for k in sample.threads})} process(es), {len(sample.threads)} thread(s) "
