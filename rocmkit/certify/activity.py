@@ -4,15 +4,19 @@ was called a stall), or it may be hung; its processes' counters tell the two apa
 stopping anything.
 
 The rule, thread by thread over each sample window:
-- **working**: the thread used at least BUSY_SHARE of a core AND did something besides computing: it touched
-  new memory (minor or major page faults, /proc/<pid>/task/<tid>/stat) or made read/write system calls
-  (syscr/syscw, /proc/<pid>/task/<tid>/io, where readable). Loading, importing, compiling, spawning compiler
-  processes and writing caches all do;
+- **busy**: the thread wanted a core at least BUSY_SHARE of the window: it ran or waited to run (the kernel's
+  run time and run-queue wait, /proc/<pid>/task/<tid>/schedstat). Wanting, not getting: on the 2-core CI
+  machine at a load of 23, a thread importing TRL got 8 % of a core and was runnable nearly all the time;
+- **working**: busy AND did something besides computing: it touched new memory (minor or major page faults,
+  /proc/<pid>/task/<tid>/stat) or made read/write system calls (syscr/syscw, /proc/<pid>/task/<tid>/io,
+  where readable). Loading, importing, compiling, spawning compiler processes and writing caches all do;
 - **spinning**: busy without either. That is how a hung collective looks: a rank that waits in an NCCL/RCCL
   collective busy-polls in the runtime's stream synchronize (a core at ~90 % while its peer sleeps at 0 % in
   pthread_cond_wait), a Python loop polls a flag. It proves nothing, so it is not progress;
-- below BUSY_SHARE: the background chatter a hung job keeps (Ray's heartbeats and metrics): the kept stall reports
-  of hung runs show every process of the tree at 2 % of a core or less (tests/data/stall/).
+- not busy: the background chatter a hung job keeps (Ray's heartbeats and metrics). The kept stall reports of
+  hung runs show every process of the tree at 2 % of a core or less (tests/data/stall/); a thread that wakes
+  ten times a second waits about 11 ms each time to run at that load of 23, so it wants 12 % of a core: half a
+  core leaves it four times that margin.
 On a GPU the same rule reads the kernel's DRM usage stats (/proc/<pid>/fdinfo: `drm-engine-*` busy time and
 `drm-memory-*`/`drm-total-*` memory, Documentation/gpu/drm-usage-stats.rst; amdgpu writes them): a GPU busy
 while the memory its processes hold changes is working; busy with nothing changing is a kernel that may be
@@ -30,7 +34,7 @@ import os
 import re
 from dataclasses import dataclass
 
-BUSY_SHARE = 0.10  # of one core, per thread: 5x the busiest process of the kept hung runs' trees (2 %)
+BUSY_SHARE = 0.5  # of one core wanted (run + run-queue wait), per thread: see the module docstring
 BUSY_CAP = 5  # busy silence delays the stop by at most this many stall timeouts
 SAMPLE_MAX_S, SAMPLE_MIN_S = 5.0, 0.5  # how often the tree is read: a tenth of the stall timeout, within these
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -38,9 +42,11 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 @dataclass(frozen=True)
 class Counters:
-    """One thread's counters: CPU seconds, page faults, read/write calls (None: /proc/.../io not readable)."""
+    """One thread's counters: CPU seconds, seconds it wanted a core (ran or waited to run; its CPU seconds where
+    the kernel keeps no schedstat), page faults, read/write calls (None: /proc/.../io not readable)."""
 
     cpu_s: float
+    wanted_s: float
     faults: int
     calls: int | None
 
@@ -62,7 +68,8 @@ class Sample:
 
 @dataclass(frozen=True)
 class Window:
-    """What happened between two samples: the threads that worked and those that spun (pid, tid, share)."""
+    """What happened between two samples: the threads that worked and those that spun (pid, tid, share of a core
+    wanted)."""
 
     seconds: float
     working: list[tuple[int, int, float]]
@@ -81,8 +88,8 @@ def working(before: Sample, after: Sample) -> Window:
     work, spin = [], []
     if seconds > 0:
         for key, now in after.threads.items():
-            then = before.threads.get(key, Counters(0.0, 0, 0 if now.calls is not None else None))  # a new thread
-            share = (now.cpu_s - then.cpu_s) / seconds
+            then = before.threads.get(key, Counters(0.0, 0.0, 0, 0 if now.calls is not None else None))  # new
+            share = (now.wanted_s - then.wanted_s) / seconds
             if share < BUSY_SHARE:
                 continue
             did = now.faults > then.faults or (now.calls is not None and then.calls is not None
@@ -112,6 +119,13 @@ def _thread(pid: int, tid: int) -> Counters | None:
         cpu_s = (int(fields[11]) + int(fields[12])) / _TICK  # utime (14), stime (15)
     except (IndexError, ValueError):
         return None
+    wanted_s = cpu_s
+    try:
+        with open(f"{base}/schedstat", "rb") as f:  # ns on the CPU, ns waiting on a run queue, timeslices
+            ran, waited = (int(x) for x in f.read().split()[:2])
+        cpu_s, wanted_s = ran / 1e9, (ran + waited) / 1e9
+    except (OSError, ValueError):
+        pass
     calls = None
     try:
         with open(f"{base}/io", "rb") as f:  # another user's process (a container's root): not readable
@@ -119,7 +133,7 @@ def _thread(pid: int, tid: int) -> Counters | None:
         calls = int(io[b"syscr"]) + int(io[b"syscw"])
     except (OSError, KeyError, ValueError):
         pass
-    return Counters(cpu_s, faults, calls)
+    return Counters(cpu_s, wanted_s, faults, calls)
 
 
 def read_threads(pids: list[int]) -> dict[tuple[int, int], Counters]:

@@ -117,7 +117,7 @@ class Stop:
             spun = ""
             if self.spinning:
                 top = max(s[2] for s in self.spinning)
-                spun = (f"; {len(self.spinning)} thread(s) spun at up to {100 * top:.0f} % of a core without touching "
+                spun = (f"; {len(self.spinning)} thread(s) kept a core busy (up to {100 * top:.0f} %) without touching "
                         f"memory or files (pids {', '.join(str(p) for p in sorted({s[0] for s in self.spinning}))}:"
                         f" a wait in a collective looks so)")
             return (f"{where}: no new step, no new output and no work for {min(self.quiet_s, stall_s):.0f} s "
