@@ -61,7 +61,7 @@ def test_a_run_that_works_silently_past_the_stall_timeout_on_a_busy_machine_is_n
     assert record["longest_silence_s"] >= 2 * STALL_S, record  # silent past the timeout ...
     assert record["activity"]["longest_idle_s"] < STALL_S, record  # ... but never idle that long
     assert record["activity"]["read"]["cpu"].startswith("1 process(es)")
-    assert record["activity"]["samples"] >= 4
+    assert record["activity"]["samples"] >= 2  # a window at least (a starved test process samples late)
 
 
 def test_a_silent_idle_run_is_stopped_at_the_stall_timeout_and_says_what_it_read(hogs):

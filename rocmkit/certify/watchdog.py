@@ -95,11 +95,13 @@ class Stop:
     waiting_lines: int = 0  # stalled: the status lines of waiting processes that came in the quiet time
     # stalled: what the watchdog read beside the output ({"cpu": ..., "gpu": ...}, empty when it read none), the
     # seconds of the quiet time its processes worked, whether that work ran out the cap, and the threads that
-    # spun (busy without touching memory or files: [pid, tid, share of a core]) in the last window read
+    # spun (busy without touching memory or files: [pid, tid, share of a core wanted]) since the last output, and
+    # the seconds with neither output nor work
     read: dict = field(default_factory=dict)
     busy_s: float = 0.0
     capped: bool = False
     spinning: list = field(default_factory=list)
+    idle_s: float = 0.0
 
     def message(self, stall_s: float) -> str:
         if self.reason == "stalled":
@@ -120,7 +122,7 @@ class Stop:
                 spun = (f"; {len(self.spinning)} thread(s) kept a core busy (up to {100 * top:.0f} %) without touching "
                         f"memory or files (pids {', '.join(str(p) for p in sorted({s[0] for s in self.spinning}))}:"
                         f" a wait in a collective looks so)")
-            return (f"{where}: no new step, no new output and no work for {min(self.quiet_s, stall_s):.0f} s "
+            return (f"{where}: no new step, no new output and no work for {self.idle_s:.0f} s "
                     f"(--stall-timeout {stall_s:g}; read: output, {read}){also}{spun}")
         return (f"the engine failed in {self.phase} ({self.detail}): {short(self.fatal or '')} — no progress "
                 f"followed within {self.quiet_s:.0f} s")
@@ -129,7 +131,7 @@ class Stop:
         return {"reason": self.reason, "phase": self.phase, "detail": self.detail, "quiet_s": round(self.quiet_s, 1),
                 "pattern": self.pattern, "fatal": self.fatal, "lines": self.lines, "waiting_lines": self.waiting_lines,
                 "read": {"output": True, **self.read}, "busy_s": round(self.busy_s, 1), "capped": self.capped,
-                "spinning": [list(x) for x in self.spinning]}
+                "spinning": [list(x) for x in self.spinning], "idle_s": round(self.idle_s, 1)}
 
 
 def fatal_pattern(line: str) -> str | None:
@@ -280,7 +282,7 @@ class Watch:
             self.stopped = Stop("stalled", self.kind, self.detail, quiet, None,
                                 [short(x) for x in list(self._recent)[-12:]], waiting_lines=self.waiting_lines,
                                 read=dict(self.read), busy_s=self.busy_s, capped=capped and idle < self.stall_s,
-                                spinning=list(self.spinning))
+                                spinning=list(self.spinning), idle_s=idle)
         return self.stopped.reason if self.stopped else None
 
     def status(self) -> str:
