@@ -6,7 +6,8 @@ stopping anything.
 The rule, thread by thread over each sample window:
 - **busy**: the thread wanted a core at least BUSY_SHARE of the window: it ran or waited to run (the kernel's
   run time and run-queue wait, /proc/<pid>/task/<tid>/schedstat). Wanting, not getting: on the 2-core CI
-  machine at a load of 23, a thread importing TRL got 8 % of a core and was runnable nearly all the time;
+  machine at a load of 23, a thread importing TRL got 8 % of a core, what any thread that always
+  wants to run gets there (2 cores among 23);
 - **working**: busy AND did something besides computing: it touched new memory (minor or major page faults,
   /proc/<pid>/task/<tid>/stat) or made read/write system calls (syscr/syscw, /proc/<pid>/task/<tid>/io,
   where readable). Loading, importing, compiling, spawning compiler processes and writing caches all do;
@@ -15,13 +16,14 @@ The rule, thread by thread over each sample window:
   pthread_cond_wait), a Python loop polls a flag. It proves nothing, so it is not progress;
 - not busy: the background chatter a hung job keeps (Ray's heartbeats and metrics). The kept stall reports of
   hung runs show every process of the tree at 2 % of a core or less (tests/data/stall/); a thread that wakes
-  ten times a second waits about 11 ms each time to run at that load of 23, so it wants 12 % of a core: half a
+  ten times a second waited about 11 ms each time to run at a load of 18, so it wants 12 % of a core: half a
   core leaves it four times that margin.
 On a GPU the same rule reads the kernel's DRM usage stats (/proc/<pid>/fdinfo: `drm-engine-*` busy time and
 `drm-memory-*`/`drm-total-*` memory, Documentation/gpu/drm-usage-stats.rst; amdgpu writes them): a GPU busy
 while the memory its processes hold changes is working; busy with nothing changing is a kernel that may be
 spinning in a collective, and is not counted. Where no DRM usage stats exist (NVIDIA's driver), the GPU is
-"not readable" and the record says so.
+"not readable" and the record says so. The stats count what the driver schedules itself: ROCm's user-mode compute
+queues (KFD) may never show there, and then the output and CPU rules decide alone, as before.
 
 Work only delays the stop: busy silence counts for at most BUSY_CAP times --stall-timeout, so a spin this rule
 takes for work is still stopped (watchdog.Watch). Reading is at the edges (read_threads, read_gpu); deciding

@@ -80,7 +80,7 @@ def _values(enum) -> list[str]:
 @click.option("--stall-timeout", type=int, default=D.stall_timeout, show_default=True,
               help="Stop the run when it prints no new step and no new line and its processes do no work for "
                    "this many seconds (0: never; a status line that a waiting job repeats is not new; work is a "
-                   "thread using 10 % of a core while it touches new memory or files, or a GPU busy while its "
+                   "thread wanting a core half the time while it touches new memory or files, or a GPU busy while its "
                    "memory changes, read from /proc; a thread spinning, as a rank waiting in a collective does, "
                    "is not work; silent work delays the stop by at most 5 times this), or soon "
                    "after a fatal error (a worker traceback, vLLM's 'Worker failed', a dead Ray actor, a CUDA/HIP "
