@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -19,32 +20,63 @@ from test_certify_runs import need
 
 STALL_S = 30
 WITHIN_S = 90
+TAG = "ROCMKIT_STALL_TEST_RUN"  # in the environment of every process a test's certification starts
 
 
-def _trainer(engine: str, started: float) -> psutil.Process | None:
-    """The training process: TRL's runner (rocmkit.certify.intarget.trl_run), or verl's TaskRunner Ray actor, whose loop
-    drives every step."""
+def _trainer(engine: str, started: float, tag: str) -> psutil.Process | None:
+    """The training process: TRL's runner (rocmkit.certify.intarget.trl_run), or verl's TaskRunner Ray actor, whose
+    loop drives every step. Several processes carry the mark in their command line: TRL's `accelerate launch`
+    wrapper, and any child the trainer forks (for an instant before it execs, or for a short job) — those come
+    and go. The trainer is the one that has done the work: the most CPU time. Those carrying the run's tag first
+    (not another job's trainer on this busy machine); in a container none carries it."""
     mark = "rocmkit.certify.intarget.trl_run" if engine == "trl" else "TaskRunner"
-    for p in psutil.process_iter(["cmdline", "create_time"]):
+    found = []
+    for p in psutil.process_iter(["cmdline", "create_time", "cpu_times", "status"]):
         try:
             cmd = p.info["cmdline"] or []
             # not the host's `docker run … trl_run` client: the trainer itself, in the container or on the host
-            if p.info["create_time"] >= started - 1 and mark in " ".join(cmd) and "docker" not in Path(cmd[0]).name:
-                return p
-        except psutil.Error:
+            if (p.info["create_time"] >= started - 1 and mark in " ".join(cmd) and "docker" not in Path(cmd[0]).name
+                    and p.info["status"] != psutil.STATUS_ZOMBIE):
+                try:
+                    ours = p.environ().get(TAG) == tag
+                except psutil.AccessDenied:
+                    ours = False
+                found.append((ours, p.info["cpu_times"].user + p.info["cpu_times"].system, p))
+        except (psutil.Error, TypeError, IndexError, AttributeError):
             continue
-    return None
+    return max(found, key=lambda x: x[:2])[2] if found else None
 
 
-def _leftovers(started: float, out: Path) -> list[str]:
-    """Processes the run started that are still there (Ray, vLLM, the trainer), zombies aside."""
+def _freeze(engine: str, started: float, tag: str, deadline: float) -> psutil.Process:
+    """SIGSTOP to the trainer, once it is seen stopped: a process picked that is gone by the time the signal is
+    sent (or is not the trainer any more: psutil checks its start time) is picked again."""
+    while True:
+        assert time.monotonic() < deadline, "no trainer to freeze"
+        p = _trainer(engine, started, tag)
+        if p is not None:
+            try:
+                p.send_signal(signal.SIGSTOP)
+                for _ in range(50):  # the kernel marks it stopped at once, or it is gone
+                    if p.status() == psutil.STATUS_STOPPED:
+                        return p
+                    time.sleep(0.1)
+            except psutil.NoSuchProcess:
+                pass
+        time.sleep(0.2)
+
+
+def _leftovers(started: float, out: Path, tag: str) -> list[str]:
+    """Processes the run started that are still there (Ray, vLLM, the trainer), zombies aside: those that carry the
+    run's tag in their environment (every process started under certify inherits it), not another job's on this
+    busy machine that happens to run rocmkit too. A container's processes carry none: the docker check sees them."""
     marks = ("ray::", "raylet", "gcs_server", "VLLM::", "main_ppo", "trl_run", "rocmkit.certify", str(out))
     found = []
     for p in psutil.process_iter(["cmdline", "create_time", "status", "pid"]):
         try:
             cmd = " ".join(p.info["cmdline"] or [])
             if (p.info["create_time"] >= started - 1 and p.info["status"] != psutil.STATUS_ZOMBIE
-                    and p.info["pid"] != os.getpid() and any(m in cmd for m in marks)):
+                    and p.info["pid"] != os.getpid() and any(m in cmd for m in marks)
+                    and p.environ().get(TAG) == tag):
                 found.append(f"{p.info['pid']} {cmd[:120]}")
         except psutil.Error:
             continue
@@ -60,23 +92,22 @@ def _gone(p: psutil.Process) -> bool:
 
 def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, env: dict | None = None) -> dict:
     started = time.time()
+    tag = uuid.uuid4().hex
     argv = [python, "-m", "rocmkit", "certify", *target, "--engine", engine, "--gpus", "0", "--steps", "40",
             "--stall-timeout", str(STALL_S), "--out", str(out), "--json"]
     err_path = out.parent / f"{out.name}.stderr"  # a file, not a pipe: a full pipe would stall certify itself
     with open(err_path, "w") as err:
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True,
-                                 env={**os.environ, "CI": "true", **(env or {})})
+                                 env={**os.environ, "CI": "true", TAG: tag, **(env or {})})
     log = out / "run.log"
-    frozen = frozen_at = None
+    frozen_at = None
     try:
         deadline = time.monotonic() + 900
-        while frozen is None:
+        while not (log.exists() and "step:1 " in log.read_text(errors="replace")):
             assert child.poll() is None, f"certify ended before its first step: {err_path.read_text()[-3000:]}"
             assert time.monotonic() < deadline, "no first step within 900 s"
-            if log.exists() and "step:1 " in log.read_text(errors="replace"):
-                frozen = _trainer(engine, started)
             time.sleep(0.5)
-        frozen.send_signal(signal.SIGSTOP)
+        frozen = _freeze(engine, started, tag, time.monotonic() + 60)
         frozen_at = time.monotonic()
         stdout, _ = child.communicate(timeout=WITHIN_S + 60)
     finally:
@@ -87,7 +118,7 @@ def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, e
     assert child.returncode == 1, stderr[-3000:]
     assert took <= WITHIN_S, f"certify ended {took:.0f} s after the freeze"
     assert _gone(frozen), f"the frozen trainer {frozen.pid} is still there"
-    leftovers = _leftovers(started, out)
+    leftovers = _leftovers(started, out, tag)
     assert leftovers == [], leftovers
     cert = json.loads(stdout)
     assert cert["verdict"] == "fail" and cert["run"]["status"] == "stalled", (cert["verdict"], cert["run"])

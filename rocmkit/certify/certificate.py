@@ -3,6 +3,8 @@ as JSON (`rocmkit.certificate/v2`) and a short markdown summary.
 
 v2 gains `run.stall_report` (rocmkit.stall-report/v1: where every process stood when the watchdog stopped a
 stalled run), present only then: an added field, so the version stays 2 and readers of v2 are unchanged.
+v2 also gains `run.activity` (what the watchdog read beside the output: `read`, `samples`, `longest_idle_s`) and,
+in `run.stop`, `read`, `busy_s`, `capped` and `spinning` (certify/watchdog.py): added fields, same version.
 
 v2 (from v1): the engine's own record of the run is `engine_run` (v1 called verl's `verl`), and `settings` holds
 the chosen engine's options only (v1 held every engine's, None where they did not apply). `upgrade` reads a v1
@@ -163,7 +165,9 @@ def markdown(cert: dict) -> str:
     stop = run.get("stop")
     if stop:
         lines.append(f"- stopped by the watchdog: {stop['reason']} in {stop['phase']} ({stop['detail']}), "
-                     f"{stop['quiet_s']} s" + (f"; pattern {stop['pattern']}" if stop.get("pattern") else ""))
+                     f"{stop['quiet_s']} s" + (f"; pattern {stop['pattern']}" if stop.get("pattern") else "")
+                     + (f"; read: {', '.join(f'{k} ({v})' for k, v in stop['read'].items() if k != 'output')}"
+                        if len(stop.get("read") or {}) > 1 else ""))
         lines += ["", "```", *stop["lines"][-12:], "```"]
     lines += [f"- note: {n}" for n in cert.get("notes", [])]
     lines += ["", "| check | result | detail |", "|---|---|---|"]

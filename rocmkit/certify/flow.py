@@ -224,7 +224,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     watched = follow.watch.record()
     run_doc = {"status": status.value, "exit_code": run.returncode, "wall_s": round(run.seconds, 2),
                "stop": watched["stop"], "longest_silence_s": watched["longest_silence_s"],
-               "stall_timeout_s": s.stall_timeout or None}
+               "stall_timeout_s": s.stall_timeout or None, "activity": watched["activity"]}
     if watched["replicas"]:  # several rollout replicas: each one's updates and syncs, apart
         run_doc["replica_timelines"] = watched["replicas"]
     if follow.stall_report:  # where every process stood before the stalled run was stopped

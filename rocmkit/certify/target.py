@@ -57,7 +57,7 @@ class Target:
 
     def run(self, inner: list[str], env: dict[str, str], ws: Workspace, *, timeout: float,
             on_line: Callable[[str], None] | None = None, log_path: Path | None = None, what: str,
-            stop_when: Callable[[], str | None] | None = None,
+            stop_when: Callable[[Callable[[], list[int]]], str | None] | None = None,
             on_stop: Callable[[list[int]], object] | None = None) -> proc.Result:
         if not self.image:  # this host's rocmkit first on the path, whichever Python runs it (runtime/intarget.py)
             return proc.run(inner, env=intarget.host_env({**os.environ, **env}), cwd=ws.root, timeout=timeout, on_line=on_line,

@@ -1,9 +1,11 @@
 """The certification's watchdog: it reads the engine's output line by line, names the phase the run is in, keeps
 a timeline of phases, and says when the run must be stopped before its --timeout:
 
-- stalled: no new step and no new output for --stall-timeout seconds (a frozen trainer, a deadlock). A status
-  line that a waiting job prints on a timer is not new output: a known waiting message (WAITING), or a line that
-  says word for word what its process said last (timestamps aside);
+- stalled: no new step, no new output and no work for --stall-timeout seconds (a frozen trainer, a deadlock). A
+  status line that a waiting job prints on a timer is not new output: a known waiting message (WAITING), or a
+  line that says word for word what its process said last (timestamps aside). Work is what activity.py reads
+  of the run's processes (threads busy touching memory or files, a GPU busy while its memory changes; a spin in
+  a collective is not work); it delays the stop by at most activity.BUSY_CAP stall timeouts;
 - engine error: a line that only a dead run prints (a worker traceback, vLLM's "Worker failed", a dead Ray
   actor, RayTaskError, a CUDA/HIP error) with no progress after it (a step, or a new phase) within ERROR_GRACE_S.
 
@@ -18,7 +20,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from . import metrics
+from . import activity, metrics
 
 # Why 600 s: the longest silence a healthy run showed was the engine start of verl on a GPU (five processes each
 # importing torch and vLLM, then vLLM's compile: about 60 s without a line, the benchmark records it as
@@ -91,19 +93,45 @@ class Stop:
     lines: list[str] = field(default_factory=list)  # the error's traceback (or the last lines before the stall)
     fatal: str | None = None  # the fatal line itself
     waiting_lines: int = 0  # stalled: the status lines of waiting processes that came in the quiet time
+    # stalled: what the watchdog read beside the output ({"cpu": ..., "gpu": ...}, empty when it read none), the
+    # seconds of the quiet time its processes worked, whether that work ran out the cap, and the threads that
+    # spun (busy without touching memory or files: [pid, tid, share of a core wanted]) since the last output, and
+    # the seconds with neither output nor work
+    read: dict = field(default_factory=dict)
+    busy_s: float = 0.0
+    capped: bool = False
+    spinning: list = field(default_factory=list)
+    idle_s: float = 0.0
 
     def message(self, stall_s: float) -> str:
         if self.reason == "stalled":
             also = (f"; {self.waiting_lines} status line(s) of waiting processes came meanwhile"
                     if self.waiting_lines else "")
-            return (f"the run stalled in {self.phase} ({self.detail}): no new step and no new output for "
-                    f"{self.quiet_s:.0f} s (--stall-timeout {stall_s:g}){also}")
+            where = f"the run stalled in {self.phase} ({self.detail})"
+            if not self.read:  # the output alone was read
+                return (f"{where}: no new step and no new output for {self.quiet_s:.0f} s "
+                        f"(--stall-timeout {stall_s:g}){also}")
+            read = "; ".join(f"{k}: {v}" for k, v in self.read.items())
+            if self.capped:
+                return (f"{where}: no new step and no new output for {self.quiet_s:.0f} s; its processes worked "
+                        f"{self.busy_s:.0f} s of it, but busy silence counts for at most {activity.BUSY_CAP} x "
+                        f"--stall-timeout {stall_s:g} (read: {read}){also}")
+            spun = ""
+            if self.spinning:
+                top = max(s[2] for s in self.spinning)
+                spun = (f"; {len(self.spinning)} thread(s) kept a core busy (up to {100 * top:.0f} %) without touching "
+                        f"memory or files (pids {', '.join(str(p) for p in sorted({s[0] for s in self.spinning}))}:"
+                        f" a wait in a collective looks so)")
+            return (f"{where}: no new step, no new output and no work for {self.idle_s:.0f} s "
+                    f"(--stall-timeout {stall_s:g}; read: output, {read}){also}{spun}")
         return (f"the engine failed in {self.phase} ({self.detail}): {short(self.fatal or '')} — no progress "
                 f"followed within {self.quiet_s:.0f} s")
 
     def to_json(self) -> dict:
         return {"reason": self.reason, "phase": self.phase, "detail": self.detail, "quiet_s": round(self.quiet_s, 1),
-                "pattern": self.pattern, "fatal": self.fatal, "lines": self.lines, "waiting_lines": self.waiting_lines}
+                "pattern": self.pattern, "fatal": self.fatal, "lines": self.lines, "waiting_lines": self.waiting_lines,
+                "read": {"output": True, **self.read}, "busy_s": round(self.busy_s, 1), "capped": self.capped,
+                "spinning": [list(x) for x in self.spinning], "idle_s": round(self.idle_s, 1)}
 
 
 def fatal_pattern(line: str) -> str | None:
@@ -152,6 +180,14 @@ class Watch:
         # each Ray worker's own update and sync events (rollout replicas interleave in the phase timeline)
         self.replicas: dict[str, list[dict]] = {}
         self.longest_silence_s = 0.0
+        # the work read of its processes (activity.py): when the last window with work ended, the seconds of
+        # work since the last output, the longest time with neither output nor work, and what was read
+        self.last_work: float | None = None
+        self.busy_s = 0.0
+        self.longest_idle_s = 0.0
+        self.read: dict[str, str] = {}
+        self.samples = 0
+        self.spinning: list = []
         self.waiting_lines = 0  # status lines of waiting processes since the last new output
         self._last_said: dict[str, str] = {}  # each process's last line, timestamps removed (the repeat rule)
         self._recent: deque[str] = deque(maxlen=RECENT_LINES)
@@ -184,7 +220,8 @@ class Watch:
             self.waiting_lines += 1
         else:
             self.longest_silence_s = max(self.longest_silence_s, now - self.last_activity)
-            self.last_activity, self.waiting_lines = now, 0
+            self.longest_idle_s = max(self.longest_idle_s, now - self._since())
+            self.last_activity, self.waiting_lines, self.busy_s, self.spinning = now, 0, 0.0, []
         if steps:
             n = max(steps)
             values = steps[n]
@@ -217,15 +254,35 @@ class Watch:
             self.error_lines.append(text)  # what followed: vLLM's "Worker failed", Ray's actor death
         self._recent.append(text)
 
+    def _since(self) -> float:
+        """When the run last showed a sign of life: a new line or step, or the end of a window of work."""
+        return max(self.last_activity, self.last_work or self.last_activity)
+
+    def worked(self, window: activity.Window, read: dict[str, str]) -> None:
+        """What the processes did over the window that ends now (activity.working), and what was read."""
+        now = self.clock()
+        self.samples += 1
+        self.read = read
+        self.spinning = window.spinning or self.spinning  # the last spin seen since the last output
+        if window.busy:
+            self.longest_idle_s = max(self.longest_idle_s, now - window.seconds - self._since())
+            self.last_work = now
+            self.busy_s += window.seconds
+
     def check(self) -> str | None:
         """A reason to stop now (and self.stopped set), or None."""
         now = self.clock()
+        quiet, idle = now - self.last_activity, now - self._since()
+        capped = quiet >= activity.BUSY_CAP * self.stall_s
         if self.error_at is not None and now - self.error_at >= self.grace_s:
             self.stopped = Stop("engine error", self.kind, self.detail, now - self.error_at, self.error_pattern,
                                 [short(x) for x in self.error_lines], short(self.error_line))
-        elif now - self.last_activity >= self.stall_s:
-            self.stopped = Stop("stalled", self.kind, self.detail, now - self.last_activity, None,
-                                [short(x) for x in list(self._recent)[-12:]], waiting_lines=self.waiting_lines)
+        elif idle >= self.stall_s or capped:
+            self.longest_idle_s = max(self.longest_idle_s, idle)
+            self.stopped = Stop("stalled", self.kind, self.detail, quiet, None,
+                                [short(x) for x in list(self._recent)[-12:]], waiting_lines=self.waiting_lines,
+                                read=dict(self.read), busy_s=self.busy_s, capped=capped and idle < self.stall_s,
+                                spinning=list(self.spinning), idle_s=idle)
         return self.stopped.reason if self.stopped else None
 
     def status(self) -> str:
@@ -242,6 +299,8 @@ class Watch:
         """The certificate's part: the timeline, the longest silence, and the stop if there was one."""
         return {"timeline": self.timeline, "longest_silence_s": round(self.longest_silence_s, 1),
                 "stop": self.stopped.to_json() if self.stopped else None,
+                "activity": {"read": {"output": True, **self.read}, "samples": self.samples,
+                             "longest_idle_s": round(self.longest_idle_s, 1)},
                 "replicas": self.replicas if len(self.replicas) > 1 else {}}
 
 
@@ -262,10 +321,12 @@ class Follow:
 
     PLAIN_EVERY_S = 30.0
 
-    def __init__(self, display, watch: Watch, stall_dir=None):
+    def __init__(self, display, watch: Watch, stall_dir=None, sample=activity.sample):
         self.display, self.watch, self.stall_dir = display, watch, stall_dir
         self._shown, self._shown_at = None, 0.0
         self.stall_report: dict | None = None
+        self._sample, self._last_sample = sample, None  # the run's processes' counters (activity.py)
+        self.every_s = activity.sample_every(watch.stall_s)
 
     def before_stop(self, pids: list[int]) -> None:
         """proc.run's on_stop: the stall report on the run's processes as they stand. Never raises: a report that
@@ -285,11 +346,38 @@ class Follow:
         self.watch.line(text)
         self._show()
 
-    def tick(self) -> str | None:
-        """proc.run's stop_when: the watchdog's reason to stop, or None."""
+    def tick(self, pids=None) -> str | None:
+        """proc.run's stop_when: the watchdog's reason to stop, or None. `pids` (a callable: the run's process
+        ids) is read every `every_s` for the work of a silent run (activity.py)."""
+        if pids is not None:
+            self._read_work(pids)
         reason = self.watch.check()
         self._show()
         return reason
+
+    def _read_work(self, pids) -> None:
+        last, now = self._last_sample, self.watch.clock()
+        if self.watch.stall_s == float("inf"):
+            return  # no stall timeout: nothing to decide with it
+        if last is not None and now - last.at < self.every_s:
+            return
+        try:
+            ids = pids()
+            sample = self._sample(ids, now)
+        except Exception as exc:  # noqa: BLE001 - a failed read must not stop or crash the run; the output rule holds
+            self.watch.read = {"cpu": f"not read: {type(exc).__name__}: {exc}"[:200]}
+            return
+        self._last_sample = sample
+        if last is None or not sample.threads:
+            return  # the first read, or the run's processes are gone (it is ending)
+        window = activity.working(last, sample)
+        calls = sum(c.calls is not None for c in sample.threads.values())
+        read = {"cpu": f"{len({k[0] for k in sample.threads})} process(es), {len(sample.threads)} thread(s) "
+                       f"from /proc" + ("" if calls == len(sample.threads) else
+                                        f" ({len(sample.threads) - calls} without read/write counts)"),
+                "gpu": (f"DRM usage stats of {len(sample.gpu)} process(es)" if sample.gpu is not None
+                        else "not readable (no DRM usage stats in /proc/<pid>/fdinfo)")}
+        self.watch.worked(window, read)
 
     def _show(self) -> None:
         w, now = self.watch, time.monotonic()

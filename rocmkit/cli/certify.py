@@ -78,8 +78,11 @@ def _values(enum) -> list[str]:
 @click.option("--timeout", type=int, default=D.timeout, show_default=True,
               help="Seconds for the whole certification; at the deadline everything it started is stopped (exit 124).")
 @click.option("--stall-timeout", type=int, default=D.stall_timeout, show_default=True,
-              help="Stop the run when it prints no new step and no new line for this many seconds (0: never; a "
-                   "status line that a waiting job repeats is not new), or soon "
+              help="Stop the run when it prints no new step and no new line and its processes do no work for "
+                   "this many seconds (0: never; a status line that a waiting job repeats is not new; work is a "
+                   "thread wanting a core half the time while it touches new memory or files, or a GPU busy while its "
+                   "memory changes, read from /proc; a thread spinning, as a rank waiting in a collective does, "
+                   "is not work; silent work delays the stop by at most 5 times this), or soon "
                    "after a fatal error (a worker traceback, vLLM's 'Worker failed', a dead Ray actor, a CUDA/HIP "
                    "error) with no progress after it: a FAIL certificate naming the stall or error, its phase and "
                    "last lines (exit 1). The default is several times the longest silence of a healthy run.")

@@ -134,11 +134,20 @@ def run_container(image: str, command: list[str], *, what: str, timeout: float |
         intarget.check_engine_local()
     label = proc.new_run_label()
     labels = {RUN_LABEL: label, "io.rocmkit.what": what}
+    firsts: list[int] = []
+
+    def inside() -> list[int]:
+        """The container's processes, by their pids on this host: its first process asked of the engine once,
+        its descendants read each time (a watchdog reads them every few seconds)."""
+        if not firsts:
+            firsts.extend(labelled_pids(label))
+        return descendants(firsts)
     result = proc.run(docker_run_argv(image, command, docker=docker, ulimits=ulimits, labels=labels,
                                       host_code=host_code, **flags),
                       timeout=timeout, on_line=on_line, log_path=log_path, cleanup=lambda: remove_containers(label),
                       what=what,
-                      keep_stdout=keep_stdout, passthrough=passthrough, stop_when=stop_when,
+                      keep_stdout=keep_stdout, passthrough=passthrough,
+                      stop_when=stop_when and (lambda pids: stop_when(lambda: pids() + inside())),
                       on_stop=on_stop and (lambda pids: on_stop(pids + labelled_pids(label))))
     refused = passthrough or any(w in result.output.lower() for w in REFUSED_ULIMIT)
     if ulimits and result.returncode == DOCKER_ERROR and refused:
@@ -146,6 +155,20 @@ def run_container(image: str, command: list[str], *, what: str, timeout: float |
                              on_line=on_line, log_path=log_path, keep_stdout=keep_stdout, passthrough=passthrough,
                              stop_when=stop_when, on_stop=on_stop, host_code=host_code, **flags)
     return result, ulimits
+
+
+def descendants(pids: list[int]) -> list[int]:
+    """The processes and their descendants that are still there."""
+    import psutil
+
+    out = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            out += [pid] + [c.pid for c in p.children(recursive=True)]
+        except psutil.Error:
+            continue
+    return out
 
 
 def labelled_pids(label: str) -> list[int]:

@@ -211,7 +211,7 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
         timeout: float | None = None, on_line: Callable[[str], None] | None = None,
         log_path: Path | None = None, cleanup: Callable[[], object] | None = None, what: str | None = None,
         grace_s: float = GRACE_S, keep_stdout: bool = False, passthrough: bool = False,
-        input_text: str | None = None, stop_when: Callable[[], str | None] | None = None,
+        input_text: str | None = None, stop_when: Callable[[Callable[[], list[int]]], str | None] | None = None,
         on_stop: Callable[[list[int]], object] | None = None) -> Result:
     """Run argv to completion or to its deadline; see the module docstring. `env` replaces the environment
     (None: inherit). `what` names the work in the Interrupted message. With keep_stdout, stdout is read apart
@@ -220,8 +220,9 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
     is read, and on a terminal it stays in the foreground process group so it can read the keyboard.
     `input_text` is written to the child's stdin, which is then closed (a short request, as a credential
     helper reads one); otherwise stdin is /dev/null. `stop_when` is asked several times a second while the
-    child runs (after each line, and when none comes): a reason it returns stops the tree as a deadline does,
-    and the Result carries the reason (a certification's watchdog). `on_stop` is then called with the pids of
+    child runs (after each line, and when none comes), with a callable that lists the pids of the child's tree
+    (a watchdog reads what they do): a reason it returns stops the tree as a deadline does, and the Result
+    carries the reason (a certification's watchdog). `on_stop` is then called with the pids of
     the child's tree before anything is stopped (a stall report reads them as they stand). `cleanup` removes what the child started
     outside its process tree (runtime/container.py: the run's containers): called before the tree is stopped
     when the run is cut short (a stopped client would leave its container running), and again after it."""
@@ -286,7 +287,7 @@ class _Watch:
         """The deadline passed, or stop_when gave a reason: either way the child is stopped."""
         self.timed_out = self.deadline is not None and now >= self.deadline
         if not self.timed_out and self.stop_when is not None and self.child.poll() is None:
-            self.stopped = self.stop_when()
+            self.stopped = self.stop_when(lambda: [p.pid for p in self.tree.members()])
         return self.timed_out or self.stopped is not None
 
     def wait(self) -> None:
