@@ -135,6 +135,13 @@ def analyse(dumps: dict[tuple[int, int], dict]) -> dict:
         waiting = sorted(r for r, e in pending.items() if seq_of(e) == seq and _op(e) == op)
         mismatch = {r: e for r, e in pending.items() if seq_of(e) == seq and _op(e) != op}
         behind = {r: e for r, e in last.items() if e is None or seq_of(e) < seq}
+        diverged = None if behind or mismatch else _divergence(g["seen"], seq_of)
+        if diverged:  # every rank went past the collective where their ops parted: name that one instead
+            seq, op, odd = diverged
+            first = next(e for es in g["seen"].values() for e in es if seq_of(e) == seq and _op(e) == op)
+            waiting = sorted(r for r, es in g["seen"].items() if r not in odd
+                             and any(seq_of(e) == seq and _op(e) == op for e in es))
+            mismatch = odd
         out.append({"name": g.get("name", key), "desc": g["desc"], "ranks": list(members or g["present"]),
                     "op": op, "seq": seq, "sizes": first.get("input_sizes"), "state": first.get("state"),
                     "waiting": {r: g["present"][r] for r in waiting},
@@ -143,8 +150,34 @@ def analyse(dumps: dict[tuple[int, int], dict]) -> dict:
                                for r, e in sorted(behind.items())},
                     "mismatch": {r: {"pid": g["present"][r], "op": _op(e), "frame": _python_frame(e)}
                                  for r, e in sorted(mismatch.items())},
-                    "missing": [r for r in members if r not in g["present"]]})
+                    "missing": [r for r in members if r not in g["present"]], "diverged": bool(diverged)})
     return {"groups": out, "ranks": sorted({r for _, r in dumps}), "lines": [group_line(g) for g in out]}
+
+
+def _divergence(seen: dict[int, list[dict]], seq_of) -> tuple[int, str, dict[int, dict]] | None:
+    """The first sequence number at which the ranks' records name different ops, the op most ranks entered there,
+    and the ranks that entered another, each by its entry. NCCL and RCCL do not compare ops: a rank that skipped an
+    all_reduce runs its next collective against its peers' all_reduce, both may complete, and only the numbering
+    shows it (seen on two H200s: rank 1 skipped all_reduce #44 and entered _all_gather_base as #44). Where two
+    ranks disagree with no majority, the one whose op at N is the other's op at N + 1 is the one that skipped."""
+    by_rank = {r: {seq_of(e): e for e in es} for r, es in seen.items()}
+    seqs = sorted({s for ops in by_rank.values() for s in ops})
+    for s in seqs:
+        at = {r: ops[s] for r, ops in by_rank.items() if s in ops}
+        names = sorted({_op(e) for e in at.values()})
+        if len(at) < 2 or len(names) < 2:
+            continue
+        counts = {n: sum(_op(e) == n for e in at.values()) for n in names}
+        top = max(counts.values())
+        majority = [n for n in names if counts[n] == top]
+        if len(majority) > 1:  # a tie: the skipper's op at N is its peers' op at N + 1
+            skipped = [r for r, e in at.items()
+                       if any(_op(ops.get(s + 1, {})) == _op(e) for q, ops in by_rank.items() if q != r)]
+            op = next((_op(e) for r, e in at.items() if r not in skipped), majority[0]) if skipped else majority[0]
+        else:
+            op = majority[0]
+        return s, op, {r: e for r, e in at.items() if _op(e) != op}
+    return None
 
 
 def _ranks_text(ranks) -> str:
@@ -160,7 +193,8 @@ def group_line(g: dict) -> str:
     """"ranks 0, 2 of group default_pg wait in all_reduce #2 ([[4]]); rank 1 never reached it (its last:
     all_gather #1, completed)"."""
     label = g["desc"] or g["name"]
-    text = f"{_ranks_text(g['waiting'])} of group {label} {_wait(g['waiting'])} in {g['op']} #{g['seq']}"
+    verb = "entered" if g.get("diverged") else _wait(g["waiting"]) + " in"
+    text = f"{_ranks_text(g['waiting'])} of group {label} {verb} {g['op']} #{g['seq']}"
     if g.get("sizes"):
         text += f" (sizes {g['sizes']})"
     for r, b in g["behind"].items():
@@ -185,9 +219,10 @@ def culprits(analysis: dict) -> list[dict]:
             out.append({"rank": r, "pid": b["pid"], "group": label,
                         "why": f"it never reached {where}, where {waiters} {_wait(g['waiting'])} (its last collective: "
                                f"{b['last_op']} #{b['last_seq']})"})
+        verb = "entered" if g.get("diverged") else _wait(g["waiting"]) + " in"
         for r, m in g["mismatch"].items():
             out.append({"rank": r, "pid": m["pid"], "group": label,
-                        "why": f"it entered {m['op']} as #{g['seq']} where {waiters} {_wait(g['waiting'])} in "
+                        "why": f"it entered {m['op']} as #{g['seq']} where {waiters} {verb} "
                                f"{g['op']} "
                                f"#{g['seq']}: it skipped or reordered a collective"
                                + (f" (called from {m['frame']})" if m["frame"] else "")})

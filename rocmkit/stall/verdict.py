@@ -112,9 +112,14 @@ def judge(procs: list[dict], record: dict | None = None) -> dict:
             p = busy[0]
             waits_for = [_named(p, f"the one process of the job at work ({_cpu(p):.0f} % CPU) while the others "
                                    f"wait: {_where(p)}")]
-    busy = [p for p in job if p not in waiting and p["state"] not in STUCK_STATES
+    # A rank the flight recorder shows waiting in a collective is waiting, however busy: NCCL and RCCL spin a core
+    # while they wait (seen on two H100s: rank 0 at 101 % CPU in all_reduce #44 that rank 1 never reached).
+    in_collective = {int(pid) for g in (record or {}).get("groups", []) for pid in g["waiting"].values()}
+    busy = [p for p in job if p not in waiting and p["state"] not in STUCK_STATES and p["pid"] not in in_collective
             and (_cpu(p) >= BUSY_PCT or _kind(p) == "running")]
-    health = ("stuck" if stuck else "working" if busy else "waiting" if waiting else "idle" if job else "empty")
+    recorded = any(w.get("source") == "flight recorder" for w in waits_for)
+    health = ("stuck" if stuck else "waiting" if recorded else "working" if busy
+              else "waiting" if waiting or in_collective else "idle" if job else "empty")
     out_lines = verdict_lines(procs, job, waiting, waits_for, record)
     if health == "working":
         at_work = "; ".join(f"{name(p)} ({_cpu(p):.0f} % CPU)" for p in busy[:6])
