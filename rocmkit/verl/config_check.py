@@ -20,7 +20,14 @@ import re
 import sys
 from pathlib import Path
 
+if __package__:  # rocmkit.verl.config_check
+    from . import batch_rules, verl_messages
+else:  # a copied file in the target's Python, its rule modules beside it (recipe_check._inputs)
+    import batch_rules  # type: ignore[no-redef]
+    import verl_messages  # type: ignore[no-redef]
+
 ROLLOUTS = ("vllm", "sglang", "trtllm")
+RULE_MODULES = (batch_rules, verl_messages)  # what must be copied beside this file
 
 
 def _config_dir() -> Path | None:
@@ -106,6 +113,23 @@ class _Variants:
                 return [f"{type(exc).__name__}: {exc}"]
 
 
+def _add(result: dict, items: list) -> None:
+    """Findings into the result, each once: rule findings (dicts) into result["problems"], their error text and
+    the plain errors into result["errors"] (what certify reads)."""
+    for e in items:
+        if isinstance(e, dict):
+            if all(p["text"] != e["text"] for p in result.setdefault("problems", [])):
+                result["problems"].append(e)
+            if e["severity"] == "error" and e["text"] not in result["errors"]:
+                result["errors"].append(e["text"])
+        elif e not in result["errors"]:
+            result["errors"].append(e)
+
+
+def _text(e) -> str:
+    return e["text"] if isinstance(e, dict) else e
+
+
 def _run(name: str, check, variants: _Variants, unresolved: list[str], result: dict) -> None:
     """Run one check. Its errors are fatal when its verdict is the same whatever the unresolved values are (it
     never read them: a $HOME in a data path does not hide a wrong batch size); otherwise the check is a doubt,
@@ -113,12 +137,12 @@ def _run(name: str, check, variants: _Variants, unresolved: list[str], result: d
     at_defaults = variants.errors(check)
     needed = tuple(k for k in unresolved if variants.errors(check, (k,)) != at_defaults)
     if not needed:
-        result["errors"] += at_defaults
+        _add(result, at_defaults)
         return
     at_unknown = variants.errors(check, needed)
-    result["errors"] += [e for e in at_defaults if e in at_unknown]  # the same with or without the values
-    result.setdefault("doubts", []).append({"check": name, "needs": list(needed),
-                                            "errors": [e for e in at_defaults if e not in at_unknown]})
+    _add(result, [e for e in at_defaults if e in at_unknown])  # the same with or without the values
+    result.setdefault("doubts", []).append({"check": name, "needs": list(needed), "errors": [
+        _text(e) for e in at_defaults if e not in at_unknown and (not isinstance(e, dict) or e["severity"] == "error")]})
 
 
 def _sel(cfg, key: str, default=None):
@@ -174,15 +198,6 @@ def _placement(cfg) -> list[str]:
     if _sel(cfg, f"{r}.name") == "vllm" and dp > 1 and per_node % tp:
         out.append(f"{r}.tensor_model_parallel_size={tp}: with {r}.data_parallel_size={dp} vLLM needs TP to divide "
                    f"trainer.n_gpus_per_node={per_node} (verl/workers/rollout/vllm_rollout/vllm_async_server.py)")
-    a = "actor_rollout_ref.actor"
-    # verl/utils/config.py validate_config checks TP x PP x CP against the GPUs only with fixed micro batches;
-    # megatron-core's initialize_model_parallel refuses the same split with dynamic ones, when the job starts.
-    if _sel(cfg, f"{a}.strategy") == "megatron" and _sel(cfg, f"{a}.use_dynamic_bsz"):
-        m = f"{a}.megatron"
-        split = [_sel(cfg, f"{m}.{k}_parallel_size") or 1 for k in ("tensor_model", "pipeline_model", "context")]
-        if gpus % (split[0] * split[1] * split[2]):
-            out.append(f"{m}: TP x PP x CP = {split[0]} x {split[1]} x {split[2]} does not divide {job} "
-                       "(megatron-core's initialize_model_parallel refuses it when the workers start)")
     return out
 
 
@@ -201,12 +216,6 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ())
     if isinstance(variants.get(), Exception):  # any interpolation error is a finding
         result["errors"].append(f"resolve: {variants.get()}")
         return result
-    checks = [("the rollout engine", _rollout_engine), ("the reward section", _legacy_reward),
-              ("the rollout and Megatron GPU split", _placement)] + ([("the files", _files)] if files else [])
-    for name, check in checks:
-        _run(name, check, variants, unresolved, result)
-    if result["errors"]:
-        return result
     try:
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.utils.config import omega_conf_to_dataclass, validate_config
@@ -214,21 +223,52 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ())
     except ImportError as exc:
         result["errors"].append(f"verl cannot be imported here ({exc}): its dependencies are incomplete")
         return result
+    _ask_verl_for_registries()
 
-    def verl_validate(c) -> list[str]:
+    def rules(c) -> list[dict]:
+        return batch_rules.problems(lambda k: _sel(c, k), use_critic=_safe(need_critic, c),
+                                    use_reference=_safe(need_reference_policy, c))
+
+    _run("verl's batch and value rules", rules, variants, unresolved, result)
+    if any(p["rule"] == "range" for p in result.get("problems", [])):  # arithmetic on them would only crash
+        result["ok"] = not result["errors"]
+        return result
+    checks = [("the rollout engine", _rollout_engine), ("the reward section", _legacy_reward),
+              ("the rollout GPU split", _placement), ("verl's registries", _registries)] + \
+        ([("the files", _files)] if files else [])
+    for name, check in checks:
+        _run(name, check, variants, unresolved, result)
+    if result["errors"]:  # verl's own checks would stop at one of these first, or repeat them in its words
+        return result
+
+    def verl_validate(c) -> list:
+        use_critic = need_critic(c)
         try:
-            validate_config(c, use_reference_policy=need_reference_policy(c), use_critic=need_critic(c))
-        except Exception as exc:  # noqa: BLE001
-            return [f"validate_config: {type(exc).__name__}: {exc}"]
+            validate_config(c, use_reference_policy=need_reference_policy(c), use_critic=use_critic)
+        except Exception as exc:  # noqa: BLE001 - verl's reason, on its key
+            if not (use_critic and verl_messages.from_model_hub(exc)):
+                return [verl_messages.translate(exc, lambda k: _sel(c, k))]
+            # validate_config reads the critic's model config (HFModelConfig): a hub model offline is a note,
+            # and the rest of verl's checks run without the critic's
+            said = verl_messages.translate(exc, lambda k: _sel(c, k))["message"]
+            note = {"rule": "critic-model", "keys": ["critic.model.path"], "severity": "note", "fix": None,
+                    "source": None, "message": f"the critic's model config was not read ({said[:200]}): the "
+                    "critic's own checks that need it were skipped; no model file is read offline"}
+            note["text"] = f"critic.model.path: {note['message']}"
+            try:
+                validate_config(c, use_reference_policy=need_reference_policy(c), use_critic=False)
+            except Exception as again:  # noqa: BLE001
+                return [note, verl_messages.translate(again, lambda k: _sel(c, k))]
+            return [note]
         return []
 
     def section(name, target):
-        def convert(c) -> list[str]:
+        def convert(c) -> list:
             try:
                 node = OmegaConf.select(c, name)
                 omega_conf_to_dataclass(node, target) if target else omega_conf_to_dataclass(node)
             except Exception as exc:  # noqa: BLE001
-                return [f"{name}: {type(exc).__name__}: {exc}"]
+                return [verl_messages.translate(exc, lambda k: _sel(c, k), section=name)]
             return []
         return convert
 
@@ -240,6 +280,54 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ())
         _run(f"verl's {name} section", section(name, target), variants, unresolved, result)
     result["ok"] = not result["errors"]
     return result
+
+
+def _safe(fn, cfg) -> bool:
+    try:
+        return bool(fn(cfg))
+    except Exception:  # noqa: BLE001 - a value the rules themselves report
+        return False
+
+
+def _ask_verl_for_registries() -> None:
+    """The KL estimators are the names verl's own kl_penalty computes (it raises NotImplementedError on others,
+    at the first update): asked by calling it on one number."""
+    try:
+        import torch
+        from verl.trainer.ppo.core_algos import kl_penalty
+    except ImportError:
+        return
+
+    def known(name: str) -> bool:
+        try:
+            kl_penalty(torch.zeros(1), torch.zeros(1), name)
+        except NotImplementedError:
+            return False
+        except Exception:  # noqa: BLE001 - a name verl does not compute
+            return False
+        return True
+    batch_rules.KNOWN_KL = known
+
+
+def _registries(cfg) -> list:
+    """The policy loss and the advantage estimator: names verl looks up in its registries at the first update."""
+    out = []
+    try:
+        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
+    except ImportError:
+        return out
+    for key, registry, source in (
+            ("actor_rollout_ref.actor.policy_loss.loss_mode", POLICY_LOSS_REGISTRY, "get_policy_loss_fn"),
+            ("algorithm.adv_estimator", ADV_ESTIMATOR_REGISTRY, "get_adv_estimator_fn")):
+        value = _sel(cfg, key)
+        if value is not None and str(value) not in registry:
+            close = difflib.get_close_matches(str(value), list(registry), n=3)
+            p = {"rule": "registry", "keys": [key], "severity": "error", "source": None,
+                 "message": f"{key}={value}: verl has no such name (verl/trainer/ppo/core_algos.py, {source})",
+                 "fix": "one of " + ", ".join(close or sorted(registry))}
+            p["text"] = p["message"]
+            out.append(p)
+    return out
 
 
 RECIPE_MARK = "ROCMKIT-VERL-RECIPE "

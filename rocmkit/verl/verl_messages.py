@@ -1,0 +1,105 @@
+"""verl's own exceptions turned into findings a user can act on: the key they are about (so the finding lands on
+that override's line), the reason in plain words, and where verl's message carries the numbers, the values that
+pass. Pure and stdlib only: config_check.py imports it beside itself in the target Python."""
+
+from __future__ import annotations
+
+import math
+import re
+
+A, R, C = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "critic"
+
+
+def _near_multiples(value: int, step: int) -> str:
+    below = [v for v in (value // step * step, value // step * step - step) if v > 0]
+    above = [-(-value // step) * step, -(-value // step) * step + step]
+    return " or ".join(str(v) for v in sorted(set(below + above)) if v != value)
+
+
+def _real_train(m, get):
+    real, minimal = int(m[1]), int(m[2])
+    n = get(f"{R}.n") or 1
+    train = real // n
+    step = minimal // math.gcd(n, minimal)
+    return ("data.train_batch_size",), (f"data.train_batch_size x {R}.n = {real} must be a multiple of {minimal} "
+                                        "(the GPUs, or the Megatron data-parallel size x micro batch)",
+                                        f"data.train_batch_size={_near_multiples(train, step)}")
+
+
+# (pattern over verl's message, key(s), or a function of (match, get) -> (keys, (reason, fix)))
+KNOWN = [
+    (r"real_train_batch_size \((\d+)\) must be divisible by minimal possible batch size \((\d+)\)", _real_train),
+    (r"train_batch_size \((\d+)\) must be >= actor\.ppo_mini_batch_size \((\d+)\)",
+     lambda m, get: ((f"{A}.ppo_mini_batch_size", "data.train_batch_size"),
+                     (m[0], f"{A}.ppo_mini_batch_size={m[1]} or less"))),
+    (r"train_batch_size \((\d+)\) must be >= critic\.ppo_mini_batch_size \((\d+)\)",
+     lambda m, get: ((f"{C}.ppo_mini_batch_size", "data.train_batch_size"),
+                     (m[0], f"{C}.ppo_mini_batch_size={m[1]} or less"))),
+    (r"n_gpus \((\d+)\) must be divisible by model_parallel_size", (f"{A}.megatron.tensor_model_parallel_size",
+                                                                    "trainer.n_gpus_per_node")),
+    (r"^ppo_mini_batch_size \(\d+\) must be divisible by ppo_micro_batch_size", (f"{A}.ppo_micro_batch_size",)),
+    (r"^\[critic\] ppo_mini_batch_size", (f"{C}.ppo_micro_batch_size",)),
+    (r"^ppo_micro_batch_size \(\d+\) \* ulysses", (f"{A}.ppo_micro_batch_size",)),
+    (r"^critic\.ppo_micro_batch_size \(\d+\) \* ulysses", (f"{C}.ppo_micro_batch_size",)),
+    (r"You have set both '([^']+)' AND", lambda m, get: ((m[1],), (m[0], None))),
+    (r"Please set at least one of '([^']+)' or '([^']+)'", lambda m, get: ((m[2],), (m[0], None))),
+    (r"Please set at least one of 'actor\.ppo_micro_batch_size' or 'actor\.ppo_micro_batch_size_per_gpu'",
+     (f"{A}.ppo_micro_batch_size_per_gpu",)),
+    (r"validation gen temperature", (f"{R}.temperature", f"{R}.val_kwargs.do_sample")),
+    (r"sequence parallelism .* use_remove_padding", ("actor_rollout_ref.model.use_remove_padding",)),
+    (r"Invalid loss_agg_mode", (f"{A}.loss_agg_mode",)),
+    (r"Rollout mode 'sync' has been removed", (f"{R}.mode",)),
+    (r"expert_parallel_size must be equal to", (f"{R}.expert_parallel_size",)),
+    (r"not implemented pipeline_model_parallel_size > 1", (f"{R}.pipeline_model_parallel_size",)),
+    (r"Invalid router_replay mode", (f"{A}.megatron.router_replay.mode",)),
+    (r"router_replay\.mode='R2' requires", ("algorithm.rollout_correction.bypass_mode",)),
+    (r"Unsupported loss mode", (f"{A}.policy_loss.loss_mode",)),
+    (r"Unknown advantage estimator|adv_estimator", ("algorithm.adv_estimator",)),
+]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def translate(exc: BaseException, get, section: str | None = None, source: str | None = None) -> dict:
+    """One verl exception as a finding: {"keys", "message", "fix", "severity", "text", "rule", "source"}."""
+    text = _first_line(exc)
+    keys, fix = (), None
+    for pattern, how in KNOWN:
+        m = re.search(pattern, text)
+        if m:
+            if callable(how):
+                keys, (text, fix) = how(m, get)
+            else:
+                keys = how
+            break
+    else:
+        full_key = getattr(exc, "full_key", None)  # omegaconf's errors name the key they are about
+        if full_key:
+            keys = (f"{section}.{full_key}" if section else str(full_key),)
+            text = re.sub(r"\s*full_key:.*", "", text)
+        else:
+            quoted = [q for q in re.findall(r"'([\w.]+)'", text) if "." in q]
+            keys = tuple(quoted[:1])
+    if not keys or type(exc).__name__ in ("TypeError", "ZeroDivisionError", "AttributeError", "KeyError"):
+        text = f"verl could not check this configuration ({type(exc).__name__}: {text})" if not keys else text
+    out = {"rule": "verl", "keys": list(keys), "message": text, "fix": fix, "severity": "error",
+           "source": source}
+    out["text"] = text if not keys or text.startswith(keys[0]) else f"{keys[0]}: {text}"
+    return out
+
+
+def from_model_hub(exc: BaseException) -> bool:
+    """Whether the exception came from reading a model's files (transformers or the Hugging Face hub), which an
+    offline check must not need."""
+    import traceback
+
+    seen = exc
+    while seen is not None:
+        files = [f.filename for f in traceback.extract_tb(seen.__traceback__)]
+        if any("transformers" in f or "huggingface_hub" in f for f in files) or "huggingface.co" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
