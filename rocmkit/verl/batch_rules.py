@@ -132,7 +132,8 @@ def problems(get, use_critic: bool = False, use_reference: bool = False) -> list
         what = "TP x PP x CP" if strategy == "megatron" else "Ulysses SP"
         keys = (f"{A}.megatron.tensor_model_parallel_size",) if strategy == "megatron" else \
             (f"{A}.ulysses_sequence_parallel_size",)
-        out.append(Problem("dp", keys + GPUS_KEYS, f"{what} = {sp} does not divide the job's {gpus} GPUs",
+        shown = " x ".join(map(str, split)) + f" = {sp}" if strategy == "megatron" else str(sp)
+        out.append(Problem("dp", keys + GPUS_KEYS, f"{what} = {shown} does not divide the job's {gpus} GPUs",
                            fix=f"{what} one of {_choices(divisors_near(gpus, sp))}"))
         return [p.to_json() for p in out]
     dp = gpus // sp
@@ -199,7 +200,7 @@ def _fixed_batches(get, gpus, dp, train, n, mini, micro, lp_micro, ref_micro, st
                                                                        if get(legacy) is not None else ""),
                                fix=f"{key}=<a divisor of the per-GPU batch>, or {A}.use_dynamic_bsz=True",
                                source="verl/workers/engine_workers.py, ActorRolloutRefWorker.init_model"))
-    if any(p.rule == "real-train" for p in out) or mini * n % dp:
+    if mini * n % dp:  # said above; the per-rank figures below do not exist
         return out
     critic_mini = _int(get(f"{C}.ppo_mini_batch_size")) if use_critic else None
     batch = batch_after_padding(train, n, dp, mini, critic_mini if critic_mini and critic_mini > 0 else None)
