@@ -88,13 +88,13 @@ def _quiet(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-def judge(cfg) -> tuple[bool, str]:
-    """verl's verdict on a composed config (resolved here on a copy)."""
+def judge(cfg, copy_first: bool = True) -> tuple[bool, str]:
+    """verl's verdict on a composed config (resolved here, on a copy unless copy_first is False)."""
     import copy
 
     from omegaconf import OmegaConf
 
-    cfg = copy.deepcopy(cfg)
+    cfg = copy.deepcopy(cfg) if copy_first else cfg
     try:
         OmegaConf.resolve(cfg)
         for step in (_validate, _conversions, _first_step):

@@ -76,8 +76,8 @@ class _Variants:
     them set to UNRESOLVED (interpolations then carry it to the keys that copy them). Each is made once and shared
     by the checks, which only read it."""
 
-    def __init__(self, cfg):
-        self.cfg, self.made = cfg, {}
+    def __init__(self, cfg, resolved: bool = False):
+        self.cfg, self.made = cfg, {(): cfg} if resolved else {}
 
     def get(self, keys: tuple = ()):
         if keys not in self.made:
@@ -201,7 +201,7 @@ def _placement(cfg) -> list[str]:
     return out
 
 
-def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ()) -> dict:
+def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = (), resolved: bool = False) -> dict:
     """Everything after the compose, into result["errors"]; `unresolved`: keys whose values the launch script
     leaves unresolved (in cfg at verl's defaults). A check that needs one of them is a doubt (result["doubts"]),
     not a verdict; one that does not keeps its errors fatal."""
@@ -212,7 +212,7 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ())
                if k != "reward.reward_model.rollout.name" and k not in unresolved]
     if missing:
         result["errors"].append(f"mandatory values not set: {', '.join(missing)}")
-    variants = _Variants(cfg)
+    variants = _Variants(cfg, resolved)  # resolved: cfg has no interpolation left, and no check changes it
     if isinstance(variants.get(), Exception):  # any interpolation error is a finding
         result["errors"].append(f"resolve: {variants.get()}")
         return result
