@@ -37,11 +37,45 @@ def _config_dir() -> Path | None:
     return Path(spec.origin).parent / "trainer" / "config" if spec else None
 
 
-def _compose(config_name: str, overrides: list[str]):
+def _compose(config_name: str, overrides: list[str], config_path: str | None = None):
+    """Hydra's compose, as main_ppo's @hydra.main(config_path="config") does; a user's --config-path replaces that
+    folder, and verl's own goes on the search path (verl's examples name it in their yaml's hydra.searchpath as
+    file://verl/trainer/config, which only resolves from a checkout of verl)."""
     from hydra import compose, initialize_config_dir
 
-    with initialize_config_dir(config_dir=str(_config_dir()), version_base=None):
-        return compose(config_name=config_name, overrides=overrides)
+    primary, extra = str(_config_dir()), []
+    if config_path:
+        primary = str(Path(config_path).resolve())
+        extra = [f"hydra.searchpath=[{','.join(_search_path(Path(primary) / f'{config_name}.yaml'))}]"]
+    with initialize_config_dir(config_dir=primary, version_base=None):
+        return compose(config_name=config_name, overrides=overrides + extra)
+
+
+def _main_ppo_path(config_path: str | None) -> str | None:
+    """Where main_ppo's Hydra looks for --config-path=X: X if absolute, else relative to main_ppo.py's folder
+    (hydra/_internal/utils.py, compute_search_path_dir: the file that declares @hydra.main), so `./config` is
+    verl's own folder (None here)."""
+    if not config_path or config_path.startswith("pkg://"):
+        return None
+    path = Path(config_path) if os.path.isabs(config_path) else (_config_dir().parent / config_path).resolve()
+    return None if path == _config_dir().resolve() else str(path)
+
+
+def _search_path(primary_yaml: Path) -> list[str]:
+    """The user's config's own hydra.searchpath entries that resolve here, then verl's config folder."""
+    from omegaconf import OmegaConf
+
+    kept = []
+    try:
+        declared = OmegaConf.select(OmegaConf.load(primary_yaml), "hydra.searchpath", default=None) or []
+    except Exception:  # noqa: BLE001 - compose says what is wrong with the file
+        declared = []
+    for entry in declared:
+        entry = str(entry)
+        if entry.startswith("pkg://") or (entry.startswith("file://") and Path(entry[7:]).is_absolute()
+                                          and Path(entry[7:]).is_dir()):
+            kept.append(entry)
+    return kept + [f"file://{_config_dir()}"]
 
 
 def _compose_error(exc: Exception) -> str:
@@ -349,6 +383,7 @@ def _culprit(message: str, overrides: list[str], skip: set[int]) -> int | None:
 def check_recipe(doc: dict) -> dict:
     """A user's recipe (rocmkit verl-check): every override verl rejects, not only the first, then the same
     checks as certify's on the rest of the configuration. doc: {"overrides": [...] (resolved), "config_name",
+    "config_path" (optional: the user's --config-path, composed as main_ppo does, see _compose),
     "probe_keys": [keys whose values the launch script leaves unresolved: checked for presence only]}."""
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -360,19 +395,27 @@ def check_recipe(doc: dict) -> dict:
 
     name = doc.get("config_name") or "ppo_trainer"
     overrides = doc["overrides"]
+    user_dir = _main_ppo_path(doc.get("config_path"))
+    dirs = ([Path(user_dir)] if user_dir else []) + [cfg_dir]
+    found = next((d / f"{name}.yaml" for d in dirs if (d / f"{name}.yaml").is_file()), None)
     result: dict = {"ok": False, "verl": version("verl"), "errors": [], "rejected": [], "absent_keys": [],
-                    "config": {"name": name, "exists": (cfg_dir / f"{name}.yaml").is_file(), "header": None,
-                               "names": sorted(p.stem for p in cfg_dir.glob("*.yaml") if not p.stem.startswith("_"))}}
+                    "config": {"name": name, "exists": found is not None, "header": None,
+                               "path": user_dir, "path_exists": Path(user_dir).is_dir() if user_dir else None,
+                               "names": sorted(p.stem for d in dirs for p in d.glob("*.yaml")
+                                               if not p.stem.startswith("_"))}}
+    if user_dir and not result["config"]["path_exists"]:
+        result["errors"].append(f"--config-path={user_dir}: no such folder where verl runs")
+        return result
     if not result["config"]["exists"]:  # said by the host, with the names there are
         return result
-    first = (cfg_dir / f"{name}.yaml").read_text().splitlines()[:1]
+    first = found.read_text().splitlines()[:1]
     if first and first[0].startswith("#") and "deprecat" in first[0].lower():
         result["config"]["header"] = first[0].lstrip("# ").strip()
     rejected: dict[int, str] = {}
     cfg = None
     for _ in range(len(overrides) + 1):
         try:
-            cfg = _compose(name, [o for i, o in enumerate(overrides) if i not in rejected])
+            cfg = _compose(name, [o for i, o in enumerate(overrides) if i not in rejected], user_dir)
             break
         except HydraException as exc:
             message = _compose_error(exc)

@@ -65,7 +65,7 @@ def request(inv: Invocation) -> dict:
     """What the target's verl is asked about one main_ppo command."""
     return {"overrides": [o.text for o in inv.overrides if o.text is not None],
             "probe_keys": [o.key for o in inv.overrides if o.text is None and o.prefix in ("", "++")],
-            "config_name": inv.config_name}
+            "config_name": inv.config_name, "config_path": inv.config_path}
 
 
 # ---- judging (pure) ----
@@ -90,7 +90,7 @@ def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
         out.append(RecipeProblem("error", inv.file, inv.config_name_line or inv.line,
                            f"--config-name={inv.config_name}: {verl} has no such config",
                            instead="one of: " + ", ".join(cfg.get("names", []))))
-    if inv.config_path and cfg.get("exists"):
+    if inv.config_path and cfg.get("exists") and not cfg.get("path"):  # a verl-check that did not follow it
         out.append(RecipeProblem("note", inv.file, inv.config_name_line or inv.line,
                            f"--config-path={inv.config_path}: checked against {verl}'s own {inv.config_name}"))
     rejected = {r["index"] for r in verdict.get("rejected", [])}
