@@ -129,12 +129,19 @@ def problems(get, use_critic: bool = False, use_reference: bool = False) -> list
                            source="verl/trainer/ppo/core_algos.py, compute_grpo_outcome_advantage"))
     out += _kl(get)
     if gpus % sp:
-        what = "TP x PP x CP" if strategy == "megatron" else "Ulysses SP"
-        keys = (f"{A}.megatron.tensor_model_parallel_size",) if strategy == "megatron" else \
-            (f"{A}.ulysses_sequence_parallel_size",)
-        shown = " x ".join(map(str, split)) + f" = {sp}" if strategy == "megatron" else str(sp)
-        out.append(Problem("dp", keys + GPUS_KEYS, f"{what} = {shown} does not divide the job's {gpus} GPUs",
-                           fix=f"{what} one of {_choices(divisors_near(gpus, sp))}"))
+        if strategy == "megatron":  # verl's words where validate_config has them (fixed micro batches)
+            tp, pp, cp = split
+            message = (f"n_gpus ({gpus}) must be divisible by model_parallel_size ({tp * pp}) times "
+                       f"context_parallel_size ({cp}): TP x PP x CP = {tp} x {pp} x {cp} does not divide the job's "
+                       f"{gpus} GPUs")
+            keys, source = (f"{A}.megatron.tensor_model_parallel_size",), \
+                "verl/utils/config.py, validate_config; megatron-core's initialize_model_parallel"
+        else:
+            message = f"Ulysses SP = {sp} does not divide the job's {gpus} GPUs"
+            keys, source = (f"{A}.ulysses_sequence_parallel_size",), \
+                "verl/workers/engine/fsdp/transformer_impl.py, the Ulysses device mesh"
+        out.append(Problem("dp", keys + GPUS_KEYS, message, source=source,
+                           fix=f"{what_sp(strategy)} one of {_choices(divisors_near(gpus, sp))}"))
         return [p.to_json() for p in out]
     dp = gpus // sp
     where = f"{gpus} GPUs" + (f" / {what_sp(strategy)} {sp}" if sp > 1 else "")
