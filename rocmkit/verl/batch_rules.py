@@ -286,3 +286,27 @@ KL_NAMES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "k1+", "k3+", "l
 
 def KNOWN_KL(name: str) -> bool:  # noqa: N802 - a replaceable hook
     return (name[:-1] if name.endswith("+") else name) in KL_NAMES
+
+
+def placement(get) -> list[str]:
+    """verl 0.9.1's rules for how the job's GPUs split into rollout replicas. verl checks them only when its
+    workers start, after Ray is up and the model is loaded; here they fail before the job."""
+    per_node, nodes = get("trainer.n_gpus_per_node"), get("trainer.nnodes")
+    gpus = per_node * nodes
+    job = f"the job's {gpus} GPUs (trainer.n_gpus_per_node={per_node} x trainer.nnodes={nodes})"
+    r = "actor_rollout_ref.rollout"
+    # data and pipeline parallelism of the rollout: keys an older verl may lack, 1 where absent or null
+    tp, dp = get(f"{r}.tensor_model_parallel_size"), get(f"{r}.data_parallel_size") or 1
+    replica = tp * dp * (get(f"{r}.pipeline_model_parallel_size") or 1)
+    out = []
+    if gpus % replica:  # verl/workers/engine_workers.py: "rollout world_size ... is not divisible by infer_world_size"
+        out.append(f"{r}.tensor_model_parallel_size={tp}: a rollout replica of TP x DP x PP = {replica} GPUs does not "
+                   f"divide {job} (verl/workers/engine_workers.py asserts it when the workers start)")
+    elif replica > per_node and replica % per_node:  # verl/workers/rollout/replica.py: a replica spans whole nodes
+        out.append(f"{r}.tensor_model_parallel_size={tp}: a rollout replica of {replica} GPUs spans nodes, so it must "
+                   f"be a multiple of trainer.n_gpus_per_node={per_node} (verl/workers/rollout/replica.py)")
+    # verl/workers/rollout/vllm_rollout/vllm_async_server.py: data parallelism inside a replica splits each node
+    if get(f"{r}.name") == "vllm" and dp > 1 and per_node % tp:
+        out.append(f"{r}.tensor_model_parallel_size={tp}: with {r}.data_parallel_size={dp} vLLM needs TP to divide "
+                   f"trainer.n_gpus_per_node={per_node} (verl/workers/rollout/vllm_rollout/vllm_async_server.py)")
+    return out

@@ -211,30 +211,6 @@ def _files(cfg) -> list[str]:
     return out
 
 
-def _placement(cfg) -> list[str]:
-    """verl 0.9.1's rules for how the job's GPUs split into rollout replicas and Megatron groups. verl checks them
-    only when its workers start, after Ray is up and the model is loaded; here they fail before the job."""
-    per_node, nodes = _sel(cfg, "trainer.n_gpus_per_node"), _sel(cfg, "trainer.nnodes")
-    gpus = per_node * nodes
-    job = f"the job's {gpus} GPUs (trainer.n_gpus_per_node={per_node} x trainer.nnodes={nodes})"
-    r = "actor_rollout_ref.rollout"
-    # data and pipeline parallelism of the rollout: keys an older verl may lack, 1 where absent or null
-    tp, dp = _sel(cfg, f"{r}.tensor_model_parallel_size"), _sel(cfg, f"{r}.data_parallel_size") or 1
-    replica = tp * dp * (_sel(cfg, f"{r}.pipeline_model_parallel_size") or 1)
-    out = []
-    if gpus % replica:  # verl/workers/engine_workers.py: "rollout world_size ... is not divisible by infer_world_size"
-        out.append(f"{r}.tensor_model_parallel_size={tp}: a rollout replica of TP x DP x PP = {replica} GPUs does not "
-                   f"divide {job} (verl/workers/engine_workers.py asserts it when the workers start)")
-    elif replica > per_node and replica % per_node:  # verl/workers/rollout/replica.py: a replica spans whole nodes
-        out.append(f"{r}.tensor_model_parallel_size={tp}: a rollout replica of {replica} GPUs spans nodes, so it must "
-                   f"be a multiple of trainer.n_gpus_per_node={per_node} (verl/workers/rollout/replica.py)")
-    # verl/workers/rollout/vllm_rollout/vllm_async_server.py: data parallelism inside a replica splits each node
-    if _sel(cfg, f"{r}.name") == "vllm" and dp > 1 and per_node % tp:
-        out.append(f"{r}.tensor_model_parallel_size={tp}: with {r}.data_parallel_size={dp} vLLM needs TP to divide "
-                   f"trainer.n_gpus_per_node={per_node} (verl/workers/rollout/vllm_rollout/vllm_async_server.py)")
-    return out
-
-
 def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = (), resolved: bool = False) -> dict:
     """Everything after the compose, into result["errors"]; `unresolved`: keys whose values the launch script
     leaves unresolved (in cfg at verl's defaults). A check that needs one of them is a doubt (result["doubts"]),
@@ -257,7 +233,7 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = (),
     except ImportError as exc:
         result["errors"].append(f"verl cannot be imported here ({exc}): its dependencies are incomplete")
         return result
-    _ask_verl_for_registries()
+    verl_messages.ask_verl_for_kl_names(batch_rules)
 
     def rules(c) -> list[dict]:
         return batch_rules.problems(lambda k: _sel(c, k), use_critic=_safe(need_critic, c),
@@ -268,7 +244,7 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = (),
         result["ok"] = not result["errors"]
         return result
     checks = [("the rollout engine", _rollout_engine), ("the reward section", _legacy_reward),
-              ("the rollout GPU split", _placement), ("verl's registries", _registries)] + \
+              ("the rollout GPU split", lambda c: batch_rules.placement(lambda k: _sel(c, k))), ("verl's registries", lambda c: verl_messages.registries(lambda k: _sel(c, k)))] + \
         ([("the files", _files)] if files else [])
     for name, check in checks:
         _run(name, check, variants, unresolved, result)
@@ -321,47 +297,6 @@ def _safe(fn, cfg) -> bool:
         return bool(fn(cfg))
     except Exception:  # noqa: BLE001 - a value the rules themselves report
         return False
-
-
-def _ask_verl_for_registries() -> None:
-    """The KL estimators are the names verl's own kl_penalty computes (it raises NotImplementedError on others,
-    at the first update): asked by calling it on one number."""
-    try:
-        import torch
-        from verl.trainer.ppo.core_algos import kl_penalty
-    except ImportError:
-        return
-
-    def known(name: str) -> bool:
-        try:
-            kl_penalty(torch.zeros(1), torch.zeros(1), name)
-        except NotImplementedError:
-            return False
-        except Exception:  # noqa: BLE001 - a name verl does not compute
-            return False
-        return True
-    batch_rules.KNOWN_KL = known
-
-
-def _registries(cfg) -> list:
-    """The policy loss and the advantage estimator: names verl looks up in its registries at the first update."""
-    out = []
-    try:
-        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
-    except ImportError:
-        return out
-    for key, registry, source in (
-            ("actor_rollout_ref.actor.policy_loss.loss_mode", POLICY_LOSS_REGISTRY, "get_policy_loss_fn"),
-            ("algorithm.adv_estimator", ADV_ESTIMATOR_REGISTRY, "get_adv_estimator_fn")):
-        value = _sel(cfg, key)
-        if value is not None and str(value) not in registry:
-            close = difflib.get_close_matches(str(value), list(registry), n=3)
-            p = {"rule": "registry", "keys": [key], "severity": "error", "source": None,
-                 "message": f"{key}={value}: verl has no such name (verl/trainer/ppo/core_algos.py, {source})",
-                 "fix": "one of " + ", ".join(close or sorted(registry))}
-            p["text"] = p["message"]
-            out.append(p)
-    return out
 
 
 RECIPE_MARK = "ROCMKIT-VERL-RECIPE "

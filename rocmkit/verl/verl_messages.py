@@ -1,6 +1,8 @@
-"""verl's own exceptions turned into findings a user can act on: the key they are about (so the finding lands on
-that override's line), the reason in plain words, and where verl's message carries the numbers, the values that
-pass. Pure and stdlib only: config_check.py imports it beside itself in the target Python."""
+"""What verl itself says, made into findings a user can act on: its own exceptions, as the key they are about
+(so the finding lands on that override's line), the reason in plain words and, where verl's message carries the
+numbers, the values that pass; and the names verl looks up at the first update, asked of verl itself. Stdlib
+only at import (verl is imported inside the functions that ask it): config_check.py imports it beside itself
+in the target Python."""
 
 from __future__ import annotations
 
@@ -103,3 +105,46 @@ def from_model_hub(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+# ---- names verl looks up at the first update, asked of verl itself ----
+
+def ask_verl_for_kl_names(batch_rules) -> None:
+    """The KL estimators are the names verl's own kl_penalty computes (it raises NotImplementedError on others,
+    at the first update): asked by calling it on one number."""
+    try:
+        import torch
+        from verl.trainer.ppo.core_algos import kl_penalty
+    except ImportError:
+        return
+
+    def known(name: str) -> bool:
+        try:
+            kl_penalty(torch.zeros(1), torch.zeros(1), name)
+        except Exception:  # noqa: BLE001 - NotImplementedError: a name verl does not compute
+            return False
+        return True
+    batch_rules.KNOWN_KL = known
+
+
+def registries(get) -> list:
+    """The policy loss and the advantage estimator: names verl looks up in its registries at the first update."""
+    out = []
+    try:
+        from difflib import get_close_matches
+
+        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
+    except ImportError:
+        return out
+    for key, registry, source in (
+            ("actor_rollout_ref.actor.policy_loss.loss_mode", POLICY_LOSS_REGISTRY, "get_policy_loss_fn"),
+            ("algorithm.adv_estimator", ADV_ESTIMATOR_REGISTRY, "get_adv_estimator_fn")):
+        value = get(key)
+        if value is not None and str(value) not in registry:
+            close = get_close_matches(str(value), list(registry), n=3)
+            p = {"rule": "registry", "keys": [key], "severity": "error", "source": None,
+                 "message": f"{key}={value}: verl has no such name (verl/trainer/ppo/core_algos.py, {source})",
+                 "fix": "one of " + ", ".join(close or sorted(registry))}
+            p["text"] = p["message"]
+            out.append(p)
+    return out
