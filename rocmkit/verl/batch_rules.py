@@ -38,7 +38,8 @@ class Problem:
     def to_json(self) -> dict:
         text = self.message + (f" ({self.source})" if self.source else "")
         return {"rule": self.rule, "keys": list(self.keys), "message": text, "fix": self.fix,
-                "severity": self.severity, "text": text if not self.keys or text.startswith(self.keys[0]) else f"{self.keys[0]}: {text}"}
+                "severity": self.severity,
+                "text": text if not self.keys or text.startswith(self.keys[0]) else f"{self.keys[0]}: {text}"}
 
 
 def _int(v):

@@ -175,8 +175,8 @@ def _run(name: str, check, variants: _Variants, unresolved: list[str], result: d
         return
     at_unknown = variants.errors(check, needed)
     _add(result, [e for e in at_defaults if e in at_unknown])  # the same with or without the values
-    result.setdefault("doubts", []).append({"check": name, "needs": list(needed), "errors": [
-        _text(e) for e in at_defaults if e not in at_unknown and (not isinstance(e, dict) or e["severity"] == "error")]})
+    doubted = [e for e in at_defaults if e not in at_unknown and (not isinstance(e, dict) or e["severity"] == "error")]
+    result.setdefault("doubts", []).append({"check": name, "needs": list(needed), "errors": list(map(_text, doubted))})
 
 
 def _sel(cfg, key: str, default=None):
@@ -244,7 +244,8 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = (),
         result["ok"] = not result["errors"]
         return result
     checks = [("the rollout engine", _rollout_engine), ("the reward section", _legacy_reward),
-              ("the rollout GPU split", lambda c: batch_rules.placement(lambda k: _sel(c, k))), ("verl's registries", lambda c: verl_messages.registries(lambda k: _sel(c, k)))] + \
+              ("the rollout GPU split", lambda c: batch_rules.placement(lambda k: _sel(c, k))),
+              ("verl's registries", lambda c: verl_messages.registries(lambda k: _sel(c, k)))] + \
         ([("the files", _files)] if files else [])
     for name, check in checks:
         _run(name, check, variants, unresolved, result)
