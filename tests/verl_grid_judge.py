@@ -10,7 +10,6 @@ seconds, not 500 composes and copies."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import json
 import os
@@ -44,33 +43,48 @@ def copies(container: dict, prefix: str = "", out: dict | None = None) -> dict[s
     return out
 
 
-def main() -> None:
+STATE: dict = {}  # the composed bases, made before the worker processes fork
+
+
+def judge(s: dict) -> str:
     from omegaconf import OmegaConf
 
     import verl_oracle
     from rocmkit.verl import config_check
 
+    cfg, changed = STATE["bases"][s["engine"]], {}
+    for key, value in s["overrides"].items():
+        for k in [key, *STATE["follows"][s["engine"]].get(key, [])]:
+            changed.setdefault(k, OmegaConf.select(cfg, k))
+            OmegaConf.update(cfg, k, value, merge=False)
+    accepted, reason = verl_oracle.judge(cfg, copy_first=False)
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = config_check.validate(cfg, {"ok": False, "errors": []}, files=False, resolved=True)
+    for k, v in changed.items():
+        OmegaConf.update(cfg, k, v, merge=False)
+    return json.dumps({"setting": s, "verl": [accepted, reason], "rocmkit": [result["ok"], result["errors"]]})
+
+
+def main() -> None:
+    import multiprocessing
+
+    from omegaconf import OmegaConf
+
+    import verl_oracle
+    from rocmkit.verl import config_check  # noqa: F401 - imported before the fork, once
+
     settings = json.loads(Path(sys.argv[1]).read_text())
-    bases, follows = {}, {}
+    STATE.update(bases={}, follows={})
     for engine, extra in (("fsdp", []), ("megatron", ["model_engine=megatron"])):
         cfg = verl_oracle.compose(None, "ppo_trainer", extra + BASE)
-        follows[engine] = copies(OmegaConf.to_container(cfg, resolve=False))
+        STATE["follows"][engine] = copies(OmegaConf.to_container(cfg, resolve=False))
         OmegaConf.resolve(cfg)  # once: each setting is applied to the resolved config, and what it changed put back
-        bases[engine] = cfg
-    for s in settings:
-        cfg, changed = bases[s["engine"]], {}
-        for key, value in s["overrides"].items():
-            for k in [key, *follows[s["engine"]].get(key, [])]:
-                changed.setdefault(k, OmegaConf.select(cfg, k))
-                OmegaConf.update(cfg, k, value, merge=False)
-        accepted, reason = verl_oracle.judge(cfg, copy_first=False)
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            result = config_check.validate(cfg, {"ok": False, "errors": []}, files=False, resolved=True)
-        print(json.dumps({"setting": s, "verl": [accepted, reason], "rocmkit": [result["ok"], result["errors"]]}),
-              flush=True)
-        for k, v in changed.items():
-            OmegaConf.update(cfg, k, v, merge=False)
+        STATE["bases"][engine] = cfg
+    workers = min(len(os.sched_getaffinity(0)), 4)
+    with multiprocessing.get_context("fork").Pool(workers) as pool:  # the imports (most of the time) made once
+        for line in pool.imap(judge, settings, chunksize=16):
+            print(line, flush=True)
 
 
 if __name__ == "__main__":
