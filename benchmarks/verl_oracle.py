@@ -14,6 +14,7 @@ code wherever it runs without GPUs:
    size and stops once the split is made), prepare_micro_batches splits each rank's share into micro batches
    (called on a TensorDict of the rank's size), kl_penalty, get_policy_loss_fn and get_adv_estimator_fn look up
    their names.
+A model's files are not read (a critic's hub model offline is skipped, as the workers would read it online).
 What it cannot call is mirrored and said so: the data-parallel size (world / Ulysses SP for FSDP, world / (TP x PP
 x CP) for Megatron, whose parallel state refuses a world it does not divide) and vLLM's refusal of a
 gpu_memory_utilization outside (0, 1].
@@ -110,11 +111,30 @@ class _Reject(Exception):
     pass
 
 
+def _offline_model(exc: BaseException) -> bool:
+    """An exception from reading a model's files (transformers, the Hugging Face hub): not a verdict on the
+    configuration, which is all an offline oracle can judge."""
+    import traceback
+
+    while exc is not None:
+        if any("transformers" in f.filename or "huggingface_hub" in f.filename
+               for f in traceback.extract_tb(exc.__traceback__)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _validate(cfg) -> None:
+    """validate_config; where it cannot read the critic's model offline, the rest of it without the critic."""
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    try:
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    except Exception as exc:
+        if not (need_critic(cfg) and _offline_model(exc)):
+            raise
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=False)
 
 
 def _conversions(cfg) -> None:
@@ -136,7 +156,11 @@ def _conversions(cfg) -> None:
             ref.ppo_max_token_len_per_gpu = ref.pop("log_prob_max_token_len_per_gpu", None)
         omega_conf_to_dataclass(ref)
     if need_critic(cfg):
-        omega_conf_to_dataclass(cfg.critic)
+        try:
+            omega_conf_to_dataclass(cfg.critic)
+        except Exception as exc:
+            if not _offline_model(exc):
+                raise
     world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
     replica = rollout.tensor_model_parallel_size * rollout.data_parallel_size * rollout.pipeline_model_parallel_size
     # verl/workers/engine_workers.py, ActorRolloutRefWorker.init_model: the same assert, on the same numbers
