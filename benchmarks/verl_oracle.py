@@ -62,7 +62,9 @@ def compose(config_path: str | None, config_name: str, overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    primary = str(Path(config_path).resolve()) if config_path else str(_verl_config_dir())
+    if config_path and not Path(config_path).is_absolute():  # Hydra: relative to the file of @hydra.main
+        config_path = str((_verl_config_dir().parent / config_path).resolve())
+    primary = config_path or str(_verl_config_dir())
     extra = [] if not config_path else [f"hydra.searchpath=[file://{_verl_config_dir()}]"]
     with initialize_config_dir(config_dir=primary, version_base=None):
         return hydra_compose(config_name=config_name, overrides=overrides + extra)
