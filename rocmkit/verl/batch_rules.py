@@ -123,8 +123,8 @@ def problems(get, use_critic: bool = False, use_reference: bool = False) -> list
     if grpo_like and n == 1:
         out.append(Problem("group", (f"{R}.n", "algorithm.adv_estimator"),
                            f"{R}.n=1 with algorithm.adv_estimator={get('algorithm.adv_estimator')}: each prompt's "
-                           "group is one response, so there is no group baseline (verl then takes the raw reward as "
-                           "the advantage)",
+                           "group is one response, so there is no group baseline to compare it with (GRPO then takes "
+                           "the raw reward as the advantage)",
                            fix=f"{R}.n=4 or more (GRPO's groups), or algorithm.adv_estimator=reinforce_plus_plus",
                            severity="warning",
                            source="verl/trainer/ppo/core_algos.py, compute_grpo_outcome_advantage"))
