@@ -84,7 +84,7 @@ def translate(exc: BaseException, get, section: str | None = None, source: str |
             text = re.sub(r"\s*full_key:.*", "", text)
         else:
             quoted = [q for q in re.findall(r"'([\w.]+)'", text) if "." in q]
-            keys = tuple(quoted[:1])
+            keys = tuple(quoted[:1]) or ((section,) if section else ())  # a section's conversion: that section
     if not keys or type(exc).__name__ in ("TypeError", "ZeroDivisionError", "AttributeError", "KeyError"):
         text = f"verl could not check this configuration ({type(exc).__name__}: {text})" if not keys else text
     out = {"rule": "verl", "keys": list(keys), "message": text, "fix": fix, "severity": "error",
