@@ -67,6 +67,8 @@ def _first_line(exc: BaseException) -> str:
 
 def translate(exc: BaseException, get, section: str | None = None, source: str | None = None) -> dict:
     """One verl exception as a finding: {"keys", "message", "fix", "severity", "text", "rule", "source"}."""
+    while type(exc).__name__ == "InstantiationException" and exc.__cause__ is not None:
+        exc = exc.__cause__  # hydra's "Error in call to target 'verl.workers.config...'": the dataclass's own error
     text = _first_line(exc)
     keys, fix = (), None
     for pattern, how in KNOWN:
@@ -83,7 +85,7 @@ def translate(exc: BaseException, get, section: str | None = None, source: str |
             keys = (f"{section}.{full_key}" if section else str(full_key),)
             text = re.sub(r"\s*full_key:.*", "", text)
         else:
-            quoted = [q for q in re.findall(r"'([\w.]+)'", text) if "." in q]
+            quoted = [q for q in re.findall(r"'([\w.]+)'", text) if "." in q and get(q) is not None]
             keys = tuple(quoted[:1]) or ((section,) if section else ())  # a section's conversion: that section
     if not keys or type(exc).__name__ in ("TypeError", "ZeroDivisionError", "AttributeError", "KeyError"):
         text = f"verl could not check this configuration ({type(exc).__name__}: {text})" if not keys else text
