@@ -173,7 +173,9 @@ def test_verl_check_applies_verls_gpu_split_rules(tmp_path):
                           actor_rollout_ref__actor__use_dynamic_bsz=True,
                           actor_rollout_ref__actor__ppo_max_token_len_per_gpu=4096)]
     good = [overrides_file(tmp_path, "rollout-tp2.txt", 8, **{tp: 2}),
-            overrides_file(tmp_path, "rollout-tp16-2-nodes.txt", 8, **{tp: 16, "trainer__nnodes": 2})]
+            # 16 GPUs hold 2 each of the mini batch's 8 x n 4 samples: micro batch 2 (verl asserts it at the update)
+            overrides_file(tmp_path, "rollout-tp16-2-nodes.txt", 8, **{tp: 16, "trainer__nnodes": 2},
+                           actor_rollout_ref__actor__ppo_micro_batch_size_per_gpu=2)]
     out = rocmkit("verl-check", "--verl-python", verl_python(), "--json", *map(str, bad + good))
     assert out.returncode == 1, out.stderr
     doc = json.loads(out.stdout)

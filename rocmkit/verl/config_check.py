@@ -20,7 +20,14 @@ import re
 import sys
 from pathlib import Path
 
+if __package__:  # rocmkit.verl.config_check
+    from . import batch_rules, verl_messages
+else:  # a copied file in the target's Python, its rule modules beside it (recipe_check._inputs)
+    import batch_rules  # type: ignore[no-redef]
+    import verl_messages  # type: ignore[no-redef]
+
 ROLLOUTS = ("vllm", "sglang", "trtllm")
+RULE_MODULES = (batch_rules, verl_messages)  # what must be copied beside this file
 
 
 def _config_dir() -> Path | None:
@@ -30,11 +37,45 @@ def _config_dir() -> Path | None:
     return Path(spec.origin).parent / "trainer" / "config" if spec else None
 
 
-def _compose(config_name: str, overrides: list[str]):
+def _compose(config_name: str, overrides: list[str], config_path: str | None = None):
+    """Hydra's compose, as main_ppo's @hydra.main(config_path="config") does; a user's --config-path replaces that
+    folder, and verl's own goes on the search path (verl's examples name it in their yaml's hydra.searchpath as
+    file://verl/trainer/config, which only resolves from a checkout of verl)."""
     from hydra import compose, initialize_config_dir
 
-    with initialize_config_dir(config_dir=str(_config_dir()), version_base=None):
-        return compose(config_name=config_name, overrides=overrides)
+    primary, extra = str(_config_dir()), []
+    if config_path:
+        primary = str(Path(config_path).resolve())
+        extra = [f"hydra.searchpath=[{','.join(_search_path(Path(primary) / f'{config_name}.yaml'))}]"]
+    with initialize_config_dir(config_dir=primary, version_base=None):
+        return compose(config_name=config_name, overrides=overrides + extra)
+
+
+def _main_ppo_path(config_path: str | None) -> str | None:
+    """Where main_ppo's Hydra looks for --config-path=X: X if absolute, else relative to main_ppo.py's folder
+    (hydra/_internal/utils.py, compute_search_path_dir: the file that declares @hydra.main), so `./config` is
+    verl's own folder (None here)."""
+    if not config_path or config_path.startswith("pkg://"):
+        return None
+    path = Path(config_path) if os.path.isabs(config_path) else (_config_dir().parent / config_path).resolve()
+    return None if path == _config_dir().resolve() else str(path)
+
+
+def _search_path(primary_yaml: Path) -> list[str]:
+    """The user's config's own hydra.searchpath entries that resolve here, then verl's config folder."""
+    from omegaconf import OmegaConf
+
+    kept = []
+    try:
+        declared = OmegaConf.select(OmegaConf.load(primary_yaml), "hydra.searchpath", default=None) or []
+    except Exception:  # noqa: BLE001 - compose says what is wrong with the file
+        declared = []
+    for entry in declared:
+        entry = str(entry)
+        if entry.startswith("pkg://") or (entry.startswith("file://") and Path(entry[7:]).is_absolute()
+                                          and Path(entry[7:]).is_dir()):
+            kept.append(entry)
+    return kept + [f"file://{_config_dir()}"]
 
 
 def _compose_error(exc: Exception) -> str:
@@ -69,8 +110,8 @@ class _Variants:
     them set to UNRESOLVED (interpolations then carry it to the keys that copy them). Each is made once and shared
     by the checks, which only read it."""
 
-    def __init__(self, cfg):
-        self.cfg, self.made = cfg, {}
+    def __init__(self, cfg, resolved: bool = False):
+        self.cfg, self.made = cfg, {(): cfg} if resolved else {}
 
     def get(self, keys: tuple = ()):
         if keys not in self.made:
@@ -106,6 +147,23 @@ class _Variants:
                 return [f"{type(exc).__name__}: {exc}"]
 
 
+def _add(result: dict, items: list) -> None:
+    """Findings into the result, each once: rule findings (dicts) into result["problems"], their error text and
+    the plain errors into result["errors"] (what certify reads)."""
+    for e in items:
+        if isinstance(e, dict):
+            if all(p["text"] != e["text"] for p in result.setdefault("problems", [])):
+                result["problems"].append(e)
+            if e["severity"] == "error" and e["text"] not in result["errors"]:
+                result["errors"].append(e["text"])
+        elif e not in result["errors"]:
+            result["errors"].append(e)
+
+
+def _text(e) -> str:
+    return e["text"] if isinstance(e, dict) else e
+
+
 def _run(name: str, check, variants: _Variants, unresolved: list[str], result: dict) -> None:
     """Run one check. Its errors are fatal when its verdict is the same whatever the unresolved values are (it
     never read them: a $HOME in a data path does not hide a wrong batch size); otherwise the check is a doubt,
@@ -113,12 +171,12 @@ def _run(name: str, check, variants: _Variants, unresolved: list[str], result: d
     at_defaults = variants.errors(check)
     needed = tuple(k for k in unresolved if variants.errors(check, (k,)) != at_defaults)
     if not needed:
-        result["errors"] += at_defaults
+        _add(result, at_defaults)
         return
     at_unknown = variants.errors(check, needed)
-    result["errors"] += [e for e in at_defaults if e in at_unknown]  # the same with or without the values
-    result.setdefault("doubts", []).append({"check": name, "needs": list(needed),
-                                            "errors": [e for e in at_defaults if e not in at_unknown]})
+    _add(result, [e for e in at_defaults if e in at_unknown])  # the same with or without the values
+    doubted = [e for e in at_defaults if e not in at_unknown and (not isinstance(e, dict) or e["severity"] == "error")]
+    result.setdefault("doubts", []).append({"check": name, "needs": list(needed), "errors": list(map(_text, doubted))})
 
 
 def _sel(cfg, key: str, default=None):
@@ -153,40 +211,7 @@ def _files(cfg) -> list[str]:
     return out
 
 
-def _placement(cfg) -> list[str]:
-    """verl 0.9.1's rules for how the job's GPUs split into rollout replicas and Megatron groups. verl checks them
-    only when its workers start, after Ray is up and the model is loaded; here they fail before the job."""
-    per_node, nodes = _sel(cfg, "trainer.n_gpus_per_node"), _sel(cfg, "trainer.nnodes")
-    gpus = per_node * nodes
-    job = f"the job's {gpus} GPUs (trainer.n_gpus_per_node={per_node} x trainer.nnodes={nodes})"
-    r = "actor_rollout_ref.rollout"
-    # data and pipeline parallelism of the rollout: keys an older verl may lack, 1 where absent or null
-    tp, dp = _sel(cfg, f"{r}.tensor_model_parallel_size"), _sel(cfg, f"{r}.data_parallel_size") or 1
-    replica = tp * dp * (_sel(cfg, f"{r}.pipeline_model_parallel_size") or 1)
-    out = []
-    if gpus % replica:  # verl/workers/engine_workers.py: "rollout world_size ... is not divisible by infer_world_size"
-        out.append(f"{r}.tensor_model_parallel_size={tp}: a rollout replica of TP x DP x PP = {replica} GPUs does not "
-                   f"divide {job} (verl/workers/engine_workers.py asserts it when the workers start)")
-    elif replica > per_node and replica % per_node:  # verl/workers/rollout/replica.py: a replica spans whole nodes
-        out.append(f"{r}.tensor_model_parallel_size={tp}: a rollout replica of {replica} GPUs spans nodes, so it must "
-                   f"be a multiple of trainer.n_gpus_per_node={per_node} (verl/workers/rollout/replica.py)")
-    # verl/workers/rollout/vllm_rollout/vllm_async_server.py: data parallelism inside a replica splits each node
-    if _sel(cfg, f"{r}.name") == "vllm" and dp > 1 and per_node % tp:
-        out.append(f"{r}.tensor_model_parallel_size={tp}: with {r}.data_parallel_size={dp} vLLM needs TP to divide "
-                   f"trainer.n_gpus_per_node={per_node} (verl/workers/rollout/vllm_rollout/vllm_async_server.py)")
-    a = "actor_rollout_ref.actor"
-    # verl/utils/config.py validate_config checks TP x PP x CP against the GPUs only with fixed micro batches;
-    # megatron-core's initialize_model_parallel refuses the same split with dynamic ones, when the job starts.
-    if _sel(cfg, f"{a}.strategy") == "megatron" and _sel(cfg, f"{a}.use_dynamic_bsz"):
-        m = f"{a}.megatron"
-        split = [_sel(cfg, f"{m}.{k}_parallel_size") or 1 for k in ("tensor_model", "pipeline_model", "context")]
-        if gpus % (split[0] * split[1] * split[2]):
-            out.append(f"{m}: TP x PP x CP = {split[0]} x {split[1]} x {split[2]} does not divide {job} "
-                       "(megatron-core's initialize_model_parallel refuses it when the workers start)")
-    return out
-
-
-def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ()) -> dict:
+def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = (), resolved: bool = False) -> dict:
     """Everything after the compose, into result["errors"]; `unresolved`: keys whose values the launch script
     leaves unresolved (in cfg at verl's defaults). A check that needs one of them is a doubt (result["doubts"]),
     not a verdict; one that does not keeps its errors fatal."""
@@ -197,15 +222,9 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ())
                if k != "reward.reward_model.rollout.name" and k not in unresolved]
     if missing:
         result["errors"].append(f"mandatory values not set: {', '.join(missing)}")
-    variants = _Variants(cfg)
+    variants = _Variants(cfg, resolved)  # resolved: cfg has no interpolation left, and no check changes it
     if isinstance(variants.get(), Exception):  # any interpolation error is a finding
         result["errors"].append(f"resolve: {variants.get()}")
-        return result
-    checks = [("the rollout engine", _rollout_engine), ("the reward section", _legacy_reward),
-              ("the rollout and Megatron GPU split", _placement)] + ([("the files", _files)] if files else [])
-    for name, check in checks:
-        _run(name, check, variants, unresolved, result)
-    if result["errors"]:
         return result
     try:
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -214,21 +233,53 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ())
     except ImportError as exc:
         result["errors"].append(f"verl cannot be imported here ({exc}): its dependencies are incomplete")
         return result
+    verl_messages.ask_verl_for_kl_names(batch_rules)
 
-    def verl_validate(c) -> list[str]:
+    def rules(c) -> list[dict]:
+        return batch_rules.problems(lambda k: _sel(c, k), use_critic=_safe(need_critic, c),
+                                    use_reference=_safe(need_reference_policy, c))
+
+    _run("verl's batch and value rules", rules, variants, unresolved, result)
+    if any(p["rule"] == "range" for p in result.get("problems", [])):  # arithmetic on them would only crash
+        result["ok"] = not result["errors"]
+        return result
+    checks = [("the rollout engine", _rollout_engine), ("the reward section", _legacy_reward),
+              ("the rollout GPU split", lambda c: batch_rules.placement(lambda k: _sel(c, k))),
+              ("verl's registries", lambda c: verl_messages.registries(lambda k: _sel(c, k)))] + \
+        ([("the files", _files)] if files else [])
+    for name, check in checks:
+        _run(name, check, variants, unresolved, result)
+    if result["errors"]:  # verl's own checks would stop at one of these first, or repeat them in its words
+        return result
+
+    def verl_validate(c) -> list:
+        use_critic = need_critic(c)
         try:
-            validate_config(c, use_reference_policy=need_reference_policy(c), use_critic=need_critic(c))
-        except Exception as exc:  # noqa: BLE001
-            return [f"validate_config: {type(exc).__name__}: {exc}"]
+            validate_config(c, use_reference_policy=need_reference_policy(c), use_critic=use_critic)
+        except Exception as exc:  # noqa: BLE001 - verl's reason, on its key
+            if not (use_critic and verl_messages.from_model_hub(exc)):
+                return [verl_messages.translate(exc, lambda k: _sel(c, k))]
+            # validate_config reads the critic's model config (HFModelConfig): a hub model offline is a note,
+            # and the rest of verl's checks run without the critic's
+            said = verl_messages.translate(exc, lambda k: _sel(c, k))["message"]
+            note = {"rule": "critic-model", "keys": ["critic.model.path"], "severity": "note", "fix": None,
+                    "source": None, "message": f"the critic's model config was not read ({said[:200]}): the "
+                    "critic's own checks that need it were skipped; no model file is read offline"}
+            note["text"] = f"critic.model.path: {note['message']}"
+            try:
+                validate_config(c, use_reference_policy=need_reference_policy(c), use_critic=False)
+            except Exception as again:  # noqa: BLE001
+                return [note, verl_messages.translate(again, lambda k: _sel(c, k))]
+            return [note]
         return []
 
     def section(name, target):
-        def convert(c) -> list[str]:
+        def convert(c) -> list:
             try:
                 node = OmegaConf.select(c, name)
                 omega_conf_to_dataclass(node, target) if target else omega_conf_to_dataclass(node)
             except Exception as exc:  # noqa: BLE001
-                return [f"{name}: {type(exc).__name__}: {exc}"]
+                return [verl_messages.translate(exc, lambda k: _sel(c, k), section=name)]
             return []
         return convert
 
@@ -240,6 +291,13 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = ())
         _run(f"verl's {name} section", section(name, target), variants, unresolved, result)
     result["ok"] = not result["errors"]
     return result
+
+
+def _safe(fn, cfg) -> bool:
+    try:
+        return bool(fn(cfg))
+    except Exception:  # noqa: BLE001 - a value the rules themselves report
+        return False
 
 
 RECIPE_MARK = "ROCMKIT-VERL-RECIPE "
@@ -261,6 +319,7 @@ def _culprit(message: str, overrides: list[str], skip: set[int]) -> int | None:
 def check_recipe(doc: dict) -> dict:
     """A user's recipe (rocmkit verl-check): every override verl rejects, not only the first, then the same
     checks as certify's on the rest of the configuration. doc: {"overrides": [...] (resolved), "config_name",
+    "config_path" (optional: the user's --config-path, composed as main_ppo does, see _compose),
     "probe_keys": [keys whose values the launch script leaves unresolved: checked for presence only]}."""
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -272,19 +331,27 @@ def check_recipe(doc: dict) -> dict:
 
     name = doc.get("config_name") or "ppo_trainer"
     overrides = doc["overrides"]
+    user_dir = _main_ppo_path(doc.get("config_path"))
+    dirs = ([Path(user_dir)] if user_dir else []) + [cfg_dir]
+    found = next((d / f"{name}.yaml" for d in dirs if (d / f"{name}.yaml").is_file()), None)
     result: dict = {"ok": False, "verl": version("verl"), "errors": [], "rejected": [], "absent_keys": [],
-                    "config": {"name": name, "exists": (cfg_dir / f"{name}.yaml").is_file(), "header": None,
-                               "names": sorted(p.stem for p in cfg_dir.glob("*.yaml") if not p.stem.startswith("_"))}}
+                    "config": {"name": name, "exists": found is not None, "header": None,
+                               "path": user_dir, "path_exists": Path(user_dir).is_dir() if user_dir else None,
+                               "names": sorted(p.stem for d in dirs for p in d.glob("*.yaml")
+                                               if not p.stem.startswith("_"))}}
+    if user_dir and not result["config"]["path_exists"]:
+        result["errors"].append(f"--config-path={user_dir}: no such folder where verl runs")
+        return result
     if not result["config"]["exists"]:  # said by the host, with the names there are
         return result
-    first = (cfg_dir / f"{name}.yaml").read_text().splitlines()[:1]
+    first = found.read_text().splitlines()[:1]
     if first and first[0].startswith("#") and "deprecat" in first[0].lower():
         result["config"]["header"] = first[0].lstrip("# ").strip()
     rejected: dict[int, str] = {}
     cfg = None
     for _ in range(len(overrides) + 1):
         try:
-            cfg = _compose(name, [o for i, o in enumerate(overrides) if i not in rejected])
+            cfg = _compose(name, [o for i, o in enumerate(overrides) if i not in rejected], user_dir)
             break
         except HydraException as exc:
             message = _compose_error(exc)

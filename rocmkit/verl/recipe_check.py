@@ -66,7 +66,7 @@ def request(inv: Invocation) -> dict:
     """What the target's verl is asked about one main_ppo command."""
     return {"overrides": [o.text for o in inv.overrides if o.text is not None],
             "probe_keys": [o.key for o in inv.overrides if o.text is None and o.prefix in ("", "++")],
-            "config_name": inv.config_name}
+            "config_name": inv.config_name, "config_path": inv.config_path}
 
 
 # ---- judging (pure) ----
@@ -91,7 +91,7 @@ def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
         out.append(RecipeProblem("error", inv.file, inv.config_name_line or inv.line,
                            f"--config-name={inv.config_name}: {verl} has no such config",
                            instead="one of: " + ", ".join(cfg.get("names", []))))
-    if inv.config_path and cfg.get("exists"):
+    if inv.config_path and cfg.get("exists") and not cfg.get("path"):  # a verl-check that did not follow it
         out.append(RecipeProblem("note", inv.file, inv.config_name_line or inv.line,
                            f"--config-path={inv.config_path}: checked against {verl}'s own {inv.config_name}"))
     rejected = {r["index"] for r in verdict.get("rejected", [])}
@@ -120,7 +120,17 @@ def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
         out.append(RecipeProblem("note", inv.file, o.line, f"{o.key}: the value depends on {', '.join(o.unresolved)}, "
                                                      "which the script does not set: the key is checked, its value "
                                                      "is not", key=o.key))
+    said = set()
+    for p in verdict.get("problems", []):  # verl's rules and its own exceptions, each on its key's line
+        key = next((k for k in p["keys"] if k in by_key), p["keys"][0] if p["keys"] else None)
+        if p["text"] in said:
+            continue
+        said.add(p["text"])
+        out.append(RecipeProblem(p["severity"], inv.file, by_key[key].line if key in by_key else inv.line,
+                                 f"{verl}: {p['text']}", key=key, instead=p.get("fix")))
     for e in verdict.get("errors", []):  # checks that read no unresolved value: their errors stand
+        if e in said:
+            continue
         if "ignored by verl 0.9" in e and any(f.key and f.key.startswith("custom_reward_function") for f in out):
             continue  # said above, on its line
         key = e.partition("=")[0]  # an error about one override (rocmkit's GPU split rules) goes on its line
@@ -160,6 +170,8 @@ def _parse(result: proc.Result, where: str) -> list[dict]:
 
 def _inputs(tmp: Path, invocations: list[Invocation]) -> None:
     shutil.copyfile(verl_check.__file__, tmp / "verl_check.py")
+    for module in verl_check.RULE_MODULES:  # imported beside it by name
+        shutil.copyfile(module.__file__, tmp / Path(module.__file__).name)
     (tmp / "recipes.json").write_text(json.dumps([request(inv) for inv in invocations]))
     tmp.chmod(0o755)
     for p in tmp.iterdir():

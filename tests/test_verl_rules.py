@@ -1,0 +1,189 @@
+"""verl-check's rules for what verl 0.9.1 asserts only after start-up (the per-rank batch split, value ranges, KL
+names, registries), its messages (the key's own line, the values that pass, no raw exception, each once), a
+critic's hub model read offline, and a user's --config-path. Inputs are plain overrides files, one key=value a
+line, so they do not depend on how launch scripts are read."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from provisioned import provisioned
+
+from rocmkit.verl import batch_rules
+
+A, R, REF = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref"
+BASE = {"algorithm.adv_estimator": "grpo", "data.train_files": "/t.parquet", "data.val_files": "/v.parquet",
+        "data.train_batch_size": "256", "data.max_prompt_length": "512", "data.max_response_length": "1024",
+        "actor_rollout_ref.model.path": "Qwen/Qwen2.5-0.5B-Instruct", f"{A}.ppo_mini_batch_size": "256",
+        f"{A}.ppo_micro_batch_size_per_gpu": "32", f"{A}.use_kl_loss": "True", f"{A}.kl_loss_type": "low_var_kl",
+        f"{R}.name": "vllm", f"{R}.n": "5", f"{R}.log_prob_micro_batch_size_per_gpu": "32",
+        f"{REF}.log_prob_micro_batch_size_per_gpu": "32", "trainer.n_gpus_per_node": "8", "trainer.nnodes": "1"}
+
+
+def getter(**change):
+    """A composed config as the rules read it: verl's defaults for what BASE does not set."""
+    values = {**{k: _num(v) for k, v in BASE.items()}, f"{A}.strategy": "fsdp", f"{A}.use_dynamic_bsz": False,
+              f"{A}.ulysses_sequence_parallel_size": 1, f"{R}.tensor_model_parallel_size": 2,
+              f"{R}.gpu_memory_utilization": 0.5, f"{R}.log_prob_use_dynamic_bsz": False}
+    values.update({k.replace("__", "."): v for k, v in change.items()})
+    return values.get
+
+
+def _num(v: str):
+    return int(v) if v.lstrip("-").isdigit() else {"True": True, "False": False}.get(v, v)
+
+
+def rule(found: list[dict], name: str) -> dict:
+    (p,) = [p for p in found if p["rule"] == name]
+    return p
+
+
+# ---- the rules alone (no verl) ----
+
+def test_a_micro_batch_that_does_not_divide_the_rank_share_names_the_nearest_that_do():
+    p = rule(batch_rules.problems(getter(**{f"{A}.ppo_micro_batch_size_per_gpu": 48}), use_reference=True), "micro")
+    assert p["keys"][0] == f"{A}.ppo_micro_batch_size_per_gpu"
+    assert "micro batch 48 does not divide the per-GPU mini batch 160 (256 x n 5 / 8" in p["message"]
+    assert p["fix"] == f"{A}.ppo_micro_batch_size_per_gpu=32 or 40 or 80 or 160"
+    assert "verl/workers/engine/utils.py, prepare_micro_batches" in p["message"]
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"trainer.nnodes": 0}, "trainer.nnodes=0: must be >= 1"),
+    ({"data.train_batch_size": "abc"}, "data.train_batch_size=abc: must be a whole number"),
+    ({f"{A}.ppo_micro_batch_size_per_gpu": 0}, "ppo_micro_batch_size_per_gpu=0: must be >= 1"),
+    ({f"{A}.ppo_mini_batch_size": -256}, "ppo_mini_batch_size=-256: must be >= 1"),
+    ({f"{R}.gpu_memory_utilization": 1.6}, "gpu_memory_utilization=1.6: must be a fraction in (0, 1]"),
+])
+def test_values_out_of_range_are_one_finding_on_their_key_and_stop_the_arithmetic(change, says):
+    found = batch_rules.problems(getter(**change))
+    assert [p["rule"] for p in found] == ["range"] and says in found[0]["message"]
+    assert found[0]["keys"] == list(change)
+
+
+def test_the_upstream_rollout_correction_example_is_rejected():
+    """verl's examples/rollout_correction/run_with_rollout_corr.sh: mini 32 x n 1 (verl's default) / 8 GPUs = 4
+    samples per GPU, micro batch 8."""
+    get = getter(**{"data.train_batch_size": 128, f"{A}.ppo_mini_batch_size": 32, f"{R}.n": 1,
+                    f"{A}.ppo_micro_batch_size_per_gpu": 8, f"{R}.log_prob_micro_batch_size_per_gpu": 8,
+                    "algorithm.adv_estimator": "rloo"})
+    found = batch_rules.problems(get)
+    p = rule(found, "micro")
+    assert "per-GPU mini batch 4 (32 x n 1 / 8" in p["message"] and p["fix"].endswith("=2 or 4")
+    assert rule(found, "group")["severity"] == "warning"
+
+
+def test_padding_follows_verls_trainer():
+    # lcm(8 ranks, mini 64 x n 3) = 192: 1000 x 3 samples are padded to 16 x 192
+    assert batch_rules.batch_after_padding(1000, 3, 8, 64, None) == 3072
+    assert batch_rules.batch_after_padding(256, 5, 8, 256, 64) == 1280
+
+
+# ---- against verl 0.9.1 (the verl-cpu venv CI provisions) ----
+
+def verl_python() -> str:
+    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
+
+
+def overrides_file(tmp_path: Path, name: str, **change) -> tuple[Path, dict[str, int]]:
+    """BASE with some values changed (KEY=VALUE, '.' written '__'), one a line; and each key's line."""
+    values = {**BASE, **{k.replace("__", "."): str(v) for k, v in change.items()}}
+    path = tmp_path / name
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    return path, {k: i + 1 for i, k in enumerate(values)}
+
+
+CASES = {  # name: (changes, the key the error is on, what it says, what it suggests)
+    "micro-48.txt": ({f"{A}__ppo_micro_batch_size_per_gpu": 48}, f"{A}.ppo_micro_batch_size_per_gpu",
+                     "per-GPU mini batch 160", "32 or 40 or 80 or 160"),
+    "train-1000-mini-100.txt": ({"data__train_batch_size": 1000, f"{A}__ppo_mini_batch_size": 100, f"{R}__n": 1},
+                                f"{A}.ppo_mini_batch_size", "100 samples does not split over 8",
+                                "=88 or 96 or 104 or 112"),
+    "log-prob-48.txt": ({"data__train_batch_size": 1024, f"{R}__log_prob_micro_batch_size_per_gpu": 48},
+                        f"{R}.log_prob_micro_batch_size_per_gpu", "per-GPU share 640", "40 or 64"),
+    "train-8-mini-1.txt": ({"data__train_batch_size": 8, f"{A}__ppo_mini_batch_size": 1, f"{R}__n": 1,
+                            f"{A}__ppo_micro_batch_size_per_gpu": 1, f"{R}__log_prob_micro_batch_size_per_gpu": 1,
+                            f"{REF}__log_prob_micro_batch_size_per_gpu": 1},
+                           f"{A}.ppo_mini_batch_size", "1 samples does not split over 8", "=8"),
+    "kl.txt": ({f"{A}__kl_loss_type": "low_var_kll"}, f"{A}.kl_loss_type", "no such KL estimator", "low_var_kl"),
+    "micro-0.txt": ({f"{A}__ppo_micro_batch_size_per_gpu": 0}, f"{A}.ppo_micro_batch_size_per_gpu", "must be >= 1",
+                    "or more"),
+    "mini-minus.txt": ({f"{A}__ppo_mini_batch_size": -256}, f"{A}.ppo_mini_batch_size", "must be >= 1", "or more"),
+    "util.txt": ({f"{R}__gpu_memory_utilization": 1.6}, f"{R}.gpu_memory_utilization", "(0, 1]", "0.9"),
+    "abc.txt": ({"data__train_batch_size": "abc"}, "data.train_batch_size", "must be a whole number", None),
+    "nnodes-0.txt": ({"trainer__nnodes": 0}, "trainer.nnodes", "must be >= 1", "or more"),
+    "gpus-6.txt": ({"data__train_batch_size": 1024, "trainer__n_gpus_per_node": 6}, "data.train_batch_size",
+                   "real_train_batch_size (5120) must be divisible by minimal possible batch size (6)",
+                   "data.train_batch_size=1014 or 1020 or 1026 or 1032"),
+}
+
+
+@pytest.mark.slow
+def test_verl_check_says_what_verl_asserts_after_start_up_on_the_keys_line_once(tmp_path):
+    files = {name: overrides_file(tmp_path, name, **change) for name, (change, *_) in CASES.items()}
+    grpo_n1, n1_lines = overrides_file(tmp_path, "grpo-n1.txt", **{f"{R}__n": 1})
+    out = subprocess.run([sys.executable, "-m", "rocmkit", "verl-check", "--verl-python", verl_python(), "--json",
+                          *(str(p) for p, _ in files.values()), str(grpo_n1)], capture_output=True, text=True,
+                         timeout=900, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    by_file: dict[str, list[dict]] = {}
+    for f in doc["findings"]:
+        by_file.setdefault(Path(f["file"]).name, []).append(f)
+    for name, (_, key, says, fix) in CASES.items():
+        errors = [f for f in by_file[name] if f["severity"] == "error"]
+        mine = [f for f in errors if says in f["message"]]
+        assert mine, (name, errors)
+        assert mine[0]["line"] == files[name][1][key] and mine[0]["key"] == key, (name, mine)
+        assert fix is None or fix in (mine[0]["instead"] or ""), (name, mine)
+        for f in errors:
+            assert "Error:" not in f["message"] and "Traceback" not in f["message"], f
+    for found in by_file.values():  # each finding once
+        said = [(f["line"], f["message"]) for f in found]
+        assert len(said) == len(set(said)), found
+    (warning,) = by_file["grpo-n1.txt"]
+    assert warning["severity"] == "warning" and warning["line"] == n1_lines[f"{R}.n"]
+    assert "no group baseline" in warning["message"]
+
+
+@pytest.mark.slow
+def test_a_critics_hub_model_offline_is_a_note_and_a_users_config_folder_is_followed(tmp_path):
+    """PPO with a critic naming a hub model: validate_config reads the critic's model config, which an offline check
+    cannot; that is a note and the other checks still run. A launch script's --config-path (verl's multi-turn
+    examples) is composed with verl's own config folder on the search path, as main_ppo does."""
+    critic, _ = overrides_file(tmp_path, "critic.txt", algorithm__adv_estimator="gae",
+                               critic__model__path="Qwen/Qwen2.5-0.5B-Instruct",
+                               critic__ppo_micro_batch_size_per_gpu=8)
+    critic_bad, lines = overrides_file(tmp_path, "critic-bad.txt", algorithm__adv_estimator="gae",
+                                       critic__model__path="Qwen/Qwen2.5-0.5B-Instruct",
+                                       critic__ppo_micro_batch_size_per_gpu=8,
+                                       **{f"{A}__ppo_micro_batch_size_per_gpu": 48})
+    folder = tmp_path / "config"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text("hydra:\n  searchpath:\n    - file://verl/trainer/config\n"
+                                      "defaults:\n  - ppo_trainer\n  - _self_\n"
+                                      "data:\n  train_batch_size: 1000\nactor_rollout_ref:\n  actor:\n"
+                                      "    ppo_mini_batch_size: 100\n")
+    script = tmp_path / "run.sh"
+    body = "".join(f"    {k}={v} \\\n" for k, v in BASE.items()
+                   if k not in ("data.train_batch_size", f"{A}.ppo_mini_batch_size"))
+    script.write_text(f"python3 -m verl.trainer.main_ppo --config-path={folder} --config-name=mine \\\n{body}"
+                      f"    trainer.total_epochs=1\n")
+    out = subprocess.run([sys.executable, "-m", "rocmkit", "verl-check", "--verl-python", verl_python(), "--json",
+                          str(critic), str(critic_bad), str(script)], capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    doc = json.loads(out.stdout)
+    found = {name: [f for f in doc["findings"] if Path(f["file"]).name == name]
+             for name in ("critic.txt", "critic-bad.txt", "run.sh")}
+    (note,) = found["critic.txt"]
+    assert note["severity"] == "note" and "the critic's model config was not read" in note["message"], note
+    assert "huggingface" not in json.dumps(found["critic.txt"]).lower() or note["severity"] == "note"
+    errors = [f for f in found["critic-bad.txt"] if f["severity"] == "error"]
+    assert len(errors) == 1 and errors[0]["line"] == lines[f"{A}.ppo_micro_batch_size_per_gpu"], errors
+    errors = [f for f in found["run.sh"] if f["severity"] == "error"]
+    assert len(errors) == 1 and "does not split over 8" in errors[0]["message"], found["run.sh"]
