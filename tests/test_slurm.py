@@ -260,7 +260,7 @@ def test_the_jobs_overrides_are_checked_by_verl_before_the_script_is_written(tmp
     tp3 = "actor_rollout_ref.rollout.tensor_model_parallel_size=3"
     r = runner.invoke(cli, [*args, "--verl-python", verl_python(), "--", tp3])
     assert r.exit_code == 2 and not out.exists(), r.output
-    assert "verl 0.9.1" in r.stderr and f"the overrides after --: verl 0.9.1: {tp3}: a rollout replica" in r.stderr
+    assert "verl 0.9.1" in r.stderr and f"the overrides after --: {tp3}: a rollout replica" in r.stderr
     assert "does not divide the job's 8 GPUs" in r.stderr and "hint:" in r.stderr and "--no-verl-check" in r.stderr
     r = runner.invoke(cli, [*args, "--verl-python", verl_python()])
     assert r.exit_code == 0 and out.exists(), r.output

@@ -41,7 +41,8 @@ def invocation(origins: list[Origin]) -> tuple[Invocation, dict[int, tuple[str, 
             overrides.append(Override(text=text, key=m.group(2) if m else text.partition("=")[0], line=line,
                                       prefix=(m.group(1) or "") if m else ""))
             where[line] = (origin.label, text)
-    return Invocation(file="the job's overrides", line=1, overrides=overrides), where
+    # line 0: a finding about no one override (a mandatory value none sets) is said without an origin
+    return Invocation(file="the job's overrides", line=0, overrides=overrides), where
 
 
 def target(runtime: str, image: str | None, verl_python: str | None) -> tuple[str, str | None]:
@@ -73,8 +74,9 @@ def check(origins: list[Origin], runtime: str, image: str | None, verl_python: s
     errors = []
     for f in doc["findings"]:
         origin, text = where_from.get(f["line"] or 0, (None, None))
-        line = f"{origin}: {f['message']}" if origin and (text or "") in f["message"] else \
-            (f"{origin}: {text}: {f['message']}" if origin else f["message"])
+        message = f["message"].removeprefix(f"verl {doc['verl']}: ")  # the heading names verl's version once
+        line = f"{origin}: {message}" if origin and (text or "") in message else \
+            (f"{origin}: {text}: {message}" if origin else message)
         if f["instead"]:
             line += f" (instead: {f['instead']})"
         if f["severity"] == "error":
