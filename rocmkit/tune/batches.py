@@ -12,20 +12,17 @@ size: the GPUs over Ulysses' sequence-parallel size for FSDP, over TP x PP x CP 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..errors import UsageError
 
-if TYPE_CHECKING:
-    from .plan import Job, Plan
+# job and plan below are rocmkit.tune.plan's Job and Plan (not imported: plan imports this module).
 
 
-def shares(job: "Job", mini: int, dp: int) -> tuple[int, int]:
+def shares(job, mini: int, dp: int) -> tuple[int, int]:
     """(sequences a rank trains per mini batch, sequences a rank scores per log-prob pass)."""
     return mini * job.n // dp, job.train_batch * job.n // dp
 
 
-def mini_batch(job: "Job", plan: "Plan", dp: int) -> int:
+def mini_batch(job, plan, dp: int) -> int:
     """The mini batch, checked against verl's divisibility rules; returns the per-rank share of a mini batch."""
     if (job.train_batch * job.n) % job.gpus:
         good = next(b for b in range(job.train_batch, job.train_batch + job.gpus + 1) if (b * job.n) % job.gpus == 0)
@@ -57,7 +54,7 @@ def count(k: int, word: str) -> str:
     return f"{k} {word}" + ("" if k == 1 else "s")
 
 
-def log_prob_micro(job: "Job", plan: "Plan", dp: int) -> None:
+def log_prob_micro(job, plan, dp: int) -> None:
     """The forward-only micro batch of the rollout's and the reference's log-prob passes: twice the training one
     where it divides each rank's share of the whole batch (train batch x n / DP, what verl 0.9.1's infer_batch
     splits on every rank), else the largest that does."""
