@@ -30,6 +30,9 @@ class Product(NamedTuple):
     peak_fp8_tflops: float | None = None
     hbm_tbps: float | None = None
     config_copies: tuple[str, ...] = ()
+    # GPUs one module shows: each die of a multi-die module (MI250X: 2) is a GPU of its own to ROCm, and the
+    # memory and peaks above are one die's (a job's GPU), not the module's.
+    dies_per_module: int = 1
     # Level-2 probe figures (see archs.toml): host link peak per direction, the GPU-to-GPU links
     # ("mesh": one link per peer, "switch": all links into a switch), and what a healthy GPU delivers
     # as a fraction of each peak (the arch's [expect] table, overridden per product).
@@ -86,7 +89,7 @@ def targets_slug(targets) -> str:
 
 _PRODUCT_FIELDS = {"name", "pci_ids", "torch_name", "vf_of", "min_rocm", "memory_gib",
                    "peak_bf16_tflops", "peak_fp8_tflops", "hbm_tbps", "config_copies",
-                   "pcie_gbps", "link_topology", "link_count", "link_gbps", "expect"}
+                   "pcie_gbps", "link_topology", "link_count", "link_gbps", "expect", "dies_per_module"}
 
 # What level-2 probes measure, as keys of an [expect] table: bf16/fp8 GEMM vs peak_*_tflops, device copy vs
 # hbm_tbps, pinned host copies vs pcie_gbps, all-reduce bus bandwidth and pairwise P2P copies vs the links.

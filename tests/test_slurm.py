@@ -83,14 +83,15 @@ def test_cli_resolves_ray_version_from_stack_and_writes_file(tmp_path):
     runner = CliRunner()
     out = tmp_path / "job.sbatch"
     r = runner.invoke(cli, ["slurm", "--nodes", "4", "--gpus-per-node", "8", "--image", "img:1", "--stack", "verl-vllm",
-                            "-o", str(out), "--", "data.train_batch_size=256"])
+                            "--no-verl-check", "-o", str(out), "--", "data.train_batch_size=256"])
     assert r.exit_code == 0, r.output
     text = out.read_text()
     assert "trainer.nnodes=4" in text and "data.train_batch_size=256" in text
     assert out.stat().st_mode & 0o100
     r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--runtime", "apptainer"])
     assert r.exit_code == 2 and "Ray version is unknown" in r.output
-    r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "-o", str(out)])
+    r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--no-verl-check",
+                            "-o", str(out)])
     assert r.exit_code == 2 and "already exists" in r.output
 
 
@@ -107,8 +108,9 @@ def test_tune_plan_goes_before_the_users_overrides(tmp_path):
     plan = runner.invoke(cli, ["tune", "--model", "Qwen2-7B-Instruct", "--gpu", "MI300X", "--nodes", "2", "--json"])
     assert plan.exit_code == 0, plan.output
     (tmp_path / "plan.json").write_text(plan.stdout)  # stderr may warn about this host's memory
-    r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
-                            str(tmp_path / "plan.json"), "--", "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"])
+    r = runner.invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--no-verl-check",
+                            "--tune", str(tmp_path / "plan.json"), "--",
+                            "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"])
     assert r.exit_code == 0, r.output
     script = r.output
     assert "actor_rollout_ref.rollout.tensor_model_parallel_size=1" in script
@@ -135,8 +137,8 @@ def test_a_json_plan_runs_grpo_and_a_plan_without_an_algorithm_is_refused(tmp_pa
     doc = json.loads(plan.stdout)
     assert "algorithm.adv_estimator=grpo" in doc["overrides"] and "algorithm.adv_estimator=grpo" in text
     (tmp_path / "plan.json").write_text(plan.stdout)  # stderr may warn about this host's memory
-    r = runner.invoke(cli, ["slurm", "--nodes", "1", "--image", "img:1", "--ray-version", "2.55.1", "--tune",
-                            str(tmp_path / "plan.json")])
+    r = runner.invoke(cli, ["slurm", "--nodes", "1", "--image", "img:1", "--ray-version", "2.55.1", "--no-verl-check",
+                            "--tune", str(tmp_path / "plan.json")])
     assert r.exit_code == 0, r.output
     (driver,) = [line for line in r.output.splitlines() if line.startswith("DRIVER=(")]
     assert "verl.trainer.main_ppo" in driver and " algorithm.adv_estimator=grpo " in driver
@@ -171,7 +173,7 @@ def test_preflight_runs_the_doctor_on_every_node_before_ray(find_tool, tmp_path,
 def test_preflight_flag_reaches_the_script(tmp_path):
     out = tmp_path / "job.sbatch"
     r = CliRunner().invoke(cli, ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1",
-                                 "--preflight", "-o", str(out)])
+                                 "--no-verl-check", "--preflight", "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert "run_once" in out.read_text()
 
@@ -220,7 +222,7 @@ def test_stall_report_timer_on_every_node_on_the_host(find_tool, tmp_path, runti
 
 
 def test_stall_report_flag_reaches_the_script_and_is_checked_against_time():
-    args = ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--time", "30"]
+    args = ["slurm", "--nodes", "2", "--image", "img:1", "--ray-version", "2.55.1", "--time", "30", "--no-verl-check"]
     r = CliRunner().invoke(cli, [*args, "--stall-report-after", "0.25"])
     assert r.exit_code == 0, r.output
     assert "  sleep 15\n" in r.stdout
@@ -230,3 +232,52 @@ def test_stall_report_flag_reaches_the_script_and_is_checked_against_time():
         r = CliRunner().invoke(cli, [*args, "--stall-report-after", value])
         assert r.exit_code == 2 and message in r.output, r.output
         assert "Traceback" not in r.output
+
+
+def verl_python() -> str:
+    import importlib.util
+    import sys
+
+    from provisioned import provisioned
+
+    if importlib.util.find_spec("verl") is not None:  # CI's test venv carries verl 0.9.1
+        return sys.executable
+    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
+
+
+@pytest.mark.slow
+def test_the_jobs_overrides_are_checked_by_verl_before_the_script_is_written(tmp_path):
+    """The plan's overrides and those after -- go through verl-check's checker with the job's GPUs: rollout TP 3 on
+    a node of 8 GPUs (which verl asserts on once its workers start) is refused, exit 2, naming the override, where it
+    came from and verl's reason, and nothing is written; the plan alone is accepted and written; --no-verl-check
+    writes the same TP 3 job with a warning."""
+    runner = CliRunner()
+    plan = runner.invoke(cli, ["tune", "--model", "Qwen2.5-7B-Instruct", "--gpu", "MI300X", "--json"])
+    (tmp_path / "plan.json").write_text(plan.stdout)
+    out = tmp_path / "job.sbatch"
+    args = ["slurm", "--nodes", "1", "--runtime", "none", "--ray-version", "2.55.1", "--tune",
+            str(tmp_path / "plan.json"), "-o", str(out)]
+    tp3 = "actor_rollout_ref.rollout.tensor_model_parallel_size=3"
+    r = runner.invoke(cli, [*args, "--verl-python", verl_python(), "--", tp3])
+    assert r.exit_code == 2 and not out.exists(), r.output
+    assert "verl 0.9.1" in r.stderr and f"the overrides after --: {tp3}: a rollout replica" in r.stderr
+    assert "does not divide the job's 8 GPUs" in r.stderr and "hint:" in r.stderr and "--no-verl-check" in r.stderr
+    r = runner.invoke(cli, [*args, "--verl-python", verl_python()])
+    assert r.exit_code == 0 and out.exists(), r.output
+    assert "verl 0.9.1" in r.stderr and "accepts the job's overrides" in r.stderr
+    r = runner.invoke(cli, [*args, "--no-verl-check", "--force", "--", tp3])
+    assert r.exit_code == 0 and tp3 in out.read_text(), r.output
+    assert "warning: the job's verl overrides are not checked (--no-verl-check)" in r.stderr
+
+
+def test_no_verl_to_check_with_is_exit_3_naming_the_ways_on(tmp_path):
+    """A job whose image this host's Docker engine lacks (or no engine at all, as on a login node): exit 3, and the
+    hint names --verl-python and --no-verl-check. A custom entrypoint or Miles runs no main_ppo: not checked."""
+    base = ["slurm", "--nodes", "1", "--ray-version", "2.55.1", "--", "data.train_batch_size=8"]
+    r = CliRunner().invoke(cli, [*base[:5], "--image", "rocmkit-test/no-such-image:never", *base[5:]])
+    assert r.exit_code == 3 and "no verl to check the job's overrides with" in r.stderr, r.output
+    assert "--verl-python" in r.stderr and "--no-verl-check" in r.stderr and "Traceback" not in r.output
+    r = CliRunner().invoke(cli, [*base[:5], "--image", "img:1", "--entrypoint", "python3 train.py", *base[5:]])
+    assert r.exit_code == 0 and "not checked" not in r.stderr, r.output
+    r = CliRunner().invoke(cli, [*base[:5], "--image", "img:1", "--verl-python", "py", "--no-verl-check", *base[5:]])
+    assert r.exit_code == 2 and "--verl-python and --no-verl-check" in r.stderr

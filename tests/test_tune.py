@@ -197,13 +197,17 @@ def test_the_host_memory_of_the_offloads_is_stated_and_checked(tmp_path):
 
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "meminfo").write_text(f"MemTotal:       {512 * 1024 * 1024} kB\nMemFree:        1024 kB\n")
+    # Said in full once, wherever it is read: with --json in the document (stdout stays one JSON document) and a
+    # short warning on stderr; as text, the warning on stderr and the figures in the host line.
     loud = tune(*args, "--root", str(tmp_path), "--json")
-    assert loud.returncode == 0 and "warning: DOES NOT FIT THE HOST" in loud.stderr, loud.stderr
+    assert loud.returncode == 0 and "warning: the plan does not fit the host's memory" in loud.stderr, loud.stderr
     doc = json.loads(loud.stdout)
     assert doc["host_memory"]["fits"] is False and doc["host_memory"]["have_gib"] == 512.0
     assert doc["notes"][0].startswith("DOES NOT FIT THE HOST") and str(tmp_path) in doc["notes"][0]
+    assert (loud.stdout + loud.stderr).count("DOES NOT FIT THE HOST") == 1
     text = tune(*args, "--root", str(tmp_path))
-    assert "DOES NOT FIT" in text.stdout and f"{round(need, 1)} GiB" in text.stdout
+    assert "warning: DOES NOT FIT THE HOST" in text.stderr and (text.stdout + text.stderr).count("DOES NOT FIT") == 1
+    assert "does not fit (the warning says by how much)" in text.stdout and f"{round(need, 1)} GiB" in text.stdout
 
 
 def test_more_nodes_divide_the_host_memory_of_the_offloads():
@@ -223,3 +227,70 @@ def test_verl_accepts_the_overrides(backend):
     assert out.returncode == 0, out.stderr
     check = json.loads(out.stdout)["verl_check"]
     assert check["ok"] and check["verl"] == "0.9.1"
+
+
+def test_megatron_takes_tp_within_the_node_before_pp():
+    """Llama-3.1-70B on 8 x MI300X: the smallest TP whose states fit (8), PP=1, not TP 1 x PP 8 with a reason that
+    said TP was not enough; pipeline stages only when the node's largest TP does not fit (Qwen2.5-32B on two nodes of
+    4 x H100)."""
+    p = plan.make(plan.Job(models.lookup("Llama-3.1-70B-Instruct"), "MI300X", 192 * GIB, backend="megatron"))
+    meg = {s.key.rpartition(".")[2]: s for s in p.settings if ".megatron." in s.key}
+    assert (meg["tensor_model_parallel_size"].value, meg["pipeline_model_parallel_size"].value) == (8, 1)
+    assert "TP=4 would need" in meg["tensor_model_parallel_size"].reason
+    assert "not enough" not in meg["pipeline_model_parallel_size"].reason
+    staged = plan.make(plan.Job(models.lookup("Qwen2.5-32B-Instruct"), "H100", 80 * GIB, backend="megatron",
+                                gpus_per_node=4, nodes=2, train_batch=256))
+    tp, pp = (staged.value(f"actor_rollout_ref.actor.megatron.{k}_model_parallel_size") for k in ("tensor", "pipeline"))
+    assert tp == 4 and pp > 1
+    reason = next(s.reason for s in staged.settings if s.key.endswith("pipeline_model_parallel_size"))
+    assert reason.startswith("the node's largest TP, 4, needs") and f"PP={pp}" in reason
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=st.sampled_from(names), gib=st.sampled_from([64, 80, 192, 288]), per_node=st.sampled_from([2, 4, 8]),
+       nodes=st.integers(1, 4))
+def test_megatron_never_stages_a_pipeline_where_a_tp_within_the_node_fits(model, gib, per_node, nodes):
+    j = job(model, gib, gpus_per_node=per_node, nodes=nodes, backend="megatron", train_batch=64 * per_node * nodes)
+    try:
+        p = plan.make(j)
+    except UsageError:
+        return
+    tp, pp = (p.value(f"actor_rollout_ref.actor.megatron.{k}_model_parallel_size") for k in ("tensor", "pipeline"))
+    m = j.model
+    assert m.heads % tp == 0 and m.kv_heads % tp == 0 and tp <= per_node
+    if pp > 1:  # every TP within the node at PP=1 was tried and did not fit
+        limit = int(j.gpu_bytes * plan.HEADROOM)
+        act = memory.saved_activations(m, tokens=j.seq, grad_ckpt=True)
+        for t in (t for t in plan.TP_CHOICES if t <= per_node and m.heads % t == 0 and m.kv_heads % t == 0):
+            if j.gpus % t == 0:
+                assert memory.megatron_states(m, tp=t, pp=1, dp=j.gpus // t) + act // t > limit, (t, tp, pp)
+
+
+def test_a_multi_die_module_is_planned_per_die():
+    """MI250X: ROCm shows each of the module's two dies as a GPU with 64 GiB; the table says so, and tune, the MFU
+    peak (certificate) and the probes read one die's figures from it."""
+    from rocmkit import archs
+    from rocmkit.certify.certificate import _peak_tflops
+    from rocmkit.cli.tune import gpu_memory
+
+    mi250x = archs.product_named("MI250X")
+    assert mi250x.dies_per_module == 2 and mi250x.memory_gib == 64
+    assert mi250x.peak_bf16_tflops * 2 == pytest.approx(383.0) and mi250x.hbm_tbps * 2 == pytest.approx(3.2)
+    assert archs.product_named("MI300X").dies_per_module == 1  # eight XCDs, one GPU: memory is the whole 192 GiB
+    assert gpu_memory("MI250X") == ("MI250X", 64 * GIB)
+    assert _peak_tflops(mi250x.torch_name, "bf16") == pytest.approx(191.5)  # the MFU's denominator, per GPU
+    p = plan.make(plan.Job(models.lookup("Qwen2.5-7B-Instruct"), "MI250X", 64 * GIB))
+    assert p.value(TP) == 1 and p.value("actor_rollout_ref.rollout.gpu_memory_utilization") <= 0.7
+
+
+def test_counts_and_the_study_are_said_where_they_apply():
+    one = plan.make(plan.Job(models.lookup("Qwen2.5-0.5B-Instruct"), "H100 SXM", 80 * GIB, gpus_per_node=1,
+                             train_batch=1, n=1))
+    reasons = " ".join(s.reason for s in one.settings)
+    assert "1 update a step" in reasons and "1 replica," in reasons and "= 1 response split" in reasons
+    assert "1 updates" not in reasons and "1 replicas" not in reasons
+    for gpu, studied in (("MI300X", True), ("MI325X", True), ("MI300X (CPX)", True), ("MI250X", False),
+                         ("H100 SXM", False), ("MI355X", False)):
+        p = plan.make(plan.Job(models.lookup("Qwen2.5-0.5B-Instruct"), gpu, 64 * GIB))
+        tp = next(s for s in p.settings if s.key == TP)
+        assert ("on MI300X" in tp.reason) is studied and ("AMD MI300X study" in tp.source) is studied, (gpu, tp)

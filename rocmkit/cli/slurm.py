@@ -13,6 +13,7 @@ from ..certify import engines
 from ..cluster import slurm as slurm_mod
 from ..errors import UsageError
 from ..fileio import write_atomic
+from .common import warn
 
 
 def _ray_version(explicit: str | None, stack_name: str | None, image: str | None, runtime: str) -> tuple[str, str]:
@@ -52,9 +53,10 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
                           "rocmkit builds carry it in the label io.rocmkit.ray-version when present locally")
 
 
-def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str, ...]) -> tuple[str, ...]:
-    """The overrides of a `rocmkit tune --json` document, then OVERRIDES; the script adds trainer.nnodes and
-    trainer.n_gpus_per_node itself, so the plan's must agree with --nodes and --gpus-per-node."""
+def plan_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str, ...]) -> tuple[str, ...]:
+    """The overrides of a `rocmkit tune --json` document the job keeps, to go before OVERRIDES: not those OVERRIDES
+    replace, nor trainer.nnodes and trainer.n_gpus_per_node, which the script adds itself (so the plan's must
+    agree with --nodes and --gpus-per-node)."""
     from ..tune.planfile import load_overrides
 
     overrides = load_overrides(path)
@@ -69,7 +71,24 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
             continue
         tuned.append(item)
     mine = {o.split("=", 1)[0].lstrip("+~") for o in given}
-    return tuple(o for o in tuned if o.split("=", 1)[0] not in mine) + tuple(given)
+    return tuple(o for o in tuned if o.split("=", 1)[0] not in mine)
+
+
+def check_with_verl(spec: slurm_mod.SlurmSpec, tune_file: str | None, planned: tuple[str, ...],
+                    given: tuple[str, ...], verl_python: str | None) -> None:
+    """verl-check's checker on the command line the head node will run; a rejection is exit 2, no verl exit 3."""
+    from ..cluster import verl_overrides
+
+    origins = [verl_overrides.Origin("--nodes and --gpus-per-node", (f"trainer.nnodes={spec.nodes}",
+                                                                     f"trainer.n_gpus_per_node={spec.gpus_per_node}"))]
+    if planned:
+        origins.append(verl_overrides.Origin(f"--tune {tune_file}", planned))
+    if given:
+        origins.append(verl_overrides.Origin("the overrides after --", given))
+    said, where, version = verl_overrides.check(origins, spec.runtime, spec.image, verl_python)
+    for line in said:
+        warn(line)
+    click.echo(f"verl {version} ({where}) accepts the job's overrides", err=True)
 
 
 @click.command()
@@ -128,10 +147,16 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
               help="verl: `python3 -m verl.trainer.main_ppo` with Hydra OVERRIDES; miles: Miles' Ray launch, "
                    "`ray job submit -- python3 /root/miles/train.py --actor-num-nodes N --actor-num-gpus-per-node G "
                    "ARGS` with Miles' job runtime env (--entrypoint replaces the train.py command).")
+@click.option("--verl-python", default=None, metavar="PY",
+              help="Check the verl overrides with the verl of this Python (the job's verl version) instead of the "
+                   "job's image (--runtime docker) or this Python.")
+@click.option("--no-verl-check", "no_verl_check", is_flag=True,
+              help="Write the job without checking its verl overrides (the plan's and those after --) with verl's "
+                   "config, as `rocmkit verl-check` does; for a verl this host cannot reach.")
 @click.argument("overrides", nargs=-1)
 def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, cpus_per_task, job_name, ray_version,
           stack_name, ray_port, join_timeout, entrypoint, env_pairs, output, force, examples_dir, tune_file,
-          preflight, engine, stall_report_after, overrides) -> None:
+          preflight, engine, stall_report_after, verl_python, no_verl_check, overrides) -> None:
     """Render an sbatch script: a Ray cluster on N nodes, then verl with OVERRIDES.
 
     The script starts one container per node (removed however the job ends), the Ray head on the first
@@ -139,6 +164,13 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
     not), sets the RCCL environment and the RAY_EXPERIMENTAL_NOSET_* variable of the image's Ray, runs
     `python -m verl.trainer.main_ppo trainer.nnodes=N trainer.n_gpus_per_node=G OVERRIDES...` on the head
     node, and exits with its code. Give OVERRIDES after `--`.
+
+    Before the script is written, that command line (trainer.nnodes, trainer.n_gpus_per_node, the --tune
+    plan's overrides, then OVERRIDES) is checked as `rocmkit verl-check` checks a launch script: by verl's own
+    config, in the job's image (--runtime docker, through this host's Docker engine) or with --verl-python or
+    this Python's verl, and by verl 0.9.1's rules for the rollout and Megatron GPU split. What verl would
+    reject is exit 2, naming each override and verl's reason; no verl to check with is exit 3 (--verl-python
+    names one; --no-verl-check writes the job unchecked). A custom --entrypoint or --engine miles is not checked.
     """
     if examples_dir:
         for name, spec in slurm_mod.example_specs().items():
@@ -147,8 +179,9 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
         return
     if nodes is None:
         raise UsageError("--nodes is required")
-    if tune_file:
-        overrides = tuned_overrides(tune_file, nodes, gpus_per_node, overrides)
+    given = tuple(overrides)
+    planned = plan_overrides(tune_file, nodes, gpus_per_node, given) if tune_file else ()
+    overrides = planned + given
     env = {}
     for pair in env_pairs:
         k, sep, v = pair.partition("=")
@@ -172,6 +205,17 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
     # missing --image must be said as such, not as "the image's Ray version is unknown".
     slurm_mod.validate(spec)
     version, source = _ray_version(ray_version, stack_name, image, runtime)
+    if verl_python and no_verl_check:
+        raise UsageError("--verl-python and --no-verl-check: give one (the first checks with that verl, the second "
+                         "checks nothing)")
+    if engine != slurm_mod.DEFAULT_ENGINE or entry:
+        if verl_python:
+            raise UsageError("--verl-python checks verl's main_ppo overrides, and this job runs "
+                             + ("--engine " + engine if engine != slurm_mod.DEFAULT_ENGINE else "--entrypoint"))
+    elif no_verl_check:
+        warn("the job's verl overrides are not checked (--no-verl-check)")
+    else:
+        check_with_verl(spec, tune_file, planned, given, verl_python)
     spec = replace(spec, ray_version=version)
     text = slurm_mod.render(spec)
     click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)

@@ -121,8 +121,10 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
                    micro_batch=micro_batch, seq_len=seq_len, grad_ckpt=grad_ckpt, host_bytes=host_bytes,
                    host_source=host_source, host_declared=host_declared)
     result = plan.make(job)
-    if result.host["fits"] is False:  # loud on a terminal and in a log, whatever goes to stdout
-        warn(result.notes[0])
+    misfit = result.notes[0] if result.host["fits"] is False else None
+    if misfit:  # loud on a terminal and in a log, whatever goes to stdout; said in full once
+        warn("the plan does not fit the host's memory: host_memory and notes in the JSON say by how much"
+             if as_json else misfit)
     composed = compose_with_verl(result.overrides(), verl_python)
     if as_json:
         echo_json(document("tune", {
@@ -154,9 +156,10 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
     parts = ", ".join(f"{plan.HOST_PARTS[k]} {v} GiB" for k, v in h["breakdown_gib"].items())
     click.echo(f"# host memory per node for the offloads ({h['when']}): {h['need_gib']} GiB ({parts})"
                + ("" if h["fits"] is None else f"; {h['source']}: {h['have_gib']} GiB, {h['usable_gib']} usable: "
-                  + ("fits" if h["fits"] else "DOES NOT FIT")))
+                  + ("fits" if h["fits"] else "does not fit (the warning says by how much)")))
     for note in result.notes:
-        click.echo(f"# note: {note}")
+        if note is not misfit:  # on stderr above
+            click.echo(f"# note: {note}")
     click.echo(f"# verl {composed['verl']}'s config accepts these overrides" if composed["ok"] else
                f"# not composed with verl's config: {composed['skipped']}")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from . import memory
+from . import batches, memory
 from .memory import GIB
 from .models import ModelSpec
 
@@ -92,6 +92,20 @@ def _gib(n: int) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
+# The study measured its TP=1 rollout speed-up on MI300X: it is cited for the GPUs of that chip (gfx942: MI300X, its
+# VF and HF parts, MI308X, MI325X), not for a GPU it never ran on (MI250X, MI355X, H100).
+STUDIED_ARCH = "gfx942"
+
+
+def on_studied_gpu(gpu_name: str) -> bool:
+    """Whether the AMD MI300X study's measurements apply to this GPU (`gpu_name` as tune names it: a product of
+    the arch table, perhaps with its partition mode, "MI300X (CPX)")."""
+    from .. import archs
+
+    product = archs.product_named(gpu_name.split(" (")[0])
+    return product is not None and product.arch == STUDIED_ARCH
+
+
 def _rollout(job: Job, plan: Plan, budget: int) -> None:
     m = job.model
     need = {}
@@ -110,13 +124,18 @@ def _rollout(job: Job, plan: Plan, budget: int) -> None:
                          f"{_gib(budget)} the engine may take ({MAX_UTILIZATION} of the GPU)",
                          hint="more GPUs per node (a larger TP), a GPU with more memory, or a smaller model")
     replicas = job.gpus // tp
+    studied = on_studied_gpu(job.gpu_name)
     if tp == 1:
         why = (f"weights {_gib(memory.rollout_static(m, tp=1))} + KV for {MIN_KV_SEQUENCES} sequences fit one GPU: "
-               f"TP=1 gives {replicas} replicas, the fastest rollout (TP=1 2.3-4.3x faster than larger TP on MI300X)")
+               f"TP=1 gives {batches.count(replicas, 'replica')}, " +
+               ("the fastest rollout (TP=1 2.3-4.3x faster than larger TP on MI300X)" if studied else
+                "each decoding without tensor-parallel all-reduces"))
     else:
         why = (f"TP={tp // 2} needs {_gib(need[tp // 2])} per GPU for weights + KV, more than the {_gib(budget)} "
-               f"the engine may take ({MAX_UTILIZATION} of the GPU): TP={tp} is the smallest that fits ({replicas} replicas)")
-    plan.add("actor_rollout_ref.rollout.tensor_model_parallel_size", tp, why, "AMD MI300X study + arithmetic")
+               f"the engine may take ({MAX_UTILIZATION} of the GPU): TP={tp} is the smallest that fits "
+               f"({batches.count(replicas, 'replica')})")
+    plan.add("actor_rollout_ref.rollout.tensor_model_parallel_size", tp, why,
+             "AMD MI300X study + arithmetic" if studied and tp == 1 else "arithmetic")
     engine_bytes = need[tp] + memory.kv_bytes(m, tokens=job.train_batch * job.n * job.seq // replicas, tp=tp)
     engine_bytes = min(engine_bytes, budget)
     fraction = round(engine_bytes / job.gpu_bytes, 2)
@@ -136,24 +155,6 @@ def _rollout(job: Job, plan: Plan, budget: int) -> None:
              "above 2048 for throughput, and at least one whole prompt + response", "guide")
     plan.memory["rollout_engine_gib"] = round(fraction * job.gpu_bytes / GIB, 2)
     plan.memory["rollout_weights_kv_min_gib"] = round(need[tp] / GIB, 2)
-
-
-def _batches(job: Job, plan: Plan, dp: int) -> int:
-    """The mini batch, checked against verl's divisibility rules; returns the per-GPU share of a mini batch."""
-    if (job.train_batch * job.n) % job.gpus:
-        good = next(b for b in range(job.train_batch, job.train_batch + job.gpus + 1) if (b * job.n) % job.gpus == 0)
-        raise UsageError(f"--train-batch {job.train_batch} x --n {job.n} = {job.train_batch * job.n} responses "
-                         f"do not divide over {job.gpus} GPUs (verl's check in validate_config)",
-                         hint=f"--train-batch {good}")
-    mini = job.train_batch
-    for parts in (4, 2):
-        cand = job.train_batch // parts
-        if job.train_batch % parts == 0 and (cand * job.n) % dp == 0 and cand * job.n // dp >= 1:
-            mini = cand
-            break
-    plan.add("actor_rollout_ref.actor.ppo_mini_batch_size", mini,
-             f"{job.train_batch // mini} updates a step; {mini} x n={job.n} responses divide over DP={dp}", "AMD MI300X study + verl")
-    return mini * job.n // dp
 
 
 def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
@@ -187,8 +188,11 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
     for key in ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
                 "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"):
         plan.add(key, 2 * max_tokens, "forward only: 2x the training budget", "guide")
-    plan.add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", max(1, min(per_gpu_mini, max_tokens // job.seq)),
-             "whole sequences in the token budget (used when dynamic batching is off)", "arithmetic")
+    fits = max(1, max_tokens // job.seq)
+    micro = batches.divisor_at_most(per_gpu_mini, fits)
+    plan.add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro,
+             f"used when dynamic batching is off: whole sequences in the token budget ({fits} fit) that divide the "
+             f"{per_gpu_mini} a rank trains per mini batch (mini batch x n / DP)", "arithmetic + verl")
     plan.add("actor_rollout_ref.model.enable_gradient_checkpointing", ckpt,
              "activations of the token budget do not fit without it" if ckpt else
              "the step fits without recomputation, which costs about a third more compute", "guide + arithmetic")
@@ -210,22 +214,44 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
 
 
 def _megatron(job: Job, plan: Plan) -> tuple[int, int]:
+    """Megatron's TP x PP: the smallest TP within a node whose states fit, and pipeline stages only when even the
+    node's largest TP does not (the guide's order, "smallest TP that fits, then PP": TP's all-reduces stay on the
+    node's links, and the study measured PP=1 best)."""
     m, limit = job.model, int(job.gpu_bytes * HEADROOM)
     act = memory.saved_activations(m, tokens=job.seq, grad_ckpt=True)
-    for tp in (t for t in TP_CHOICES if t <= job.gpus_per_node):
-        for pp in (1, 2, 4, 8):
+    # megatron-core splits the query heads and the KV groups over TP (divide() in its attention).
+    tps = [t for t in TP_CHOICES if t <= job.gpus_per_node and m.heads % t == 0 and m.kv_heads % t == 0]
+    tried: dict[tuple[int, int], int] = {}
+    for pp in (1, 2, 4, 8):
+        for tp in tps:
             if job.gpus % (tp * pp) or m.layers % pp:
                 continue
             states = memory.megatron_states(m, tp=tp, pp=pp, dp=job.gpus // (tp * pp))
-            if states + act // (tp * pp) <= limit:
-                why = ("the model's states fit one GPU with the distributed optimizer over DP: TP=1, PP=1 is fastest"
-                       if tp == pp == 1 else f"states need {_gib(states)} per GPU at TP={tp}, PP={pp}; smaller splits do not fit")
-                plan.add("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", tp, why, "AMD MI300X study + arithmetic")
-                plan.add("actor_rollout_ref.actor.megatron.pipeline_model_parallel_size", pp,
-                         "PP=1 measured best (MFU 14.0 % vs 11.3 % with PP)" if pp == 1 else
-                         "tensor parallelism within the node is not enough", "AMD MI300X study")
-                plan.memory["megatron_states_gib"] = round(states / GIB, 2)
-                return tp, pp
+            tried[tp, pp] = states + act // (tp * pp)
+            if tried[tp, pp] > limit:
+                continue
+            if tp == pp == 1:
+                why = "the model's states fit one GPU with the distributed optimizer over DP: TP=1, PP=1 is fastest"
+            else:
+                smaller = [t for t in tps if t < tp and (t, pp) in tried]
+                why = (f"states + activations need {_gib(tried[tp, pp])} per GPU at TP={tp}, PP={pp}, within the "
+                       f"{_gib(limit)} a plan may fill" + (f"; TP={smaller[-1]} would need {_gib(tried[smaller[-1], pp])}"
+                                                           if smaller else ""))
+            plan.add("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", tp, why, "guide + arithmetic")
+            studied = on_studied_gpu(job.gpu_name)
+            if pp == 1:
+                pp_why = ("PP=1 measured best on MI300X (MFU 14.0 % vs 11.3 % with PP)" if studied else
+                          "PP=1: no pipeline bubbles while the states fit without stages")
+            else:
+                widest = max(t for t in tps if (t, 1) in tried) if any((t, 1) in tried for t in tps) else None
+                pp_why = ((f"the node's largest TP, {widest}, needs {_gib(tried[widest, 1])} per GPU without pipeline "
+                           f"stages, more than {_gib(limit)}: PP={pp} splits the layers" if widest else
+                           f"no TP within the node divides the job without pipeline stages: PP={pp}")
+                          + " (pipeline stages only when TP within the node is not enough)")
+            plan.add("actor_rollout_ref.actor.megatron.pipeline_model_parallel_size", pp, pp_why,
+                     "AMD MI300X study" if pp == 1 and studied else "guide + arithmetic")
+            plan.memory["megatron_states_gib"] = round(states / GIB, 2)
+            return tp, pp
     raise UsageError(f"{m.name}'s Megatron states do not fit {job.gpus} x {job.gpu_name} at any TP x PP",
                      hint="more nodes, or the FSDP backend with CPU offload")
 
@@ -261,18 +287,18 @@ def make(job: Job) -> Plan:
                                         "(ppo_megatron_trainer is a deprecated alias)", "verl"))
         tp, pp = _megatron(job, plan)
         dp = job.gpus // (tp * pp)
-        per_gpu = _batches(job, plan, dp)
-        micro = next(b for b in (4, 2, 1) if b <= per_gpu and (job.train_batch * job.n) % (dp * b) == 0)
+        per_gpu = batches.mini_batch(job, plan, dp)
+        micro = batches.divisor_at_most(per_gpu, 4)
         plan.add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", micro,
-                 "the study's 4 where verl's rule (train batch x n divisible by DP x micro batch) allows", "AMD MI300X study + verl")
+                 ("the study's 4" if micro == 4 else "the largest below the study's 4")
+                 + f" that divides the {per_gpu} a rank trains per mini batch (mini batch x n / DP={dp}); so the train "
+                 "batch x n divides by DP x micro batch as verl's validate_config asks", "AMD MI300X study + verl")
         plan.add("actor_rollout_ref.actor.use_dynamic_bsz", False, "fixed micro batches, as in AMD's MI300X study", "AMD MI300X study")
     else:
-        per_gpu = _batches(job, plan, job.gpus)
+        dp = job.gpus  # FSDP without Ulysses sequence parallelism: every GPU is a data-parallel rank
+        per_gpu = batches.mini_batch(job, plan, dp)
         _fsdp(job, plan, per_gpu)
-    plan.add("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", 2 * plan.value(
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"), "forward only: 2x the training micro batch", "guide")
-    plan.add("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", 2 * plan.value(
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"), "forward only: 2x the training micro batch", "guide")
+    batches.log_prob_micro(job, plan, dp)
     if job.micro_batch or job.seq_len or job.grad_ckpt is not None:
         _asked_step(job, plan)
     _host(job, plan)
