@@ -26,7 +26,8 @@ from .common import json_option
               help="The arch the GPUs must be (e.g. the arch your image was built for). Inside a rocmkit image "
                    "the image's manifest says it.")
 @click.option("--only", default=None, metavar="ID,...", help="Only findings with these ids, id prefixes (gpu) or family members (env.arch.gfx942). "
-                   "A selector that matches no check's id is refused (exit 2) with the closest ids.")
+                   "A selector that matches no check's id is refused (exit 2) with the closest ids; so is a "
+                   "selection that reports nothing here (nothing was checked), with --strict or without.")
 @click.option("--capture", "capture_dir", type=click.Path(file_okay=True), default=None,
               help="Copy the files the doctor reads into this new folder (for bug reports and --root), with the kernel "
                    "log of this boot (/dev/kmsg) and the previous one (the systemd journal).")

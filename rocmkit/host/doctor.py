@@ -75,6 +75,12 @@ def run(*, level: int, strict: bool, root: str | None, arch: str | None, only: s
     if baseline_file:
         now = doctor_document(findings, facts, level=level, strict=strict)
         findings += baseline.compare(load_run(baseline_file), now, tolerance=tolerance, base_name=baseline_file)
+    if only_ids and not any(selected(f, only_ids) for f in findings):
+        # Nothing was checked, so nothing passed: "doctor passed: 0 pass" would read as a clean bill of health.
+        where = "this host" if root is None else root
+        raise UsageError(f"--only {only}: no selected check reports anything on {where}, so nothing was checked",
+                         hint="select ids this host reports (`rocmkit doctor --json` lists them; without a KFD "
+                              "topology only gpu.topology speaks for the GPUs), or drop --only")
     code = exit_code(findings, strict)
     doc = doctor_document(findings, facts, level=level, strict=strict) if save_baseline or as_json else None
     if save_baseline:
