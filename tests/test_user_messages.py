@@ -1,0 +1,34 @@
+"""Small disagreements a user reads: each message says what it means, in the user's words and for the user's
+host. Hosts are trees written by the project's generator (tests/treegen.py)."""
+
+from __future__ import annotations
+
+import shutil
+
+from rocmkit.host.checks import Context, run_checks
+from rocmkit.host.facts import collect
+from treegen import HostSpec, healthy_process, write_tree
+
+
+def findings(root) -> dict:
+    return {f.id: f for f in run_checks(collect(str(root)), Context())}
+
+
+def test_a_missing_driver_is_said_in_words_not_as_none(tmp_path):
+    root = write_tree(tmp_path / "h", HostSpec(amdgpu=None))
+    shutil.rmtree(root / "sys" / "class" / "kfd")  # no KFD topology either: the driver is not up
+    title = findings(root)["gpu.driver"].title
+    assert "None" not in title and "no /sys/module/amdgpu/initstate" in title, title
+    root = write_tree(tmp_path / "c", HostSpec(amdgpu="coming"))
+    shutil.rmtree(root / "sys" / "class" / "kfd")
+    assert "initstate says 'coming'" in findings(root)["gpu.driver"].title
+
+
+def test_the_torch_fix_names_the_index_of_the_hosts_rocm(tmp_path):
+    # A CPU/CUDA torch on a ROCm 7.0.2 host with MI300X GPUs: the fix pointed at rocm6.4 whatever the host ran.
+    cuda_torch = healthy_process(torch_hip=None, packages={"torch": "2.9.1+cu128"})
+    for rocm, index in (("7.0.2", "rocm7.0"), ("6.4.1", "rocm6.4"), ("7.2.0", "rocm7.2")):
+        root = write_tree(tmp_path / rocm, HostSpec(rocm=rocm, process=cuda_torch))
+        torch = findings(root)["software.torch"]
+        assert torch.status.value == "fail", torch
+        assert f"https://download.pytorch.org/whl/{index})" in torch.fix, (rocm, torch.fix)
