@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+from click.testing import CliRunner
+
+from rocmkit.cli import cli
 from rocmkit.host.checks import Context, run_checks
 from rocmkit.host.facts import collect
 from treegen import HostSpec, healthy_process, write_tree
@@ -32,3 +36,23 @@ def test_the_torch_fix_names_the_index_of_the_hosts_rocm(tmp_path):
         torch = findings(root)["software.torch"]
         assert torch.status.value == "fail", torch
         assert f"https://download.pytorch.org/whl/{index})" in torch.fix, (rocm, torch.fix)
+
+
+@pytest.mark.parametrize("args, what", [
+    (["run", "--print", "Rocmkit/Verl:latest"], "IMAGE"),
+    (["run", "--print", "--gpus", "none", "Rocmkit/Verl:latest", "--", "true"], "IMAGE"),
+    (["certify", "--dry-run", "--image", "Rocmkit/Verl:latest"], "--image"),
+    (["doctor", "--image", "Rocmkit/Verl:latest"], "--image"),
+    (["build", "--dry-run", "--no-resolve", "--arch", "gfx942", "--tag", "Rocmkit/Verl:latest"], "--tag"),
+])
+def test_an_image_name_docker_refuses_is_refused_by_every_command_alike(args, what):
+    # `run --print` used to print a `docker run` line with it, which Docker then refuses (upper-case repository).
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2, r.output
+    assert f"error: {what} 'Rocmkit/Verl:latest' is not an image reference Docker takes: bad repository" in r.output
+    assert "Docker refuses upper case" in r.output and "docker run" not in r.output
+
+
+def test_a_lower_case_image_name_still_prints_its_line():
+    r = CliRunner().invoke(cli, ["run", "--print", "--gpus", "none", "ghcr.io/org/verl-vllm:gfx942"])
+    assert r.exit_code == 0 and r.stdout.rstrip().endswith("ghcr.io/org/verl-vllm:gfx942"), r.output

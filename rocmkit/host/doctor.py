@@ -142,6 +142,9 @@ def compare_runs(files: tuple[str, str], tolerance: float, strict: bool) -> Outc
 def in_image(image: str, level: int, strict: bool, arch: str | None, only: str | None, timeout_s: float,
              multi_node: bool = False) -> Outcome:
     """`rocmkit doctor --json` run inside IMAGE through the Docker engine, with the ROCm device flags."""
+    from ..runtime import imageref
+
+    imageref.checked(image, "--image", image_id=True)
     parse_only(only, level=level)  # a typo is refused here, before a container starts
 
     from ..runtime.container import ULIMIT_NOTE, read_device_nodes, run_container
