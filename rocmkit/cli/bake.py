@@ -10,7 +10,7 @@ import click
 from ..errors import UsageError
 from ..fileio import write_atomic
 from ..image.plan import DEFAULT_MAX_JOBS
-from .common import warn
+from .common import InputFile, warn
 
 
 @click.command()
@@ -20,7 +20,7 @@ from .common import warn
               help="HCL (docker-bake.hcl) or JSON (docker-bake.json); buildx reads both.")
 @click.option("--stack", "stack_names", multiple=True, metavar="NAME",
               help="Only this built-in stack (repeatable). Default: every built-in stack.")
-@click.option("--stack-file", "stack_files", multiple=True, type=click.Path(dir_okay=False),
+@click.option("--stack-file", "stack_files", multiple=True, type=InputFile(dir_okay=False),
               help="A stack file of your own, instead of or besides built-in stacks (repeatable).")
 @click.option("--context-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Prepare DIR as the build context: rocmkit-dist/ (rocmkit's own wheel, installed by every "

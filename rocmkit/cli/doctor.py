@@ -9,7 +9,7 @@ import click
 from .. import archs
 from ..errors import UsageError
 from ..output import dumps
-from .common import json_option
+from .common import InputFile, json_option
 
 
 @click.command()
@@ -43,10 +43,10 @@ from .common import json_option
 @click.option("--save-baseline", "save_baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write this run (its JSON document: findings, figures, fingerprint) to FILE, as the "
                    "baseline of a good host. Replaces FILE only if it is a doctor document.")
-@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False, exists=True), default=None,
+@click.option("--baseline", "baseline_file", type=InputFile(dir_okay=False, exists=True), default=None,
               metavar="FILE", help="Compare this run with a saved one (driver, firmware, ROCm, kernel, partition "
                                    "modes, NUMA, probe figures within --tolerance, checks that passed there).")
-@click.option("--compare", "compare_files", nargs=2, type=click.Path(dir_okay=False, exists=True), default=None,
+@click.option("--compare", "compare_files", nargs=2, type=InputFile(dir_okay=False, exists=True), default=None,
               metavar="A B", help="Compare two saved runs (doctor --json or --save-baseline files), B against A; "
                                   "reads nothing of this host.")
 @click.option("--tolerance", type=click.FloatRange(0.01, 0.9), default=0.10, show_default=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import EnvironmentMissing, UsageError
-from .common import echo_json, json_option
+from .common import InputFile, echo_json, json_option
 
 
 def _remotes(values: tuple[str, ...]) -> dict[str, str]:
@@ -43,7 +43,7 @@ def _source(stack_name: str | None, stack_file: str | None) -> tuple[str, str, P
 
 @click.command()
 @click.argument("stack_name", required=False, metavar="[STACK]")
-@click.option("--stack-file", type=click.Path(dir_okay=False), default=None,
+@click.option("--stack-file", type=InputFile(dir_okay=False), default=None,
               help="A stack file of your own instead of a built-in stack.")
 @click.option("--index-url", default="https://pypi.org/simple/", show_default=True, metavar="URL",
               help="The package index asked for PyPI pins (a PEP 691/503 simple index; a plain directory served "

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from .common import InputFile
+
 from ..certify import engines
 from ..cluster import slurm as slurm_mod
 from ..errors import UsageError
@@ -100,7 +102,7 @@ def tuned_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str,
 @click.option("--force", is_flag=True, help="Overwrite --output.")
 @click.option("--examples", "examples_dir", type=click.Path(file_okay=False), default=None,
               help="Regenerate the example scripts (one per runtime) into this folder, e.g. slurm/.")
-@click.option("--tune", "tune_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+@click.option("--tune", "tune_file", type=InputFile(dir_okay=False), default=None, metavar="FILE",
               help="A `rocmkit tune --json` document: its overrides go before OVERRIDES (an override given in "
                    "OVERRIDES replaces the tuned one of the same key); its nodes and GPUs per node must match, and it must set "
                    "algorithm.adv_estimator (plans of rocmkit tune do).")
