@@ -56,3 +56,18 @@ def test_an_image_name_docker_refuses_is_refused_by_every_command_alike(args, wh
 def test_a_lower_case_image_name_still_prints_its_line():
     r = CliRunner().invoke(cli, ["run", "--print", "--gpus", "none", "ghcr.io/org/verl-vllm:gfx942"])
     assert r.exit_code == 0 and r.stdout.rstrip().endswith("ghcr.io/org/verl-vllm:gfx942"), r.output
+
+
+def test_matrix_columns_stay_in_line_for_long_names():
+    from rocmkit.cli.matrix import table
+    from rocmkit.image.bake import matrix_rows
+
+    rows = matrix_rows() + [{"stack": "a-stack-with-a-very-long-name-indeed", "arch": "gfx942,gfx950", "rocm": "10.0.0",
+                             "dockerfile": "dockerfiles/long.Dockerfile"}]
+    lines = table(rows).splitlines()
+    assert len(lines) == len(rows)
+    # every row's ROCm and Dockerfile columns start where the first row's do
+    assert len({line.index("ROCm ") for line in lines}) == 1, lines
+    assert len({line.index("dockerfiles/") for line in lines}) == 1, lines
+    r = CliRunner().invoke(cli, ["matrix"])
+    assert r.exit_code == 0 and len({line.index("dockerfiles/") for line in r.output.splitlines()}) == 1, r.output
