@@ -71,3 +71,26 @@ def test_matrix_columns_stay_in_line_for_long_names():
     assert len({line.index("dockerfiles/") for line in lines}) == 1, lines
     r = CliRunner().invoke(cli, ["matrix"])
     assert r.exit_code == 0 and len({line.index("dockerfiles/") for line in r.output.splitlines()}) == 1, r.output
+
+
+def test_a_skipped_probe_reads_skipped_in_the_certificate_table():
+    # A probe that did not run (one GPU: no all-reduce) used to print "yes (reported)" as its result.
+    import json
+    from pathlib import Path
+
+    from rocmkit.certify.certificate import markdown
+    from rocmkit.certify.judge import probe_checks
+
+    cert = json.loads((Path(__file__).parent / "data" / "certify" / "verl-h100-tiny.json").read_text())
+    probes = {"findings": [{"id": "probe.allreduce", "status": "skip", "title": "one GPU: nothing to all-reduce"},
+                           {"id": "probe.gemm", "status": "pass", "title": "GEMM within 10% of peak"},
+                           {"id": "probe.hbm", "status": "warn", "title": "HBM 12% below its class"}]}
+    cert["checks"] = cert["checks"] + probe_checks(probes)
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in markdown(cert).splitlines()
+            if line.startswith("| probe.")}
+    assert rows == {"probe.allreduce": "skipped", "probe.gemm": "pass", "probe.hbm": "no (reported)"}, rows
+    # a certificate written before the field: told by its detail
+    old = dict(probe_checks(probes)[0])
+    old.pop("skipped")
+    cert["checks"] = [old]
+    assert "| probe.allreduce | skipped |" in markdown(cert)
