@@ -133,7 +133,7 @@ def named(output: str, given_) -> bool:
         for v in (val if isinstance(val, list) else [val]):
             if v is None:
                 continue
-            if (v and v.strip() and (v in output or v[:60] in output)) or (not v.strip() and repr(v) in output):
+            if (v and v.strip() and (v[:60] in output or repr(v)[:60] in output)) or repr(v) in output:
                 return True
     return False
 
