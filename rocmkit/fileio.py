@@ -34,7 +34,7 @@ def write_atomic(path: str | os.PathLike, text: str | bytes, *, force: bool = Tr
             with open(target, "wb") as handle:
                 handle.write(data)
         except OSError as exc:
-            raise UsageError(f"cannot write {label}: {exc.strerror}") from None
+            raise UsageError(f"{label}: cannot write it ({exc.strerror})") from None
         return target
     if not force and st is not None:
         raise UsageError(f"{label} already exists", hint="pass --force to overwrite it, or choose another path")
@@ -42,7 +42,7 @@ def write_atomic(path: str | os.PathLike, text: str | bytes, *, force: bool = Tr
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        raise UsageError(f"cannot write {label}: {exc.strerror} ({exc.filename or target.parent})",
+        raise UsageError(f"{label}: cannot write there ({exc.strerror}: {exc.filename or target.parent})",
                          hint="choose a path in a folder you can write to") from None
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -57,7 +57,7 @@ def write_atomic(path: str | os.PathLike, text: str | bytes, *, force: bool = Tr
         os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"cannot write {label}: {exc.strerror}", hint="choose a path you can write to") from None
+        raise UsageError(f"{label}: cannot write it ({exc.strerror})", hint="choose a path you can write to") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -66,7 +66,7 @@ def bake(output, fmt, stack_names, stack_files, context_dir, registry, max_jobs,
     if context_dir:
         prepare_context(plans, Path(context_dir))
     if output:
-        write_atomic(output, text, force=force)
+        write_atomic(output, text, force=force, what="--output")
         click.echo(f"wrote {output} ({len(plans)} targets in {len(loaded)} groups)", err=True)
     else:
         sys.stdout.write(text)

@@ -110,7 +110,7 @@ def _write(write_file, text, origin, path, findings, force, write_atomic, od) ->
         return None
     new, _ = od.proposed_text(text, origin, findings)
     same = path is not None and target.exists() and target.resolve() == path.resolve()
-    write_atomic(target, new, force=force or same)
+    write_atomic(target, new, force=force or same, what="--write")
     click.echo(f"{'replaced the source stack file' if same else 'wrote the proposed stack'} {target}; check it with "
                f"`rocmkit render --stack-file {target} --arch ...`", err=True)
     return str(target)

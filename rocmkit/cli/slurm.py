@@ -167,7 +167,7 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
     text = slurm_mod.render(spec)
     click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)
     if output:
-        write_atomic(output, text, force=force, mode=0o755)
+        write_atomic(output, text, force=force, mode=0o755, what="--output")
         click.echo(f"wrote {output}; submit with: sbatch {output}", err=True)
     else:
         sys.stdout.write(text)

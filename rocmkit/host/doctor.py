@@ -124,7 +124,7 @@ def save(path: str, doc: dict, say: Say) -> None:
 
     if os.path.exists(path):
         load_run(path)  # only a doctor document is replaced: never a user's other file
-    write_atomic(path, dumps(doc))
+    write_atomic(path, dumps(doc), what="--save-baseline")
     say(f"saved this run as a baseline in {path}")
 
 
