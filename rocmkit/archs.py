@@ -203,7 +203,7 @@ def parse_targets(spec: str) -> list[str]:
     """'gfx942', 'gfx942,gfx950', 'gfx942;gfx950' or 'cpu' -> validated, de-duplicated, in the given order."""
     names = split_targets(spec)
     if not names:
-        raise UsageError("no arch given", hint=f"build targets: {', '.join(known_build_targets())}")
+        raise UsageError(f"--arch {spec!r} names no arch", hint=f"build targets: {', '.join(known_build_targets())}")
     out: list[str] = []
     for n in names:
         a = check_build_target(n)

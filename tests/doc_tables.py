@@ -1,6 +1,7 @@
 """The manual's tables made from the data they describe: the stacks and their pins from the stack files
 (docs/stacks.md), the doctor's checks from the check registry (docs/guides/hosts.md), the GPU probes from
-their catalog (docs/guides/probes.md).
+their catalog (docs/guides/probes.md), and what `rocmkit doctor --root` prints for the sample tree
+(docs/examples/mi300x-host) in docs/guides/hosts.md.
 `python tests/doc_tables.py` rewrites them; tests/test_docs.py fails when the pages and the data drift apart.
 
 Each table lives between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->` in the page PAGES names."""
@@ -108,9 +109,30 @@ def probes_section() -> str:
     return "\n".join(lines)
 
 
-SECTIONS = {"stacks": stacks_section, "checks": checks_section, "probes": probes_section}
+def sample_doctor_section() -> str:
+    """`rocmkit doctor --root` of the sample tree (docs/examples/mi300x-host, tests/sample_tree.py), run from the
+    repository's root as the guide says, and what it prints."""
+    import os
+
+    from click.testing import CliRunner
+
+    from rocmkit.cli import cli
+
+    command = "rocmkit doctor --root docs/examples/mi300x-host"
+    old = os.getcwd()
+    os.chdir(REPO)
+    try:
+        out = CliRunner().invoke(cli, command.split()[1:]).output
+    finally:
+        os.chdir(old)
+    return f"```\n$ {command}\n{out.rstrip()}\n```"
+
+
+SECTIONS = {"stacks": stacks_section, "checks": checks_section, "probes": probes_section,
+            "sample-doctor": sample_doctor_section}
 # The page each table lives in.
-PAGES = {"stacks": DOCS / "stacks.md", "checks": DOCS / "guides" / "hosts.md", "probes": DOCS / "guides" / "probes.md"}
+PAGES = {"stacks": DOCS / "stacks.md", "checks": DOCS / "guides" / "hosts.md", "probes": DOCS / "guides" / "probes.md",
+         "sample-doctor": DOCS / "guides" / "hosts.md"}
 
 
 def _span(text: str, name: str) -> tuple[int, int]:

@@ -120,6 +120,22 @@ def test_output_file_not_overwritten_without_force(tmp_path):
     assert r.returncode == 0 and out.read_text().startswith("# Rendered by rocmkit bake")
 
 
+@pytest.mark.parametrize("fmt", ["hcl", "json"])
+def test_a_users_bake_file_in_the_context_dir_is_kept_without_force(tmp_path, fmt):
+    # --context-dir used to replace DIR/docker-bake.hcl whatever wrote it; rocmkit's own file is still regenerated.
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    mine = ctx / f"docker-bake.{fmt}"
+    mine.write_text('target "app" {}\n' if fmt == "hcl" else '{"target": {"app": {}}}\n')
+    r = rocmkit("bake", "--stack-file", str(DEV), "--context-dir", str(ctx), "--format", fmt)
+    assert r.returncode == 2 and "already exists and rocmkit bake did not write it" in r.stderr, r.stderr
+    assert mine.read_text().startswith(("target", "{")) and not (ctx / "rocmkit-dist").exists()  # nothing touched
+    r = rocmkit("bake", "--stack-file", str(DEV), "--context-dir", str(ctx), "--format", fmt, "--force")
+    assert r.returncode == 0, r.stderr
+    r = rocmkit("bake", "--stack-file", str(DEV), "--context-dir", str(ctx), "--format", fmt)
+    assert r.returncode == 0, r.stderr  # its own file: regenerated without --force
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--stack", "no-such-stack"], "unknown stack 'no-such-stack'"),
     (["--registry", "bad registry"], "is not a repository prefix"),

@@ -61,6 +61,22 @@ def test_partition_mode_missing_gpus_and_regressed_checks(tmp_path):
     assert by_id(compare(base, now))["baseline.findings"].status is Status.FAIL
 
 
+def test_every_check_that_got_worse_is_named_failures_first():
+    # Six checks passed in the baseline; five warn now and the sixth (listed last by the checks) fails. The title
+    # used to name the first five, so the one failure was the one left out; a warn → fail was not counted at all.
+    ids = ["gpu.kfd", "gpu.render", "kernel.numa_balancing", "env.visible", "system.shm", "software.torch"]
+    base = {"findings": [{"id": i, "status": "pass"} for i in ids] + [{"id": "system.memlock", "status": "warn"}]}
+    now = {"findings": [{"id": i, "status": "warn"} for i in ids[:5]] + [{"id": "software.torch", "status": "fail"},
+                                                                       {"id": "system.memlock", "status": "fail"}]}
+    found = by_id(compare(base, now, base_name="base.json"))["baseline.findings"]
+    assert found.status is Status.FAIL
+    title = found.title
+    assert title.startswith("7 check(s) are worse than on base.json: software.torch (pass → fail), "
+                            "system.memlock (warn → fail), gpu.kfd (pass → warn)"), title
+    assert all(i in title for i in ids)
+    assert [r["id"] for r in found.evidence["regressed"]][:2] == ["software.torch", "system.memlock"]
+
+
 def run_with_figures(scale_gpu1: float = 1.0) -> dict:
     doc = json.loads((PROBES / "h200-x2.json").read_text())
     doc = copy.deepcopy(doc)

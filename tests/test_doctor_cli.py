@@ -231,10 +231,27 @@ def test_only_accepts_ids_prefixes_and_family_members(tmp_path):
     root = write_tree(tmp_path / "h", HostSpec(process=healthy_process()))
     for selector in ("gpu.kfd", "gpu", "kernel.log", "env.arch.gfx942", "gpu.kfd,env"):
         r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", selector, "--json"])
+        if r.exit_code == 2:  # accepted, but this healthy tree has no finding of that family: nothing checked
+            assert "nothing was checked" in r.output and "no check has such an id" not in r.output, r.output
+            continue
         assert r.exit_code in (0, 1), (selector, r.output)
         wanted = selector.split(",")
         assert all(any(f["id"] == w or f["id"].startswith(w + ".") for w in wanted)
                    for f in json.loads(r.stdout)["findings"])
+
+
+@pytest.mark.parametrize("strict", [[], ["--strict"]])
+def test_a_selection_that_reports_nothing_is_refused_not_passed(tmp_path, strict):
+    # A host without a KFD topology: gpu.arch and gpu.count say nothing (gpu.topology speaks for the GPUs), so
+    # `--only gpu.arch,gpu.count` checked nothing; it used to print "doctor passed: 0 pass ..." and exit 0.
+    root = write_tree(tmp_path / "h", HostSpec(process=healthy_process()))
+    shutil.rmtree(root / "sys" / "class" / "kfd")
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--arch", "gfx942", "--only", "gpu.arch,gpu.count",
+                                 *strict])
+    assert r.exit_code == 2, r.output
+    assert "--only gpu.arch,gpu.count" in r.output and "nothing was checked" in r.output and "passed" not in r.output
+    r = CliRunner().invoke(cli, ["doctor", "--root", str(root), "--only", "gpu.topology,gpu.count", *strict])
+    assert r.exit_code == 1 and "gpu.topology" in r.output  # one selected check spoke: a normal report
 
 
 def test_only_probe_ids_need_level_2(tmp_path):

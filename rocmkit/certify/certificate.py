@@ -139,6 +139,8 @@ def meaningful_mfu(mfu: dict | None) -> bool:
 
 
 def _result(c: dict) -> str:
+    if c.get("skipped") or (not c["required"] and str(c.get("detail", "")).startswith("skipped:")):
+        return "skipped"  # a probe that did not run has no result (earlier certificates: by their detail)
     if c["required"]:
         return "pass" if c["passed"] else "FAIL"
     return "yes (reported)" if c["passed"] else "no (reported)"

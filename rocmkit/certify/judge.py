@@ -60,8 +60,11 @@ class Verdict:
         return f"{self.status.value}: {self.reason.value}" if self.reason else self.status.value
 
 
-def check(name: str, passed: bool, detail: str, required: bool = True) -> dict:
-    return {"name": name, "passed": bool(passed), "detail": detail, "required": required}
+def check(name: str, passed: bool, detail: str, required: bool = True, skipped: bool = False) -> dict:
+    out = {"name": name, "passed": bool(passed), "detail": detail, "required": required}
+    if skipped:  # did not run: counts as no failure, and is shown as skipped, never as a result
+        out["skipped"] = True
+    return out
 
 
 def not_certified(reason: Reason, checks: list[dict]) -> Verdict:
@@ -78,7 +81,7 @@ def probe_checks(probes: dict | None) -> list[dict]:
     for f in probes.get("findings", []):
         status = FindingStatus(f.get("status"))
         if status is FindingStatus.SKIP:
-            out.append(check(f["id"], True, f"skipped: {f.get('title', '')}", required=False))
+            out.append(check(f["id"], True, f"skipped: {f.get('title', '')}", required=False, skipped=True))
         else:
             out.append(check(f["id"], status is FindingStatus.PASS, f"{status.value}: {f.get('title', '')}",
                              required=status is not FindingStatus.WARN))

@@ -30,9 +30,8 @@ def validate(s: Settings) -> Settings:
         if other is not engine:
             other.refuse_foreign(s)
     engine.check(s)
-    if s.image is not None and not imageref.is_ref(s.image, image_id=True):
-        raise UsageError(f"--image {s.image!r} is not an image reference",
-                         hint="[registry/]repository[:tag][@sha256:digest] with a lower-case repository, or an image id")
+    if s.image is not None:
+        imageref.checked(s.image, "--image", image_id=True)
     model = data = None
     if s.model is not None:
         model = Path(s.model).resolve()

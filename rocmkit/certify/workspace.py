@@ -114,7 +114,11 @@ def _marker_entries(out: Path) -> list[str]:
 def take(s: Settings) -> Workspace:
     """Claim the run folder: check it, remove the previous run's entries, write the marker first."""
     stale = inspect(s)
-    s.out.mkdir(parents=True, exist_ok=True)
+    try:  # as root, os.access says yes to /proc and /sys, where no folder can be made
+        s.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {s.out}: cannot create the folder ({exc.strerror})",
+                         hint="choose a folder you can write to") from None
     for name in stale:
         path = s.out / name
         if path.is_dir() and not path.is_symlink():

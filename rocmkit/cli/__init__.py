@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from ..errors import RocmkitError
+from ..errors import RocmkitError, UsageError
 
 # name -> "module:attribute"; the order here is the order `rocmkit --help` lists them.
 COMMANDS = {
@@ -46,15 +46,54 @@ class RocmkitGroup(click.Group):
         return getattr(importlib.import_module(module), attr)
 
     def invoke(self, ctx: click.Context):
+        # the subcommand's words, before click consumes them (click 8.2+ keeps the first in _protected_args)
+        argv = [*(getattr(ctx, "_protected_args", None) or []), *ctx.args]
         try:
             return super().invoke(ctx)
         except RocmkitError as exc:
             if (ctx.obj or {}).get("debug"):
                 raise
-            click.echo(f"error: {exc.message}", err=True)
-            if exc.hint:
-                click.echo(f"hint: {exc.hint}", err=True)
-            ctx.exit(exc.exit_code)
+            self._fail(ctx, exc)
+        except OSError as exc:
+            # A path the user gave that cannot be read or written (/proc/x, /sys/x, a full device, a file where a
+            # folder goes, no permission): an error naming the option and the path, not a traceback. An OSError on
+            # a path the user did not give is rocmkit's own bug and keeps its traceback.
+            given = _given_path(argv, exc)
+            if given is None or (ctx.obj or {}).get("debug"):
+                raise
+            option, value = given
+            what = f"{option} {value}" if option else value
+            problem = exc.strerror or type(exc).__name__
+            where = f" ({exc.filename})" if exc.filename and str(exc.filename) != value else ""
+            self._fail(ctx, UsageError(f"{what}: {problem}{where}",
+                                       hint="give a path this user can read or write (not under /proc or /sys)"))
+
+    @staticmethod
+    def _fail(ctx: click.Context, exc: RocmkitError):
+        click.echo(f"error: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        ctx.exit(exc.exit_code)
+
+
+def _given_path(argv: list[str], exc: OSError) -> tuple[str | None, str] | None:
+    """The (option, value) of the command line whose path the OSError is about: the path itself or a folder above
+    it (a file rocmkit writes inside --out DIR); None when the user gave no such path."""
+    names = [os.fspath(n) for n in (exc.filename, exc.filename2) if n]
+    if not names:
+        return None
+    found = None
+    for i, word in enumerate(argv):
+        option, value = (word.split("=", 1) if word.startswith("--") and "=" in word else
+                         (argv[i - 1] if i and argv[i - 1].startswith("-") else None, word))
+        if not value or (option is None and value.startswith("-")):
+            continue
+        for name in names:
+            n, v = os.path.abspath(name), os.path.abspath(value)
+            if n == v or n.startswith(v.rstrip("/") + "/") or v.startswith(n.rstrip("/") + "/"):
+                if found is None or len(value) > len(found[1]):
+                    found = (option, value)
+    return found
 
 
 @click.group(cls=RocmkitGroup, context_settings={"help_option_names": ["-h", "--help"]})

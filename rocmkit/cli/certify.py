@@ -12,7 +12,7 @@ from ..certify.settings import SIZES, Backend, Rollout, Settings, VllmMode
 from ..errors import UsageError
 from ..verl.attention import CHOICES as ATTN_CHOICES
 from ..output import dumps
-from .common import json_option
+from .common import InputFile, json_option
 
 D = Settings()  # the defaults: one place (certify/settings.py), read by the options below
 
@@ -32,7 +32,7 @@ def _values(enum) -> list[str]:
               help="With --engine miles: the Miles checkout inside the image (its tests/ and train.py).")
 @click.option("--model", type=click.Path(file_okay=False), default=None,
               help="A local Hugging Face model folder. Default: a tiny Qwen2 model generated in the target.")
-@click.option("--data", type=click.Path(dir_okay=False), default=None,
+@click.option("--data", type=InputFile(dir_okay=False), default=None,
               help="A parquet file in verl's GSM8K row format. Default: the built-in task.")
 @click.option("--steps", type=int, default=D.steps, show_default=True, help="Training steps (at least 4).")
 @click.option("--gpus", type=int, default=D.gpus, show_default=True,
@@ -93,7 +93,7 @@ def _values(enum) -> list[str]:
 @click.option("--dry-run", is_flag=True,
               help="Check everything inside the target (Python, rocmkit, torch, the engine, GPUs, verl's own check "
                    "of the overrides) in a temporary folder, print the command; write nothing to --out.")
-@click.option("--tune", "tune_file", type=click.Path(dir_okay=False, exists=True), default=None, metavar="PLAN.json",
+@click.option("--tune", "tune_file", type=InputFile(dir_okay=False, exists=True), default=None, metavar="PLAN.json",
               help="With --engine verl: also check that the target's verl composes and validates this `rocmkit tune "
                    "--json` plan (your real job's settings); a rejected plan fails the certificate. A plan without "
                    "algorithm.adv_estimator is refused (exit 2).")

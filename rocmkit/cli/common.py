@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 import click
 
 from ..output import dumps
+
+
+class InputFile(click.Path):
+    """A file the command reads: click.Path, and a device or a pipe is refused (exit 2 naming the option), for
+    /dev/zero, /dev/full or /dev/urandom never end and a FIFO without a writer never starts: reading one as a stack
+    file or a script would fill memory or wait forever."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty path", param, ctx)  # "" would read as "." (the current folder)
+        rv = super().convert(value, param, ctx)
+        try:
+            mode = os.stat(rv).st_mode
+        except (OSError, ValueError):
+            return rv  # missing: exists= (or the command's own message) decides
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            self.fail(f"{click.format_filename(rv)!r} is a device or a pipe, not a file", param, ctx)
+        return rv
 
 
 def json_option(f):
@@ -12,7 +33,7 @@ def json_option(f):
 
 
 def stack_options(f):
-    f = click.option("--stack-file", type=click.Path(dir_okay=False), default=None,
+    f = click.option("--stack-file", type=InputFile(dir_okay=False), default=None,
                      help="A stack file of your own (TOML, schema rocmkit.stack/v1) instead of a built-in stack.")(f)
     f = click.option("--stack", "stack_name", default=None, metavar="NAME",
                      help="A built-in stack (see `rocmkit stacks`). Default: verl-vllm.")(f)

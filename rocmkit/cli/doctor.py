@@ -10,7 +10,7 @@ from .. import archs
 from ..errors import UsageError
 from ..fleet.cli import fleet_options
 from ..output import dumps
-from .common import json_option
+from .common import InputFile, json_option
 
 
 @click.command()
@@ -27,7 +27,8 @@ from .common import json_option
               help="The arch the GPUs must be (e.g. the arch your image was built for). Inside a rocmkit image "
                    "the image's manifest says it.")
 @click.option("--only", default=None, metavar="ID,...", help="Only findings with these ids, id prefixes (gpu) or family members (env.arch.gfx942). "
-                   "A selector that matches no check's id is refused (exit 2) with the closest ids.")
+                   "A selector that matches no check's id is refused (exit 2) with the closest ids; so is a "
+                   "selection that reports nothing here (nothing was checked), with --strict or without.")
 @click.option("--capture", "capture_dir", type=click.Path(file_okay=True), default=None,
               help="Copy the files the doctor reads into this new folder (for bug reports and --root), with the kernel "
                    "log of this boot (/dev/kmsg) and the previous one (the systemd journal).")
@@ -43,10 +44,10 @@ from .common import json_option
 @click.option("--save-baseline", "save_baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write this run (its JSON document: findings, figures, fingerprint) to FILE, as the "
                    "baseline of a good host. Replaces FILE only if it is a doctor document.")
-@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False, exists=True), default=None,
+@click.option("--baseline", "baseline_file", type=InputFile(dir_okay=False, exists=True), default=None,
               metavar="FILE", help="Compare this run with a saved one (driver, firmware, ROCm, kernel, partition "
                                    "modes, NUMA, probe figures within --tolerance, checks that passed there).")
-@click.option("--compare", "compare_files", nargs=2, type=click.Path(dir_okay=False, exists=True), default=None,
+@click.option("--compare", "compare_files", nargs=2, type=InputFile(dir_okay=False, exists=True), default=None,
               metavar="A B", help="Compare two saved runs (doctor --json or --save-baseline files), B against A; "
                                   "reads nothing of this host.")
 @click.option("--tolerance", type=click.FloatRange(0.01, 0.9), default=0.10, show_default=True,

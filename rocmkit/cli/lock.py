@@ -10,12 +10,12 @@ from .. import stacks
 from ..output import document
 from ..refs.lockrun import lock_stack, outcome
 from ..stacks.lock import lock_path
-from .common import echo_json, json_option
+from .common import InputFile, echo_json, json_option
 
 
 @click.command()
 @click.argument("stack_names", nargs=-1, metavar="[STACK]...")
-@click.option("--stack-file", "stack_files", multiple=True, type=click.Path(dir_okay=False),
+@click.option("--stack-file", "stack_files", multiple=True, type=InputFile(dir_okay=False),
               help="A stack file of your own (repeatable); its lock is written beside it as <name>.lock.json.")
 @click.option("--check", is_flag=True,
               help="Write nothing: exit 1 when a tag moved, a commit or tag is gone, or a lock is stale or missing "

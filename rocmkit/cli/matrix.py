@@ -21,5 +21,11 @@ def matrix(as_json: bool) -> None:
     if as_json:
         echo_json(document("matrix", {"include": rows}))
     else:
-        for r in rows:
-            click.echo(f"{r['stack']:<14} {r['arch']:<8} ROCm {r['rocm']:<6} {r['dockerfile']}")
+        click.echo(table(rows), nl=False)
+
+
+def table(rows: list[dict]) -> str:
+    """One line a row, each column as wide as its widest value, so a long stack name keeps the columns in line."""
+    cells = [(r["stack"], r["arch"], f"ROCm {r['rocm']}", r["dockerfile"]) for r in rows]
+    widths = [max((len(c[i]) for c in cells), default=0) for i in range(3)]
+    return "".join(" ".join(v.ljust(w) for v, w in zip(c[:3], widths)) + f" {c[3]}\n" for c in cells)

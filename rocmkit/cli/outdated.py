@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import EnvironmentMissing, UsageError
-from .common import echo_json, json_option
+from .common import InputFile, echo_json, json_option
 
 
 def _remotes(values: tuple[str, ...]) -> dict[str, str]:
@@ -22,7 +22,7 @@ def _remotes(values: tuple[str, ...]) -> dict[str, str]:
 
 @click.command()
 @click.argument("stack_name", required=False, metavar="[STACK]")
-@click.option("--stack-file", type=click.Path(dir_okay=False), default=None,
+@click.option("--stack-file", type=InputFile(dir_okay=False), default=None,
               help="A stack file of your own instead of a built-in stack.")
 @click.option("--index-url", default="https://pypi.org/simple/", show_default=True, metavar="URL",
               help="The package index asked for PyPI pins (a PEP 691/503 simple index; a plain directory served "
@@ -90,7 +90,7 @@ def _write(write_file, src, findings, force, write_atomic, od) -> str | None:
         return None
     new, _ = od.proposed_text(src, findings)
     same = src.path is not None and target.exists() and target.resolve() == src.path.resolve()
-    write_atomic(target, new, force=force or same)
+    write_atomic(target, new, force=force or same, what="--write")
     click.echo(f"{'replaced the source stack file' if same else 'wrote the proposed stack'} {target}; check it with "
                f"`rocmkit render --stack-file {target} --arch ...`", err=True)
     return str(target)

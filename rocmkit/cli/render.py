@@ -49,7 +49,7 @@ def render(stack_name, stack_file, arch_spec, output, render_every, out_dir, che
         warn(w)
     text = render_dockerfile(plan)
     if output:
-        write_atomic(output, text, force=force)
+        write_atomic(output, text, force=force, what="--output")
         click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(text)

@@ -68,9 +68,11 @@ def run(ctx, image, command, gpus, privileged, seccomp_unconfined, shm_size, vol
     The container is labelled and removed however rocmkit ends: its own exit (rocmkit exits with the
     container's code), --timeout (124), SIGINT or SIGTERM to rocmkit (130/143).
     """
+    from ..runtime import imageref
     from ..runtime.container import read_device_nodes
     from ..runtime.docker_client import run_cli
 
+    imageref.checked(image, "IMAGE", image_id=True)  # --print too: a line Docker refuses is no line to paste
     no_gpus = gpus == "none"
     env = {}
     for pair in envs:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from .common import InputFile
+
 from ..certify import engines
 from ..cluster import slurm as slurm_mod
 from ..errors import UsageError
@@ -123,7 +125,7 @@ def check_with_verl(spec: slurm_mod.SlurmSpec, tune_file: str | None, planned: t
 @click.option("--force", is_flag=True, help="Overwrite --output.")
 @click.option("--examples", "examples_dir", type=click.Path(file_okay=False), default=None,
               help="Regenerate the example scripts (one per runtime) into this folder, e.g. slurm/.")
-@click.option("--tune", "tune_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+@click.option("--tune", "tune_file", type=InputFile(dir_okay=False), default=None, metavar="FILE",
               help="A `rocmkit tune --json` document: its overrides go before OVERRIDES (an override given in "
                    "OVERRIDES replaces the tuned one of the same key); its nodes and GPUs per node must match, and it must set "
                    "algorithm.adv_estimator (plans of rocmkit tune do).")
@@ -220,7 +222,7 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
     text = slurm_mod.render(spec)
     click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)
     if output:
-        write_atomic(output, text, force=force, mode=0o755)
+        write_atomic(output, text, force=force, mode=0o755, what="--output")
         click.echo(f"wrote {output}; submit with: sbatch {output}", err=True)
     else:
         sys.stdout.write(text)

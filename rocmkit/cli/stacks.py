@@ -7,7 +7,7 @@ import click
 from .. import stacks as stacks_mod
 from ..errors import EnvironmentMissing, Failed, UsageError
 from ..output import document
-from .common import echo_json, json_option
+from .common import InputFile, echo_json, json_option
 
 
 def _stack_json(s: stacks_mod.Stack) -> dict:
@@ -45,7 +45,7 @@ MUTABLE_NOTE = ("the upstream can change what a build gets: render and build war
               help="Run pip's resolver (a dry run for the stack's Python and Linux x86_64) over the stack's pins and "
                    "the requirements of its git components; report conflicts naming both sides and the stack line. "
                    "Exit 1 on a conflict, 3 when some pins could not be checked from here (their index unreachable).")
-@click.option("--stack-file", type=click.Path(dir_okay=False), default=None,
+@click.option("--stack-file", type=InputFile(dir_okay=False), default=None,
               help="With --resolve: a stack file of your own instead of a built-in stack.")
 @click.option("--source", "source_opts", multiple=True, metavar="COMPONENT=DIR",
               help="With --resolve: a git component's local source, whose requirement files and pyproject "

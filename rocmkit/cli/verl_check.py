@@ -6,11 +6,11 @@ import os
 
 import click
 
-from .common import echo_json, json_option
+from .common import InputFile, echo_json, json_option
 
 
 @click.command("verl-check")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=InputFile(dir_okay=False))
 @click.option("--image", default=None, help="Check against the verl in this image (run through the Docker engine; "
                                             "the image needs Python with verl, not rocmkit).")
 @click.option("--verl-python", default=None, metavar="PY",

@@ -151,14 +151,19 @@ def _figures(base: dict, now: dict, tolerance: float, base_name: str) -> Finding
 
 
 def _regressions(base: list[dict], now: list[dict], base_name: str) -> Finding:
+    # Every check whose status is worse now (pass → warn, pass → fail, warn → fail), failures first, each named in
+    # the title: a list cut at five would hide the sixth, and a failure sorted after warnings is the one missed.
+    rank = {Status.PASS.value: 0, Status.WARN.value: 1, Status.FAIL.value: 2}
     before = {f.get("id"): f.get("status") for f in base}
-    worse = [f for f in now if before.get(f.get("id")) == Status.PASS.value
-             and f.get("status") in (Status.WARN.value, Status.FAIL.value) and not str(f.get("id")).startswith("probe.")]
+    worse = [f for f in now if not str(f.get("id")).startswith("probe.") and f.get("status") in rank
+             and before.get(f.get("id")) in rank and rank[f["status"]] > rank[before[f.get("id")]]]
+    worse.sort(key=lambda f: -rank[f["status"]])  # stable: the checks' own order within fails and within warns
     status = Status.FAIL if any(f["status"] == Status.FAIL.value for f in worse) else \
         Status.WARN if worse else Status.PASS
     return _finding("baseline.findings", status,
-                    f"{len(worse)} check(s) passed on {base_name} and do not now: "
-                    + ", ".join(f"{f['id']} ({f['status']})" for f in worse[:5]) if worse
-                    else f"no check that passed on {base_name} fails or warns now",
+                    f"{len(worse)} check(s) are worse than on {base_name}: "
+                    + ", ".join(f"{f['id']} ({before[f['id']]} → {f['status']})" for f in worse) if worse
+                    else f"no check is worse now than on {base_name}",
                     fix="see those checks' own fixes above" if worse else None,
-                    regressed=[{"id": f["id"], "status": f["status"], "title": f.get("title")} for f in worse])
+                    regressed=[{"id": f["id"], "status": f["status"], "was": before[f["id"]], "title": f.get("title")}
+                               for f in worse])

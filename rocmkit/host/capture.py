@@ -20,8 +20,12 @@ def capture(facts: Facts, dest: str) -> Path:
     target = Path(dest)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} exists and is not an empty folder", hint="capture into a new folder")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:  # /proc/x, /sys/x, a file's path as the parent: exit 2 naming the option, not an OSError
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as exc:
+        raise UsageError(f"--capture {dest}: cannot create a folder there ({exc.strerror})",
+                         hint="capture into a new folder you can write to") from None
     try:
         root = Path(facts.root)
         # sysfs links first (a PCI device's path names the bridges above it), so the files read through

@@ -75,6 +75,12 @@ def run(*, level: int, strict: bool, root: str | None, arch: str | None, only: s
     if baseline_file:
         now = doctor_document(findings, facts, level=level, strict=strict)
         findings += baseline.compare(load_run(baseline_file), now, tolerance=tolerance, base_name=baseline_file)
+    if only_ids and not any(selected(f, only_ids) for f in findings):
+        # Nothing was checked, so nothing passed: "doctor passed: 0 pass" would read as a clean bill of health.
+        where = "this host" if root is None else root
+        raise UsageError(f"--only {only}: no selected check reports anything on {where}, so nothing was checked",
+                         hint="select ids this host reports (`rocmkit doctor --json` lists them; without a KFD "
+                              "topology only gpu.topology speaks for the GPUs), or drop --only")
     code = exit_code(findings, strict)
     doc = doctor_document(findings, facts, level=level, strict=strict) if save_baseline or as_json else None
     if save_baseline:
@@ -118,7 +124,7 @@ def save(path: str, doc: dict, say: Say) -> None:
 
     if os.path.exists(path):
         load_run(path)  # only a doctor document is replaced: never a user's other file
-    write_atomic(path, dumps(doc))
+    write_atomic(path, dumps(doc), what="--save-baseline")
     say(f"saved this run as a baseline in {path}")
 
 
@@ -136,6 +142,9 @@ def compare_runs(files: tuple[str, str], tolerance: float, strict: bool) -> Outc
 def in_image(image: str, level: int, strict: bool, arch: str | None, only: str | None, timeout_s: float,
              multi_node: bool = False) -> Outcome:
     """`rocmkit doctor --json` run inside IMAGE through the Docker engine, with the ROCm device flags."""
+    from ..runtime import imageref
+
+    imageref.checked(image, "--image", image_id=True)
     parse_only(only, level=level)  # a typo is refused here, before a container starts
 
     from ..runtime.container import ULIMIT_NOTE, read_device_nodes, run_container

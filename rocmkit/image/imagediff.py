@@ -52,6 +52,11 @@ def load(arg: str, docker: str | None = None) -> Side:
         except ValueError as exc:
             raise UsageError(f"{p}: not JSON ({exc})") from None
         return Side(arg, "manifest", _check_manifest(doc, str(p)))
+    from ..runtime import imageref
+
+    if not imageref.is_ref(arg, image_id=True):  # "" or a path that is not there: never asked of the engine
+        raise UsageError(f"{arg!r} is neither a file nor an image reference",
+                         hint="give a manifest file, or an image the engine has (rocmkit build, or docker pull)")
     return _load_image(arg, docker)
 
 

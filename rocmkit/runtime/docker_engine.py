@@ -288,12 +288,7 @@ def _reason(exc: BaseException) -> str:
 
 def check_ref(ref: str, option: str = "--tag") -> str:
     """An image reference rocmkit may tag or push: [registry[:port]/]name[/name...][:tag] (runtime.imageref)."""
-    try:
-        imageref.parse(ref, digest=False)
-    except imageref.BadImageRef:
-        raise UsageError(f"{option} {ref!r} is not an image reference",
-                         hint="[registry[:port]/]repository[:tag], lower-case repository, e.g. ghcr.io/org/verl-vllm:gfx942") from None
-    return ref
+    return imageref.checked(ref, option, digest=False)
 
 
 def split_ref(ref: str) -> tuple[str, str]:

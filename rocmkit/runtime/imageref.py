@@ -86,6 +86,22 @@ def parse(ref: str, *, digest: bool = True, image_id: bool = False) -> ImageRef:
     return ImageRef(registry, name, tag, dig or None)
 
 
+HINT = ("[registry[:port]/]repository[:tag][@sha256:digest]: the repository is lower-case letters and digits "
+        "joined by . _ or - (Docker refuses upper case), e.g. ghcr.io/org/verl-vllm:gfx942")
+
+
+def checked(ref: str, what: str, **kw) -> str:
+    """`ref` when it is an image reference; else the UsageError every command gives (`run IMAGE`, `certify --image`,
+    `doctor --image`, `build --tag`): the option, the value and the rule it breaks."""
+    from ..errors import UsageError
+
+    try:
+        parse(ref, **kw)
+    except BadImageRef as exc:
+        raise UsageError(f"{what} {ref!r} is not an image reference Docker takes: {exc}", hint=HINT) from None
+    return ref
+
+
 def is_ref(ref: str, **kw) -> bool:
     try:
         parse(ref, **kw)

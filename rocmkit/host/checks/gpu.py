@@ -34,7 +34,8 @@ def check_driver(f: Facts, ctx: Context):
         yield finding("gpu.driver", "gpu", Status.PASS, "amdgpu driver is up (KFD topology present; "
                       "/sys/module/amdgpu not visible here)", kfd_nodes=len(f.nodes))
         return
-    yield finding("gpu.driver", "gpu", Status.FAIL, f"amdgpu kernel driver is not loaded (initstate: {state})",
+    yield finding("gpu.driver", "gpu", Status.FAIL, "amdgpu kernel driver is not loaded ("
+                  + (f"/sys/module/amdgpu/initstate says {state!r})" if state else "no /sys/module/amdgpu/initstate)"),
                   fix=("amdgpu is blacklisted on the kernel command line: load it after boot with "
                        "`sudo modprobe amdgpu`") if blacklisted else
                   "install the amdgpu-dkms driver on the host and `sudo modprobe amdgpu`",

@@ -26,8 +26,9 @@ def check_torch(f: Facts, ctx: Context):
     elif f.devices:
         yield finding("software.torch", "software", Status.FAIL,
                       f"PyTorch {version} is not a ROCm build (torch.version.hip is empty) on an AMD GPU host",
-                      fix="install PyTorch from a ROCm index (e.g. https://download.pytorch.org/whl/rocm6.4); a later "
-                          "`pip install` without a constraint may have replaced it (rocmkit images set PIP_CONSTRAINT)",
+                      fix=f"install PyTorch from the ROCm index for this host's ROCm ({_torch_index(f.rocm_version)}); "
+                          "a later `pip install` without a constraint may have replaced it (rocmkit images set "
+                          "PIP_CONSTRAINT)",
                       torch=version)
     else:
         yield finding("software.torch", "software", Status.PASS, f"PyTorch {version} (no AMD GPU here)", torch=version)
@@ -91,3 +92,12 @@ def check_docker(f: Facts, ctx: Context):
 
 
 CHECKS = [check_torch, check_versions, check_gpu_libraries, check_docker]  # VF configs: vfconfigs.py
+
+
+def _torch_index(rocm: str | None) -> str:
+    """PyTorch's ROCm index for a host with this ROCm (certify's advice names the same one): the newest index not
+    newer than it, so a ROCm 7.0.2 host is pointed at rocm7.0, not at a fixed older index."""
+    from ...certify.torch_advice import INDEX, rocm_index
+
+    return f"{INDEX}{rocm_index(rocm)}"
+
