@@ -664,7 +664,7 @@ def test_check_without_a_lock_says_how_to_make_one_not_that_a_pin_moved(tmp_path
     remote["daemon"].terminate()
     remote["daemon"].wait(timeout=10)
     code, out = lock("--stack-file", str(stack_file), "--check")
-    assert code == 1 and "no lock yet" in out and f"could not reach component ok: those refs were not checked" in out
+    assert code == 1 and "no lock yet" in out and "could not reach component ok: those refs were not checked" in out
     assert "moved" not in out and "review" not in out
     # `lock` itself: nothing to keep, and exit 3 since an upstream is all that failed
     code, out = lock("--stack-file", str(stack_file))

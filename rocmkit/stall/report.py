@@ -11,7 +11,6 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable
 
 from ..fileio import write_atomic
 from ..output import document, dumps

@@ -21,7 +21,6 @@ import os
 import re
 import select
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
