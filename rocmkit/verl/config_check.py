@@ -7,8 +7,7 @@ fail here), missing mandatory values, interpolation, verl's validate_config, con
 to verl's dataclasses (catches removed values such as rollout.mode=sync and a model path that does not
 load), and rocmkit's own rules (a rollout engine main_ppo can run; the reward file exists; no top-level
 custom_reward_function, which 0.9 silently ignores; the GPUs split into whole rollout replicas and Megatron
-groups, which verl asserts only once its workers start). A launch script's unresolved values are checked for
-what they decide: a check whose verdict they do not change keeps its errors.
+groups, which verl asserts only once its workers start).
 """
 
 from __future__ import annotations
@@ -100,51 +99,19 @@ def check(overrides: list[str], files: bool = True, config_name: str = "ppo_trai
     return validate(cfg, result, files)
 
 
-# What stands in for a value the launch script leaves unresolved ($HOME, $(nproc), ...) while a check runs: a string
-# no check can take for a real value, where verl expects numbers or known names.
-UNRESOLVED = "<unresolved {}>"
+def _errors(check, cfg) -> list:
+    """One check's findings on the resolved config; verl's chatter (its prints and deprecation warnings) kept out
+    of the stdout the host parses."""
+    import contextlib
+    import io
+    import warnings
 
-
-class _Variants:
-    """Resolved copies of the composed config: one at verl's defaults for the unresolved keys, and one with some of
-    them set to UNRESOLVED (interpolations then carry it to the keys that copy them). Each is made once and shared
-    by the checks, which only read it."""
-
-    def __init__(self, cfg, resolved: bool = False):
-        self.cfg, self.made = cfg, {(): cfg} if resolved else {}
-
-    def get(self, keys: tuple = ()):
-        if keys not in self.made:
-            import copy
-
-            from omegaconf import OmegaConf
-
-            c = copy.deepcopy(self.cfg)
-            for key in keys:
-                OmegaConf.update(c, key, UNRESOLVED.format(key), merge=False)
-            try:
-                OmegaConf.resolve(c)
-                self.made[keys] = c
-            except Exception as exc:  # noqa: BLE001 - an interpolation over an unresolved value fails here
-                self.made[keys] = exc
-        return self.made[keys]
-
-    def errors(self, check, keys: tuple = ()) -> list[str]:
-        """One check's errors on a variant; verl's chatter (its prints and deprecation warnings) kept out of the
-        stdout the host parses."""
-        import contextlib
-        import io
-        import warnings
-
-        c = self.get(keys)
-        if isinstance(c, Exception):
-            return [f"resolve: {c}"]
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                return check(c)
-            except Exception as exc:  # noqa: BLE001 - any failure is the check's finding
-                return [f"{type(exc).__name__}: {exc}"]
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return check(cfg)
+        except Exception as exc:  # noqa: BLE001 - any failure is the check's finding
+            return [f"{type(exc).__name__}: {exc}"]
 
 
 def _add(result: dict, items: list) -> None:
@@ -158,25 +125,6 @@ def _add(result: dict, items: list) -> None:
                 result["errors"].append(e["text"])
         elif e not in result["errors"]:
             result["errors"].append(e)
-
-
-def _text(e) -> str:
-    return e["text"] if isinstance(e, dict) else e
-
-
-def _run(name: str, check, variants: _Variants, unresolved: list[str], result: dict) -> None:
-    """Run one check. Its errors are fatal when its verdict is the same whatever the unresolved values are (it
-    never read them: a $HOME in a data path does not hide a wrong batch size); otherwise the check is a doubt,
-    naming the values it needed, and its errors at verl's defaults for them are only warnings."""
-    at_defaults = variants.errors(check)
-    needed = tuple(k for k in unresolved if variants.errors(check, (k,)) != at_defaults)
-    if not needed:
-        _add(result, at_defaults)
-        return
-    at_unknown = variants.errors(check, needed)
-    _add(result, [e for e in at_defaults if e in at_unknown])  # the same with or without the values
-    doubted = [e for e in at_defaults if e not in at_unknown and (not isinstance(e, dict) or e["severity"] == "error")]
-    result.setdefault("doubts", []).append({"check": name, "needs": list(needed), "errors": list(map(_text, doubted))})
 
 
 def _sel(cfg, key: str, default=None):
@@ -211,20 +159,20 @@ def _files(cfg) -> list[str]:
     return out
 
 
-def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = (), resolved: bool = False) -> dict:
-    """Everything after the compose, into result["errors"]; `unresolved`: keys whose values the launch script
-    leaves unresolved (in cfg at verl's defaults). A check that needs one of them is a doubt (result["doubts"]),
-    not a verdict; one that does not keeps its errors fatal."""
+def validate(cfg, result: dict, files: bool) -> dict:
+    """Everything after the compose, into result["errors"] (and the rules' findings into result["problems"])."""
+    import copy
+
     from omegaconf import OmegaConf
 
-    unresolved = list(unresolved)
-    missing = [k for k in OmegaConf.missing_keys(cfg)
-               if k != "reward.reward_model.rollout.name" and k not in unresolved]
+    missing = [k for k in OmegaConf.missing_keys(cfg) if k != "reward.reward_model.rollout.name"]
     if missing:
         result["errors"].append(f"mandatory values not set: {', '.join(missing)}")
-    variants = _Variants(cfg, resolved)  # resolved: cfg has no interpolation left, and no check changes it
-    if isinstance(variants.get(), Exception):  # any interpolation error is a finding
-        result["errors"].append(f"resolve: {variants.get()}")
+    resolved = copy.deepcopy(cfg)  # the checks only read it
+    try:
+        OmegaConf.resolve(resolved)
+    except Exception as exc:  # noqa: BLE001 - any interpolation error is a finding
+        result["errors"].append(f"resolve: {exc}")
         return result
     try:
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -239,16 +187,14 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = (),
         return batch_rules.problems(lambda k: _sel(c, k), use_critic=_safe(need_critic, c),
                                     use_reference=_safe(need_reference_policy, c))
 
-    _run("verl's batch and value rules", rules, variants, unresolved, result)
+    _add(result, _errors(rules, resolved))
     if any(p["rule"] == "range" for p in result.get("problems", [])):  # arithmetic on them would only crash
         result["ok"] = not result["errors"]
         return result
-    checks = [("the rollout engine", _rollout_engine), ("the reward section", _legacy_reward),
-              ("the rollout GPU split", lambda c: batch_rules.placement(lambda k: _sel(c, k))),
-              ("verl's registries", lambda c: verl_messages.registries(lambda k: _sel(c, k)))] + \
-        ([("the files", _files)] if files else [])
-    for name, check in checks:
-        _run(name, check, variants, unresolved, result)
+    checks = [_rollout_engine, _legacy_reward, lambda c: batch_rules.placement(lambda k: _sel(c, k)),
+              lambda c: verl_messages.registries(lambda k: _sel(c, k))] + ([_files] if files else [])
+    for check in checks:
+        _add(result, _errors(check, resolved))
     if result["errors"]:  # verl's own checks would stop at one of these first, or repeat them in its words
         return result
 
@@ -283,12 +229,12 @@ def validate(cfg, result: dict, files: bool, unresolved: list[str] | tuple = (),
             return []
         return convert
 
-    _run("verl's validate_config", verl_validate, variants, unresolved, result)
+    _add(result, _errors(verl_validate, resolved))
     for name, target in (("algorithm", None), ("actor_rollout_ref.actor", None),
                          ("actor_rollout_ref.rollout", None), ("actor_rollout_ref.model", HFModelConfig)):
         if target is HFModelConfig and not files:
             continue
-        _run(f"verl's {name} section", section(name, target), variants, unresolved, result)
+        _add(result, _errors(section(name, target), resolved))
     result["ok"] = not result["errors"]
     return result
 
@@ -319,8 +265,7 @@ def _culprit(message: str, overrides: list[str], skip: set[int]) -> int | None:
 def check_recipe(doc: dict) -> dict:
     """A user's recipe (rocmkit verl-check): every override verl rejects, not only the first, then the same
     checks as certify's on the rest of the configuration. doc: {"overrides": [...] (resolved), "config_name",
-    "config_path" (optional: the user's --config-path, composed as main_ppo does, see _compose),
-    "probe_keys": [keys whose values the launch script leaves unresolved: checked for presence only]}."""
+    "config_path" (optional: the user's --config-path, composed as main_ppo does, see _compose)}."""
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
 
@@ -334,7 +279,7 @@ def check_recipe(doc: dict) -> dict:
     user_dir = _main_ppo_path(doc.get("config_path"))
     dirs = ([Path(user_dir)] if user_dir else []) + [cfg_dir]
     found = next((d / f"{name}.yaml" for d in dirs if (d / f"{name}.yaml").is_file()), None)
-    result: dict = {"ok": False, "verl": version("verl"), "errors": [], "rejected": [], "absent_keys": [],
+    result: dict = {"ok": False, "verl": version("verl"), "errors": [], "rejected": [],
                     "config": {"name": name, "exists": found is not None, "header": None,
                                "path": user_dir, "path_exists": Path(user_dir).is_dir() if user_dir else None,
                                "names": sorted(p.stem for d in dirs for p in d.glob("*.yaml")
@@ -370,12 +315,8 @@ def check_recipe(doc: dict) -> dict:
         if OmegaConf.is_dict(node):
             close = difflib.get_close_matches(leaf, [str(k) for k in node], n=1)
             r["nearest"] = f"{parent}.{close[0]}" if close and parent else (close[0] if close else None)
-    absent = object()
-    result["absent_keys"] = [k for k in doc.get("probe_keys", [])
-                             if OmegaConf.select(cfg, k, default=absent, throw_on_missing=False) is absent]
-    validate(cfg, result, files=False, unresolved=[k for k in doc.get("probe_keys", [])
-                                                   if k not in result["absent_keys"]])
-    result["ok"] = not (result["errors"] or result["rejected"] or result["absent_keys"])
+    validate(cfg, result, files=False)
+    result["ok"] = not (result["errors"] or result["rejected"])
     return result
 
 

@@ -38,7 +38,6 @@ class Override:
     text: str
     key: str  # the dotted key, without +, ++ or ~
     line: int
-    unresolved: list[str] = field(default_factory=list)  # always empty now that bash resolves every value
     prefix: str = ""
 
     def to_json(self) -> dict:

@@ -64,9 +64,7 @@ def read_files(paths: list[str], options: launch_script.ReadOptions | None = Non
 
 def request(inv: Invocation) -> dict:
     """What the target's verl is asked about one main_ppo command."""
-    return {"overrides": [o.text for o in inv.overrides if o.text is not None],
-            "probe_keys": [o.key for o in inv.overrides if o.text is None and o.prefix in ("", "++")],
-            "config_name": inv.config_name, "config_path": inv.config_path}
+    return {"overrides": [o.text for o in inv.overrides], "config_name": inv.config_name, "config_path": inv.config_path}
 
 
 # ---- judging (pure) ----
@@ -74,7 +72,6 @@ def request(inv: Invocation) -> dict:
 def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
     """The parser's problems, what verl rejected, and what its history says, for one command."""
     out = [RecipeProblem(sev, inv.file, line, msg) for sev, line, msg in inv.problems]
-    resolved = [o for o in inv.overrides if o.text is not None]
     by_key = {o.key: o for o in inv.overrides}
     verl = f"verl {verdict.get('verl')}"
     cfg = verdict.get("config") or {}
@@ -96,30 +93,19 @@ def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
                            f"--config-path={inv.config_path}: checked against {verl}'s own {inv.config_name}"))
     rejected = {r["index"] for r in verdict.get("rejected", [])}
     for r in verdict.get("rejected", []):
-        o = resolved[r["index"]]
+        o = inv.overrides[r["index"]]
         change = verl_history.lookup(o.key)
         kind = change.kind if change else "unknown"
         first = r["error"].splitlines()[0]
         guess = f"did you mean {r['nearest']}?" if r.get("nearest") else None
         out.append(RecipeProblem("error", inv.file, o.line, f"{o.text}: {kind} key: {verl}: {first}", key=o.key,
                            instead=verl_history.instead(change) if change else guess))
-    for key in verdict.get("absent_keys", []):
-        o = by_key[key]
-        change = verl_history.lookup(key)
-        out.append(RecipeProblem("error", inv.file, o.line, f"{key}: {change.kind if change else 'unknown'} key: "
-                                                      f"{verl} has no such key", key=key,
-                           instead=verl_history.instead(change) if change else None))
-    for i, o in enumerate(resolved):  # accepted, but verl's history says it is deprecated or ignored
+    for i, o in enumerate(inv.overrides):  # accepted, but verl's history says it is deprecated or ignored
         change = verl_history.lookup(o.key)
         if i not in rejected and change and change.kind in ("deprecated", "ignored"):
             out.append(RecipeProblem("error" if change.kind == "ignored" else "warning", inv.file, o.line,
                                f"{o.text}: {change.kind} in {change.since}", key=o.key,
                                instead=verl_history.instead(change)))
-    unresolved = [o for o in inv.overrides if o.text is None]
-    for o in unresolved:
-        out.append(RecipeProblem("note", inv.file, o.line, f"{o.key}: the value depends on {', '.join(o.unresolved)}, "
-                                                     "which the script does not set: the key is checked, its value "
-                                                     "is not", key=o.key))
     said = set()
     for p in verdict.get("problems", []):  # verl's rules and its own exceptions, each on its key's line
         key = next((k for k in p["keys"] if k in by_key), p["keys"][0] if p["keys"] else None)
@@ -128,7 +114,7 @@ def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
         said.add(p["text"])
         out.append(RecipeProblem(p["severity"], inv.file, by_key[key].line if key in by_key else inv.line,
                                  f"{verl}: {p['text']}", key=key, instead=p.get("fix")))
-    for e in verdict.get("errors", []):  # checks that read no unresolved value: their errors stand
+    for e in verdict.get("errors", []):  # the errors no rule finding already said
         if e in said:
             continue
         if "ignored by verl 0.9" in e and any(f.key and f.key.startswith("custom_reward_function") for f in out):
@@ -136,15 +122,6 @@ def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
         key = e.partition("=")[0]  # an error about one override (rocmkit's GPU split rules) goes on its line
         out.append(RecipeProblem("error", inv.file, by_key[key].line if key in by_key else inv.line, f"{verl}: {e}",
                                  key=key if key in by_key else None))
-    for d in verdict.get("doubts", []):  # checks that needed a value the script leaves unresolved
-        needs = "; ".join(f"{k} (its value depends on {', '.join(by_key[k].unresolved)})" if k in by_key else k
-                          for k in d["needs"])
-        for e in d["errors"]:
-            out.append(RecipeProblem("warning", inv.file, inv.line, f"{verl}: {e} (with verl's defaults in place of "
-                                                                    f"{needs}, which the script leaves unresolved)"))
-        if not d["errors"]:
-            out.append(RecipeProblem("note", inv.file, inv.line, f"{verl}: {d['check']} not checked: it needs {needs}, "
-                                                                 "which the script leaves unresolved"))
     return sorted(out, key=lambda f: (f.line or 0, SEVERITIES.index(f.severity)))
 
 
