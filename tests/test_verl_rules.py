@@ -127,8 +127,11 @@ CASES = {  # name: (changes, the key the error is on, what it says, what it sugg
 def test_verl_check_says_what_verl_asserts_after_start_up_on_the_keys_line_once(tmp_path):
     files = {name: overrides_file(tmp_path, name, **change) for name, (change, *_) in CASES.items()}
     grpo_n1, n1_lines = overrides_file(tmp_path, "grpo-n1.txt", **{f"{R}__n": 1})
+    no_engine = tmp_path / "no-engine.txt"  # rollout.name is mandatory in verl: one error, not two
+    no_engine.write_text("".join(f"{k}={v}\n" for k, v in BASE.items() if k != f"{R}.name"))
     out = subprocess.run([sys.executable, "-m", "rocmkit", "verl-check", "--verl-python", verl_python(), "--json",
-                          *(str(p) for p, _ in files.values()), str(grpo_n1)], capture_output=True, text=True,
+                          *(str(p) for p, _ in files.values()), str(grpo_n1), str(no_engine)],
+                         capture_output=True, text=True,
                          timeout=900, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert out.returncode == 1, out.stderr
     doc = json.loads(out.stdout)
@@ -146,6 +149,8 @@ def test_verl_check_says_what_verl_asserts_after_start_up_on_the_keys_line_once(
     for found in by_file.values():  # each finding once
         said = [(f["line"], f["message"]) for f in found]
         assert len(said) == len(set(said)), found
+    (missing,) = by_file["no-engine.txt"]
+    assert missing["severity"] == "error" and f"mandatory values not set: {R}.name" in missing["message"], missing
     (warning,) = by_file["grpo-n1.txt"]
     assert warning["severity"] == "warning" and warning["line"] == n1_lines[f"{R}.n"]
     assert "no group baseline" in warning["message"]

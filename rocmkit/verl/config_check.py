@@ -135,7 +135,8 @@ def _sel(cfg, key: str, default=None):
 
 def _rollout_engine(cfg) -> list[str]:
     rollout = _sel(cfg, "actor_rollout_ref.rollout.name")
-    return [] if rollout in ROLLOUTS else \
+    # not set at all ("???"): "mandatory values not set" says so already
+    return [] if rollout in ROLLOUTS or rollout is None else \
         [f"actor_rollout_ref.rollout.name={rollout}: main_ppo runs only {', '.join(ROLLOUTS)}"]
 
 
@@ -159,8 +160,9 @@ def _files(cfg) -> list[str]:
     return out
 
 
-def validate(cfg, result: dict, files: bool) -> dict:
-    """Everything after the compose, into result["errors"] (and the rules' findings into result["problems"])."""
+def validate(cfg, result: dict, files: bool, resolved: bool = False) -> dict:
+    """Everything after the compose, into result["errors"] (and the rules' findings into result["problems"]).
+    resolved: cfg has no interpolation left and may be read as it is (the differential test's many settings)."""
     import copy
 
     from omegaconf import OmegaConf
@@ -168,12 +170,13 @@ def validate(cfg, result: dict, files: bool) -> dict:
     missing = [k for k in OmegaConf.missing_keys(cfg) if k != "reward.reward_model.rollout.name"]
     if missing:
         result["errors"].append(f"mandatory values not set: {', '.join(missing)}")
-    resolved = copy.deepcopy(cfg)  # the checks only read it
-    try:
-        OmegaConf.resolve(resolved)
-    except Exception as exc:  # noqa: BLE001 - any interpolation error is a finding
-        result["errors"].append(f"resolve: {exc}")
-        return result
+    if not resolved:
+        cfg = copy.deepcopy(cfg)  # the checks only read it
+        try:
+            OmegaConf.resolve(cfg)
+        except Exception as exc:  # noqa: BLE001 - any interpolation error is a finding
+            result["errors"].append(f"resolve: {exc}")
+            return result
     try:
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.utils.config import omega_conf_to_dataclass, validate_config
@@ -187,14 +190,14 @@ def validate(cfg, result: dict, files: bool) -> dict:
         return batch_rules.problems(lambda k: _sel(c, k), use_critic=_safe(need_critic, c),
                                     use_reference=_safe(need_reference_policy, c))
 
-    _add(result, _errors(rules, resolved))
+    _add(result, _errors(rules, cfg))
     if any(p["rule"] == "range" for p in result.get("problems", [])):  # arithmetic on them would only crash
         result["ok"] = not result["errors"]
         return result
     checks = [_rollout_engine, _legacy_reward, lambda c: batch_rules.placement(lambda k: _sel(c, k)),
               lambda c: verl_messages.registries(lambda k: _sel(c, k))] + ([_files] if files else [])
     for check in checks:
-        _add(result, _errors(check, resolved))
+        _add(result, _errors(check, cfg))
     if result["errors"]:  # verl's own checks would stop at one of these first, or repeat them in its words
         return result
 
@@ -229,12 +232,12 @@ def validate(cfg, result: dict, files: bool) -> dict:
             return []
         return convert
 
-    _add(result, _errors(verl_validate, resolved))
+    _add(result, _errors(verl_validate, cfg))
     for name, target in (("algorithm", None), ("actor_rollout_ref.actor", None),
                          ("actor_rollout_ref.rollout", None), ("actor_rollout_ref.model", HFModelConfig)):
         if target is HFModelConfig and not files:
             continue
-        _add(result, _errors(section(name, target), resolved))
+        _add(result, _errors(section(name, target), cfg))
     result["ok"] = not result["errors"]
     return result
 
