@@ -105,8 +105,17 @@ def judge(cfg, copy_first: bool = True) -> tuple[bool, str]:
     except _Reject as exc:
         return False, str(exc)
     except Exception as exc:  # noqa: BLE001 - any failure is verl rejecting the configuration
-        return False, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return False, f"{type(exc).__name__}: {_said(exc)}"
     return True, ""
+
+
+def _said(exc: BaseException) -> str:
+    """An exception's first line; with the next one where the first only introduces it (Hydra's
+    InstantiationException: "Error in call to target 'X':", then the dataclass's own TypeError)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1]}"
+    return lines[0] if lines else ""
 
 
 class _Reject(Exception):
@@ -283,7 +292,27 @@ def _first_step(cfg) -> None:
     get_adv_estimator_fn(cfg.algorithm.adv_estimator)
 
 
+BATCH_MARK = "VERL-ORACLE-VERDICTS "
+
+
+def batch(path: str) -> None:
+    """Every command of a JSON list (each main_ppo's arguments) judged in this one process (verl's imports are
+    most of the time); one marked JSON line of [accepted, reason] pairs, in order."""
+    import json
+
+    out = []
+    for argv in json.loads(Path(path).read_text()):
+        try:
+            out.append(list(verdict(argv)))
+        except Exception as exc:  # noqa: BLE001 - one command's failure is its verdict, not the batch's
+            out.append([False, f"{type(exc).__name__}: {_said(exc)}"])
+    print(BATCH_MARK + json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--batch"]:
+        batch(sys.argv[2])
+        sys.exit(0)
     accepted, reason = verdict(sys.argv[1:])
     print("accepted" if accepted else f"rejected: {reason}")
     sys.exit(0 if accepted else 1)

@@ -66,6 +66,23 @@ def test_values_out_of_range_are_one_finding_on_their_key_and_stop_the_arithmeti
     assert found[0]["keys"] == list(change)
 
 
+
+class InstantiationException(Exception):  # hydra's, by name (verl_messages reads the type's name)
+    pass
+
+
+def test_an_empty_model_path_is_named_not_an_index_error():
+    """verl's examples/ppo_trainer/run_moonlight16b_a3b_gsm8k_megatron.sh passes critic.model.path=$LLM with LLM
+    never set: verl's copy_to_local reads path[-1] and hydra says "IndexError: string index out of range"."""
+    from rocmkit.verl import verl_messages
+
+    exc = InstantiationException("Error in call to target 'verl.workers.config.model.HFModelConfig':\n"
+                                 "IndexError('string index out of range')\nfull_key: critic.model")
+    exc.__cause__ = IndexError("string index out of range")
+    found = verl_messages.translate(exc, {"critic.model.path": ""}.get)
+    assert found["keys"] == ["critic.model.path"]
+    assert found["text"].startswith("critic.model.path is empty") and "IndexError" not in found["text"]
+
 def test_the_upstream_rollout_correction_example_is_rejected():
     """verl's examples/rollout_correction/run_with_rollout_corr.sh: mini 32 x n 1 (verl's default) / 8 GPUs = 4
     samples per GPU, micro batch 8."""

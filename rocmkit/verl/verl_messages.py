@@ -67,8 +67,16 @@ def _first_line(exc: BaseException) -> str:
 
 def translate(exc: BaseException, get, section: str | None = None, source: str | None = None) -> dict:
     """One verl exception as a finding: {"keys", "message", "fix", "severity", "text", "rule", "source"}."""
+    target = None
     while type(exc).__name__ == "InstantiationException" and exc.__cause__ is not None:
+        said = re.search(r"full_key: ([\w.]+)", str(exc))  # the section hydra was building
+        target = said.group(1) if said else target
         exc = exc.__cause__  # hydra's "Error in call to target 'verl.workers.config...'": the dataclass's own error
+    if target and target.endswith(".model") and get(f"{target}.path") == "":
+        # verl's copy_to_local(path) reads path[-1] (verl/utils/fs.py): an IndexError for a variable never set
+        return {"rule": "verl", "keys": [f"{target}.path"], "fix": None, "severity": "error", "source": source,
+                "message": f"{target}.path is empty: verl reads the model from it (a variable the script never set?)",
+                "text": f"{target}.path is empty: verl reads the model from it (a variable the script never set?)"}
     text = _first_line(exc)
     keys, fix = (), None
     for pattern, how in KNOWN:
