@@ -58,9 +58,11 @@ def cause(message: str) -> str:
     return said[:80]
 
 
-def read_all(folder: Path, timeout: float, only: list[str] | None = None, limit: int | None = None) -> tuple[list[dict], list]:
+def read_all(folder: Path, timeout: float, only: list[str] | None = None,
+             limit: int | None = None) -> tuple[list[dict], list]:
     rows, invocations = [], []
-    scripts = [s for s in sorted(folder.rglob("*.sh")) if not only or any(o in str(s.relative_to(folder)) for o in only)]
+    scripts = [s for s in sorted(folder.rglob("*.sh"))
+               if not only or any(o in str(s.relative_to(folder)) for o in only)]
     for script in scripts[:limit]:
         rel = str(script.relative_to(folder))
         started = time.monotonic()

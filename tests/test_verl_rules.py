@@ -83,6 +83,20 @@ def test_an_empty_model_path_is_named_not_an_index_error():
     assert found["keys"] == ["critic.model.path"]
     assert found["text"].startswith("critic.model.path is empty") and "IndexError" not in found["text"]
 
+
+def test_appending_a_key_verl_already_has_says_drop_the_plus_not_unknown():
+    """verl's examples/grpo_trainer/run_gptoss_20b.sh passes +actor_rollout_ref.actor.fsdp_config.model_dtype=...;
+    Hydra: "Could not append to config. An item is already at ..." (the key exists: no + is needed)."""
+    from rocmkit.verl import recipe_check
+    from rocmkit.verl.launch_script import Invocation, Override
+
+    text = "+actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16"
+    inv = Invocation("run.sh", 3, [Override(text, text[1:].partition("=")[0], 7, "+")])
+    error = ("Could not append to config. An item is already at 'actor_rollout_ref.actor.fsdp_config.model_dtype'.")
+    (found,) = recipe_check.findings(inv, {"verl": "0.9.1", "rejected": [{"index": 0, "error": error}]})
+    assert found.line == 7 and "existing key" in found.message and "unknown" not in found.message
+    assert found.instead == f"{text[1:]} (without the +: verl's config has this key)"
+
 def test_the_upstream_rollout_correction_example_is_rejected():
     """verl's examples/rollout_correction/run_with_rollout_corr.sh: mini 32 x n 1 (verl's default) / 8 GPUs = 4
     samples per GPU, micro batch 8."""
