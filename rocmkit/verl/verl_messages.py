@@ -117,6 +117,16 @@ def from_model_hub(exc: BaseException) -> bool:
     return False
 
 
+
+def without_vllm(exc: BaseException) -> bool:
+    """Whether validate_config stopped at its LoRA rank check because this Python has no usable vLLM: verl 0.9.1's
+    last check imports verl/workers/rollout/vllm_rollout, whose verl/third_party/vllm raises "vllm version None not
+    supported and SGLang also not Found" at import. An environment this check runs in, not the configuration."""
+    import traceback
+
+    files = [f.filename for f in traceback.extract_tb(exc.__traceback__)]
+    return any(f.replace("\\", "/").endswith("verl/third_party/vllm/__init__.py") for f in files)
+
 # ---- names verl looks up at the first update, asked of verl itself ----
 
 def ask_verl_for_kl_names(batch_rules) -> None:
