@@ -14,7 +14,8 @@ code wherever it runs without GPUs:
    size and stops once the split is made), prepare_micro_batches splits each rank's share into micro batches
    (called on a TensorDict of the rank's size), kl_penalty, get_policy_loss_fn and get_adv_estimator_fn look up
    their names.
-A model's files are not read (a critic's hub model offline is skipped, as the workers would read it online).
+A model's files are not read (a critic's hub model offline is skipped, as the workers would read it online), and
+validate_config's last check, a LoRA rank against vLLM's, is skipped in a Python without a usable vLLM.
 What it cannot call is mirrored and said so: the data-parallel size (world / Ulysses SP for FSDP, world / (TP x PP
 x CP) for Megatron, whose parallel state refuses a world it does not divide) and vLLM's refusal of a
 gpu_memory_utilization outside (0, 1].
@@ -27,6 +28,7 @@ import io
 import math
 import sys
 import types
+import typing
 import warnings
 from pathlib import Path
 
@@ -105,8 +107,17 @@ def judge(cfg, copy_first: bool = True) -> tuple[bool, str]:
     except _Reject as exc:
         return False, str(exc)
     except Exception as exc:  # noqa: BLE001 - any failure is verl rejecting the configuration
-        return False, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return False, f"{type(exc).__name__}: {_said(exc)}"
     return True, ""
+
+
+def _said(exc: BaseException) -> str:
+    """An exception's first line; with the next one where the first only introduces it (Hydra's
+    InstantiationException: "Error in call to target 'X':", then the dataclass's own TypeError)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1]}"
+    return lines[0] if lines else ""
 
 
 class _Reject(Exception):
@@ -126,6 +137,28 @@ def _offline_model(exc: BaseException) -> bool:
     return False
 
 
+def _without_vllm(exc: BaseException) -> bool:
+    """validate_config's LoRA rank check imports vLLM through verl/third_party/vllm, which refuses a Python
+    without a usable vLLM: the environment, not a verdict (validate_config has no check after that one)."""
+    import traceback
+
+    return any(f.filename.endswith("verl/third_party/vllm/__init__.py")
+               for f in traceback.extract_tb(exc.__traceback__))
+
+
+def _lora_rank(cfg) -> None:
+    """validate_config's LoRA check, by verl's own get_vllm_max_lora_rank (its module imports vLLM at the top; the
+    function itself falls back to vLLM's list of ranks without it)."""
+    lora = cfg.actor_rollout_ref.model.get("lora", {}) or {}
+    rank = lora.get("rank", 0) or 0
+    if rank <= 0:
+        rank = cfg.actor_rollout_ref.model.get("lora_rank", 0)
+    if lora.get("merge", False):
+        rank = 0
+    if rank > 0 and cfg.actor_rollout_ref.rollout.name == "vllm":
+        _verl_method("workers/rollout/vllm_rollout/utils.py", "get_vllm_max_lora_rank")(rank)
+
+
 def _validate(cfg) -> None:
     """validate_config; where it cannot read the critic's model offline, the rest of it without the critic."""
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -134,6 +167,9 @@ def _validate(cfg) -> None:
     try:
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except Exception as exc:
+        if _without_vllm(exc):  # its last check, the LoRA rank against vLLM's: every check before it passed
+            _lora_rank(cfg)
+            return
         if not (need_critic(cfg) and _offline_model(exc)):
             raise
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=False)
@@ -209,7 +245,8 @@ def _verl_method(path: str, name: str):
         tree = ast.parse(file.read_text())
         node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
         node.decorator_list = []
-        namespace = {"math": math, "torch": torch, "tu": tu, "maybe_fix_3d_position_ids": tu.maybe_fix_3d_position_ids}
+        namespace = {"math": math, "torch": torch, "tu": tu, "maybe_fix_3d_position_ids": tu.maybe_fix_3d_position_ids,
+                     "Literal": typing.Literal, "get_args": typing.get_args}
         exec(compile(ast.Module([node], []), str(file), "exec"), namespace)  # noqa: S102 - verl's own code
         _METHODS[(path, name)] = namespace[name]
     return _METHODS[(path, name)]
@@ -255,10 +292,11 @@ def _first_step(cfg) -> None:
     dp = data_parallel(cfg)
     dynamic = actor.use_dynamic_bsz
     # ActorRolloutRefWorker.init_model's asserts
-    assert dynamic == rollout.log_prob_use_dynamic_bsz
+    # (verl's asserts say nothing; the key is named here so that a reader, and verl_examples, know which)
+    assert dynamic == rollout.log_prob_use_dynamic_bsz, "rollout.log_prob_use_dynamic_bsz != actor.use_dynamic_bsz"
     if not dynamic:
-        assert rollout.log_prob_micro_batch_size_per_gpu is not None
-        assert actor.ppo_micro_batch_size_per_gpu is not None
+        assert rollout.log_prob_micro_batch_size_per_gpu is not None, "rollout.log_prob_micro_batch_size_per_gpu"
+        assert actor.ppo_micro_batch_size_per_gpu is not None, "actor.ppo_micro_batch_size_per_gpu"
     use_critic, use_ref = need_critic(cfg), need_reference_policy(cfg)
     trainer = types.SimpleNamespace(config=cfg, use_critic=use_critic, global_steps=1)
     multiple = _verl_method("trainer/ppo/v1/trainer_base.py", "_get_required_batch_multiple")(trainer, dp)
@@ -283,7 +321,27 @@ def _first_step(cfg) -> None:
     get_adv_estimator_fn(cfg.algorithm.adv_estimator)
 
 
+BATCH_MARK = "VERL-ORACLE-VERDICTS "
+
+
+def batch(path: str) -> None:
+    """Every command of a JSON list (each main_ppo's arguments) judged in this one process (verl's imports are
+    most of the time); one marked JSON line of [accepted, reason] pairs, in order."""
+    import json
+
+    out = []
+    for argv in json.loads(Path(path).read_text()):
+        try:
+            out.append(list(verdict(argv)))
+        except Exception as exc:  # noqa: BLE001 - one command's failure is its verdict, not the batch's
+            out.append([False, f"{type(exc).__name__}: {_said(exc)}"])
+    print(BATCH_MARK + json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--batch"]:
+        batch(sys.argv[2])
+        sys.exit(0)
     accepted, reason = verdict(sys.argv[1:])
     print("accepted" if accepted else f"rejected: {reason}")
     sys.exit(0 if accepted else 1)

@@ -66,6 +66,37 @@ def test_values_out_of_range_are_one_finding_on_their_key_and_stop_the_arithmeti
     assert found[0]["keys"] == list(change)
 
 
+
+class InstantiationException(Exception):  # hydra's, by name (verl_messages reads the type's name)
+    pass
+
+
+def test_an_empty_model_path_is_named_not_an_index_error():
+    """verl's examples/ppo_trainer/run_moonlight16b_a3b_gsm8k_megatron.sh passes critic.model.path=$LLM with LLM
+    never set: verl's copy_to_local reads path[-1] and hydra says "IndexError: string index out of range"."""
+    from rocmkit.verl import verl_messages
+
+    exc = InstantiationException("Error in call to target 'verl.workers.config.model.HFModelConfig':\n"
+                                 "IndexError('string index out of range')\nfull_key: critic.model")
+    exc.__cause__ = IndexError("string index out of range")
+    found = verl_messages.translate(exc, {"critic.model.path": ""}.get)
+    assert found["keys"] == ["critic.model.path"]
+    assert found["text"].startswith("critic.model.path is empty") and "IndexError" not in found["text"]
+
+
+def test_appending_a_key_verl_already_has_says_drop_the_plus_not_unknown():
+    """verl's examples/grpo_trainer/run_gptoss_20b.sh passes +actor_rollout_ref.actor.fsdp_config.model_dtype=...;
+    Hydra: "Could not append to config. An item is already at ..." (the key exists: no + is needed)."""
+    from rocmkit.verl import recipe_check
+    from rocmkit.verl.launch_script import Invocation, Override
+
+    text = "+actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16"
+    inv = Invocation("run.sh", 3, [Override(text, text[1:].partition("=")[0], 7, "+")])
+    error = ("Could not append to config. An item is already at 'actor_rollout_ref.actor.fsdp_config.model_dtype'.")
+    (found,) = recipe_check.findings(inv, {"verl": "0.9.1", "rejected": [{"index": 0, "error": error}]})
+    assert found.line == 7 and "existing key" in found.message and "unknown" not in found.message
+    assert found.instead == f"{text[1:]} (without the +: verl's config has this key)"
+
 def test_the_upstream_rollout_correction_example_is_rejected():
     """verl's examples/rollout_correction/run_with_rollout_corr.sh: mini 32 x n 1 (verl's default) / 8 GPUs = 4
     samples per GPU, micro batch 8."""
@@ -129,8 +160,11 @@ def test_verl_check_says_what_verl_asserts_after_start_up_on_the_keys_line_once(
     grpo_n1, n1_lines = overrides_file(tmp_path, "grpo-n1.txt", **{f"{R}__n": 1})
     no_engine = tmp_path / "no-engine.txt"  # rollout.name is mandatory in verl: one error, not two
     no_engine.write_text("".join(f"{k}={v}\n" for k, v in BASE.items() if k != f"{R}.name"))
+    # validate_config's last check imports vLLM for a LoRA rank (verl's examples/tuning/*-lora_*): without a usable
+    # vLLM it is a note, not "verl could not check this configuration"
+    lora, _ = overrides_file(tmp_path, "lora.txt", actor_rollout_ref__model__lora_rank=32)
     out = subprocess.run([sys.executable, "-m", "rocmkit", "verl-check", "--verl-python", verl_python(), "--json",
-                          *(str(p) for p, _ in files.values()), str(grpo_n1), str(no_engine)],
+                          *(str(p) for p, _ in files.values()), str(grpo_n1), str(no_engine), str(lora)],
                          capture_output=True, text=True,
                          timeout=900, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert out.returncode == 1, out.stderr
@@ -154,6 +188,7 @@ def test_verl_check_says_what_verl_asserts_after_start_up_on_the_keys_line_once(
     (warning,) = by_file["grpo-n1.txt"]
     assert warning["severity"] == "warning" and warning["line"] == n1_lines[f"{R}.n"]
     assert "no group baseline" in warning["message"]
+    assert [f["severity"] for f in by_file.get("lora.txt", [])] in ([], ["note"]), by_file["lora.txt"]
 
 
 @pytest.mark.slow

@@ -206,6 +206,12 @@ def validate(cfg, result: dict, files: bool, resolved: bool = False) -> dict:
         try:
             validate_config(c, use_reference_policy=need_reference_policy(c), use_critic=use_critic)
         except Exception as exc:  # noqa: BLE001 - verl's reason, on its key
+            if verl_messages.without_vllm(exc):  # its last check (the LoRA rank): all before it passed
+                return [{"rule": "lora-rank", "keys": ["actor_rollout_ref.model.lora_rank"], "severity": "note",
+                         "fix": None, "source": None, "text": "actor_rollout_ref.model.lora_rank: not checked "
+                         "against vLLM's largest LoRA rank: the Python checked in has no usable vLLM",
+                         "message": "not checked against vLLM's largest LoRA rank: the Python checked in has "
+                         "no usable vLLM"}]
             if not (use_critic and verl_messages.from_model_hub(exc)):
                 return [verl_messages.translate(exc, lambda k: _sel(c, k))]
             # validate_config reads the critic's model config (HFModelConfig): a hub model offline is a note,

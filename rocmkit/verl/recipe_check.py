@@ -98,6 +98,8 @@ def findings(inv: Invocation, verdict: dict) -> list[RecipeProblem]:
         kind = change.kind if change else "unknown"
         first = r["error"].splitlines()[0]
         guess = f"did you mean {r['nearest']}?" if r.get("nearest") else None
+        if o.prefix == "+" and "An item is already at" in first:  # Hydra's append: the key is verl's own already
+            kind, guess = "existing", f"{o.text[1:]} (without the +: verl's config has this key)"
         out.append(RecipeProblem("error", inv.file, o.line, f"{o.text}: {kind} key: {verl}: {first}", key=o.key,
                            instead=verl_history.instead(change) if change else guess))
     for i, o in enumerate(inv.overrides):  # accepted, but verl's history says it is deprecated or ignored

@@ -67,8 +67,16 @@ def _first_line(exc: BaseException) -> str:
 
 def translate(exc: BaseException, get, section: str | None = None, source: str | None = None) -> dict:
     """One verl exception as a finding: {"keys", "message", "fix", "severity", "text", "rule", "source"}."""
+    target = None
     while type(exc).__name__ == "InstantiationException" and exc.__cause__ is not None:
+        said = re.search(r"full_key: ([\w.]+)", str(exc))  # the section hydra was building
+        target = said.group(1) if said else target
         exc = exc.__cause__  # hydra's "Error in call to target 'verl.workers.config...'": the dataclass's own error
+    if target and target.endswith(".model") and get(f"{target}.path") == "":
+        # verl's copy_to_local(path) reads path[-1] (verl/utils/fs.py): an IndexError for a variable never set
+        return {"rule": "verl", "keys": [f"{target}.path"], "fix": None, "severity": "error", "source": source,
+                "message": f"{target}.path is empty: verl reads the model from it (a variable the script never set?)",
+                "text": f"{target}.path is empty: verl reads the model from it (a variable the script never set?)"}
     text = _first_line(exc)
     keys, fix = (), None
     for pattern, how in KNOWN:
@@ -108,6 +116,16 @@ def from_model_hub(exc: BaseException) -> bool:
         seen = seen.__cause__ or seen.__context__
     return False
 
+
+
+def without_vllm(exc: BaseException) -> bool:
+    """Whether validate_config stopped at its LoRA rank check because this Python has no usable vLLM: verl 0.9.1's
+    last check imports verl/workers/rollout/vllm_rollout, whose verl/third_party/vllm raises "vllm version None not
+    supported and SGLang also not Found" at import. An environment this check runs in, not the configuration."""
+    import traceback
+
+    files = [f.filename for f in traceback.extract_tb(exc.__traceback__)]
+    return any(f.replace("\\", "/").endswith("verl/third_party/vllm/__init__.py") for f in files)
 
 # ---- names verl looks up at the first update, asked of verl itself ----
 
