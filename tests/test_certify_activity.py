@@ -9,6 +9,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,10 @@ SPINS = "while True: pass"  # busy without touching memory or files: a rank wait
 def hogs():
     """Both cores kept busy beside the run (the busy CI machine where a healthy start-up was called a stall)."""
     started = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    # The runner adopts the children rocmkit starts after a run began (those its tree orphaned), judged by start
+    # time, which the kernel gives from a boot time in whole seconds: hogs started in the same second as a run
+    # were counted as its processes (CI: "3 process(es)"). Start them well before.
+    time.sleep(1.5)
     yield
     for p in started:
         p.kill()
@@ -124,6 +129,28 @@ def test_work_delays_the_stop_by_at_most_the_cap():
     clock.now += 5
     assert w2.check() == "stalled" and not w2.stopped.capped and w2.stopped.quiet_s == pytest.approx(30)
     assert w2.record()["activity"]["longest_idle_s"] == pytest.approx(30)
+
+
+def test_a_starved_watchdog_stops_only_for_idleness_it_read():
+    # On a loaded machine the watchdog's own reads come late (a CI run stopped a working child this way): silence
+    # it did not read is no proof that nothing worked, so the stop waits for a window that saw the idleness
+    clock = Clock()
+    w = watchdog.Watch(4, stall_s=30, clock=clock)
+    w.sampling = True
+    read = {"cpu": "1 process(es), 3 thread(s) from /proc", "gpu": "not readable"}
+    clock.now += 5
+    w.worked(_window(True), read)  # work seen at 5 s, then no read for a long while
+    clock.now += 60
+    assert w.check() is None  # 60 s of silence, none of it read
+    w.worked(_window(False, seconds=60), read)  # the late window: no work in it
+    assert w.check() == "stalled" and w.stopped.idle_s == pytest.approx(60)
+    # with no read at all, the cap still ends it
+    w2 = watchdog.Watch(4, stall_s=30, clock=clock)
+    w2.sampling = True
+    clock.now += activity.BUSY_CAP * 30 - 1
+    assert w2.check() is None
+    clock.now += 1
+    assert w2.check() == "stalled" and w2.stopped.quiet_s == pytest.approx(activity.BUSY_CAP * 30)
 
 
 def test_the_rule_thread_by_thread():

@@ -187,6 +187,11 @@ class Watch:
         self.longest_idle_s = 0.0
         self.read: dict[str, str] = {}
         self.samples = 0
+        # when the last window of work read ended; None while no window has been read. A run whose processes are
+        # read is stopped for its silence only once a window has seen it idle to the end: a watchdog starved of
+        # CPU on a loaded machine reads late, and the silence it did not read is no proof that nothing worked
+        self.sampling = False
+        self.last_window: float | None = None
         self.spinning: list = []
         self.waiting_lines = 0  # status lines of waiting processes since the last new output
         self._last_said: dict[str, str] = {}  # each process's last line, timestamps removed (the repeat rule)
@@ -262,6 +267,7 @@ class Watch:
         """What the processes did over the window that ends now (activity.working), and what was read."""
         now = self.clock()
         self.samples += 1
+        self.last_window = now
         self.read = read
         self.spinning = window.spinning or self.spinning  # the last spin seen since the last output
         if window.busy:
@@ -277,13 +283,20 @@ class Watch:
         if self.error_at is not None and now - self.error_at >= self.grace_s:
             self.stopped = Stop("engine error", self.kind, self.detail, now - self.error_at, self.error_pattern,
                                 [short(x) for x in self.error_lines], short(self.error_line))
-        elif idle >= self.stall_s or capped:
+        elif (idle >= self.stall_s and self._idle_read(idle)) or capped:
             self.longest_idle_s = max(self.longest_idle_s, idle)
             self.stopped = Stop("stalled", self.kind, self.detail, quiet, None,
                                 [short(x) for x in list(self._recent)[-12:]], waiting_lines=self.waiting_lines,
                                 read=dict(self.read), busy_s=self.busy_s, capped=capped and idle < self.stall_s,
                                 spinning=list(self.spinning), idle_s=idle)
         return self.stopped.reason if self.stopped else None
+
+    def _idle_read(self, idle: float) -> bool:
+        """Whether the idle time was read, not assumed: without process reads (a replayed log) the output rule alone
+        holds; with them, the last window ended at least the timeout after the last sign of life."""
+        if not self.sampling:
+            return True
+        return self.last_window is not None and self.last_window - self._since() >= self.stall_s
 
     def status(self) -> str:
         """What the terminal shows: the phase and how long it has lasted ("starting the vLLM engine: 2:10")."""
@@ -366,7 +379,9 @@ class Follow:
             sample = self._sample(ids, now)
         except Exception as exc:  # noqa: BLE001 - a failed read must not stop or crash the run; the output rule holds
             self.watch.read = {"cpu": f"not read: {type(exc).__name__}: {exc}"[:200]}
+            self.watch.sampling = False
             return
+        self.watch.sampling = True
         self._last_sample = sample
         if last is None or not sample.threads:
             return  # the first read, or the run's processes are gone (it is ending)
