@@ -32,7 +32,7 @@ def test_certify_out_that_cannot_be_a_folder_is_exit_2_naming_out(tmp_path, monk
 @pytest.mark.parametrize("args", [
     ["bake", "--context-dir", "/proc/nope"], ["bake", "--stack", "trl-cpu", "-o", "/proc/nope/bake.hcl"],
     ["render", "--stack", "trl-cpu", "--arch", "cpu", "-o", "/sys/foo.Dockerfile"],
-    ["slurm", "--stack", "verl-vllm", "--nodes", "2", "--image", "rocmkit/verl:1", "-o", "/proc/nope/job.sbatch"],
+    ["slurm", "--stack", "verl-vllm", "--nodes", "2", "--image", "rocmkit/verl:1", "--no-verl-check", "-o", "/proc/nope/job.sbatch"],
     ["doctor", "--capture", "/proc/nope"], ["doctor", "--save-baseline", "/sys/nope.json"],
 ])
 def test_an_output_path_under_proc_or_sys_is_exit_2_naming_the_option(tmp_path, monkeypatch, args):
