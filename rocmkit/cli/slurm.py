@@ -134,7 +134,7 @@ def check_with_verl(spec: slurm_mod.SlurmSpec, tune_file: str | None, planned: t
                    "throwaway container for --runtime docker, given /dev/kmsg read-only and CAP_SYSLOG); the job "
                    "fails naming the nodes where it fails (no ACTIVE RDMA port, GPU or PCIe faults in the log).")
 @click.option("--min-nodes", "min_nodes", type=click.IntRange(min=1), default=None, metavar="N", expose_value=False,
-              callback=lambda ctx, _param, value: ctx.meta.__setitem__("rocmkit.slurm.min_nodes", value),
+              callback=lambda ctx, _param, value: ctx.meta.__setitem__("slurm --min-nodes", value),
               help="With --preflight: run it as `rocmkit doctor --fleet` (rocmkit on the first node's PATH; the "
                    "doctors in the image), which also compares the nodes, and go on without the failing nodes "
                    "while at least N pass; trainer.nnodes follows. The report and the --exclude line for the next "
@@ -202,7 +202,7 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
         job_name=job_name, cpus_per_task=cpus_per_task, ray_port=ray_port, join_timeout=join_timeout,
         entrypoint=entry, overrides=tuple(overrides), extra_env=env, preflight=preflight, engine=engine,
         stall_report_after=stall_report_after)
-    spec = replace(spec, min_nodes=click.get_current_context().meta.get("rocmkit.slurm.min_nodes"))
+    spec = replace(spec, min_nodes=click.get_current_context().meta.get("slurm --min-nodes"))
     # The options the user gave are checked first: the Ray version is looked up in the image they name, so a
     # missing --image must be said as such, not as "the image's Ray version is unknown".
     slurm_mod.validate(spec)
