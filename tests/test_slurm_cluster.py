@@ -101,10 +101,16 @@ def test_two_node_ray_cluster_runs_the_driver_and_leaves_nothing(tmp_path, token
     assert "driver exited with 0" in log
     if not token:
         stall_report_on_every_node(tmp_path, log)
-    time.sleep(2)
+    # the teardown ends them; on a loaded machine that takes seconds: wait for the state asserted, up to 30 s
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (ray_processes() or timers_alive()):
+        time.sleep(1)
     assert not ray_processes(), ray_processes()
-    timers = [c for c in Path("/proc").glob("[0-9]*/cmdline") if b"stall_report" in read_or_nothing(c)]
-    assert not timers, "the stall report's timer outlived the job"
+    assert not timers_alive(), "the stall report's timer outlived the job"
+
+
+def timers_alive() -> list:
+    return [c for c in Path("/proc").glob("[0-9]*/cmdline") if b"stall_report" in read_or_nothing(c)]
 
 
 def stall_report_on_every_node(tmp_path: Path, log: str) -> None:
