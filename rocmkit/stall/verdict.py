@@ -64,7 +64,7 @@ def _from_record(job: list[dict], record: dict | None) -> list[dict]:
     if not record or not record.get("groups"):
         return []
     by_pid = {p["pid"]: p for p in job}
-    answered = {int(pid) for g in record["groups"] for pid in g["waiting"].values()}
+    answered = _in_collective(record)
     out = []
     for c in culprits(record):
         # by pid; else by RANK (a rank that left no record, or a container's own pid namespace), preferring a
@@ -77,6 +77,11 @@ def _from_record(job: list[dict], record: dict | None) -> list[dict]:
                                                          "why": c["why"] + " (no process of this node has that rank)"}
         out.append({**entry, "source": "flight recorder"})
     return out
+
+
+def _in_collective(record: dict | None) -> set[int]:
+    """The pids the flight recorder shows waiting in a collective."""
+    return {int(pid) for g in (record or {}).get("groups", []) for pid in g["waiting"].values()}
 
 
 def _stragglers(job: list[dict], waiting: list[dict]) -> list[dict]:
@@ -114,7 +119,7 @@ def judge(procs: list[dict], record: dict | None = None) -> dict:
                                    f"wait: {_where(p)}")]
     # A rank the flight recorder shows waiting in a collective is waiting, however busy: NCCL and RCCL spin a core
     # while they wait (seen on two H100s: rank 0 at 101 % CPU in all_reduce #44 that rank 1 never reached).
-    in_collective = {int(pid) for g in (record or {}).get("groups", []) for pid in g["waiting"].values()}
+    in_collective = _in_collective(record)
     busy = [p for p in job if p not in waiting and p["state"] not in STUCK_STATES and p["pid"] not in in_collective
             and (_cpu(p) >= BUSY_PCT or _kind(p) == "running")]
     recorded = any(w.get("source") == "flight recorder" for w in waits_for)
@@ -165,7 +170,7 @@ def verdict_lines(procs: list[dict], job: list[dict], waiting: list[dict], waits
         out.append(f"flight recorder: {record['note']}; the verdict reads the stacks alone")
     named = {w.get("pid") for w in waits_for}
     if record and record.get("groups"):  # the record's line already says where its waiting ranks are
-        named |= {int(pid) for g in record["groups"] for pid in g["waiting"].values()}
+        named |= _in_collective(record)
     groups: dict[tuple, list[dict]] = {}
     folded = [p for p in procs if p["role"] in INFRA or (PLUMBING.match(p["role"]) and p["pid"] not in named)]
     for p in waiting:
