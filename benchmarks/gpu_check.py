@@ -17,8 +17,9 @@ GPU, the trainer on the other); and verl-2gpu-stall, a hang made on purpose: `--
 test hook ROCMKIT_TEST_STALL=rollout:1:3 (rocmkit/stall/testhook.py: the rollout's TP rank 1 stops itself with
 SIGSTOP in its third forward pass) under `--stall-timeout 60`. It passes when certify exits 1 with a stall report
 that names the stopped rank as the one waited for and at least one process waiting for it (py-spy must be
-installed: `pip install py-spy`, or its wheel). verl-2gpu-block and verl-2gpu-skip hang training rank 1 of the
-FSDP actor without stopping it (ROCMKIT_TEST_STALL=update:1:2:block, update:1:2:skip): they pass when certify
+installed: `pip install py-spy`, or its wheel). verl-2gpu-block, verl-2gpu-skip and verl-2gpu-freeze hang training
+rank 1 of the FSDP actor without stopping it (ROCMKIT_TEST_STALL=update:1:2:block, update:1:2:skip,
+update:1:2:freeze: the cgroup v2 freezer, which needs a writable /sys/fs/cgroup): they pass when certify
 exits 1 and the verdict's first line names rank 1 from the flight recorder (the collective its peer waits in).
 verl and TRL need Pythons of their own (TRL 1.13 or newer beside
 verl breaks verl): run the TRL ones with
@@ -69,11 +70,15 @@ RUNS = {  # name -> (GPUs it needs, the command after `rocmkit`)
                             "--no-probes", "--json"]),
     "verl-2gpu-skip": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--stall-timeout", "60",
                            "--no-probes", "--json"]),
+    # training rank 1 frozen by the cgroup v2 freezer (state S like its peers, no flight-recorder dump from it)
+    "verl-2gpu-freeze": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--stall-timeout", "60",
+                             "--no-probes", "--json"]),
 }
 ENV = {"verl-2gpu-stall": {"ROCMKIT_TEST_STALL": "rollout:1:3"},  # the runs' extra environment
        "verl-2gpu-block": {"ROCMKIT_TEST_STALL": "update:1:2:block"},
-       "verl-2gpu-skip": {"ROCMKIT_TEST_STALL": "update:1:2:skip"}}
-STALLS = {"verl-2gpu-stall", "verl-2gpu-block", "verl-2gpu-skip"}  # runs that must end as a named stall (exit 1)
+       "verl-2gpu-skip": {"ROCMKIT_TEST_STALL": "update:1:2:skip"},
+       "verl-2gpu-freeze": {"ROCMKIT_TEST_STALL": "update:1:2:freeze"}}
+STALLS = {"verl-2gpu-stall", "verl-2gpu-block", "verl-2gpu-skip", "verl-2gpu-freeze"}  # runs that must end as a named stall (exit 1)
 STOPPED = {"verl-2gpu-stall"}  # the hung process is SIGSTOPped; in the others it sleeps like its peers
 STOP_GRACE_S = 60  # after --deadline's SIGTERM, for rocmkit to stop what it started
 CORE = ("doctor", "verl-1gpu", "verl-2gpu", "trl-1gpu")  # what a change to the GPU path is checked with
@@ -108,8 +113,8 @@ def headline(name: str, doc: dict) -> str:
 
 def stall_headline(doc: dict, stopped: bool = True) -> tuple[str, str]:
     """A made stall's verdict and line: pass when the report names the stopped process and who waits for it; for a
-    rank hung without being stopped (`stopped` False), when the verdict's first line names training rank 1 and the
-    flight recorder's dumps say which collective it did not reach."""
+    rank hung without being stopped (`stopped` False), when the verdict's first line names training rank 1 (from
+    the flight recorder, or frozen by the cgroup freezer) and the flight recorder's dumps say where its peer waits."""
     report = (doc.get("run") or {}).get("stall_report") or {}
     v = report.get("verdict")
     if not v:
@@ -124,7 +129,8 @@ def stall_headline(doc: dict, stopped: bool = True) -> tuple[str, str]:
         first = (v.get("lines") or [""])[0]
         record = report.get("flight_recorder") or {}
         ok = (bool(record.get("groups")) and first.startswith("the job waits for rank 1 ")
-              and any(w.get("rank") == "1" and w.get("source") == "flight recorder" for w in v["waits_for"]))
+              and any(w.get("rank") == "1" and (w.get("source") == "flight recorder" or "frozen" in w["why"])
+                      for w in v["waits_for"]))
         named = first or named
     return ("pass" if ok else "fail"), (f"waiting: {waiting or 'none'}; waited for: {named or 'none'}; "
                                         f"report {report.get('took_s')} s")

@@ -183,7 +183,8 @@ def test_the_hook_reads_its_kinds():
 
     assert testhook.parse("rollout:1:3") == ("rollout", 1, 3, "stop")  # the kept runs' form still reads
     assert testhook.parse("update:1:2:block") == ("update", 1, 2, "block")
-    for bad in ("update:1:2:freeze", "update:1", "nowhere:0:1", "update:x:1:skip", "update:0:0:skip"):
+    assert testhook.parse("update:1:2:freeze") == ("update", 1, 2, "freeze")
+    for bad in ("update:1:2:thaw", "update:1", "nowhere:0:1", "update:x:1:skip", "update:0:0:skip"):
         with pytest.raises(ValueError, match="WHERE:RANK:CALL"):
             testhook.parse(bad)
 

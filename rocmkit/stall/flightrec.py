@@ -195,7 +195,7 @@ def group_line(g: dict) -> str:
     label = g["desc"] or g["name"]
     verb = "entered" if g.get("diverged") else _wait(g["waiting"]) + " in"
     text = f"{_ranks_text(g['waiting'])} of group {label} {verb} {g['op']} #{g['seq']}"
-    if g.get("sizes"):
+    if any(g.get("sizes") or []):  # NCCL records [[]] for an op it took no tensor sizes of: say nothing then
         text += f" (sizes {g['sizes']})"
     for r, b in g["behind"].items():
         text += (f"; rank {r} never reached it (its last: {b['last_op']} #{b['last_seq']}, "

@@ -6,6 +6,10 @@ on its CALL-th entry into WHERE, the way KIND says:
 - `block`: wait forever in Python (a threading.Event no one sets), not stopped: state S like its waiting peers;
 - `native`: block in a native call that holds the GIL (pause(2) through ctypes.PyDLL), as a C extension's call
   that never returns does (its Python frames alone mislead; it cannot answer the flight recorder's dump);
+- `freeze`: move itself into a new child of its cgroup (v2) and freeze that with `cgroup.freeze`, as an operator
+  or a node agent freezes a process from outside: the kernel leaves it sleeping (state S), not stopped, and it
+  cannot answer the flight recorder's dump. Needs a writable cgroup v2 hierarchy (a container may not have one:
+  the hook then raises, so the run fails instead of hanging some other way);
 - `skip`: skip the first torch.distributed collective it issues inside WHERE (the call returns at once, nothing
   sent), so it enters its next collective where its peers wait in the skipped one: a rank that took another
   branch. Only collectives called through torch.distributed's functions (FSDP2's all-gathers and
@@ -39,7 +43,7 @@ POINTS = {"weight-sync": ("verl.workers.rollout.vllm_rollout.bucketed_weight_tra
                          "receive_weights"),
           "rollout": ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "execute_model"),
           "update": ("verl.workers.engine.fsdp.transformer_impl", "FSDPEngine", "forward_backward_batch")}
-KINDS = ("stop", "block", "native", "skip")
+KINDS = ("stop", "block", "native", "freeze", "skip")
 # torch.distributed's collectives a `skip` may skip (looked up on the module at call time by FSDP2 and verl)
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
                "broadcast", "barrier", "all_to_all", "all_to_all_single", "reduce", "all_gather_object")
@@ -54,8 +58,32 @@ def parse(value: str) -> tuple[str, int, int, str]:
     return where, int(rank), int(call), kind
 
 
+def freeze_self() -> None:
+    """Freeze this process with the cgroup v2 freezer (never returns while frozen)."""
+    from pathlib import Path
+
+    own = Path(f"/proc/{os.getpid()}/cgroup").read_text().splitlines()
+    path = next((line[3:] for line in own if line.startswith("0::")), None)
+    if path is None:
+        raise RuntimeError("rocmkit test hook: `freeze` needs cgroup v2 (no 0:: line in /proc/self/cgroup)")
+    group = Path("/sys/fs/cgroup") / path.lstrip("/") / f"rocmkit-freeze-{os.getpid()}"
+    try:
+        group.mkdir(exist_ok=True)
+        if not (group / "cgroup.freeze").exists():  # a plain folder: /sys/fs/cgroup is no cgroup v2 hierarchy
+            group.rmdir()
+            raise OSError("not a cgroup v2 hierarchy (no cgroup.freeze)")
+        (group / "cgroup.procs").write_text(str(os.getpid()))
+        (group / "cgroup.freeze").write_text("1")
+    except OSError as exc:
+        raise RuntimeError(f"rocmkit test hook: `freeze` could not use {group}: {exc}") from exc
+    while True:  # the freeze takes effect as this thread returns to user space
+        threading.Event().wait()
+
+
 def hang(kind: str) -> None:
-    """Hang this process the way `kind` says (never returns), for stop, block and native."""
+    """Hang this process the way `kind` says (never returns), for stop, block, native and freeze."""
+    if kind == "freeze":
+        freeze_self()
     if kind == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
     elif kind == "block":
@@ -103,7 +131,7 @@ def skipping_one(run):
 
 
 VERBS = {"stop": "stops itself", "block": "blocks in Python", "native": "blocks in a native call",
-         "skip": "skips a collective"}
+         "freeze": "freezes itself (cgroup v2 freezer)", "skip": "skips a collective"}
 
 
 def _rank(where: str) -> int:

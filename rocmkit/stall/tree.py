@@ -99,6 +99,25 @@ def seen_folder(pid: int, path: str) -> tuple[tuple, str, int] | None:
     return (st.st_dev, st.st_ino, path), root + path, ns_pid
 
 
+def frozen(pid: int, proc: str = "/proc", cgroupfs: str = "/sys/fs/cgroup") -> bool:
+    """Whether the cgroup v2 freezer holds pid: the kernel shows a frozen process as sleeping (state S), so only
+    its cgroup says it (cgroup.events: "frozen 1"). False where there is no cgroup v2 hierarchy to read."""
+    try:
+        with open(f"{proc}/{pid}/cgroup") as f:
+            path = next((line[3:].strip() for line in f if line.startswith("0::")), None)
+        if path is None:
+            return False
+        with open(os.path.join(cgroupfs, path.lstrip("/"), "cgroup.events")) as f:
+            return any(line.split() == ["frozen", "1"] for line in f)
+    except OSError:
+        return False
+
+
+def _state(p: psutil.Process) -> str:
+    state = STATES.get(p.status(), p.status())
+    return "frozen" if state == "sleeping" and frozen(p.pid) else state
+
+
 def record(p: psutil.Process) -> dict | None:
     """What the report says of one process before its stack (None if it is gone)."""
     try:
@@ -106,7 +125,7 @@ def record(p: psutil.Process) -> dict | None:
             cmd = p.cmdline()
             cpu = p.cpu_times()
             return {"pid": p.pid, "ppid": p.ppid(), "role": role(cmd, p.name()), "rank": _rank(p),
-                    "state": STATES.get(p.status(), p.status()), "python": is_python(p),
+                    "state": _state(p), "python": is_python(p),
                     "cpu_s": round(cpu.user + cpu.system, 2), "threads": p.num_threads(),
                     "rss_mib": round(p.memory_info().rss / 2**20, 1), "cmdline": " ".join(cmd)[:400],
                     "_cpu": (time.monotonic(), cpu.user + cpu.system)}

@@ -3,8 +3,8 @@ the same place, then the run's plumbing folded into one line. Pure: it reads the
 (report.py) and, where the job kept one, the flight recorder's analysis (flightrec.py).
 
 Who is waited for, strongest evidence first:
-1. a process of the job that is stopped (SIGSTOP, a debugger) or stuck in the kernel (state D): it cannot
-   answer anyone;
+1. a process of the job that is stopped (SIGSTOP, a debugger), frozen (the cgroup v2 freezer) or stuck in the
+   kernel (state D): it cannot answer anyone;
 2. the collective layer's own record: a rank that never reached the collective its group's other ranks wait in,
    entered another op under that number, or could not even answer the dump;
 3. a peer that is not where its peers are: ranks of one role wait in a collective (or spin in a GPU stream
@@ -24,7 +24,9 @@ from .waits import BLOCKED, INFRA, KIND_TEXT
 STUCK_STATES = {"stopped": "stopped (SIGSTOP or a debugger): it runs nothing and answers no one",
                 "tracing-stop": "stopped under a tracer: it runs nothing and answers no one",
                 "disk-sleep": "in uninterruptible sleep (state D) in the kernel: a driver or device call that "
-                              "does not return"}
+                              "does not return",
+                "frozen": "frozen by the cgroup v2 freezer (its cgroup's cgroup.freeze is 1; the kernel shows it "
+                          "sleeping): it runs nothing and answers no one"}
 BUSY_PCT = 50.0  # CPU use over the report's sample that reads as "working", not waiting
 AT_COLLECTIVE = ("collective", "stream sync")
 # The run's plumbing: processes that wait by design for the workers (drivers, task runners, data and request
@@ -106,7 +108,8 @@ def judge(procs: list[dict], record: dict | None = None) -> dict:
     job = _job(procs)
     waiting = [p for p in job if _kind(p) in BLOCKED and p["state"] not in STUCK_STATES]
     stuck = [p for p in job if p["state"] in STUCK_STATES]
-    waits_for = [_named(p, STUCK_STATES[p["state"]]) for p in stuck]
+    waits_for = [_named(p, STUCK_STATES[p["state"]] + (f"; it is in {_where(p)}" if p.get("wait") else ""))
+                 for p in stuck]
     if not waits_for:
         waits_for = _from_record(job, record)
     if not waits_for:

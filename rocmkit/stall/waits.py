@@ -39,6 +39,8 @@ BLOCKED = {"stream sync", "collective", "ray get", "queue get", "socket read", "
 
 
 OWN_THREAD = "rocmkit-fr-dump"
+# the frames of Ray's function manager that run a task or an actor method (ray/_private/function_manager.py)
+RAY_TASK = ("actor_method_executor", "function_executor")
 
 
 class Wait(NamedTuple):
@@ -93,8 +95,15 @@ def process_wait(threads: list[dict]) -> tuple[Wait, str]:
     scored = []
     for t in threads:
         w = thread_wait(t.get("frames") or [], bool(t.get("active")))
-        rank = (0 if w.kind in BLOCKED else 1 if w.kind == "running" else 2, order.get(w.kind, len(order)),
-                0 if t.get("thread_name") == "MainThread" else 1)
+        # The thread running a Ray task first, whatever it waits in: an actor method runs in a thread of Ray's own,
+        # beside Ray's C++ threads and monitor threads that wait in the same condition by design, and it is where
+        # the job is (also when it sits in a native call the kinds do not name). Then, among equal waits, the main
+        # thread, then the deepest Python stack.
+        frames = t.get("frames") or []
+        task = any((f.get("name") or "").rsplit(".", 1)[-1] in RAY_TASK for f in frames)
+        depth = sum(1 for f in frames if (f.get("filename") or "").endswith(".py"))
+        rank = (0 if task else 1, 0 if w.kind in BLOCKED else 1 if w.kind == "running" else 2,
+                order.get(w.kind, len(order)), 0 if t.get("thread_name") == "MainThread" else 1, -depth)
         scored.append((rank, w, t.get("thread_name") or str(t.get("thread_id"))))
     scored.sort(key=lambda x: x[0])
     _, wait, name = scored[0]
