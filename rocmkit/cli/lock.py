@@ -25,7 +25,7 @@ def lock(stack_names, stack_files, check, as_json) -> None:
     tag exists on the remote). The lock of a stack file is written beside it (<name>.lock.json); the lock of
     a built-in stack is written to the current folder (NAME.lock.json), never into rocmkit's installed
     package. Every command that reads a lock looks in the same place (a built-in stack's: the current folder,
-    then a lock shipped with rocmkit), so render, build and bake run from this folder use FROM
+    then a lock shipped with rocmkit), so render, build and bake run from the same folder then use FROM
     image:tag@sha256:....
 
     Registry logins are the ones `docker login` stored ($DOCKER_CONFIG/config.json: credHelpers, credsStore
