@@ -5,7 +5,8 @@ repository root is what the commands see.
 
     python stackmatrix.py CELLS.json RESULTS.json
 
-CELLS.json: [{"id", "argv", "env", "save"}]; in order (a cell may name a file an earlier cell saved). "save":
+CELLS.json: [{"id", "argv", "env", "cwd", "save"}]; in order (a cell may name a file an earlier cell saved). "cwd":
+the folder the cell runs in (relative: under the working folder; default the working folder itself). "save":
 write the cell's stdout, parsed as JSON, to that path, less the keys it names after a colon
 ("out/x.json:manifest" saves doc["manifest"]). RESULTS.json: {id: {"exit", "stdout", "stderr", "traceback"}},
 plus "__rocmkit__": the file rocmkit was imported from.
@@ -14,6 +15,7 @@ plus "__rocmkit__": the file rocmkit was imported from.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -27,7 +29,9 @@ def main(cells_path: str, results_path: str) -> None:
     from rocmkit.cli import cli
 
     results: dict = {"__rocmkit__": rocmkit.__file__}
+    home = os.getcwd()
     for cell in json.loads(Path(cells_path).read_text()):
+        os.chdir(os.path.join(home, cell.get("cwd") or "."))
         runner = CliRunner()
         start = time.monotonic()
         r = runner.invoke(cli, cell["argv"], env=cell.get("env") or None, catch_exceptions=True)

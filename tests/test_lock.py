@@ -114,7 +114,29 @@ def test_builtin_locks_ship_in_the_wheel():
 
     data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert "*.lock.json" in data["package-data"]["rocmkit.resources.stacks"] and "rocmkit.refs" in data["packages"]
-    assert stacks.builtin_lock_path("verl-vllm") == REPO / "rocmkit" / "resources" / "stacks" / "verl-vllm.lock.json"
+
+
+def test_a_builtin_stacks_lock_lives_in_the_current_folder_then_the_one_rocmkit_ships(tmp_path, monkeypatch):
+    # `rocmkit lock verl-vllm` wrote into rocmkit's installed package (read-only or shared; a pip upgrade deletes
+    # it). The current folder's lock is written and read first; a lock shipped in the package only where it has
+    # none; a stack file's lock stays beside the file, wherever rocmkit runs.
+    monkeypatch.chdir(tmp_path)
+    place = stacks.lock_place(name="verl-vllm")
+    assert place.path == tmp_path / "verl-vllm.lock.json" == stacks.builtin_lock_path("verl-vllm")
+    assert place.shipped is None and place.read() is None  # rocmkit ships no lock yet
+    assert stacks.load_builtin("verl-vllm").lock is None
+    mine = stacks.lock_place(path="sub/my.toml")
+    assert mine.path == Path("sub/my.lock.json") and mine.shipped is None
+    shipped = tmp_path / "pkg" / "verl-vllm.lock.json"  # a Path serves as the package's Traversable
+    shipped.parent.mkdir()
+    shipped.write_text('{"shipped": 1}')
+    both = stacks.LockPlace(place.path, shipped)
+    assert both.read() == ('{"shipped": 1}', "rocmkit/resources/stacks/verl-vllm.lock.json")
+    place.path.write_text('{"mine": 1}')
+    assert both.read() == ('{"mine": 1}', str(place.path))
+    place.path.write_text("{")
+    with pytest.raises(InputFileError, match=f"{tmp_path}/verl-vllm.lock.json: not valid JSON"):
+        stacks.load_builtin("verl-vllm")  # every command that loads the stack names the file it read
 
 
 def test_image_names_normalise_as_docker_does():
@@ -676,6 +698,7 @@ def test_check_of_a_builtin_stack_says_why_none_ships():
     code, out = lock("verl-cpu", "--check")
     assert code == 1, out
     assert "rocmkit ships no lock for this built-in stack" in out and "rocmkit lock --stack-file FILE" in out
+    assert "writes one to the current folder (verl-cpu.lock.json" in out
     assert "a moved tag" not in out and "Traceback" not in out
 
 

@@ -4,6 +4,8 @@ PermissionError traceback. The commands tests/test_no_traceback.py leaves out be
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -67,3 +69,19 @@ def test_dev_stdout_as_an_output_is_written_in_place_not_replaced(tmp_path, monk
     reader.join(timeout=60)
     assert r.exit_code == 0, r.output
     assert fifo.is_fifo() and got and got[0].startswith("# syntax=") or "FROM" in got[0], got[:1]
+
+
+
+@pytest.mark.parametrize("where", ["/proc", "a-folder-in-its-place"])
+def test_lock_of_a_builtin_stack_where_no_lock_can_be_written_is_exit_2_naming_the_file(tmp_path, monkeypatch,
+                                                                                       where):
+    # A built-in stack's lock goes to the current folder: one that takes no file (/proc, as root too), or a
+    # folder where the lock would be, is refused before any registry is asked, never an OSError's traceback.
+    (tmp_path / "verl-cpu.lock.json").mkdir()
+    folder = Path(where) if where.startswith("/") else tmp_path
+    monkeypatch.chdir(folder)
+    r = CliRunner().invoke(cli, ["lock", "verl-cpu"])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code == 2, r.output
+    assert f"error: {folder}/verl-cpu.lock.json: " in r.output, r.output
+    assert "run `rocmkit lock verl-cpu` in a folder you can write to" in r.output

@@ -13,10 +13,17 @@ with only that folder on PYTHONPATH and a temporary folder as its working folder
 Python supplies the dependencies). Upstreams are kept out of reach the way the lock and outdated tests keep
 them local: here every HTTP(S) proxy is a closed port, so registries, git remotes and indexes answer "not
 reachable" at once, and the commands must say so (exit 3) rather than hang or pass.
+
+Where a built-in stack's lock lives, every command must agree: the `locked-*` cells run in a folder holding a
+lock for every built-in stack (NAME.lock.json, where `rocmkit lock NAME` run there writes it), and `lock`,
+`render`, `build` and `bake` must all name or use that lock; the other cells run where there is none (where
+`lock --check` must look), and render the committed dockerfiles/. A folder that takes no file (/proc) is exit
+2 for `lock`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -31,6 +38,7 @@ import pytest
 from rocmkit import archs, stacks
 from rocmkit.cli import cli
 from rocmkit.image.plan import make_plan
+from rocmkit.stacks.lock import lock_document, stack_images
 
 REPO = Path(__file__).resolve().parents[1]
 STACKS = stacks.builtin_names()
@@ -41,6 +49,8 @@ OFFLINE = {"http_proxy": CLOSED, "https_proxy": CLOSED, "HTTP_PROXY": CLOSED, "H
            "all_proxy": CLOSED, "no_proxy": "", "NO_PROXY": "", "PIP_RETRIES": "0", "PIP_TIMEOUT": "2",
            "PIP_CONFIG_FILE": os.devnull}  # no pip.conf index or find-links either
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/rocmkit-matrix.sock", "ROCMKIT_DOCKER": ""}
+LOCKED = "locked"  # the folder, under the working folder, that holds a lock for every built-in stack
+UNWRITABLE = "/proc"  # a folder no file can be made in, root or not
 
 
 def _commands() -> dict[str, click.Command]:
@@ -67,7 +77,6 @@ def _cells_stack(s: str) -> list[dict]:
     info = stacks.load_builtin(s)
     out = [{"id": f"stacks/{s}", "cmd": "stacks", "argv": ["stacks", s]},
            {"id": f"bake/{s}", "cmd": "bake", "argv": ["bake", "--stack", s, "-o", f"out/{s}.hcl"]},
-           {"id": f"lock/{s}", "cmd": "lock", "argv": ["lock", s]},
            {"id": f"lock-check/{s}", "cmd": "lock", "argv": ["lock", "--check", s]},
            {"id": f"outdated/{s}", "cmd": "outdated", "argv": ["outdated", s]},
            {"id": f"wheelhouse/{s}", "cmd": "wheelhouse", "argv": ["wheelhouse", "--stack", s, f"out/wh-{s}"]},
@@ -80,6 +89,17 @@ def _cells_stack(s: str) -> list[dict]:
                                                                   f"out/{s}-{t}.Dockerfile"]},
                 {"id": f"build/{st}", "cmd": "build", "argv": ["build", "--stack", s, "--arch", t, "--dry-run", "--json"],
                  "save": f"out/{s}-{t}.manifest.json:manifest"}]
+    locked = {"cwd": LOCKED}
+    # `lock` runs where a lock is, `lock --check` where none is (cells that ask registries and git remotes, even
+    # offline, cost a second each): the lock each compares with is in its report
+    out += [{"id": f"locked-lock/{s}", "cmd": "lock", "argv": ["lock", "--json", s], **locked},
+            {"id": f"locked-bake/{s}", "cmd": "bake", "argv": ["bake", "--stack", s, "--format", "json"], **locked},
+            {"id": f"unwritable-lock/{s}", "cmd": "lock", "argv": ["lock", s], "cwd": UNWRITABLE}]
+    for t in info.targets:
+        st = f"{s}/{t}"
+        out += [{"id": f"locked-render/{st}", "cmd": "render", "argv": ["render", "--stack", s, "--arch", t], **locked},
+                {"id": f"locked-build/{st}", "cmd": "build",
+                 "argv": ["build", "--stack", s, "--arch", t, "--dry-run", "--json"], **locked}]
     for t in info.targets:
         st = f"{s}/{t}"
         out += [{"id": f"diff/{st}", "cmd": "diff",
@@ -125,6 +145,10 @@ def installed(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def results(installed, tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("elsewhere")
+    (work / LOCKED).mkdir()
+    for name in STACKS:
+        (work / LOCKED / f"{name}.lock.json").write_text(json.dumps(lock_document(
+            stacks.load_builtin(name), {ref: fake_digest(ref) for ref in stack_images(stacks.load_builtin(name))})))
     cells_file = work.parent / "cells.json"
     out_file = work.parent / "results.json"
     cells_file.write_text(json.dumps(list(CELLS.values())))
@@ -139,6 +163,11 @@ def results(installed, tmp_path_factory) -> dict:
     doc = json.loads(out_file.read_text())
     doc["__work__"] = str(work)
     return doc
+
+
+def fake_digest(ref: str) -> str:
+    """A digest for a base image that no registry was asked: what the locked cells must find in what they make."""
+    return "sha256:" + hashlib.sha256(ref.encode()).hexdigest()
 
 
 def test_every_stack_command_has_a_recipe():
@@ -158,11 +187,15 @@ def expected(cell: dict) -> tuple[int, tuple[str, ...]]:
     cmd, rest = cell["id"].split("/", 1)
     name, _, target = rest.partition("/")
     stack = stacks.load_builtin(name)
+    if cmd == "unwritable-lock":  # refused before any registry is asked
+        return 2, (f"{UNWRITABLE}/{name}.lock.json: cannot write it",
+                   f"run `rocmkit lock {name}` in a folder you can write to")
+    if cmd == "locked-lock":  # the lock it would replace is the working folder's, kept
+        return 3, ("could not reach", "no lock file was written")
+    cmd = cmd.removeprefix("locked-")
     if cmd in ("render", "build") and target not in stack.targets:
         kind = "target" if target == archs.CPU else "arch"
         return 2, (f"stack {name} does not support {kind} {target}", f"{name} supports: {', '.join(stack.targets)}")
-    if cmd == "lock":
-        return 3, ("could not reach", "no lock file was written")
     if cmd == "lock-check":
         return 1, ("no lock yet: rocmkit ships none for its built-in stacks",)
     if cmd == "outdated":
@@ -205,3 +238,34 @@ def test_installed_render_is_the_committed_dockerfile(results, cell):
 
 def test_lock_wrote_nothing_into_the_installed_package(results, installed):
     assert not list((installed / "rocmkit" / "resources" / "stacks").glob("*.lock.json"))
+
+
+def _locked_json(results, cell: str) -> dict:
+    return json.loads(results[cell]["stdout"])
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_every_command_finds_a_builtin_stacks_lock_in_the_working_folder(results, name):
+    """`lock` writes a built-in stack's lock where it, `lock --check`, render, build and bake read it:
+    NAME.lock.json in the folder they run in, not rocmkit's installed package."""
+    where = Path(results["__work__"]) / LOCKED / f"{name}.lock.json"
+    # where the working folder holds none, that is where the check looked, and where `lock` would write it
+    unlocked = Path(results["__work__"]) / f"{name}.lock.json"
+    assert f"{name} ({unlocked}): FAILED" in results[f"lock-check/{name}"]["stdout"]
+    wrote = _locked_json(results, f"locked-lock/{name}")["stacks"][0]
+    assert wrote["lock_file"] == str(where) and wrote["lock_read"] == str(where) and not wrote["written"]
+    assert "old lock kept" in wrote["result"], wrote["result"]
+    # the lock it read matches its stack: only the upstreams it could not reach keep it from being rewritten
+    assert not {f["kind"] for f in wrote["findings"]} & {"stale", "unlocked", "moved", "missing"}, wrote["findings"]
+    stack = stacks.load_builtin(name)
+    bake = _locked_json(results, f"locked-bake/{name}")["target"]
+    for t in stack.targets:
+        image = stack.base.image_for([t])
+        pinned = image if "@" in image else f"{image}@{fake_digest(image)}"
+        assert f"FROM {pinned} AS " in results[f"locked-render/{name}/{t}"]["stdout"]
+        plan = _locked_json(results, f"locked-build/{name}/{t}")
+        assert plan["base_image_digest"] == (None if "@" in image else fake_digest(image))
+        plain = json.loads((Path(results["__work__"]) / "out" / f"{name}-{t}.manifest.json").read_text())
+        assert "base_image_digest" not in plain  # the working folder itself holds no lock
+        # bake's tag is build's: the inputs hash covers the digest, so both read the same lock
+        assert [tag.split(":", 1)[1] for tag in bake[f"{name}-{t}"]["tags"]] == [plan["tag"].split(":", 1)[1]]

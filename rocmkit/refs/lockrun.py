@@ -144,8 +144,11 @@ def lock_stack(stack, path: Path, check: bool, *, make: str, builtin: bool = Fal
             else:
                 write_atomic(path, text)
                 written, result = True, "written"
-    return {"stack": stack.name, "lock_file": str(path), "written": written, "failed": failed, "result": result,
-            "make": make, "builtin": builtin, "findings": [{**f.as_dict(), "line": f.line()} for f in refs.findings]}
+    # lock_file: where this stack's lock is written (and read first); lock_read: the lock this run compared
+    # with (a built-in stack's may be the one shipped with rocmkit), None where there was none.
+    return {"stack": stack.name, "lock_file": str(path), "lock_read": stack.lock.path if stack.lock else None,
+            "written": written, "failed": failed, "result": result, "make": make, "builtin": builtin,
+            "findings": [{**f.as_dict(), "line": f.line()} for f in refs.findings]}
 
 
 def no_lock_detail(name: str, make: str, builtin: bool) -> str:
@@ -154,8 +157,9 @@ def no_lock_detail(name: str, make: str, builtin: bool) -> str:
     # The project's image pipeline makes the built-in stacks' locks where Docker Hub and GitHub answer; until
     # that has run, a release carries none, and no digest is ever invented.
     return (f"rocmkit ships no lock for this built-in stack: a lock records the digest each base image tag names "
-            f"when it is made, which needs the stack's registry and git remotes; `{make}` writes one beside the "
-            f"built-in stack (in rocmkit's own folder), `rocmkit lock --stack-file FILE` one beside a copy of it")
+            f"when it is made, which needs the stack's registry and git remotes; `{make}` writes one to the "
+            f"current folder ({name}.lock.json, read by every command run from there), "
+            f"`rocmkit lock --stack-file FILE` one beside a copy of it")
 
 
 # What each failing kind means, for the hint: what failed and how to fix it, in this order.

@@ -7,6 +7,7 @@ rocmkit/resources/stacks/ and are found through importlib.resources.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -21,7 +22,7 @@ from .parse import parse_stack
 
 __all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "AmdgpuIds", "Asset", "Patch", "Base", "BuildKind", "Component", "ComponentKind",
            "EnvVar", "PostStep", "PythonFrom", "Stack", "parse_stack", "builtin_names", "builtin_lock_path",
-           "load_builtin", "load_file", "load", "all_builtin", "Source", "source"]
+           "LockPlace", "lock_place", "load_builtin", "load_file", "load", "all_builtin", "Source", "source"]
 
 
 def _builtin_folder() -> Any:
@@ -77,26 +78,66 @@ def builtin_names() -> list[str]:
 
 
 def load_builtin(name: str) -> Stack:
-    stack = source(name).parse()
-    locked = _builtin_folder().joinpath(f"{name}{LOCK_SUFFIX}")
-    if locked.is_file():
-        origin = f"rocmkit/resources/stacks/{name}{LOCK_SUFFIX}"
-        stack = attach(stack, parse_lock(locked.read_text(encoding="utf-8"), origin))
-    return stack
+    return _with_lock(source(name).parse(), lock_place(name=name))
 
 
 def load_file(path: str | Path) -> Stack:
-    stack = parse_stack(load_toml_file(path), str(path), Path(path).parent)
-    locked = lock_path(path)
-    if locked.is_file():
-        stack = attach(stack, parse_lock(locked.read_text(encoding="utf-8"), str(locked)))
-    return stack
+    return _with_lock(parse_stack(load_toml_file(path), str(path), Path(path).parent), lock_place(path=path))
+
+
+@dataclass(frozen=True)
+class LockPlace:
+    """Where one stack's lock lives: the one answer every command uses (lock writes it; render, build, bake,
+    slurm, wheelhouse and `lock --check` read it).
+
+    `path` is where `rocmkit lock` writes the lock and where it is read first: a stack file's lock beside the
+    file (<stack>.lock.json), a built-in stack's in the current folder (NAME.lock.json). Never rocmkit's
+    installed package: it may be read-only or shared, and a pip upgrade deletes what was written there.
+    `shipped` is the lock a release of rocmkit carries for a built-in stack (rocmkit/resources/stacks/, made
+    by the project's image pipeline), read only where `path` holds none."""
+
+    path: Path
+    shipped: Any = None  # an importlib.resources Traversable, or None
+
+    def read(self) -> tuple[str, str] | None:
+        """(text, the name messages give it) of the lock in effect, or None where the stack has none."""
+        if os.path.isfile(self.path):
+            try:
+                return self.path.read_text(encoding="utf-8"), str(self.path)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"{self.path}: cannot read this lock ({getattr(exc, 'strerror', None) or exc})",
+                                 hint="the lock is written by `rocmkit lock`: delete it and run `rocmkit lock` "
+                                      "again") from None
+        if self.shipped is not None:
+            return self.shipped.read_text(encoding="utf-8"), f"rocmkit/resources/stacks/{self.shipped.name}"
+        return None
+
+
+def lock_place(name: str | None = None, path: str | Path | None = None) -> LockPlace:
+    """Where the lock of the built-in stack `name`, or of the stack file `path`, lives (see LockPlace)."""
+    if path is not None:
+        return LockPlace(lock_path(path))
+    if name is None:
+        raise UsageError("a lock belongs to a built-in stack or a stack file; give one")
+    shipped = _builtin_folder().joinpath(f"{name}{LOCK_SUFFIX}")
+    return LockPlace(builtin_lock_path(name), shipped if shipped.is_file() else None)
 
 
 def builtin_lock_path(name: str) -> Path:
-    """Where `rocmkit lock` writes a built-in stack's lock: beside its TOML in the package (a checkout or
-    an editable install; an installed wheel's folder is not meant to be written)."""
-    return Path(str(_builtin_folder())) / f"{name}{LOCK_SUFFIX}"
+    """Where `rocmkit lock NAME` writes a built-in stack's lock: NAME.lock.json in the current folder, as uv,
+    poetry and pip-compile write theirs in the project being worked on (an absolute path: messages name it)."""
+    try:
+        here = os.getcwd()
+    except OSError as exc:  # the folder was removed under the shell that is still in it
+        raise UsageError(f"the current folder is gone ({exc.strerror}): a built-in stack's lock "
+                         f"{name}{LOCK_SUFFIX} is read from and written to the current folder",
+                         hint="cd into a folder that exists") from None
+    return Path(here) / f"{name}{LOCK_SUFFIX}"
+
+
+def _with_lock(stack: Stack, place: LockPlace) -> Stack:
+    found = place.read()
+    return attach(stack, parse_lock(*found)) if found else stack
 
 
 def load(stack: str | None = None, stack_file: str | Path | None = None, default: str = "verl-vllm") -> Stack:
