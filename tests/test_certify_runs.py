@@ -55,6 +55,11 @@ def test_trl_on_cpu_certifies_the_builtin_default(tmp_path):
     assert cert["target"]["packages"]["trl"] and cert["run"]["device"] == "cpu"
     assert json.loads((out / "certificate.json").read_text())["verdict"] == "pass"
     assert (out / "certificate.md").read_text().startswith("# rocmkit certificate: PASS")
+    # its picture, beside it, listed and linked (tests/test_certify_picture.py reads what it draws)
+    assert cert["files"]["picture"] == str(out / "certificate.svg")
+    svg = (out / "certificate.svg").read_text()
+    assert "TRL on the CPU: PASS" in svg and "Training steps" in svg and 'id="reward-per-step"' in svg
+    assert "](certificate.svg)" in (out / "certificate.md").read_text()
 
 
 def _corrupt(model_dir: Path, dest: Path, how: str) -> Path:
