@@ -197,3 +197,12 @@ def test_without_matplotlib_the_certificate_says_why_in_one_line(tmp_path, monke
     md = (tmp_path / "certificate.md").read_text()
     assert f"- note: {note}" in md and "](certificate.svg)" not in md and "Traceback" not in md
     assert markdown(written) == md
+
+
+def test_the_guides_picture_is_what_rocmkit_draws_now():
+    """docs/guides/img/certificate-verl-h100.svg is this certificate's picture: the same words in the same places
+    (its bytes follow the matplotlib that drew it). When this fails, redraw it: `python -m rocmkit.certify.picture
+    tests/data/certify/verl-h100-tiny.json docs/guides/img/certificate-verl-h100.svg`."""
+    committed = (Path(__file__).parent.parent / "docs" / "guides" / "img" / "certificate-verl-h100.svg").read_text()
+    assert texts(committed) == texts(drawn("verl-h100-tiny.json"))
+    assert group_ids(committed) == group_ids(drawn("verl-h100-tiny.json"))

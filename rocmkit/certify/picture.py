@@ -288,3 +288,10 @@ def write(cert: dict, folder: Path) -> str | None:
         return f"drawing it failed: {type(exc).__name__}: {exc}"
     write_atomic(folder / FILE, svg)
     return None
+
+
+if __name__ == "__main__":  # `python -m rocmkit.certify.picture CERTIFICATE.json PICTURE.svg`: redraw one
+    import json
+
+    source, dest = sys.argv[1:3]
+    write_atomic(dest, draw(json.loads(Path(source).read_text())))
