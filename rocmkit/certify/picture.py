@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,8 +161,6 @@ def _not_started(cert: dict) -> str:
 
 
 def _wrap(text: str, width: int) -> str:
-    import textwrap
-
     return "\n".join(textwrap.wrap(text, width)[:4])
 
 
@@ -170,7 +169,6 @@ def draw(cert: dict, fmt: str = "svg") -> str | bytes:
     matplotlib (ImportError without it)."""
     from matplotlib import rc_context
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
 
     # text stays text (not paths), and the same certificate gives the same bytes (no date, fixed ids)
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": "rocmkit", "font.size": 9}):
@@ -178,14 +176,16 @@ def draw(cert: dict, fmt: str = "svg") -> str | bytes:
         top, bottom = fig.subplots(2, 1, height_ratios=[3, 2])
         fig.suptitle(title(cert), fontsize=13, fontweight="bold")
         top.set_title(subtitle(cert), fontsize=9, color="#444444")
-        _timeline(top, cert, Patch)
+        _timeline(top, cert)
         _reward(bottom, cert)
         out = io.StringIO() if fmt == "svg" else io.BytesIO()
         fig.savefig(out, format=fmt, **({"metadata": {"Date": None}} if fmt == "svg" else {"dpi": 110}))
     return out.getvalue()
 
 
-def _timeline(ax, cert: dict, Patch) -> None:
+def _timeline(ax, cert: dict) -> None:
+    from matplotlib.patches import Patch
+
     segs = segments(cert)
     ax.set_xlabel("seconds since the training command started")
     if not segs:
