@@ -85,9 +85,21 @@ def test_verl_on_a_gpu_splits_each_step_into_its_three_phases():
 def test_steps_without_update_markers_are_whole_steps(name):
     """TRL prints one line a step, and verl without vLLM's sleep mode (the CPU) no update marker: each step is one
     bar, never called generation."""
-    segs = picture.segments(load(name))
+    cert = load(name)
+    segs = picture.segments(cert)
     assert {s.kind for s in segs} == {"start-up", "step", "finishing"}
     assert all(s.row == "Training steps" for s in segs if s.kind == "step")
+    assert [s.step for s in segs if s.kind == "step"] == [r["step"] for r in cert["metrics"]["per_step"]]
+    assert all(a.end == b.start for a, b in zip(segs, segs[1:]))
+
+
+def test_trls_first_step_is_placed_by_its_own_time():
+    """TRL says nothing when step 1 starts: it is cut from the start-up phase it ran in, as long as TRL timed it,
+    ending where step 2 begins."""
+    cert = load("trl-cpu-image.json")
+    first, second = [s for s in picture.segments(cert) if s.step in (1, 2)]
+    assert second.start == 152.46 and first.end == second.start
+    assert abs(first.end - first.start - cert["metrics"]["per_step"][0]["timing_s/step"]) < 1e-9
 
 
 def test_rewards_and_how_they_were_judged():

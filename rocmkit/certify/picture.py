@@ -87,7 +87,22 @@ def segments(cert: dict) -> list[Segment]:
             kind = {"update": "update", "weight sync": "sync"}.get(e["phase"], "generation")
         m = _STEP_RE.match(detail)
         out.append(Segment(STEP_ROWS[kind], kind, start, stop, int(m.group(1)) if m else None))
-    return out
+    return _first_step(out, cert)
+
+
+def _first_step(out: list[Segment], cert: dict) -> list[Segment]:
+    """TRL prints nothing when its first step starts, only when it ends: the step ran in the last start-up phase.
+    Its own measure (timing_s/step) places it there, ending where the next step begins."""
+    steps = [i for i, s in enumerate(out) if s.step is not None]
+    rows = (cert.get("metrics") or {}).get("per_step") or []
+    if not steps or out[steps[0]].step != 2 or not rows or rows[0].get("step") != 1 or steps[0] == 0:
+        return out
+    k, took = steps[0], float(rows[0].get("timing_s/step") or 0.0)
+    before, at = out[k - 1], out[k].start
+    if not 0 < took < at - before.start:
+        return out
+    return [*out[:k - 1], Segment(before.row, before.kind, before.start, at - took, before.step),
+            Segment(out[k].row, out[k].kind, at - took, at, 1), *out[k:]]
 
 
 def rewards(cert: dict) -> list[tuple[int, float]]:
