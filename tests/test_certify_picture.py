@@ -111,6 +111,16 @@ def test_rewards_and_how_they_were_judged():
     assert picture.judged({"checks": []}) is None
 
 
+def test_the_judges_words_are_what_the_picture_reads():
+    """picture.judged reads the "reward rose" check as judge.judge writes it today, not only as it once did."""
+    from rocmkit.certify.judge import RunStatus, judge
+
+    steps = {n: {"reward": r, "loss": 0.1} for n, r in enumerate([0.1, 0.2, 0.1, 0.3, 0.5, 0.6, 0.8, 0.9], 1)}
+    verdict = judge(steps, 8, RunStatus.FINISHED, require_learning=False, margin=0.25)
+    assert picture.judged({"checks": verdict.checks}) == {"first": 0.15, "steps": 2, "last": 0.85, "margin": 0.25,
+                                                          "passed": True, "required": False}
+
+
 def test_titles_name_the_engine_the_device_and_the_verdict():
     assert picture.title(load("verl-h100-tiny.json")) == "verl on NVIDIA H100 80GB HBM3: PASS"
     assert picture.title(load("gpu-check/verl-4gpu-rollout-tp2.json")) == "verl on 4 × NVIDIA H200: PASS"
