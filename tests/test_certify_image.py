@@ -63,6 +63,10 @@ def test_an_image_without_torch_is_not_certified_and_names_what_is_missing(tmp_p
     assert cert["target"]["id"].startswith("sha256:") and cert["target"]["manifest"]["stack"] == "notorch"
     assert json.loads((out / "certificate.json").read_text())["verdict"] == "not certified: setup"
     assert "NOT CERTIFIED: SETUP" in (out / "certificate.md").read_text()
+    # a run that never trained still has its picture, saying why
+    assert cert["files"]["picture"] == str(out / "certificate.svg") and "](certificate.svg)" in (
+        out / "certificate.md").read_text()
+    assert "The training did not start" in (out / "certificate.svg").read_text()
     assert not containers()
 
 

@@ -55,6 +55,11 @@ def test_trl_on_cpu_certifies_the_builtin_default(tmp_path):
     assert cert["target"]["packages"]["trl"] and cert["run"]["device"] == "cpu"
     assert json.loads((out / "certificate.json").read_text())["verdict"] == "pass"
     assert (out / "certificate.md").read_text().startswith("# rocmkit certificate: PASS")
+    # its picture, beside it, listed and linked (tests/test_certify_picture.py reads what it draws)
+    assert cert["files"]["picture"] == str(out / "certificate.svg")
+    svg = (out / "certificate.svg").read_text()
+    assert "TRL on the CPU: PASS" in svg and "Training steps" in svg and 'id="reward-per-step"' in svg
+    assert "](certificate.svg)" in (out / "certificate.md").read_text()
 
 
 def _corrupt(model_dir: Path, dest: Path, how: str) -> Path:
@@ -251,6 +256,10 @@ def test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default(tmp_path):
     assert mt["rollout_tokens_per_s"] > 0 and mt["training_tokens_per_s"] > 0
     assert cert["target"]["packages"]["verl"] == "0.9.1" and cert["setup"]["devices"]["visible"] == 0
     assert "verl.trainer.main_ppo" in " ".join(cert["settings"]["command"])
+    # this venv is installed as the image installs rocmkit, without matplotlib (a host-only dependency): the
+    # certificate is written all the same, and says why it has no picture
+    assert "picture" not in cert["files"] and not (out / "certificate.svg").exists()
+    assert any(n.startswith("no picture (certificate.svg): matplotlib is not installed") for n in cert["notes"])
     # the run's throwaway Ray cluster left no token behind (it would turn on token auth for every `ray start`)
     assert not (home / ".ray" / "auth_token").exists()
 

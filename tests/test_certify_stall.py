@@ -128,6 +128,10 @@ def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, e
     assert any(c["name"] == "no stall or engine error" and not c["passed"] for c in cert["checks"])
     assert "error: the run stalled in" in stderr and f"--stall-timeout {STALL_S}" in stderr
     assert (out / "certificate.md").read_text().count("stopped by the watchdog: stalled") == 1
+    if cert["files"].get("picture"):  # an image's own rocmkit (the CPU venvs) has no matplotlib: a note says so
+        assert 'id="stopped-here"' in (out / "certificate.svg").read_text()
+    else:
+        assert any(n.startswith("no picture (certificate.svg): matplotlib is not installed") for n in cert["notes"])
     return cert
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from pathlib import PurePath
 
 from .. import __version__, archs
 from ..output import document
@@ -172,6 +173,8 @@ def markdown(cert: dict) -> str:
                         if len(stop.get("read") or {}) > 1 else ""))
         lines += ["", "```", *stop["lines"][-12:], "```"]
     lines += [f"- note: {n}" for n in cert.get("notes", [])]
+    if (cert.get("files") or {}).get("picture"):  # beside this file in the run folder
+        lines += ["", f"![The run's phases over time, and the reward per step]({PurePath(cert['files']['picture']).name})"]
     lines += ["", "| check | result | detail |", "|---|---|---|"]
     lines += [f"| {c['name']} | {_result(c)} | {c['detail']} |" for c in cert["checks"]]
     stall = run.get("stall_report")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..fileio import write_atomic
 from ..output import dumps
+from . import picture
 from .certificate import markdown
 from .judge import RunStatus
 from .workspace import Workspace
@@ -41,5 +42,11 @@ def host_facts() -> dict:
 
 
 def write_certificate(ws: Workspace, cert: dict) -> None:
+    """The picture first (the certificate lists it, or says in a note why it is missing), then the certificate."""
+    missing = picture.write(cert, ws.root)
+    if missing:
+        cert["notes"] = [*cert.get("notes", []), f"no picture ({picture.FILE}): {missing}"]
+    else:
+        cert["files"] = {**cert.get("files", {}), "picture": str(ws.root / picture.FILE)}
     write_atomic(ws.root / "certificate.json", dumps(cert))
     write_atomic(ws.root / "certificate.md", markdown(cert))

@@ -24,7 +24,7 @@ MARKER = ".rocmkit-certify"
 MARKER_SCHEMA = "rocmkit.certify-folder/v1"
 # Every entry rocmkit may create in a run folder, and nothing else.
 OWN = ("certify.json", "model", "data", "reward.py", "setup.log", "run", "run.log", "home",
-       "certificate.json", "certificate.md", "server.log", "stall")
+       "certificate.json", "certificate.md", "certificate.svg", "server.log", "stall")
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,9 @@ IMAGE_REQUIREMENTS = (
 # Core dependencies only the host's CLI needs, never installed in an image.
 HOST_ONLY_REQUIREMENTS = (
     "cyclonedx-python-lib==11.12.0",  # `rocmkit build` writes the SBOM with it (mounted, not installed)
+    # `rocmkit certify` draws the certificate's picture with it on the host; a certify run by an image's own
+    # rocmkit writes the certificate without the picture and says why (certify/picture.py)
+    "matplotlib>=3.6",
 )
 
 _SKIP_DIRS = {"__pycache__"}

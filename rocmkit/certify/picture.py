@@ -1,0 +1,312 @@
+"""The certificate's picture (certificate.svg in the run folder): the run's timeline as horizontal bars (start-up,
+then each step's generation, log-probs and update, and weight sync, as the watchdog named them) over the reward
+per step, so a reader sees at a glance where the time went and whether the model learned.
+
+What is drawn is read from the certificate by pure functions (segments, rewards, judged, stop_mark, title);
+draw() turns them into an SVG with matplotlib's object API (no pyplot, no display, no global state), and
+write() puts it in the folder, or says in one line why it could not."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..fileio import write_atomic
+
+FILE = "certificate.svg"
+
+# Each kind of bar: its legend text and colour (Okabe-Ito's palette, told apart by colour-blind readers too).
+KINDS = {
+    "start-up": ("start-up", "#999999"),
+    "generation": ("generation (the model answers the prompts)", "#0072B2"),
+    "update": ("log-probs and update (training on the answers)", "#E69F00"),
+    "sync": ("weight sync (new weights to the generator)", "#009E73"),
+    "step": ("training step (generation and update)", "#56B4E9"),
+    "finishing": ("finishing (after the last step)", "#CC79A7"),
+}
+# The rows of the step part of the chart, by kind, top to bottom.
+STEP_ROWS = {"generation": "Generation", "update": "Log-probs and update", "sync": "Weight sync",
+             "step": "Training steps", "finishing": "Finishing"}
+_STEP_RE = re.compile(r"^step (\d+)")
+_JUDGED_RE = re.compile(r"reward (-?[\d.]+) \(first (\d+) steps?\) -> (-?[\d.]+) \(last \d+\): [+-][\d.]+, "
+                        r"needs >= \+([\d.]+)")
+# the watchdog's phase kinds as the picture says them
+PHASE_WORDS = {"start-up": "start-up", "rollout": "generation", "update": "log-probs and update",
+               "weight sync": "weight sync"}
+ENGINE_NAMES = {"verl": "verl", "trl": "TRL", "miles": "Miles"}
+
+
+@dataclass(frozen=True)
+class Segment:
+    row: str  # the chart's row ("Starting Ray", "Generation")
+    kind: str  # a key of KINDS
+    start: float  # seconds since the training command started
+    end: float
+    step: int | None  # the step it belongs to, None for start-up and finishing
+
+
+def run_end(cert: dict) -> float:
+    """When the run ended on the timeline's clock. The runner's time (timings.run_s) is on it; run.wall_s may not
+    be: TRL's runner replaces it with its trainer's own time."""
+    last = max((e["at_s"] for e in cert.get("timeline") or []), default=0.0)
+    ran = (cert.get("timings") or {}).get("run_s") or (cert.get("run") or {}).get("wall_s") or 0.0
+    return max(float(ran), last)
+
+
+def segments(cert: dict) -> list[Segment]:
+    """The timeline as bars: each phase lasts until the next one starts, the last one until the run ended. A run
+    whose steps show no update markers (TRL's, verl's without vLLM's sleep mode: on the CPU) gets whole steps:
+    what it printed does not split them."""
+    timeline = cert.get("timeline") or []
+    split = any(e["phase"] == "update" for e in timeline)
+    end = run_end(cert)
+    out = []
+    for i, e in enumerate(timeline):
+        start = float(e["at_s"])
+        stop = float(timeline[i + 1]["at_s"]) if i + 1 < len(timeline) else end
+        if stop <= start:
+            continue  # two markers at once: the later one names the phase
+        detail = str(e.get("detail", ""))
+        if e["phase"] == "start-up":
+            out.append(Segment(detail[:1].upper() + detail[1:], "start-up", start, stop, None))
+            continue
+        after = timeline[i + 1]["phase"] if i + 1 < len(timeline) else None
+        if detail.startswith("finishing"):
+            kind = "finishing"
+        elif e["phase"] == "weight sync" and after == "update":
+            # a wake-up then a sleep with no step line between: vLLM woke, took the weights and generated (verl's
+            # first step; in the others the step line follows the wake-up within a second and starts generation)
+            kind = "generation"
+        elif not split:  # verl's first sync marker comes before step 1 on every device: it holds the whole step
+            kind = "step"
+        else:
+            kind = {"update": "update", "weight sync": "sync"}.get(e["phase"], "generation")
+        m = _STEP_RE.match(detail)
+        out.append(Segment(STEP_ROWS[kind], kind, start, stop, int(m.group(1)) if m else None))
+    return _first_step(out, cert)
+
+
+def _first_step(out: list[Segment], cert: dict) -> list[Segment]:
+    """TRL prints nothing when its first step starts, only when it ends: the step ran in the last start-up phase.
+    Its own measure (timing_s/step) places it there, ending where the next step begins."""
+    steps = [i for i, s in enumerate(out) if s.step is not None]
+    rows = (cert.get("metrics") or {}).get("per_step") or []
+    if not steps or out[steps[0]].step != 2 or not rows or rows[0].get("step") != 1 or steps[0] == 0:
+        return out
+    k, took = steps[0], float(rows[0].get("timing_s/step") or 0.0)
+    before, at = out[k - 1], out[k].start
+    if not 0 < took < at - before.start:
+        return out
+    return [*out[:k - 1], Segment(before.row, before.kind, before.start, at - took, before.step),
+            Segment(out[k].row, out[k].kind, at - took, at, 1), *out[k:]]
+
+
+def rewards(cert: dict) -> list[tuple[int, float]]:
+    """(step, mean reward) for each step that logged one (TRL's `reward`, verl's `critic/score/mean`)."""
+    out = []
+    for row in (cert.get("metrics") or {}).get("per_step") or []:
+        value = next((row[k] for k in ("reward", "critic/score/mean") if k in row), None)
+        if value is not None:
+            out.append((int(row["step"]), float(value)))
+    return out
+
+
+def judged(cert: dict) -> dict | None:
+    """How the reward was judged: the means of the first and last `steps` steps and the rise the verdict needed,
+    read from the certificate's "reward rose" check; None when it judged none."""
+    for c in cert.get("checks") or []:
+        if c.get("name") == "reward rose":
+            m = _JUDGED_RE.search(str(c.get("detail", "")))
+            if m:
+                return {"first": float(m.group(1)), "steps": int(m.group(2)), "last": float(m.group(3)),
+                        "margin": float(m.group(4)), "passed": bool(c.get("passed")),
+                        "required": bool(c.get("required"))}
+    return None
+
+
+def stop_mark(cert: dict) -> tuple[float, str, float] | None:
+    """Where the run was stopped or ended badly: (seconds, what to write there, seconds it was quiet before)."""
+    run = cert.get("run") or {}
+    stop, status = run.get("stop"), run.get("status")
+    if stop:
+        words = "stalled" if stop.get("reason") == "stalled" else "engine error"
+        phase = PHASE_WORDS.get(stop.get("phase"), stop.get("phase"))
+        return (run_end(cert), f"stopped: {words} in {phase} ({stop.get('detail')})",
+                float(stop.get("quiet_s") or 0.0))
+    if status == "timed out":
+        return run_end(cert), "stopped: the time limit (--timeout) was reached", 0.0
+    if status == "crashed":
+        return run_end(cert), f"the training command exited with code {run.get('exit_code')}", 0.0
+    return None
+
+
+def device_text(device: str | None) -> str:
+    if not device:
+        return "an unknown device"
+    if device == "cpu":
+        return "the CPU"
+    names = [d.strip() for d in device.split(",")]
+    return f"{len(names)} × {names[0]}" if len(set(names)) == 1 and len(names) > 1 else device
+
+
+def title(cert: dict) -> str:
+    verdict = str(cert.get("verdict", "?"))
+    label = verdict.upper() if ":" not in verdict else "NOT CERTIFIED ({})".format(verdict.split(":", 1)[1].strip())
+    engine = ENGINE_NAMES.get(cert.get("engine"), str(cert.get("engine")))
+    return f"{engine} on {device_text(cert.get('device'))}: {label}"
+
+
+def subtitle(cert: dict) -> str:
+    t, mt = cert.get("target") or {}, cert.get("metrics") or {}
+    where = f"image {t['image']}" if t.get("image") else "this host's Python"
+    steps = f"{mt.get('steps', 0)} of {(cert.get('settings') or {}).get('steps', '?')} training steps"
+    if (cert.get("run") or {}).get("status") == "not started":
+        return f"GRPO smoke training in {where}: not started"
+    return f"GRPO smoke training in {where}; {steps}; {run_end(cert):.0f} s from launch to end"
+
+
+def _not_started(cert: dict) -> str:
+    failed = [c for c in cert.get("checks") or [] if c.get("required") and not c.get("passed")]
+    why = failed[0]["detail"] if failed else (cert.get("run") or {}).get("status", "")
+    return "The training did not start" + (f":\n{_wrap(str(why), 110)}" if why else ".")
+
+
+def _wrap(text: str, width: int) -> str:
+    return "\n".join(textwrap.wrap(text, width)[:4])
+
+
+def draw(cert: dict, fmt: str = "svg") -> str | bytes:
+    """The picture as SVG text (or another format matplotlib writes, as bytes: "png" to look at it). Needs
+    matplotlib (ImportError without it)."""
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+
+    # text stays text (not paths), and the same certificate gives the same bytes (no date, fixed ids)
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "rocmkit", "font.size": 9}):
+        fig = Figure(figsize=(10, 7), layout="constrained")
+        top, bottom = fig.subplots(2, 1, height_ratios=[3, 2])
+        fig.suptitle(title(cert), fontsize=13, fontweight="bold")
+        top.set_title(subtitle(cert), fontsize=9, color="#444444")
+        _timeline(top, cert)
+        _reward(bottom, cert)
+        out = io.StringIO() if fmt == "svg" else io.BytesIO()
+        fig.savefig(out, format=fmt, **({"metadata": {"Date": None}} if fmt == "svg" else {"dpi": 110}))
+    return out.getvalue()
+
+
+def _timeline(ax, cert: dict) -> None:
+    from matplotlib.patches import Patch
+
+    segs = segments(cert)
+    ax.set_xlabel("seconds since the training command started")
+    if not segs:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, _not_started(cert) if (cert.get("run") or {}).get("status") == "not started"
+                else "No phases were recorded.", ha="center", va="center", transform=ax.transAxes, fontsize=10)
+        return
+    rows: list[str] = []
+    for s in segs:  # start-up rows in the order they began, then the step rows in a fixed order
+        if s.kind == "start-up" and s.row not in rows:
+            rows.append(s.row)
+    rows += [r for k, r in STEP_ROWS.items() if any(s.kind == k for s in segs)]
+    for i, s in enumerate(segs):  # each bar's id names its kind: the SVG can be read back (tests/test_certify_picture)
+        ax.broken_barh([(s.start, s.end - s.start)], (rows.index(s.row) - 0.35, 0.7), facecolors=KINDS[s.kind][1],
+                       edgecolor="white", linewidth=0.3, gid=f"bar-{s.kind}-{i}")
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_ylim(len(rows) - 0.4, -0.9)  # top to bottom in time order; room above for the step numbers
+    end = run_end(cert)
+    ax.set_xlim(0, end * 1.02 or 1)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.5)
+    ax.set_axisbelow(True)
+    _step_numbers(ax, segs, rows, end)
+    handles = [Patch(facecolor=KINDS[k][1], label=KINDS[k][0]) for k in KINDS if any(s.kind == k for s in segs)]
+    mark = stop_mark(cert)
+    if mark:
+        at, text, quiet = mark
+        if quiet > 0:
+            ax.axvspan(max(0.0, at - quiet), at, color="#D55E00", alpha=0.12, linewidth=0)
+        ax.axvline(at, color="#D55E00", linewidth=1.5, gid="stopped-here")
+        right = at > end / 2  # the words on the side of the line with room, in the top row's free space
+        ax.annotate(text + (f"\n(no new output for {quiet:.0f} s, shaded)" if quiet > 0 else ""), (at, -0.85),
+                    xytext=(-6 if right else 6, 0), textcoords="offset points", ha="right" if right else "left",
+                    va="top", color="#D55E00", fontsize=9)
+        handles.append(Patch(facecolor="#D55E00", label="where the run was stopped"))
+    ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.9)
+
+
+def _step_numbers(ax, segs: list[Segment], rows: list[str], end: float) -> None:
+    """Each step's number above its first bar, as many as fit without touching."""
+    starts: dict[int, float] = {}
+    for s in segs:
+        if s.step is not None and s.kind != "start-up":
+            starts.setdefault(s.step, s.start)
+    if not starts:
+        return
+    first_row = min(rows.index(s.row) for s in segs if s.step is not None)
+    gap, last = end * 0.018, None
+    for n, at in sorted(starts.items()):
+        if last is None or at - last >= gap:
+            ax.text(at, first_row - 0.37, str(n), ha="left", va="bottom", fontsize=7, color="#333333")
+            last = at
+    ax.text(min(starts.values()), first_row - 0.37, "step ", ha="right", va="bottom", fontsize=7, color="#333333")
+
+
+def _reward(ax, cert: dict) -> None:
+    points = rewards(cert)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("mean reward of the step's answers")
+    if not points:
+        ax.text(0.5, 0.5, "No step logged a reward.", ha="center", va="center", transform=ax.transAxes, fontsize=10)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    ax.plot(xs, ys, marker="o", markersize=4, color="#0072B2", label="reward per step", gid="reward-per-step")
+    ax.grid(color="#dddddd", linewidth=0.5)
+    ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
+    if len(xs) <= 24:
+        ax.set_xticks(xs)
+    j = judged(cert)
+    if j:
+        q = j["steps"]
+        ax.hlines(j["first"], xs[0] - 0.3, xs[min(q, len(xs)) - 1] + 0.3, colors="#555555", linestyles="--",
+                  label=f"mean of the first {_steps(q)}: {j['first']:.2f}")
+        ax.hlines(j["last"], xs[-min(q, len(xs))] - 0.3, xs[-1] + 0.3, colors="#009E73", linestyles="--",
+                  label=f"mean of the last {_steps(q)}: {j['last']:.2f}")
+        needed = j["first"] + j["margin"]
+        verdict = "reached" if j["passed"] else "not reached"
+        ax.axhline(needed, color="#D55E00", linestyle=":", linewidth=1,
+                   label=f"needed for a pass: first + {j['margin']:g} = {needed:.2f} ({verdict})"
+                   + ("" if j["required"] else "; reported only"))
+    ax.legend(loc="best", fontsize=8, framealpha=0.9)
+
+
+def _steps(n: int) -> str:
+    return "step" if n == 1 else f"{n} steps"
+
+
+def write(cert: dict, folder: Path) -> str | None:
+    """Draw the certificate's picture into `folder`; None when written, else why not (one line). The certificate
+    is written either way: a picture that cannot be drawn must never cost the certificate."""
+    try:
+        svg = draw(cert)
+    except ImportError as exc:
+        missing = exc.name or "matplotlib"
+        return (f"{missing} is not installed in {sys.executable}"
+                + ("" if missing == "matplotlib" else " (matplotlib needs it)")
+                + ": `pip install 'matplotlib>=3.6'` there draws it next time")
+    except Exception as exc:  # noqa: BLE001 — a certificate with a bug in its picture still beats none
+        return f"drawing it failed: {type(exc).__name__}: {exc}"
+    write_atomic(folder / FILE, svg)
+    return None
+
+
+if __name__ == "__main__":  # `python -m rocmkit.certify.picture CERTIFICATE.json PICTURE.svg`: redraw one
+    import json
+
+    source, dest = sys.argv[1:3]
+    write_atomic(dest, draw(json.loads(Path(source).read_text())))
