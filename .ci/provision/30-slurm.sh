@@ -13,6 +13,10 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
 fi
 "$work/venv/bin/python" -m pip install -q -e '.[slurm]'
 
+# The controller's port, and the two nodes' right above it: ROCMKIT_CI_SLURM_PORT moves them, so a developer's
+# own provisioned cluster and a fresh clone's CI check (docs/development.md) run side by side.
+ctld_port="${ROCMKIT_CI_SLURM_PORT:-16817}"
+node_port=$((ctld_port + 184))
 sock="$base/munge/run/munge.socket"
 if ! munge -S "$sock" -n >/dev/null 2>&1; then
   [ -f "$base/munge/munge.key" ] || mungekey --create --keyfile="$base/munge/munge.key"
@@ -26,7 +30,7 @@ conf="$base/etc/slurm.conf"
 cat > "$conf" <<CONF
 ClusterName=rocmkit
 SlurmctldHost=localhost
-SlurmctldPort=16817
+SlurmctldPort=$ctld_port
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$sock
@@ -47,15 +51,16 @@ ReturnToService=2
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-NodeName=n[1-2] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[17001-17002] CPUs=2 State=UNKNOWN
+NodeName=n[1-2] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$node_port-$((node_port + 1))] CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF="$conf"
 
 if ! scontrol ping 2>/dev/null | grep -q UP; then
   # A controller that does not answer to this munge key but holds the port belongs to another work folder.
-  if (exec 3<>/dev/tcp/127.0.0.1/16817) 2>/dev/null; then
-    echo "port 16817 is held by a Slurm controller of another ROCMKIT_CI_WORK: stop it (its pid file) first" >&2
+  if (exec 3<>/dev/tcp/127.0.0.1/"$ctld_port") 2>/dev/null; then
+    echo "port $ctld_port is held by a Slurm controller of another ROCMKIT_CI_WORK: stop it (its pid file)" \
+         "first, or give this one another port with ROCMKIT_CI_SLURM_PORT" >&2
     exit 1
   fi
   setsid nohup slurmctld -D -f "$conf" >"$base/log/slurmctld.out" 2>&1 < /dev/null &
