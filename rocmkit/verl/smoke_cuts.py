@@ -44,7 +44,7 @@ def cuts(*, backend: str, rollout: str, tensor_parallel: int, on_cpu: bool, roll
         out.append(Cut("no entropy compile in the actor and reference",
                        ("actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",
                         "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False"),
-                       "torch.compile of the entropy function (Inductor) in the first update",
+                       "Inductor compiles the entropy function in the first update",
                        "one compiled helper function; the update itself runs the same"))
     if not on_cpu and not rollout_graphs:  # the CPU rollout runs eager always (cpu requirement, overrides.py)
         # vllm/config/vllm.py:1061-1067 (vLLM 0.24): enforce_eager sets compilation mode NONE and cudagraph_mode
@@ -64,7 +64,7 @@ def cuts(*, backend: str, rollout: str, tensor_parallel: int, on_cpu: bool, roll
         # AsyncLLM, which verl's server runs, keeps its engine core in its own process either way.
         out.append(Cut("vLLM's model worker inside its engine process (uni executor)",
                        ("+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni",),
-                       "a separate worker process per GPU (distributed_executor_backend=mp)",
+                       "distributed_executor_backend=mp: a separate worker process per GPU",
                        "with one GPU per replica there is nothing to distribute; the same worker class, weight sync "
                        "and sleep mode run, in the engine's process",
                        env=(("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),) if on_cpu else ()))
@@ -73,7 +73,7 @@ def cuts(*, backend: str, rollout: str, tensor_parallel: int, on_cpu: bool, roll
         # waits for (transfer_queue/interface.py: init() gets each unit's address before the trainer is built)
         out.append(Cut("one TransferQueue storage unit instead of 8",
                        ("transfer_queue.backend.SimpleStorage.num_data_storage_units=1",),
-                       "8 storage units (8 Ray actor processes) started before the trainer",
+                       "8 storage units, 8 Ray actor processes the trainer waits for",
                        "a smoke run's batches are a few kilobytes; one unit holds them, and the same queue runs"))
     return out
 
