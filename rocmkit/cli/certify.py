@@ -66,8 +66,9 @@ def _values(enum) -> list[str]:
                    "The certificate records the choice and why.")
 @click.option("--rollout-graphs", is_flag=True,
               help="With --engine verl on GPUs: let the rollout engine compile and capture its CUDA/HIP graphs "
-                   "(verl's default). Without it the smoke run rolls out eager, which starts faster; the "
-                   "certificate records whether graphs were captured.")
+                   "(verl's default; --engine-defaults restores it too, with the other start-up cuts). Without it "
+                   "the smoke run rolls out eager, which starts faster; the certificate records whether graphs "
+                   "were captured.")
 @click.option("--engine-defaults", is_flag=True,
               help="With --engine verl: run verl, vLLM and TransferQueue with their own defaults, none of the smoke "
                    "run's start-up cuts (the actor's entropy compile, the eager rollout, vLLM's model worker in its "
