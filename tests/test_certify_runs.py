@@ -123,7 +123,8 @@ def _run(tmp_path: Path, model: Path, **kw) -> verl_overrides.VerlRun:
 @pytest.mark.parametrize("shape", [dict(), dict(gpus=2, n=4), dict(gpus=8, batch_size=16, n=8),
                                    dict(gpus=2, tensor_parallel=2), dict(gpus=8, tensor_parallel=4),
                                    dict(rollout="sglang"), dict(attn="sdpa", steps=20),
-                                   dict(attn="flash_attention_2", rollout_graphs=True), dict(gpus=0, attn="sdpa")])
+                                   dict(attn="flash_attention_2", rollout_graphs=True), dict(gpus=0, attn="sdpa"),
+                                   dict(engine_defaults=True), dict(gpus=0, engine_defaults=True)])
 def test_smoke_overrides_of_several_shapes_validate_against_verl(tmp_path, tiny_model, shape):
     need("verl")
     from rocmkit.verl.config_check import check

@@ -1,5 +1,5 @@
 """What a verl certification decides before and around its run, without running it: the actor's attention
-(--attn), the start-up overrides (--rollout-graphs), the allocator settings against vLLM's sleep-mode pool,
+(--attn), the start-up cuts (--rollout-graphs, --engine-defaults), the allocator settings against vLLM's sleep-mode pool,
 and what vLLM's log lines say about graphs and sleep. The real dry runs in the verl-cpu venv are in
 tests/test_certify_runs.py; the H100 documents are judged in tests/test_certify_h100.py."""
 
@@ -12,7 +12,8 @@ from rocmkit.verl import sleep_pool
 from rocmkit.verl import report as verl_report
 from rocmkit.certify.settings import Backend, Settings
 from rocmkit.certify.validate import validate as check
-from rocmkit.verl.overrides import VerlRun, environment, overrides
+from rocmkit.verl import smoke_cuts
+from rocmkit.verl.overrides import VerlRun, environment, overrides, startup_cuts
 from rocmkit.errors import UsageError
 
 NO_FA = {"flash_attn": None, "error": "ModuleNotFoundError: No module named 'flash_attn'", "transformers_fa2": False,
@@ -71,6 +72,7 @@ def test_the_chosen_attention_reaches_the_run_command():
     ({"backend": Backend.MEGATRON, "attn": "sdpa"}, "verl's FSDP actor"),
     ({"rollout_graphs": True, "gpus": 0}, "needs --engine verl and GPUs"),
     ({"rollout_graphs": True, "engine": "trl"}, "needs --engine verl and GPUs"),
+    ({"engine_defaults": True, "engine": "trl"}, "it needs --engine verl"),
 ])
 def test_attention_and_graph_options_refused_where_they_mean_nothing(kw, says):
     with pytest.raises(UsageError) as err:
@@ -78,21 +80,67 @@ def test_attention_and_graph_options_refused_where_they_mean_nothing(kw, says):
     assert says in err.value.message
 
 
-# ---- start-up: what a smoke run leaves out on GPUs ----
+# ---- start-up: what a smoke run changes to start faster, each named, all undone by --engine-defaults ----
 
-def test_eager_rollout_and_no_actor_compile_unless_graphs_are_asked_for():
-    run = dict(model_dir="/m", train_file="/t", val_file="/v", reward_file="/r", gpus=1)
-    eager = overrides(VerlRun(**run))
-    assert "actor_rollout_ref.rollout.enforce_eager=True" in eager
-    assert {"actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",
-            "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False"} <= set(eager)
-    graphs = overrides(VerlRun(**run, rollout_graphs=True))
-    assert "actor_rollout_ref.rollout.enforce_eager=False" in graphs and "enforce_eager=True" not in " ".join(graphs)
-    cpu = overrides(VerlRun(**{**run, "gpus": 0}))
-    keys = [o.lstrip("+").split("=")[0] for o in cpu]
-    assert len(keys) == len(set(keys)), "Hydra refuses a key given twice"
-    megatron = overrides(VerlRun(**run, backend="megatron"))
-    assert not any("fsdp_config" in o for o in megatron)  # Megatron's engine has no such switch
+RUN = dict(model_dir="/m", train_file="/t", val_file="/v", reward_file="/r", gpus=1)
+EAGER = "actor_rollout_ref.rollout.enforce_eager=True"
+UNI = "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni"
+ONE_UNIT = "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"
+NO_COMPILE = {"actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",
+              "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False"}
+
+
+def keys(ovs: list[str]) -> list[str]:
+    return [o.lstrip("+").split("=")[0] for o in ovs]
+
+
+def test_each_cut_is_an_override_that_engine_defaults_takes_back():
+    smoke, production = overrides(VerlRun(**RUN)), overrides(VerlRun(**RUN, engine_defaults=True))
+    assert {EAGER, UNI, ONE_UNIT} | NO_COMPILE <= set(smoke)
+    cuts = startup_cuts(VerlRun(**RUN))
+    assert set(smoke) - set(production) == {o for c in cuts for o in c.overrides}  # nothing else differs
+    assert set(production) <= set(smoke) and not startup_cuts(VerlRun(**RUN, engine_defaults=True))
+    assert all(c.restore[-1] == "--engine-defaults" for c in cuts)
+    assert [c.restore for c in cuts if EAGER in c.overrides] == [("--rollout-graphs", "--engine-defaults")]
+    graphs = overrides(VerlRun(**RUN, rollout_graphs=True))
+    assert "enforce_eager" not in " ".join(graphs) and UNI in graphs  # verl's default: compiled, graphs captured
+
+
+@pytest.mark.parametrize(("shape", "absent"), [
+    ({"tensor_parallel": 2, "gpus": 2}, UNI),  # a replica over two GPUs needs vLLM's multiprocessing executor
+    ({"rollout": "sglang"}, UNI),
+    ({"backend": "megatron"}, "fsdp_config"),  # Megatron's engine has no such switch
+])
+def test_cuts_apply_only_where_they_mean_something(shape, absent):
+    assert absent not in " ".join(overrides(VerlRun(**{**RUN, **shape})))
+
+
+@pytest.mark.parametrize("engine_defaults", [False, True])
+def test_the_cpu_run_keeps_what_it_needs_and_gives_no_key_twice(engine_defaults):
+    cpu = overrides(VerlRun(**{**RUN, "gpus": 0}, engine_defaults=engine_defaults))
+    assert len(keys(cpu)) == len(set(keys(cpu))), "Hydra refuses a key given twice"
+    assert EAGER in cpu and ONE_UNIT in cpu  # requirements of the CPU build, not smoke cuts
+    assert (UNI in cpu) is not engine_defaults
+    # vLLM's CPU platform turns `uni` back into `mp` unless this is 0 (vllm/platforms/cpu.py)
+    env = environment(VerlRun(**{**RUN, "gpus": 0}, engine_defaults=engine_defaults), "/m.jsonl")
+    assert (env.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0") is not engine_defaults
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in environment(VerlRun(**RUN), "/m.jsonl")  # GPUs keep uni as asked
+
+
+def test_the_certificate_names_each_cut_and_the_option_that_restores_it():
+    from rocmkit.certify.engines.verl import Verl
+
+    fields = Verl().settings_fields(Settings(engine="verl", gpus=1))
+    assert [c["name"] for c in fields["smoke_cuts"]] == [c.name for c in startup_cuts(VerlRun(**RUN))]
+    md = "\n".join(smoke_cuts.markdown(fields["smoke_cuts"]))
+    assert "## Settings changed for a fast smoke test" in md
+    for cut in fields["smoke_cuts"]:
+        line = next(x for x in md.splitlines() if x.startswith(f"- {cut['name']}:"))
+        assert all(f"`{o}`" in line for o in cut["overrides"]) and "`--engine-defaults`" in line
+    assert "`--rollout-graphs` or `--engine-defaults`" in md
+    production = Verl().settings_fields(Settings(engine="verl", gpus=1, engine_defaults=True))
+    assert production["smoke_cuts"] == [] and smoke_cuts.markdown(production["smoke_cuts"]) == []
+    assert smoke_cuts.markdown(None) == []  # a certificate from before the cuts were recorded
 
 
 # ---- the sleep-mode pool ----

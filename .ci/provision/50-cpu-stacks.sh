@@ -66,6 +66,10 @@ done
 # The three venvs (CI's own and the two stacks') hold the same torch, vllm and friends: link identical files
 # to one copy (util-linux's hardlink; -t: mtimes may differ, modes and owners must not). About 4 GB less on
 # disk. pip replaces files by unlink and rename, never in place, so one venv's install cannot change another's.
+# Sources (.py) stay each venv's own: a linked source takes the other venv's mtime, and Python then finds this
+# venv's bytecode stale (its .pyc records the mtime the source had at install) and compiles the module again in
+# every process, since CI's environment sets PYTHONDONTWRITEBYTECODE=1 (a verl CPU run starts about ten such
+# processes; torch, vLLM and verl are ~3,900 modules: `import vllm.entrypoints.llm` took 31 s stale, 15 s not).
 if command -v hardlink >/dev/null; then
-  hardlink -t "$work/venv" "$work/venv-verl-cpu" "$work/venv-trl-cpu" | grep -E '^(Linked|Saved)' || true
+  hardlink -t -x '\.py$' "$work/venv" "$work/venv-verl-cpu" "$work/venv-trl-cpu" | grep -E '^(Linked|Saved)' || true
 fi

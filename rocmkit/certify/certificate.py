@@ -18,6 +18,7 @@ from pathlib import PurePath
 
 from .. import __version__, archs
 from ..output import document
+from ..verl import smoke_cuts
 from . import engines
 from . import metrics as m
 from .judge import Verdict
@@ -185,4 +186,5 @@ def markdown(cert: dict) -> str:
     gpus = cert["host"].get("gpus") or []
     lines += ["", f"Host: {len(gpus)} AMD GPU(s) in the KFD topology" + (f" ({gpus[0].get('product')})" if gpus else "")
               + f"; ROCm {cert['host'].get('rocm') or 'n/a'}."]
+    lines += smoke_cuts.markdown(cert["settings"].get("smoke_cuts"))  # what a smoke run changed to start faster
     return "\n".join(lines) + "\n"

@@ -66,8 +66,14 @@ def _values(enum) -> list[str]:
                    "The certificate records the choice and why.")
 @click.option("--rollout-graphs", is_flag=True,
               help="With --engine verl on GPUs: let the rollout engine compile and capture its CUDA/HIP graphs "
-                   "(verl's default). Without it the smoke run rolls out eager, which starts faster; the "
-                   "certificate records whether graphs were captured.")
+                   "(verl's default; --engine-defaults restores it too, with the other start-up cuts). Without it "
+                   "the smoke run rolls out eager, which starts faster; the certificate records whether graphs "
+                   "were captured.")
+@click.option("--engine-defaults", is_flag=True,
+              help="With --engine verl: run verl, vLLM and TransferQueue with their own defaults, none of the smoke "
+                   "run's start-up cuts (the actor's entropy compile, the eager rollout, vLLM's model worker in its "
+                   "engine process, one TransferQueue storage unit): certifies exactly what a production job starts, "
+                   "slower. Without it the certificate names each cut and the option that restores it.")
 @click.option("--vllm-mode", type=click.Choice(_values(VllmMode)), default=D.vllm_mode,
               help="With --engine trl: generate with vLLM. server: `trl vllm-serve` on the first GPU and the trainer "
                    "under `accelerate launch` on the others (--gpus 2 or more; --gpus 0: both on the CPU, the server "
@@ -100,7 +106,7 @@ def _values(enum) -> list[str]:
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, out, force, require_learning, size,
-            rollout, rollout_tp, backend, tp, pp, attn, rollout_graphs, vllm_mode, zero, timeout, stall_timeout, no_probes, progress,
+            rollout, rollout_tp, backend, tp, pp, attn, rollout_graphs, engine_defaults, vllm_mode, zero, timeout, stall_timeout, no_probes, progress,
             dry_run, tune_file, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
@@ -139,7 +145,7 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
                  rollout_tp=rollout_tp,
                  timeout=timeout, stall_timeout=stall_timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
                  backend=Backend(backend), tp=tp, pp=pp, vllm_mode=VllmMode(vllm_mode) if vllm_mode else None,
-                 zero=zero, attn=attn, rollout_graphs=rollout_graphs, miles_dir=miles_dir)
+                 zero=zero, attn=attn, rollout_graphs=rollout_graphs, engine_defaults=engine_defaults, miles_dir=miles_dir)
     with Display("certify", progress) as display:
         outcome = run_certify(s, display)
     if outcome.plan is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import sleep_pool
+from . import sleep_pool, smoke_cuts
 
 CPU_PLATFORM_MODULE = "rocmkit.verl.cpu_platform"
 
@@ -30,6 +30,7 @@ class VerlRun:
     train_pp: int = 1
     attn: str | None = None  # the actor's and reference's attention (attention.py decides); None: verl's default
     rollout_graphs: bool = False  # the rollout's compile and CUDA/HIP graphs (certify --rollout-graphs)
+    engine_defaults: bool = False  # none of the smoke run's start-up cuts (certify --engine-defaults; smoke_cuts.py)
     ray_temp_dir: str | None = None  # a short path: Ray's socket paths must stay under 107 bytes
 
     @property
@@ -95,17 +96,14 @@ def attention_overrides(attn: str | None) -> list[str]:
     return out + (["actor_rollout_ref.model.use_remove_padding=False"] if attn == "sdpa" else [])
 
 
+def startup_cuts(r: VerlRun) -> list[smoke_cuts.Cut]:
+    """What a smoke run does not need at start-up (smoke_cuts.py names each, with the option that restores it)."""
+    return smoke_cuts.cuts(backend=r.backend, rollout=r.rollout, tensor_parallel=r.tensor_parallel,
+                           on_cpu=r.on_cpu, rollout_graphs=r.rollout_graphs, engine_defaults=r.engine_defaults)
+
+
 def startup_overrides(r: VerlRun) -> list[str]:
-    """What a smoke run does not need at start-up (verl 0.9.1 keys). The FSDP engine compiles its entropy
-    function when fsdp_config.use_torch_compile (verl/workers/engine/fsdp/transformer_impl.py:183-187; the
-    actor's top-level use_torch_compile is not what that engine reads). The rollout's enforce_eager turns off
-    both vLLM's torch.compile and its CUDA/HIP graphs (vllm/config/vllm.py:1061-1067 in vLLM 0.24.0), and
-    SGLang's graphs (disable_cuda_graph). --rollout-graphs keeps verl's default: compiled, graphs captured."""
-    out = []
-    if r.backend == "fsdp":
-        out += ["actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",
-                "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False"]
-    return out + [f"actor_rollout_ref.rollout.enforce_eager={not r.rollout_graphs}"]
+    return smoke_cuts.overrides(startup_cuts(r))
 
 
 def megatron_overrides(r: VerlRun) -> list[str]:
@@ -136,6 +134,7 @@ def cpu_overrides() -> list[str]:
     """What verl 0.9.1 needs on a CPU (research/verl-cpu.md; the ones marked required there are why each exists)."""
     return [
         "trainer.device=cpu",
+        "actor_rollout_ref.rollout.enforce_eager=True",  # vLLM's CPU build: no graphs (--rollout-graphs is refused)
         "actor_rollout_ref.actor.strategy=fsdp2",  # FSDP1 refuses CPU parameters
         "actor_rollout_ref.ref.strategy=fsdp2",
         "+actor_rollout_ref.rollout.enable_sleep_mode=False",  # sleep mode needs the GPU's virtual memory API
@@ -179,4 +178,5 @@ def environment(r: VerlRun, metrics_file: str) -> dict[str, str]:
         # capture, what sleep mode freed
         env["VLLM_LOGGING_LEVEL"] = "INFO"
     env.update(sleep_pool.environment(r.rollout, r.on_cpu))
+    env.update(smoke_cuts.environment(startup_cuts(r)))
     return env

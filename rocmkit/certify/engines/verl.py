@@ -13,6 +13,7 @@ from ...stall import frdump, testhook
 from ...verl import attention
 from ...verl import overrides as verl_overrides
 from ...verl import report as verl_report
+from ...verl import smoke_cuts
 from ...verl import target_steps
 from ..judge import check as judge_check
 from ..settings import Backend, Rollout, Settings
@@ -45,7 +46,7 @@ class MainPpo(ClusterJob):
 
 class Verl(BuiltinTask):
     name = "verl"
-    options = ("rollout", "rollout_tp", "backend", "tp", "pp", "attn", "rollout_graphs", "tune")
+    options = ("rollout", "rollout_tp", "backend", "tp", "pp", "attn", "rollout_graphs", "engine_defaults", "tune")
     extra = "verl"
     first_phase = "starting Ray"
     cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"))
@@ -78,6 +79,9 @@ class Verl(BuiltinTask):
         if s.rollout_graphs:
             raise UsageError("--rollout-graphs compiles verl's rollout and captures its CUDA/HIP graphs: it needs "
                              "--engine verl and GPUs", hint="add --engine verl, or leave out --rollout-graphs")
+        if s.engine_defaults:
+            raise UsageError("--engine-defaults undoes verl's start-up cuts: it needs --engine verl",
+                             hint="add --engine verl, or leave out --engine-defaults")
         if s.backend is not Backend.FSDP:
             raise UsageError(f"--backend {s.backend.value} is verl's Megatron actor: it needs --engine verl")
         if (s.tp, s.pp) != (1, 1):
@@ -93,7 +97,11 @@ class Verl(BuiltinTask):
         return {**super().settings_fields(s), "rollout": s.rollout.value, "rollout_tp": s.rollout_tp,
                 "backend": s.backend.value,
                 "megatron": {"tp": s.tp, "pp": s.pp} if s.backend is Backend.MEGATRON else None,
-                "attn": s.attn, "rollout_graphs": s.rollout_graphs}
+                "attn": s.attn, "rollout_graphs": s.rollout_graphs, "engine_defaults": s.engine_defaults,
+                # what the smoke run changed from the stack's defaults to start faster, each with its restoring option
+                "smoke_cuts": smoke_cuts.records(smoke_cuts.cuts(
+                    backend=s.backend.value, rollout=s.rollout.value, tensor_parallel=s.rollout_tp, on_cpu=s.on_cpu,
+                    rollout_graphs=s.rollout_graphs, engine_defaults=s.engine_defaults))}
 
     # ---- the target ----
 
@@ -105,7 +113,8 @@ class Verl(BuiltinTask):
             reward_file=str(ws.reward_file), gpus=s.gpus, steps=s.steps, rollout=s.rollout.value, lr=VERL_LR[size],
             max_response_length=VERL_RESPONSE_TOKENS["builtin" if s.data is None else "user"],
             ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}", backend=s.backend.value, train_tp=s.tp,
-            train_pp=s.pp, rollout_graphs=s.rollout_graphs, tensor_parallel=s.rollout_tp)
+            train_pp=s.pp, rollout_graphs=s.rollout_graphs, tensor_parallel=s.rollout_tp,
+            engine_defaults=s.engine_defaults)
 
     def required_modules(self, s: Settings) -> list[str]:
         return (BASE_MODULES + ["verl", "hydra", "ray", s.rollout.value]
