@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 from provisioned import provisioned
-from test_certify_stall import _leftovers
+from test_certify_stall import TAG, _leftovers
 
 DATA = Path(__file__).resolve().parent / "data" / "stall"
 STALL_S, WITHIN_S = 30, 90
@@ -42,7 +42,7 @@ def _certify(python: str, out: Path, engine: str, *extra: str, env: dict, stall_
             "--stall-timeout", str(stall_s), "--out", str(out), "--json", *extra]
     err = open(out.parent / f"{out.name}.stderr", "w")  # a file: a full pipe would stall certify itself
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True,
-                            env={**os.environ, "CI": "true", **env})
+                            env={**os.environ, "CI": "true", TAG: str(out), **env})  # tags its processes
 
 
 def _wait_for(log: Path, pattern: str, child: subprocess.Popen, limit_s: float = 900) -> re.Match:
@@ -67,7 +67,7 @@ def _finish(child: subprocess.Popen, hung_at: float, out: Path, started: float, 
     took = time.monotonic() - hung_at
     assert child.returncode == 1, (out.parent / f"{out.name}.stderr").read_text()[-3000:]
     assert took <= within_s, f"certify ended {took:.0f} s after the hang"
-    assert _leftovers(started, out) == []
+    assert _leftovers(started, out, str(out)) == []
     cert = json.loads(stdout)
     report = cert["run"]["stall_report"]
     DATA.mkdir(parents=True, exist_ok=True)  # kept for the cheap tests below and the docs
