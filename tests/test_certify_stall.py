@@ -136,13 +136,14 @@ def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, e
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 def test_trl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path):
     need("trl")
     freeze_after_first_step(sys.executable, tmp_path / "c", "trl", "--host")
 
 
 @pytest.mark.slow
-def test_verl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path):
+def test_verl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path, ray_host):
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")
     home = tmp_path / "home"  # Ray's token must not land in this user's home

@@ -80,7 +80,7 @@ def _finish(child: subprocess.Popen, hung_at: float, out: Path, started: float, 
 
 @pytest.mark.slow
 @hang_tests
-def test_verl_hung_in_its_weight_sync_names_the_stopped_rollout(tmp_path):
+def test_verl_hung_in_its_weight_sync_names_the_stopped_rollout(tmp_path, ray_host):
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")
     home = tmp_path / "home"  # Ray's token must not land in this user's home
@@ -93,6 +93,7 @@ def test_verl_hung_in_its_weight_sync_names_the_stopped_rollout(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 @hang_tests
 def test_trl_server_that_never_answers_is_named(tmp_path):
     python = provisioned("ROCMKIT_TRL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the trl-cpu venv",
