@@ -26,6 +26,13 @@ def _pid_namespace(proc: Path) -> str | None:
         return None
 
 
+def in_this_pid_namespace(pid: int) -> bool:
+    """Whether the process runs beside the tests, not inside a container (its own pid namespace): unreadable
+    counts as beside."""
+    theirs = _pid_namespace(Path(f"/proc/{pid}"))
+    return theirs is None or theirs == _pid_namespace(Path("/proc/self"))
+
+
 def ray_processes() -> list[str]:
     """Ray's daemons in this process's pid namespace: a certify run in a container (a test of the `docker` xdist
     group, beside this one) has Ray of its own in its own namespace, which /proc shows too."""

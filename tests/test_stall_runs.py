@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 from provisioned import provisioned
+from rayhost import in_this_pid_namespace
 from test_certify_stall import _leftovers
 
 DATA = Path(__file__).resolve().parent / "data" / "stall"
@@ -104,7 +105,7 @@ def test_trl_server_that_never_answers_is_named(tmp_path):
     # the server trl_launch started: on the CPU, vLLM's OpenAI server with the weights through a file
     # (certify/intarget/file_weights.py); TRL's `vllm-serve` (or rocmkit's CPU wrapper of it) elsewhere
     server = next(p for p in psutil.process_iter(["cmdline", "create_time"])
-                  if p.info["create_time"] >= started - 1
+                  if p.info["create_time"] >= started - 1 and in_this_pid_namespace(p.pid)  # not a container's
                   and re.search(r"vllm_cpu_serve|vllm-serve|vllm\.entrypoints", " ".join(p.info["cmdline"] or [])))
     server.send_signal(signal.SIGSTOP)
     cert = _finish(child, time.monotonic(), out, started, "trl-server", within_s=TRL_WITHIN_S)
