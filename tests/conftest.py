@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+import xdistgroups
 from provisioned import provisioned
 from rayhost import one_cluster_at_a_time
-from xdistgroups import group_items
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
@@ -67,6 +68,25 @@ def pytest_addoption(parser, pluginmanager):
         group.addoption("--dist", dest="dist", default="no", help="ignored: pytest-xdist is not loaded")
 
 
+class _XdistGroups:
+    """The controller's side of tests/xdistgroups.py: a folder where the workers write their groups, and the
+    scheduler that reads them. A plugin object registered only with xdist loaded (its hooks are xdist's)."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+
+    def pytest_configure_node(self, node):
+        node.workerinput["rocmkit_xdistgroups"] = self.folder
+
+    def pytest_xdist_make_scheduler(self, config, log):
+        if config.getvalue("dist") == "loadgroup":
+            return xdistgroups.scheduler(config, log, self.folder)
+        return None
+
+    def pytest_unconfigure(self, config):
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 def pytest_configure(config):
     if not config.pluginmanager.has_plugin("xdist"):
         config.addinivalue_line("markers", "xdist_group(name): the pytest-xdist group (inert without it)")
@@ -74,6 +94,7 @@ def pytest_configure(config):
         # loadgroup hands out whole groups in the order collected, which group_items sets (the longest
         # shared groups first); xdist's default reorder by test count would start the long groups late.
         config.option.loadscopereorder = False
+        config.pluginmanager.register(_XdistGroups(tempfile.mkdtemp(prefix="rocmkit-xdistgroups-")))
 
 
 def pytest_report_header(config):
@@ -96,7 +117,10 @@ def pytest_collection_modifyitems(config, items):
                         raise pytest.UsageError(f"ROCMKIT_REQUIRE_{marker.upper()}=1 but {cache[marker]}")
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
     # Under xdist each worker collects and groups; every worker must reach the same order, and does (pure).
-    items[:] = group_items(items, reorder=hasattr(config, "workerinput"))
+    worker = getattr(config, "workerinput", None)
+    items[:], groups = xdistgroups.group_items(items, reorder=worker is not None)
+    if worker and "rocmkit_xdistgroups" in worker:
+        xdistgroups.write(worker["rocmkit_xdistgroups"], worker["workerid"], groups)
 
 
 @pytest.fixture

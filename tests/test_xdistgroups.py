@@ -1,7 +1,11 @@
 """The pytest-xdist groups (tests/xdistgroups.py): decided from the markers and fixtures a test declares, on
-plain data, and on a real collection of small test files written here (pytester, in this process: seconds)."""
+plain data, on a real collection of a small test file written here (pytester, in this process), and on a real
+two-worker run with this suite's own conftest (seconds)."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 import xdistgroups as xg
@@ -45,7 +49,7 @@ def ray_host():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    items[:] = group_items(items, reorder=True)
+    items[:], _ = group_items(items, reorder=True)
 
 def pytest_collection_finish(session):
     for item in session.items:
@@ -93,3 +97,57 @@ def test_a_real_collection_groups_by_markers_and_fixture_closure_and_orders_the_
     got = [line.split()[1:] for line in r.outlines if line.startswith("GROUP ")]
     assert got == [["test_starts_ray_through_a_fixture", "engines"], ["test_submits", "engines"],
                    ["test_builds", "docker"], ["test_uses_the_tree", "module:test_m.py"], ["test_free", "-"]]
+
+
+RECORDING = '''
+import os
+from pathlib import Path
+
+import pytest
+
+OUT = Path(os.environ["XDIST_GROUPS_OUT"])
+
+
+@pytest.fixture(scope="module")
+def tree():
+    return 1
+
+
+def record(name):
+    (OUT / name).write_text(os.environ["PYTEST_XDIST_WORKER"])
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("i", range(4))
+def test_engine(i):
+    record(f"engines-{i}")
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_tree(i, tree):
+    record(f"module-{i}")
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_free(i):
+    record(f"free-{i}")
+'''
+
+
+def test_two_workers_run_each_group_on_one_worker(pytester, tmp_path, monkeypatch):
+    """What pytest-xdist 3.8 under pytest 9.2 did not do with its own xdist_group marker (its issue 1386)."""
+    pytest.importorskip("xdist")
+    tests = Path(__file__).resolve().parent
+    pytester.makeconftest((tests / "conftest.py").read_text())
+    pytester.makepyfile(test_rec=RECORDING)
+    pytester.makeini("[pytest]\nmarkers =\n    engine: e\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setenv("XDIST_GROUPS_OUT", str(out))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tests), os.environ.get("PYTHONPATH")) if p))
+    r = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-q")
+    assert r.ret == 0, r.stdout.str()[-3000:]
+    ran = {p.name: p.read_text() for p in out.iterdir()}
+    assert len(ran) == 16
+    for group in ("engines", "module"):
+        assert len({w for name, w in ran.items() if name.startswith(group)}) == 1, ran

@@ -15,9 +15,19 @@ declaration that makes it skip where the thing is missing; there is no list of t
   tree, a wheel, a built site), so it is made once, on one worker, not once on each.
 
 Under xdist the groups also come first, longest first (`order`): the scheduler hands out whole groups in the order
-collected, and a long group started last would be the run's tail."""
+collected, and a long group started last would be the run's tail.
+
+The groups reach xdist's scheduler through a file, not through xdist's own `xdist_group` marker: pytest-xdist 3.8
+marks a group by appending `@group` to the test's node id, which pytest 9.2's structured node ids ignore, so
+`--dist loadgroup` silently stopped grouping there (https://github.com/pytest-dev/pytest-xdist/issues/1386). Each
+worker writes the groups it collected (`write`); the scheduler (`scheduler`) reads them. The marker is still set,
+for xdist versions and reports that read it."""
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -71,16 +81,51 @@ def _has_module_fixture(item) -> bool:
     return False
 
 
-def group_items(items: list, reorder: bool) -> list:
-    """Mark each item with its xdist_group; with `reorder`, the items sorted by `order` (stable)."""
-    ranked = []
+def group_items(items: list, reorder: bool) -> tuple[list, dict[str, str]]:
+    """Mark each item with its xdist_group; the items (with `reorder`, sorted by `order`, stable) and the group of
+    each grouped test by node id."""
+    ranked, groups = [], {}
     for item in items:
         markers = {m.name for m in item.iter_markers()}
         fixtures = set(getattr(item, "fixturenames", ()))
         group = decide(markers, fixtures, item.nodeid.split("::", 1)[0], _has_module_fixture(item))
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+            groups[item.nodeid] = group
         ranked.append((order(group), item))
-    if not reorder:
-        return items
-    return [item for _, item in sorted(ranked, key=lambda pair: pair[0])]
+    if reorder:
+        items = [item for _, item in sorted(ranked, key=lambda pair: pair[0])]
+    return items, groups
+
+
+def write(folder: str, worker: str, groups: dict[str, str]) -> None:
+    """A worker's groups, for the scheduler (atomically: the scheduler reads once every worker has collected)."""
+    path = Path(folder) / f"{worker}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(groups))
+    os.replace(tmp, path)
+
+
+def read(folder: str) -> dict[str, str]:
+    """The groups a worker wrote (every worker collects the same tests; xdist checks that before scheduling)."""
+    for path in sorted(Path(folder).glob("*.json")):
+        return json.loads(path.read_text())
+    return {}
+
+
+def scheduler(config, log, folder: str):
+    """xdist's loadgroup scheduler, its groups read from the workers' files: a test's scope is its group, and a
+    test in none is a scope of its own, as in loadgroup."""
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FileGroupScheduling(LoadGroupScheduling):
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:  # first asked once every worker's collection is in (schedule())
+                self._groups = read(folder)
+            # xdist itself may have appended "@group" (pytest before 9.2): the file knows the id without it
+            plain = nodeid if nodeid in self._groups else nodeid.rsplit("@", 1)[0]
+            return self._groups.get(plain) or super()._split_scope(nodeid)
+
+    return FileGroupScheduling(config, log)
