@@ -1,14 +1,19 @@
-"""Shared test setup: markers skip with a reason where the real component is absent."""
+"""Shared test setup: markers skip with a reason where the real component is absent, and tests that share
+something on this machine (the Docker engine, the Slurm cluster, Ray, a training engine's CPU) run in one
+pytest-xdist group, one after another, while the rest run in parallel (docs/development.md)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+import xdistgroups
 from provisioned import provisioned
+from rayhost import one_cluster_at_a_time
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
@@ -52,6 +57,53 @@ def _chromium_ready() -> str | None:
 _CHECKS = {"docker": _docker_ready, "slurm": _slurm_ready, "gpu": _gpu_ready, "chromium": _chromium_ready}
 
 
+def pytest_addoption(parser, pluginmanager):
+    if not pluginmanager.has_plugin("xdist"):
+        # pyproject's addopts ask for `-n auto --dist loadgroup`: without pytest-xdist (not installed, or
+        # `-p no:xdist`) take those options and run one test at a time instead of failing on them.
+        group = parser.getgroup("xdist", "without pytest-xdist: the tests run one at a time")
+        # _addoption: pytest keeps lowercase short options for itself and plugins; xdist registers -n the same way
+        group._addoption("-n", "--numprocesses", dest="numprocesses", default=None, metavar="N",
+                        help="ignored: pytest-xdist is not loaded (pip install -e '.[test]')")
+        group.addoption("--dist", dest="dist", default="no", help="ignored: pytest-xdist is not loaded")
+
+
+class _XdistGroups:
+    """The controller's side of tests/xdistgroups.py: a folder where the workers write their groups, and the
+    scheduler that reads them. A plugin object registered only with xdist loaded (its hooks are xdist's)."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+
+    def pytest_configure_node(self, node):
+        node.workerinput["rocmkit_xdistgroups"] = self.folder
+
+    def pytest_xdist_make_scheduler(self, config, log):
+        if config.getvalue("dist") == "loadgroup":
+            return xdistgroups.scheduler(config, log, self.folder)
+        return None
+
+    def pytest_unconfigure(self, config):
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def pytest_configure(config):
+    if not config.pluginmanager.has_plugin("xdist"):
+        config.addinivalue_line("markers", "xdist_group(name): the pytest-xdist group (inert without it)")
+    elif config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput"):
+        # loadgroup hands out whole groups in the order collected, which group_items sets (the longest
+        # shared groups first); xdist's default reorder by test count would start the long groups late.
+        config.option.loadscopereorder = False
+        config.pluginmanager.register(_XdistGroups(tempfile.mkdtemp(prefix="rocmkit-xdistgroups-")))
+
+
+def pytest_report_header(config):
+    if not config.pluginmanager.has_plugin("xdist"):
+        return "pytest-xdist is not loaded: the tests run one at a time (pip install -e '.[test]' runs them in parallel)"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group markers set here
 def pytest_collection_modifyitems(config, items):
     cache: dict[str, str | None] = {}
     for item in items:
@@ -64,6 +116,11 @@ def pytest_collection_modifyitems(config, items):
                         # CI provisions the real component: its absence there is a failure, not a skip.
                         raise pytest.UsageError(f"ROCMKIT_REQUIRE_{marker.upper()}=1 but {cache[marker]}")
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
+    # Under xdist each worker collects and groups; every worker must reach the same order, and does (pure).
+    worker = getattr(config, "workerinput", None)
+    items[:], groups = xdistgroups.group_items(items, reorder=worker is not None)
+    if worker and "rocmkit_xdistgroups" in worker:
+        xdistgroups.write(worker["rocmkit_xdistgroups"], worker["workerid"], groups)
 
 
 @pytest.fixture
@@ -79,6 +136,15 @@ def find_tool():
         return found
 
     return find
+
+
+@pytest.fixture
+def ray_host():
+    """The test starts Ray on this host (a Slurm job's `ray start`, verl's own ray.init): Ray's head and agent
+    ports are fixed and its daemons are looked for on the whole host, so such tests take turns (a lock file,
+    across processes too) and run in the `engines` xdist group (tests/xdistgroups.py)."""
+    with one_cluster_at_a_time():
+        yield
 
 
 @pytest.fixture(scope="session")

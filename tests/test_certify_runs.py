@@ -40,6 +40,7 @@ def tiny_model(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 def test_trl_on_cpu_certifies_the_builtin_default(tmp_path):
     need("trl")
     out = tmp_path / "cert"
@@ -87,6 +88,7 @@ def _corrupt(model_dir: Path, dest: Path, how: str) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 def test_a_nan_model_fails_the_certificate(tmp_path, tiny_model):
     broken = _corrupt(tiny_model, tmp_path / "nan", "nan")
     r = certify("--host", "--gpus", "0", "--steps", "4", "--model", str(broken), "--out", str(tmp_path / "c"), "--json")
@@ -97,6 +99,7 @@ def test_a_nan_model_fails_the_certificate(tmp_path, tiny_model):
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 def test_a_run_that_runs_but_does_not_learn_fails(tmp_path, tiny_model):
     stuck = _corrupt(tiny_model, tmp_path / "stuck", "stuck")
     r = certify("--host", "--gpus", "0", "--steps", "6", "--model", str(stuck), "--require-learning",
@@ -239,7 +242,7 @@ def test_a_tuned_plan_is_checked_by_the_targets_verl(tmp_path):
 
 
 @pytest.mark.slow
-def test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default(tmp_path):
+def test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default(tmp_path, ray_host):
     out = tmp_path / "cert"
     home = tmp_path / "home"
     home.mkdir()

@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 from provisioned import provisioned
+from rayhost import in_this_pid_namespace
 from test_certify_runs import need
 
 STALL_S = 30
@@ -28,7 +29,8 @@ def _trainer(engine: str, started: float, tag: str) -> psutil.Process | None:
     loop drives every step. Several processes carry the mark in their command line: TRL's `accelerate launch`
     wrapper, and any child the trainer forks (for an instant before it execs, or for a short job) — those come
     and go. The trainer is the one that has done the work: the most CPU time. Those carrying the run's tag first
-    (not another job's trainer on this busy machine); in a container none carries it."""
+    (not another job's trainer on this busy machine); in a container none carries it, and a process of this
+    host's pid namespace without it is another run's."""
     mark = "rocmkit.certify.intarget.trl_run" if engine == "trl" else "TaskRunner"
     found = []
     for p in psutil.process_iter(["cmdline", "create_time", "cpu_times", "status"]):
@@ -41,6 +43,8 @@ def _trainer(engine: str, started: float, tag: str) -> psutil.Process | None:
                     ours = p.environ().get(TAG) == tag
                 except psutil.AccessDenied:
                     ours = False
+                if not ours and in_this_pid_namespace(p.pid):
+                    continue  # another run's trainer on this host (a test beside this one, under xdist)
                 found.append((ours, p.info["cpu_times"].user + p.info["cpu_times"].system, p))
         except (psutil.Error, TypeError, IndexError, AttributeError):
             continue
@@ -136,13 +140,14 @@ def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, e
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 def test_trl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path):
     need("trl")
     freeze_after_first_step(sys.executable, tmp_path / "c", "trl", "--host")
 
 
 @pytest.mark.slow
-def test_verl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path):
+def test_verl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path, ray_host):
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")
     home = tmp_path / "home"  # Ray's token must not land in this user's home

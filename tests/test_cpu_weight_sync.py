@@ -28,6 +28,7 @@ def run(mode: str, *args: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 def test_the_shared_memory_receiver_hands_over_copies_and_always_finishes_the_exchange():
     fixed = run("receiver")
     # a consumer that keeps what it got (as vLLM's loader may) keeps the right values, and nothing hangs
@@ -47,6 +48,7 @@ def test_the_shared_memory_receiver_hands_over_copies_and_always_finishes_the_ex
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 def test_vllm_cpu_keeps_loadable_weights_and_two_real_syncs_load_them(tmp_path):
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")

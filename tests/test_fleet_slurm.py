@@ -17,17 +17,10 @@ from pathlib import Path
 
 import pytest
 from fleetgen import node_spec
-from rayhost import one_cluster_at_a_time
 
 from treegen import write_tree
 
-pytestmark = [pytest.mark.slurm]
-
-
-@pytest.fixture(autouse=True)
-def _one_cluster_at_a_time():
-    with one_cluster_at_a_time():
-        yield
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("ray_host")]
 
 
 @pytest.fixture(scope="module")

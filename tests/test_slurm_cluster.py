@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from rayhost import one_cluster_at_a_time, ray_processes
+from rayhost import ray_processes
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("ray_host")]
 
 DRIVER = '''
 import os, sys, time, ray
@@ -41,12 +41,6 @@ if os.environ.get("WAIT_FOR_STALL_REPORT"):  # the job runs past --stall-report-
     print("driver: the stall reports are written, the job runs on")
 sys.exit(0 if names == sorted(sys.argv[1:]) else 3)
 '''
-
-
-@pytest.fixture(autouse=True)
-def _one_cluster_at_a_time():
-    with one_cluster_at_a_time():
-        yield
 
 
 def submit(tmp_path: Path, join_timeout: int, env_extra: dict | None = None,

@@ -17,20 +17,14 @@ import time
 from pathlib import Path
 
 import pytest
-from rayhost import one_cluster_at_a_time, ray_processes
+from rayhost import ray_processes
 
 from rocmkit.host.facts import kernlog
 from treegen import HEALTHY_KMSG, HostSpec, format_records, healthy_ports, healthy_process, write_tree
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("ray_host")]
 
 FAULT = "amdgpu 0000:05:00.0: amdgpu: GPU reset(2) failed"
-
-
-@pytest.fixture(autouse=True)
-def _one_cluster_at_a_time():
-    with one_cluster_at_a_time():
-        yield
 
 
 def shim(bindir: Path, name: str, body: str) -> None:

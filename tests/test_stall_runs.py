@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 from provisioned import provisioned
+from rayhost import in_this_pid_namespace
 from test_certify_stall import TAG, _leftovers
 
 DATA = Path(__file__).resolve().parent / "data" / "stall"
@@ -80,7 +81,7 @@ def _finish(child: subprocess.Popen, hung_at: float, out: Path, started: float, 
 
 @pytest.mark.slow
 @hang_tests
-def test_verl_hung_in_its_weight_sync_names_the_stopped_rollout(tmp_path):
+def test_verl_hung_in_its_weight_sync_names_the_stopped_rollout(tmp_path, ray_host):
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")
     home = tmp_path / "home"  # Ray's token must not land in this user's home
@@ -93,6 +94,7 @@ def test_verl_hung_in_its_weight_sync_names_the_stopped_rollout(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 @hang_tests
 def test_trl_server_that_never_answers_is_named(tmp_path):
     python = provisioned("ROCMKIT_TRL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the trl-cpu venv",
@@ -103,7 +105,7 @@ def test_trl_server_that_never_answers_is_named(tmp_path):
     # the server trl_launch started: on the CPU, vLLM's OpenAI server with the weights through a file
     # (certify/intarget/file_weights.py); TRL's `vllm-serve` (or rocmkit's CPU wrapper of it) elsewhere
     server = next(p for p in psutil.process_iter(["cmdline", "create_time"])
-                  if p.info["create_time"] >= started - 1
+                  if p.info["create_time"] >= started - 1 and in_this_pid_namespace(p.pid)  # not a container's
                   and re.search(r"vllm_cpu_serve|vllm-serve|vllm\.entrypoints", " ".join(p.info["cmdline"] or [])))
     server.send_signal(signal.SIGSTOP)
     cert = _finish(child, time.monotonic(), out, started, "trl-server", within_s=TRL_WITHIN_S)

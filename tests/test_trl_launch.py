@@ -124,6 +124,7 @@ def _left(out) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.engine
 def test_killing_the_server_mid_run_fails_naming_it_and_leaves_nothing(tmp_path):
     python = trl_cpu_python()
     out = tmp_path / "cert"

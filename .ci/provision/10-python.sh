@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Python environment: a venv with rocmkit and everything the tests import.
+# Python environment: a venv with rocmkit and everything the tests import (the `test` extra, pytest-xdist among
+# them: the suite runs on every core, docs/development.md).
 set -euo pipefail
 venv="$ROCMKIT_CI_WORK/venv"
 if [ ! -x "$venv/bin/python" ]; then
