@@ -4,13 +4,18 @@ verl (on the CPU or on GPUs) and TRL, on the host and in an image.
 
     python benchmarks/certify_overhead.py [--runs 1] [--steps 16] [--trl] [--verl-python PY] [--image IMG]
                                           [--gpus 0] [--size tiny] [--certify-arg ARG ...] [--no-floor] [--keep DIR]
-                                          [--json FILE]
+                                          [--with-probes] [--json FILE]
 
 --trl             TRL on this host's CPU, with the Python running this script (rocmkit[certify] installed)
 --verl-python PY  verl on this host with PY (the verl-cpu stack's packages with --gpus 0; verl, vLLM and Ray on a
                   GPU host with --gpus N)
 --image IMG       verl on the CPU inside IMG (the verl-cpu image), through the Docker engine
 --keep DIR        copy each run's certificate.json and run.log there (DIR/<case>-<run>.{json,log})
+--with-probes     on GPUs, keep the GPU probes (off by default here, on in the command a user types)
+
+To compare two rocmkit versions on the same machine, run the script twice with the other checkout first on
+PYTHONPATH (the script runs `python -m rocmkit`), each with a fresh VLLM_CACHE_ROOT so that neither finds what the
+other left in vLLM's cache.
 
 The split comes from the run's own log: the certificate's `timeline` (the watchdog's phases, each with its start,
 rocmkit/certify/watchdog.py), or where a certificate has none, the time each line of run.log appeared, read by
@@ -204,6 +209,8 @@ def main() -> None:
     ap.add_argument("--size", default="tiny", choices=("tiny", "0.5b"))
     ap.add_argument("--certify-arg", action="append", default=[], help="passed on to certify (repeat)")
     ap.add_argument("--no-floor", action="store_true", help="skip the import floor (measured in an earlier run)")
+    ap.add_argument("--with-probes", action="store_true",
+                    help="with --gpus: keep certify's GPU probes on, as the default command runs them")
     ap.add_argument("--keep", help="copy each run's certificate.json and run.log into this folder")
     ap.add_argument("--json", dest="json_out", help="write the results here")
     a = ap.parse_args()
@@ -214,7 +221,8 @@ def main() -> None:
     if a.verl_python:
         where = f"{a.gpus} GPU" if a.gpus else "host CPU"
         cases.append((f"verl {a.size}, {where}", a.verl_python,
-                      ["--host", "--engine", "verl", "--gpus", str(a.gpus)] + (["--no-probes"] if a.gpus else []),
+                      ["--host", "--engine", "verl", "--gpus", str(a.gpus)]
+                      + (["--no-probes"] if a.gpus and not a.with_probes else []),
                       0.0))
     if a.image:
         cases.append(("verl, image (CPU)", sys.executable, ["--image", a.image, "--engine", "verl", "--gpus", "0"],

@@ -18,6 +18,7 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # name: (hidden, intermediate, layers, heads, kv heads) — "tiny" for CPU smoke runs, "0.5b" shaped like
 # Qwen2.5-0.5B (896 hidden, 24 layers, 14/2 heads) for GPU benchmarks.
 SIZES = {"tiny": (256, 512, 2, 4, 2), "0.5b": (896, 4864, 24, 14, 2)}
+ARCHITECTURE = "Qwen2ForCausalLM"  # config.json's `architectures`, what an engine looks up
 
 
 def _corpus(seed: int) -> list[str]:
@@ -88,7 +89,7 @@ def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) ->
     fields = _architecture(size, len(fast))
     del fields["model_type"]
     cfg = Qwen2Config(**fields, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, bos_token_id=None)
-    cfg.architectures = ["Qwen2ForCausalLM"]
+    cfg.architectures = [ARCHITECTURE]
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(cfg)
     model.save_pretrained(out_dir)

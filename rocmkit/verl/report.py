@@ -121,6 +121,8 @@ def record(report: dict, log_text: str, rollout_graphs: bool) -> dict:
         "rollout_graphs": {"asked": rollout_graphs, "exercised": seen["graphs_captured"],
                            "capture_s": seen["graph_capture_s"], "compile_s": seen["compile_s"]},
         "engine_init_s": seen["engine_init_s"],
+        # vLLM's model inspection, done beside the setup (rocmkit/certify/intarget/vllm_modelinfo.py)
+        "model_inspection": report.get("modelinfo"),
         "megatron_model": megatron_model(log_text),
         "sleep_mode": ({"sleeps": seen["sleeps"], "per_replica": seen["sleeps_per_replica"],
                         "weight_syncs": seen["weight_syncs"], "weight_syncs_per_replica": seen["weight_syncs_per_replica"],

@@ -1,14 +1,40 @@
 """The verl engine's steps of certify's setup, run inside the target by name (certify.json's `target_steps`):
-before the model and data are written, the packages that break verl, the actor's attention and vLLM's sleep-mode
-pool; after, verl's own validation of the run's overrides (and of a `rocmkit tune` plan). Each fills the setup's
-report; `before` returns False when the run must not start."""
+first, vLLM's model inspection started in the background (rocmkit/certify/intarget/vllm_modelinfo.py); before the
+model and data are written, the packages that break verl, the actor's attention and vLLM's sleep-mode pool;
+after, verl's own validation of the run's overrides (and of a `rocmkit tune` plan), and the inspection's end.
+Each fills the setup's report; `before` returns False when the run must not start."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 from ..pkgdirs import package_dir
 from . import compat
+
+
+def start(cfg: dict):
+    """What runs beside the whole setup: vLLM's inspection of the model (None where there is nothing to do)."""
+    if not cfg.get("modelinfo"):
+        return None
+    from ..certify.intarget import vllm_modelinfo
+
+    arch = architecture(cfg)
+    return vllm_modelinfo.Warm(arch) if arch else None
+
+
+def architecture(cfg: dict) -> str | None:
+    """The model's class as vLLM looks it up: the built-in model's, or the first in the user's config.json."""
+    if cfg.get("builtin_model"):
+        from ..certify.tinymodel import ARCHITECTURE
+
+        return ARCHITECTURE
+    try:
+        names = json.loads((Path(cfg["model_dir"]) / "config.json").read_text()).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        return None  # the run's own loading says what is wrong with the model; vLLM inspects it then
+    return names[0] if names and isinstance(names[0], str) else None
 
 
 def before(cfg: dict, report: dict) -> bool:
@@ -37,7 +63,7 @@ def before(cfg: dict, report: dict) -> bool:
     return True
 
 
-def after(cfg: dict, report: dict) -> None:
+def after(cfg: dict, report: dict, background=None) -> None:
     from .config_check import check
     from .overrides import attention_overrides
 
@@ -47,3 +73,6 @@ def after(cfg: dict, report: dict) -> None:
     if cfg.get("tune_overrides"):  # the user's tuned plan, as configuration only (its model is not here)
         report["tune_validation"] = check(cfg["tune_overrides"], files=False)  # the plan carries its algorithm
     report["timings"]["verl_check_s"] = round(time.perf_counter() - t, 3)
+    if background is not None:
+        report["modelinfo"] = background.finish()
+        report["timings"]["modelinfo_wait_s"] = report["modelinfo"].get("wait_s", 0.0)

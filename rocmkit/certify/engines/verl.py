@@ -131,6 +131,8 @@ class Verl(BuiltinTask):
                 # the setup picks the attention where it can see what imports; the pool check needs vLLM's sleep mode
                 "attention": {"asked": s.attn} if s.backend is Backend.FSDP else None,
                 "sleep_pool": s.rollout is Rollout.VLLM and not s.on_cpu,
+                # vLLM's model inspection, done beside the setup instead of on the rollout's start (vllm_modelinfo.py)
+                "modelinfo": s.rollout is Rollout.VLLM,
                 "megatron": s.backend is Backend.MEGATRON}  # compat.py checks the Megatron packages then
 
     def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
@@ -236,6 +238,12 @@ class Verl(BuiltinTask):
         g = v["rollout_graphs"]
         out.append("- rollout graphs: " + (f"captured in {g['capture_s']:.0f} s" if g["exercised"] else "not captured")
                    + ("" if g["asked"] else " (eager: --rollout-graphs captures them)"))
+        mi = v.get("model_inspection")
+        if mi:
+            out.append(f"- vLLM's model inspection of {mi['architecture']}: " + {
+                "inspected": f"done during the setup, beside it ({mi.get('wall_s', 0):.0f} s, "
+                             f"{mi.get('wait_s', 0):.0f} s of it waited for)",
+                "cached": "found in vLLM's cache"}.get(mi["status"], f"left to vLLM ({mi.get('detail', mi['status'])})"))
         sm = v.get("sleep_mode") or {}
         if sm.get("freed_gib"):
             each = sm.get("per_replica") or {}

@@ -3,9 +3,9 @@
 
 BOOTSTRAP needs nothing but Python: it reports which of the modules the run needs are absent (rocmkit
 itself among them) and only then hands over to `main()`, which imports torch and the engine, counts the
-GPUs torch sees, runs the engine's own steps before and after (certify.json's `target_steps`, a module name:
-verl's pick the attention, try vLLM's sleep-mode pool, look for packages that break verl and have verl validate
-the overrides, rocmkit/verl/target_steps.py), and writes the built-in model, data and reward file into the run
+GPUs torch sees, runs the engine's own steps first, before and after (certify.json's `target_steps`, a module name:
+verl's start vLLM's model inspection beside the rest, pick the attention, try vLLM's sleep-mode pool, look for
+packages that break verl and have verl validate the overrides, rocmkit/verl/target_steps.py), and writes the built-in model, data and reward file into the run
 folder (so the host needs no torch). Each step prints one `ROCMKIT-SETUP {json}` line; the host merges them.
 """
 
@@ -80,7 +80,10 @@ def prepare(cfg: dict) -> dict:
 def main(config_path: str) -> None:
     cfg = json.loads(Path(config_path).read_text())
     report: dict = {"timings": {}}
+    background = None
     try:
+        steps = importlib.import_module(cfg["target_steps"]) if cfg.get("target_steps") else None
+        background = steps.start(cfg) if steps is not None else None  # beside everything below
         t = time.perf_counter()
         import torch
 
@@ -101,17 +104,19 @@ def main(config_path: str) -> None:
         if errors:
             emit(report)
             return
-        steps = importlib.import_module(cfg["target_steps"]) if cfg.get("target_steps") else None
         if steps is not None and not steps.before(cfg, report):
             emit(report)  # the engine's own check refused the target: the host says why
             return
         report["timings"].update(prepare(cfg))
         if steps is not None:
-            steps.after(cfg, report)
+            steps.after(cfg, report, background)
         report["ok"] = True
     except Exception as exc:  # noqa: BLE001 - reported to the host, which says what went wrong
         traceback.print_exc()
         report["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        if background is not None:  # a setup that stopped early leaves nothing running
+            background.stop()
     emit(report)
 
 
