@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 import tinyindex
@@ -416,3 +417,20 @@ def test_outdated_proposes_sglang_0_5_19_for_verl_sglang(tmp_path, sglang_remote
     assert "python/pyproject_other.toml: torch==2.11.0" in r.stdout  # the stack's own pyproject file is read
     proposed = out.read_text()
     assert proposed.count(f'commit = "{new}"\ntag = "v0.5.19"\n') == 2 and pinned not in proposed
+
+
+def test_write_never_goes_into_rocmkits_installation(tmp_path):
+    """A built-in stack's own file (or a new file beside it) is refused before any upstream is asked: the
+    installation is shared and a pip upgrade puts it back. The refusal names the file and where to write instead."""
+    from rocmkit.stacks import builtin_folder
+
+    folder = Path(str(builtin_folder()))
+    own = folder / "verl-vllm.toml"
+    before = own.read_bytes()
+    for target in (own, folder / "proposal.toml"):
+        r = rocmkit("outdated", "verl-vllm", "--write", str(target), "--index-url", "http://127.0.0.1:9/simple")
+        assert r.returncode == 2, r.stderr
+        assert f"--write {target}: that is inside rocmkit's installation" in r.stderr, r.stderr
+        assert "hint: write the proposal to a file of your own (--write verl-vllm.toml)" in r.stderr
+        assert "Traceback" not in r.stderr
+    assert own.read_bytes() == before and not (folder / "proposal.toml").exists()

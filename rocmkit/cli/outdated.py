@@ -33,7 +33,7 @@ def _remotes(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--write", "write_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write a proposed stack file with every newer pin replaced in place (comments kept), after "
                    "checking it parses and renders. FILE may be the stack file itself (said so); any other "
-                   "existing file needs --force.")
+                   "existing file needs --force; never a file in rocmkit's installation (a built-in stack's own).")
 @click.option("--force", is_flag=True, help="With --write: overwrite an existing FILE.")
 @json_option
 def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, as_json) -> None:
@@ -60,6 +60,8 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
         raise UsageError("STACK and --stack-file are alternatives; give one")
     src = source(stack_name, stack_file)
     stack = src.parse()
+    if write_file:
+        _refuse_installation(Path(write_file), stack.name)
     remotes = _remotes(git_remotes)
     unknown = sorted(set(remotes) - {c.name for c in stack.git_components})
     if unknown:
@@ -79,6 +81,18 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
                                  hint="\n      ".join(od.hints(findings)))
     for hint in ([] if as_json else od.hints(findings)):
         click.echo(f"hint: {hint}", err=True)
+
+
+def _refuse_installation(target: Path, name: str) -> None:
+    """--write never goes into rocmkit's installed package: a built-in stack file there (or a new one) would change
+    rocmkit for everyone who shares the installation, until a pip upgrade silently puts it back."""
+    from ..stacks import builtin_folder
+
+    folder = Path(str(builtin_folder())).resolve()
+    if target.resolve().parent == folder:
+        raise UsageError(f"--write {target}: that is inside rocmkit's installation ({folder}), where the built-in "
+                         "stacks live", hint=f"write the proposal to a file of your own (--write {name}.toml) and "
+                                             f"use it with --stack-file {name}.toml")
 
 
 def _write(write_file, src, findings, force, write_atomic, od) -> str | None:

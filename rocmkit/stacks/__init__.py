@@ -21,11 +21,11 @@ from .model import AmdgpuIds, Asset, Base, BuildKind, Component, ComponentKind, 
 from .parse import parse_stack
 
 __all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "AmdgpuIds", "Asset", "Patch", "Base", "BuildKind", "Component", "ComponentKind",
-           "EnvVar", "PostStep", "PythonFrom", "Stack", "parse_stack", "builtin_names", "builtin_lock_path",
+           "EnvVar", "PostStep", "PythonFrom", "Stack", "parse_stack", "builtin_folder", "builtin_names", "builtin_lock_path",
            "LockPlace", "lock_place", "load_builtin", "load_file", "load", "all_builtin", "Source", "source"]
 
 
-def _builtin_folder() -> Any:
+def builtin_folder() -> Any:
     """The built-in stacks' folder as importlib.resources finds it wherever rocmkit is installed (a checkout,
     site-packages, a --target folder, a zip): the folder their `patches/` and `files/` paths are relative to."""
     return resources.files("rocmkit.resources.stacks")
@@ -67,10 +67,10 @@ def source(name: str | None = None, path: str | Path | None = None, default: str
     if name not in builtin_names():
         raise UsageError(f"unknown stack {name!r}", hint=f"built-in stacks: {', '.join(builtin_names())}; "
                                                           "or pass --stack-file PATH")
-    res = _builtin_folder().joinpath(f"{name}.toml")
+    res = builtin_folder().joinpath(f"{name}.toml")
     on_disk = Path(str(res))
     return Source(res.read_text(encoding="utf-8"), f"rocmkit/resources/stacks/{name}.toml",
-                  on_disk if on_disk.is_file() else None, _builtin_folder(), True)
+                  on_disk if on_disk.is_file() else None, builtin_folder(), True)
 
 
 def builtin_names() -> list[str]:
@@ -119,7 +119,7 @@ def lock_place(name: str | None = None, path: str | Path | None = None) -> LockP
         return LockPlace(lock_path(path))
     if name is None:
         raise UsageError("a lock belongs to a built-in stack or a stack file; give one")
-    shipped = _builtin_folder().joinpath(f"{name}{LOCK_SUFFIX}")
+    shipped = builtin_folder().joinpath(f"{name}{LOCK_SUFFIX}")
     return LockPlace(builtin_lock_path(name), shipped if shipped.is_file() else None)
 
 
