@@ -56,6 +56,14 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF="$conf"
 
+# A controller still up from a work folder that was deleted and made again at the same path (a second fresh clone
+# into /tmp/ci-check while the first one's daemons run) answers the ping but has lost its pid file, spool and logs:
+# its jobs fail with "mkdir(.../spool/n1/job...): No such file or directory". Stop it and its nodes, start fresh.
+if scontrol ping 2>/dev/null | grep -q UP && [ ! -f "$base/run/slurmctld.pid" ]; then
+  echo "the Slurm controller on port $ctld_port lost its folder ($base was deleted under it): starting it again"
+  pkill -f -- "slurm(ctld|d) -D -f $conf" || true
+  for _ in $(seq 1 30); do pgrep -f -- "slurm(ctld|d) -D -f $conf" >/dev/null || break; sleep 1; done
+fi
 if ! scontrol ping 2>/dev/null | grep -q UP; then
   # A controller that does not answer to this munge key but holds the port belongs to another work folder.
   if (exec 3<>/dev/tcp/127.0.0.1/"$ctld_port") 2>/dev/null; then
