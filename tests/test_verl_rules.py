@@ -227,3 +227,42 @@ def test_a_critics_hub_model_offline_is_a_note_and_a_users_config_folder_is_foll
     assert len(errors) == 1 and errors[0]["line"] == lines[f"{A}.ppo_micro_batch_size_per_gpu"], errors
     errors = [f for f in found["run.sh"] if f["severity"] == "error"]
     assert len(errors) == 1 and "does not split over 8" in errors[0]["message"], found["run.sh"]
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_a_users_config_folder_is_followed_in_an_image_as_on_the_host(tmp_path):
+    """--image with a script whose --config-path is a folder of this host: the image's verl composes it from the
+    same path (mounted read-only), and says what the host's verl 0.9.1 says about it."""
+    image = provisioned("ROCMKIT_TEST_VERL_CPU_IMAGE", ".ci/image-gate.sh builds the verl-cpu image", "VERL_CPU")
+    folder = tmp_path / "config"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text("defaults:\n  - ppo_trainer\n  - _self_\n"
+                                      "data:\n  train_batch_size: 1000\nactor_rollout_ref:\n  actor:\n"
+                                      "    ppo_mini_batch_size: 100\n")
+    script = tmp_path / "run.sh"
+    body = "".join(f"    {k}={v} \\\n" for k, v in BASE.items()
+                   if k not in ("data.train_batch_size", f"{A}.ppo_mini_batch_size"))
+    script.write_text(f"python3 -m verl.trainer.main_ppo --config-path={folder} --config-name=mine \\\n{body}"
+                      f"    trainer.total_epochs=1\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    docs = {}
+    for where in (["--image", image], ["--verl-python", verl_python()]):
+        out = subprocess.run([sys.executable, "-m", "rocmkit", "verl-check", *where, "--json", str(script)],
+                             capture_output=True, text=True, timeout=900, env=env)
+        assert out.returncode == 1, out.stderr[-2000:]
+        docs[where[0]] = json.loads(out.stdout)
+    assert docs["--image"]["target"].endswith(f"with {folder} of this host"), docs["--image"]["target"]
+    assert docs["--image"]["findings"] == docs["--verl-python"]["findings"]
+    errors = [f for f in docs["--image"]["findings"] if f["severity"] == "error"]
+    assert len(errors) == 1 and "does not split over 8" in errors[0]["message"], docs["--image"]["findings"]
+
+
+def test_only_absolute_config_folders_of_this_host_go_into_the_image(tmp_path):
+    from rocmkit.verl.launch_script import Invocation
+    from rocmkit.verl.recipe_check import config_folders
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    paths = [str(tmp_path / "a"), str(tmp_path / "a" / "b") + "/", "./config", str(tmp_path / "missing"), None]
+    found = config_folders([Invocation(file="run.sh", line=1, overrides=[], config_path=p) for p in paths])
+    assert found == [str(tmp_path / "a")]  # the outer folder holds the inner; relative and absent ones stay out

@@ -7,6 +7,7 @@ needs verl but not rocmkit), and each finding tied to FILE:LINE, with what verl'
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -177,6 +178,16 @@ def on_host(invocations: list[Invocation], python: str | None, timeout: float) -
     return _parse(result, where), where
 
 
+def config_folders(invocations: list[Invocation]) -> list[str]:
+    """The scripts' absolute --config-path folders that are on this host: an image sees them at the same paths, as
+    a job whose container mounts the user's workspace where it is on the host (`docker run -v $PWD:$PWD`). A
+    relative --config-path is main_ppo's own folder's business (config_check._main_ppo_path), and a folder this host
+    lacks is left to the image."""
+    found = {os.path.normpath(inv.config_path) for inv in invocations
+             if inv.config_path and os.path.isabs(inv.config_path) and os.path.isdir(inv.config_path)}
+    return sorted(f for f in found if not any(f.startswith(g.rstrip("/") + "/") for g in found))  # outermost
+
+
 def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple[list[dict], str]:
     from ..runtime.container import run_container
     from ..runtime.docker_client import run_cli
@@ -184,14 +195,15 @@ def in_image(invocations: list[Invocation], image: str, timeout: float) -> tuple
 
     engine = Engine.connect()
     info = engine.require_image(image)
-    where = f"image {image} ({info.id[:19]})"
+    folders = config_folders(invocations)
+    where = f"image {image} ({info.id[:19]})" + (f", with {', '.join(folders)} of this host" if folders else "")
     with tempfile.TemporaryDirectory(prefix="rocmkit-verl-check-") as tmp:
         _inputs(Path(tmp), invocations)
         inside = "/rocmkit-verl-check"
         result, _ = run_container(info.id, ["python3", f"{inside}/verl_check.py", "--recipe", f"{inside}/recipes.json"],
                                   what=f"verl's config check in {image}", timeout=timeout, docker=run_cli(),
-                                  keep_stdout=True, mounts=[(tmp, inside, "ro")], workdir="/tmp",
-                                  env={"HF_HUB_OFFLINE": "1"}, gpus=False, skip_missing=True,
+                                  keep_stdout=True, mounts=[(tmp, inside, "ro")] + [(f, f, "ro") for f in folders],
+                                  workdir="/tmp", env={"HF_HUB_OFFLINE": "1"}, gpus=False, skip_missing=True,
                                   host_code=False)  # a copied script that imports no rocmkit
     if result.timed_out:
         raise Failed(f"verl's config check in {image} did not finish within {timeout:g} s")
