@@ -102,3 +102,17 @@ def test_the_architecture_is_the_built_in_models_or_the_users(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     assert architecture({"builtin_model": False, "model_dir": str(tmp_path)}) is None
     assert architecture({"builtin_model": False, "model_dir": str(tmp_path / "missing")}) is None
+
+
+def test_an_inspection_that_dies_is_reported_and_the_setup_goes_on():
+    import sys
+
+    from rocmkit.certify.intarget import vllm_modelinfo
+
+    warm = vllm_modelinfo.Warm.__new__(vllm_modelinfo.Warm)
+    warm.arch, warm.hit, warm.started = ARCH, None, 0.0
+    for code in ("import sys; print('partial output'); sys.exit(3)", f"print({vllm_modelinfo.MARK!r} + '{{broken')"):
+        warm.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        doc = warm.finish(wait_s=60)
+        assert doc["status"] == "failed" and doc["detail"].startswith("exit "), doc

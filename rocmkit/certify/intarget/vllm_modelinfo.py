@@ -64,8 +64,11 @@ class Warm:
             return {**out, "status": "stopped", "detail": f"still running after {wait_s:.0f} s at the setup's end; "
                     "the rollout inspects the model itself", "wait_s": round(time.perf_counter() - waited, 3)}
         lines = [line[len(MARK):] for line in text.splitlines() if line.startswith(MARK)]
-        doc = json.loads(lines[-1]) if lines else {
-            "status": "failed", "detail": f"exit {self.proc.returncode}: " + " | ".join(text.splitlines()[-3:])}
+        try:
+            doc = json.loads(lines[-1])
+        except (IndexError, ValueError):  # it died before its answer: vLLM inspects the model itself, as before
+            doc = {"status": "failed", "detail": f"exit {self.proc.returncode}: "
+                   + " | ".join(text.splitlines()[-3:])}
         return {**out, **doc, "wall_s": round(time.perf_counter() - self.started, 3),
                 "wait_s": round(time.perf_counter() - waited, 3)}
 
