@@ -11,11 +11,11 @@ Both judged again by today's judge; the split is the benchmark's own (certify_ov
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+import scriptmodule
 
 from rocmkit.certify.certificate import markdown
 from rocmkit.certify.judge import RunStatus, judge
@@ -31,10 +31,7 @@ def cert(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("certify_overhead", REPO / "benchmarks" / "certify_overhead.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scriptmodule.load("benchmarks/certify_overhead.py")
 
 
 @pytest.mark.parametrize("name", ["fe9814a", "inspection"])

@@ -4,7 +4,6 @@ duplicate distributions were judged by their owners; the live test asks the doct
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import scriptmodule
 from provisioned import provisioned
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,10 +21,7 @@ GATE = REPO / ".ci" / "doctor_gate.py"
 
 
 def _gate():
-    spec = importlib.util.spec_from_file_location("doctor_gate", GATE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return scriptmodule.load(".ci/doctor_gate.py")
 
 
 def _run(report: Path) -> subprocess.CompletedProcess:

@@ -6,12 +6,12 @@ benchmark's output, and certificates the model cannot be compared with refused w
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 from pathlib import Path
 
 import pytest
+import scriptmodule
 
 from rocmkit.tune import measured, memory, models, plan
 from rocmkit.tune.memory import GIB
@@ -34,10 +34,7 @@ def builtin_model():
 @pytest.fixture(scope="module")
 def bench():
     """benchmarks/tune_memory.py as a module (it imports torch only to measure on a GPU)."""
-    spec = importlib.util.spec_from_file_location("tune_memory", REPO / "benchmarks" / "tune_memory.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scriptmodule.load("benchmarks/tune_memory.py")
 
 
 @pytest.fixture(scope="module")

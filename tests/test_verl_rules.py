@@ -129,6 +129,23 @@ def overrides_file(tmp_path: Path, name: str, **change) -> tuple[Path, dict[str,
     return path, {k: i + 1 for i, k in enumerate(values)}
 
 
+def config_folder_script(tmp_path: Path, head: str = "") -> tuple[Path, Path]:
+    """A launch script whose --config-path is a folder of the user's (verl's multi-turn examples' shape): its
+    config `mine` sets a train batch of 1000 and a mini batch of 100 over verl's ppo_trainer, which does not split
+    over 8 GPUs. `head` goes first in the yaml. Returns the script and the folder."""
+    folder = tmp_path / "config"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text(head + "defaults:\n  - ppo_trainer\n  - _self_\n"
+                                      "data:\n  train_batch_size: 1000\nactor_rollout_ref:\n  actor:\n"
+                                      "    ppo_mini_batch_size: 100\n")
+    script = tmp_path / "run.sh"
+    body = "".join(f"    {k}={v} \\\n" for k, v in BASE.items()
+                   if k not in ("data.train_batch_size", f"{A}.ppo_mini_batch_size"))
+    script.write_text(f"python3 -m verl.trainer.main_ppo --config-path={folder} --config-name=mine \\\n{body}"
+                      f"    trainer.total_epochs=1\n")
+    return script, folder
+
+
 CASES = {  # name: (changes, the key the error is on, what it says, what it suggests)
     "micro-48.txt": ({f"{A}__ppo_micro_batch_size_per_gpu": 48}, f"{A}.ppo_micro_batch_size_per_gpu",
                      "per-GPU mini batch 160", "32 or 40 or 80 or 160"),
@@ -203,17 +220,7 @@ def test_a_critics_hub_model_offline_is_a_note_and_a_users_config_folder_is_foll
                                        critic__model__path="Qwen/Qwen2.5-0.5B-Instruct",
                                        critic__ppo_micro_batch_size_per_gpu=8,
                                        **{f"{A}__ppo_micro_batch_size_per_gpu": 48})
-    folder = tmp_path / "config"
-    folder.mkdir()
-    (folder / "mine.yaml").write_text("hydra:\n  searchpath:\n    - file://verl/trainer/config\n"
-                                      "defaults:\n  - ppo_trainer\n  - _self_\n"
-                                      "data:\n  train_batch_size: 1000\nactor_rollout_ref:\n  actor:\n"
-                                      "    ppo_mini_batch_size: 100\n")
-    script = tmp_path / "run.sh"
-    body = "".join(f"    {k}={v} \\\n" for k, v in BASE.items()
-                   if k not in ("data.train_batch_size", f"{A}.ppo_mini_batch_size"))
-    script.write_text(f"python3 -m verl.trainer.main_ppo --config-path={folder} --config-name=mine \\\n{body}"
-                      f"    trainer.total_epochs=1\n")
+    script, _ = config_folder_script(tmp_path, "hydra:\n  searchpath:\n    - file://verl/trainer/config\n")
     out = subprocess.run([sys.executable, "-m", "rocmkit", "verl-check", "--verl-python", verl_python(), "--json",
                           str(critic), str(critic_bad), str(script)], capture_output=True, text=True, timeout=900,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
@@ -235,16 +242,7 @@ def test_a_users_config_folder_is_followed_in_an_image_as_on_the_host(tmp_path):
     """--image with a script whose --config-path is a folder of this host: the image's verl composes it from the
     same path (mounted read-only), and says what the host's verl 0.9.1 says about it."""
     image = provisioned("ROCMKIT_TEST_VERL_CPU_IMAGE", ".ci/image-gate.sh builds the verl-cpu image", "VERL_CPU")
-    folder = tmp_path / "config"
-    folder.mkdir()
-    (folder / "mine.yaml").write_text("defaults:\n  - ppo_trainer\n  - _self_\n"
-                                      "data:\n  train_batch_size: 1000\nactor_rollout_ref:\n  actor:\n"
-                                      "    ppo_mini_batch_size: 100\n")
-    script = tmp_path / "run.sh"
-    body = "".join(f"    {k}={v} \\\n" for k, v in BASE.items()
-                   if k not in ("data.train_batch_size", f"{A}.ppo_mini_batch_size"))
-    script.write_text(f"python3 -m verl.trainer.main_ppo --config-path={folder} --config-name=mine \\\n{body}"
-                      f"    trainer.total_epochs=1\n")
+    script, folder = config_folder_script(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
     docs = {}
     for where in (["--image", image], ["--verl-python", verl_python()]):
