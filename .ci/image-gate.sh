@@ -17,10 +17,16 @@ image="rocmkit-ci/$stack:gate"
 out="$work/certify-$stack"
 
 echo "== rocmkit build --stack $stack"
+# The image this tag held before (an earlier CI run on this machine): removed once the new one is built, so a
+# reused machine does not gather a 4 GB image per run until its disk is full.
+previous=$("$ROCMKIT_DOCKER" image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
 # BuildKit's lines go to the log file (its tail is printed if the build fails); the summary to CI's log.
 rocmkit build --stack "$stack" --base-image "$ROCMKIT_TEST_BASE_IMAGE" --wheelhouse "${!wheelhouse_var}" \
   --network none --tag "$image" --progress plain --log-file "$work/build-$stack.log" \
   2> "$work/build-$stack.stderr" || { tail -n 60 "$work/build-$stack.stderr" >&2; exit 1; }
+if [ -n "$previous" ] && [ "$previous" != "$("$ROCMKIT_DOCKER" image inspect -f '{{.Id}}' "$image")" ]; then
+  "$ROCMKIT_DOCKER" image rm "$previous" >/dev/null 2>&1 || echo "note: the previous $image ($previous) is still in use; kept"
+fi
 
 echo "== rocmkit doctor --image $image"
 # Any warning the build caused stops CI (.ci/doctor_gate.py says which count); the host's own (no GPU, the

@@ -114,6 +114,9 @@ def test_work_delays_the_stop_by_at_most_the_cap():
     stop = w.stopped
     assert stop.capped and stop.quiet_s == pytest.approx(activity.BUSY_CAP * 30)
     assert f"busy silence counts for at most {activity.BUSY_CAP} x --stall-timeout 30" in stop.message(30)
+    # who worked is named: pid 1 in every window of the quiet time
+    assert stop.working == [(1, pytest.approx(activity.BUSY_CAP * 30))] and "worked most: pid 1 150 s" in stop.message(30)
+    assert stop.to_json()["working"] == [[1, 150.0]]
     # a line resets both clocks; after it, idleness alone stops the run at the timeout
     clock.now = 1000.0
     w2 = watchdog.Watch(4, stall_s=30, clock=clock)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -94,7 +96,20 @@ def _gone(p: psutil.Process) -> bool:
         return True
 
 
-def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, env: dict | None = None) -> dict:
+def _churn(path: Path, stop: threading.Event) -> None:
+    """Another job writing to this disk: its free space moves every second (by 4 MiB, within its last digit
+    Ray prints)."""
+    with open(path, "wb") as f:
+        while not stop.wait(1.0):
+            f.write(b"\0" * (4 << 20))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, env: dict | None = None,
+                            churn: Path | None = None) -> dict:
+    """`churn`: a file written to beside the frozen run, so a disk-full line Ray prints on a timer says
+    something new each time (a CI machine's disk, busy with the other tests)."""
     started = time.time()
     tag = uuid.uuid4().hex
     argv = [python, "-m", "rocmkit", "certify", *target, "--engine", engine, "--gpus", "0", "--steps", "40",
@@ -105,6 +120,7 @@ def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, e
                                  env={**os.environ, "CI": "true", TAG: tag, **(env or {})})
     log = out / "run.log"
     frozen_at = None
+    churning = threading.Event()
     try:
         deadline = time.monotonic() + 900
         while not (log.exists() and "step:1 " in log.read_text(errors="replace")):
@@ -113,10 +129,20 @@ def freeze_after_first_step(python: str, out: Path, engine: str, *target: str, e
             time.sleep(0.5)
         frozen = _freeze(engine, started, tag, time.monotonic() + 60)
         frozen_at = time.monotonic()
-        stdout, _ = child.communicate(timeout=WITHIN_S + 60)
+        if churn is not None:
+            threading.Thread(target=_churn, args=(churn, churning), daemon=True).start()
+        try:
+            stdout, _ = child.communicate(timeout=WITHIN_S + 60)
+        except subprocess.TimeoutExpired:  # what certify was doing, and what the run said last: CI shows only this
+            said = log.read_text(errors="replace").splitlines()[-12:] if log.exists() else []
+            pytest.fail(f"certify did not end within {WITHIN_S + 60} s of the freeze of pid {frozen.pid}; its "
+                        f"stderr ends:\n{err_path.read_text()[-2500:]}\nits run.log ends:\n" + "\n".join(said))
     finally:
+        churning.set()
         if child.poll() is None:
             child.kill()
+        if churn is not None:
+            churn.unlink(missing_ok=True)
     took = time.monotonic() - frozen_at
     stderr = err_path.read_text()
     assert child.returncode == 1, stderr[-3000:]
@@ -152,7 +178,14 @@ def test_verl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path, ray_host):
                          "VERL_CPU")
     home = tmp_path / "home"  # Ray's token must not land in this user's home
     home.mkdir()
-    freeze_after_first_step(python, tmp_path / "c", "verl", "--host", env={"HOME": str(home)})
+    # As on a CI machine whose disk is over 95 % full while other tests write to it: Ray's raylet says so every
+    # 10 s, naming a free space that moves. A timer's line is not progress: the stall is still seen in time.
+    cert = freeze_after_first_step(python, tmp_path / "c", "verl", "--host", churn=tmp_path / "churn",
+                                   env={"HOME": str(home), "RAY_local_fs_capacity_threshold": "0.01"})
+    stop = cert["run"]["stop"]
+    said = [re.sub(r".*available space: ", "", line) for line in stop["lines"] if "% full, available space: " in line]
+    assert stop["waiting_lines"] >= 2 and len(said) >= 2, stop["lines"]
+    assert len(set(said)) >= 2, said  # the free space moved: the repeat rule alone took each line for news
 
 
 def _image(stack: str) -> str:

@@ -172,6 +172,29 @@ def test_a_hang_on_two_h100s_is_stopped_within_the_stall_timeout_despite_its_sta
     assert _quiet_after([x for x in lines if x[0] < hung], stall_s=60) is None
 
 
+def test_rays_disk_full_line_on_a_timer_does_not_hide_a_frozen_run():
+    # A real verl CPU run (tests/test_certify_stall.py) from its first step: the TaskRunner was then frozen with
+    # SIGSTOP while another job wrote to the disk, and Ray's raylet, told the disk was over its capacity threshold,
+    # said so every 10 s with the free space it saw. Those lines differ (the space moved), so the repeat rule took
+    # each for news and a frozen run on a CI machine with a full disk was never stopped (CI, 2026-11-28).
+    lines = _timed(DATA / "verl-cpu-frozen-ray-disk-lines.log.gz")
+    with gzip.open(DATA / "verl-cpu-frozen-ray-disk-lines.log.gz", "rt") as f:
+        step = f.readline().rstrip("\n")
+    lines.insert(0, (lines[0][0], step))  # the step line carries no time of its own: that of the next line
+    raylet = [line for _, line in lines if "% full, available space: " in line]
+    assert len(raylet) >= 3 and len({watchdog._STAMP_RE.sub("", watchdog.short(x)) for x in raylet}) >= 2
+    last_news = max(at for at, line in lines if line not in raylet)
+    clock = Clock()
+    w = Watch(40, stall_s=30, clock=clock)
+    for at, line in lines:
+        clock.now = at
+        w.line(line)
+        assert w.check() is None
+    assert w.step == 1 and w.waiting_lines == len(raylet)
+    clock.now = last_news + 30
+    assert w.check() == "stalled" and w.stopped.phase == "rollout" and w.stopped.waiting_lines == len(raylet)
+
+
 @pytest.mark.parametrize("log", sorted((DATA / "gpu-check").glob("*.run.log.gz")) + [DATA / "verl-h100-tiny-graphs.log.gz"],
                          ids=lambda p: p.name.split(".")[0])
 def test_passing_gpu_runs_never_look_stalled_under_the_repeat_rule(log):

@@ -4,7 +4,7 @@ as JSON (`rocmkit.certificate/v2`) and a short markdown summary.
 v2 gains `run.stall_report` (rocmkit.stall-report/v1: where every process stood when the watchdog stopped a
 stalled run), present only then: an added field, so the version stays 2 and readers of v2 are unchanged.
 v2 also gains `run.activity` (what the watchdog read beside the output: `read`, `samples`, `longest_idle_s`) and,
-in `run.stop`, `read`, `busy_s`, `capped` and `spinning` (certify/watchdog.py): added fields, same version.
+in `run.stop`, `read`, `busy_s`, `capped`, `spinning` and `working` (certify/watchdog.py): added fields, same version.
 
 v2 (from v1): the engine's own record of the run is `engine_run` (v1 called verl's `verl`), and `settings` holds
 the chosen engine's options only (v1 held every engine's, None where they did not apply). `upgrade` reads a v1

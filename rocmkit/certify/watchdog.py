@@ -55,9 +55,14 @@ FATAL = tuple((name, re.compile(rx)) for name, rx in (
 #   vllm/distributed/device_communicators/shm_broadcast.py, LONG_WAIT_TIME_LOG_MSG), every minute;
 # - TransferQueue's statistics, three lines every 5 minutes (transfer_queue/utils/perf_utils.py);
 # - verl's replay buffer, "pending: 0, running: 8, finished: 0, failure: 0" every minute
-#   (verl/trainer/ppo/v1/replay_buffer.py): a repeat of its last line, caught by the repeat rule (Watch.line).
+#   (verl/trainer/ppo/v1/replay_buffer.py): a repeat of its last line, caught by the repeat rule (Watch.line);
+# - Ray's raylet, every 10 s while its temp folder's disk is fuller than local_fs_capacity_threshold (95 %):
+#   "file_system_monitor.cc:116: /tmp/ray/session_... is over 95% full, available space: 18.6939 GB; ..."
+#   (src/ray/common/file_system_monitor.cc). The free space it names moves with whatever else writes to that
+#   disk, so the repeat rule missed it: a frozen verl run on a CI machine with a full disk was never stopped.
 WAITING = re.compile(r"No available shared memory broadcast block found|\[Performance\] Total success requests"
-                     r"|^Time range: last [\d.]+ minutes|^Per-operation statistics: ")
+                     r"|^Time range: last [\d.]+ minutes|^Per-operation statistics: "
+                     r"|file_system_monitor\.cc:\d+: .* is over \d+% full, available space: ")
 # the timestamps a repeated line differs by: Python logging's "2026-11-26 12:34:59,680" and vLLM's "11-26 12:35:09"
 _STAMP_RE = re.compile(r"(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?")
 
@@ -102,6 +107,9 @@ class Stop:
     capped: bool = False
     spinning: list = field(default_factory=list)
     idle_s: float = 0.0
+    # stalled: the processes that worked in the quiet time, [pid, seconds of the windows in which it worked], most
+    # first: who kept a late stop from coming sooner (the stall report names each pid's role)
+    working: list = field(default_factory=list)
 
     def message(self, stall_s: float) -> str:
         if self.reason == "stalled":
@@ -113,9 +121,11 @@ class Stop:
                         f"(--stall-timeout {stall_s:g}){also}")
             read = "; ".join(f"{k}: {v}" for k, v in self.read.items())
             if self.capped:
+                who = ("; worked most: " + ", ".join(f"pid {pid} {s:.0f} s" for pid, s in self.working[:3])
+                       if self.working else "")
                 return (f"{where}: no new step and no new output for {self.quiet_s:.0f} s; its processes worked "
                         f"{self.busy_s:.0f} s of it, but busy silence counts for at most {activity.BUSY_CAP} x "
-                        f"--stall-timeout {stall_s:g} (read: {read}){also}")
+                        f"--stall-timeout {stall_s:g} (read: {read}{who}){also}")
             spun = ""
             if self.spinning:
                 top = max(s[2] for s in self.spinning)
@@ -131,7 +141,8 @@ class Stop:
         return {"reason": self.reason, "phase": self.phase, "detail": self.detail, "quiet_s": round(self.quiet_s, 1),
                 "pattern": self.pattern, "fatal": self.fatal, "lines": self.lines, "waiting_lines": self.waiting_lines,
                 "read": {"output": True, **self.read}, "busy_s": round(self.busy_s, 1), "capped": self.capped,
-                "spinning": [list(x) for x in self.spinning], "idle_s": round(self.idle_s, 1)}
+                "spinning": [list(x) for x in self.spinning], "idle_s": round(self.idle_s, 1),
+                "working": [[pid, round(s, 1)] for pid, s in self.working]}
 
 
 def fatal_pattern(line: str) -> str | None:
@@ -193,6 +204,7 @@ class Watch:
         self.sampling = False
         self.last_window: float | None = None
         self.spinning: list = []
+        self.working: dict[int, float] = {}  # pid -> seconds of the windows it worked in, since the last output
         self.waiting_lines = 0  # status lines of waiting processes since the last new output
         self._last_said: dict[str, str] = {}  # each process's last line, timestamps removed (the repeat rule)
         self._recent: deque[str] = deque(maxlen=RECENT_LINES)
@@ -227,6 +239,7 @@ class Watch:
             self.longest_silence_s = max(self.longest_silence_s, now - self.last_activity)
             self.longest_idle_s = max(self.longest_idle_s, now - self._since())
             self.last_activity, self.waiting_lines, self.busy_s, self.spinning = now, 0, 0.0, []
+            self.working = {}
         if steps:
             n = max(steps)
             values = steps[n]
@@ -274,6 +287,8 @@ class Watch:
             self.longest_idle_s = max(self.longest_idle_s, now - window.seconds - self._since())
             self.last_work = now
             self.busy_s += window.seconds
+            for pid in {w[0] for w in window.working} | set(window.gpu_working):
+                self.working[pid] = self.working.get(pid, 0.0) + window.seconds
 
     def check(self) -> str | None:
         """A reason to stop now (and self.stopped set), or None."""
@@ -288,7 +303,8 @@ class Watch:
             self.stopped = Stop("stalled", self.kind, self.detail, quiet, None,
                                 [short(x) for x in list(self._recent)[-12:]], waiting_lines=self.waiting_lines,
                                 read=dict(self.read), busy_s=self.busy_s, capped=capped and idle < self.stall_s,
-                                spinning=list(self.spinning), idle_s=idle)
+                                spinning=list(self.spinning), idle_s=idle,
+                                working=sorted(self.working.items(), key=lambda x: -x[1])[:8])
         return self.stopped.reason if self.stopped else None
 
     def _idle_read(self, idle: float) -> bool:
