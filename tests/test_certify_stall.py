@@ -186,6 +186,7 @@ def test_verl_frozen_on_the_host_is_stopped_as_a_stall(tmp_path, ray_host):
     said = [re.sub(r".*available space: ", "", line) for line in stop["lines"] if "% full, available space: " in line]
     assert stop["waiting_lines"] >= 2 and len(said) >= 2, stop["lines"]
     assert len(set(said)) >= 2, said  # the free space moved: the repeat rule alone took each line for news
+    assert any(n.startswith("Ray warned that the disk holding ") for n in cert["notes"]), cert["notes"]
 
 
 def _image(stack: str) -> str:

@@ -193,6 +193,12 @@ def test_rays_disk_full_line_on_a_timer_does_not_hide_a_frozen_run():
     assert w.step == 1 and w.waiting_lines == len(raylet)
     clock.now = last_news + 30
     assert w.check() == "stalled" and w.stopped.phase == "rollout" and w.stopped.waiting_lines == len(raylet)
+    # and the certificate tells the user what Ray said of the disk
+    folder = re.search(r"(/tmp/rocmkit-ray-\S+) is over", raylet[-1]).group(1)
+    assert w.notes() == [f"Ray warned that the disk holding {folder} is over 1% full (18.5872 GB "
+                         "free at its last warning): while it is, objects Ray has to spill to disk cannot be created "
+                         "(src/ray/common/file_system_monitor.cc). Free space on that disk."]
+    assert Watch(4).notes() == []
 
 
 @pytest.mark.parametrize("log", sorted((DATA / "gpu-check").glob("*.run.log.gz")) + [DATA / "verl-h100-tiny-graphs.log.gz"],

@@ -238,7 +238,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     timings.lap("judge")
     timings["whole_s"] = round(time.monotonic() - timings.started, 3)
     cert = build(**base, verdict=verdict, run=run_doc, device=device, steps=steps, info=info,
-                 setup=report, probes=probes, notes=target.notes + engine.run_notes(run), files=files,
+                 setup=report, probes=probes, notes=target.notes + engine.run_notes(run) + follow.watch.notes(),
+                 files=files,
                  timeline=watched["timeline"], engine_run=engine.run_record(s, report, run, ws))
     write_certificate(ws, cert)
     display.done()

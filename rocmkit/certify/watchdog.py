@@ -60,9 +60,9 @@ FATAL = tuple((name, re.compile(rx)) for name, rx in (
 #   "file_system_monitor.cc:116: /tmp/ray/session_... is over 95% full, available space: 18.6939 GB; ..."
 #   (src/ray/common/file_system_monitor.cc). The free space it names moves with whatever else writes to that
 #   disk, so the repeat rule missed it: a frozen verl run on a CI machine with a full disk was never stopped.
+RAY_DISK_FULL = re.compile(r"file_system_monitor\.cc:\d+: (\S+) is over (\d+)% full, available space: ([\d.]+ ?\w+)")
 WAITING = re.compile(r"No available shared memory broadcast block found|\[Performance\] Total success requests"
-                     r"|^Time range: last [\d.]+ minutes|^Per-operation statistics: "
-                     r"|file_system_monitor\.cc:\d+: .* is over \d+% full, available space: ")
+                     r"|^Time range: last [\d.]+ minutes|^Per-operation statistics: |" + RAY_DISK_FULL.pattern)
 # the timestamps a repeated line differs by: Python logging's "2026-11-26 12:34:59,680" and vLLM's "11-26 12:35:09"
 _STAMP_RE = re.compile(r"(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?")
 
@@ -208,6 +208,7 @@ class Watch:
         self.waiting_lines = 0  # status lines of waiting processes since the last new output
         self._last_said: dict[str, str] = {}  # each process's last line, timestamps removed (the repeat rule)
         self._recent: deque[str] = deque(maxlen=RECENT_LINES)
+        self.disk_full: re.Match | None = None  # Ray's last word that its temporary folder's disk is (nearly) full
         self.error_at: float | None = None
         self.error_pattern: str | None = None
         self.error_line: str | None = None
@@ -233,6 +234,8 @@ class Watch:
         now = self.clock()
         steps = metrics.read_console(text)
         who = source(text)
+        if (full := RAY_DISK_FULL.search(text)) is not None:
+            self.disk_full = full
         if not steps and self._waiting(text, who):
             self.waiting_lines += 1
         else:
@@ -331,6 +334,15 @@ class Watch:
                 "activity": {"read": {"output": True, **self.read}, "samples": self.samples,
                              "longest_idle_s": round(self.longest_idle_s, 1)},
                 "replicas": self.replicas if len(self.replicas) > 1 else {}}
+
+    def notes(self) -> list[str]:
+        """What the output said that the user should know whatever the verdict."""
+        if self.disk_full is None:
+            return []
+        folder, percent, left = self.disk_full.groups()
+        return [f"Ray warned that the disk holding {folder} is over {percent}% full ({left} free at its last "
+                "warning): while it is, objects Ray has to spill to disk cannot be created "
+                "(src/ray/common/file_system_monitor.cc). Free space on that disk."]
 
 
 def _from_traceback(lines: list[str]) -> list[str]:
