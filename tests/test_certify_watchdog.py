@@ -228,6 +228,7 @@ def test_a_fatal_line_followed_by_progress_is_forgiven():
     ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB", "gpu.error"),
     ("Fatal Python error: Segmentation fault", "process.crash"),
     ("(EngineCore pid=4) ERROR [core.py:1] EngineCore encountered a fatal error.", "vllm.worker_failed"),
+    ("(autoscaler +46s) Error: No available node types can fulfill resource request {'GPU': 1.0}.", "ray.infeasible"),
 ])
 def test_fatal_patterns(line, pattern):
     assert watchdog.fatal_pattern(line) == pattern
@@ -255,3 +256,27 @@ def test_mfu_is_shown_only_where_it_means_something():
     assert not meaningful_mfu(None)
     assert not meaningful_mfu({"update": 0.0004})  # the tiny model: it printed "0.0%"
     assert meaningful_mfu({"update": 0.31})
+
+
+def test_a_request_rays_cluster_can_never_hold_is_an_engine_error_not_an_hour_of_silence():
+    # Ray 2.60's own output (tests/data/certify/ray-infeasible.log: a local Ray of 1 CPU asked for a 2-CPU task):
+    # its autoscaler monitor says so every 35 s, each line led by the time since the cluster started, so no line
+    # repeated the last and the default stall timeout never ran out; the run waited for --timeout's hour
+    lines = (DATA / "ray-infeasible.log").read_text().splitlines()
+    said = [line for line in lines if "No available node types" in line]
+    assert len(said) == 3 and len(set(said)) == 3
+    clock = Clock()
+    w = Watch(16, clock=clock)  # the default stall timeout
+    first = None
+    for line in lines:
+        m = re.search(r"\(autoscaler \+(?:(\d+)m)?(\d+)s\)", line)
+        if m:
+            clock.now = 1000.0 + int(m.group(1) or 0) * 60 + int(m.group(2))
+        if w.check():
+            break
+        first = first or (clock.now if "No available node types" in line else None)
+        w.line(line)
+    # stopped at the first of Ray's lines after the grace (+1m21s, 70 s after the first at +11s)
+    assert w.stopped.reason == "engine error" and w.stopped.pattern == "ray.infeasible"
+    assert clock.now - first == 70 and w.waiting_lines == 1  # its repeat at +46s, time since start aside
+    assert "No available node types can fulfill resource request {'CPU': 2.0}" in w.stopped.message(600)

@@ -44,6 +44,9 @@ FATAL = tuple((name, re.compile(rx)) for name, rx in (
     ("gpu.error", r"\b(?:CUDA|HIP|hip) error\b|\bhipError\w+|\bcudaError\w+|invalid device function|"
                   r"torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory|HIP out of memory|NCCL error|RCCL error"),
     ("process.crash", r"Fatal Python error|Segmentation fault|\bSIGSEGV\b|\bSIGBUS\b|core dumped"),
+    # Ray's autoscaler monitor, every 35 s, for a task or actor no node of the cluster can ever hold: certify's
+    # Ray is a local instance of fixed size, so the request never runs and the job waits for it forever
+    ("ray.infeasible", r"No available node types can fulfill resource request"),
     # the last line of an unhandled exception's traceback (counted only after a traceback, see Watch.line)
     ("python.exception", r"(?:^|[\])] )(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::|$)"),
 ))
@@ -63,8 +66,9 @@ FATAL = tuple((name, re.compile(rx)) for name, rx in (
 RAY_DISK_FULL = re.compile(r"file_system_monitor\.cc:\d+: (\S+) is over (\d+)% full, available space: ([\d.]+ ?\w+)")
 WAITING = re.compile(r"No available shared memory broadcast block found|\[Performance\] Total success requests"
                      r"|^Time range: last [\d.]+ minutes|^Per-operation statistics: |" + RAY_DISK_FULL.pattern)
-# the timestamps a repeated line differs by: Python logging's "2026-11-26 12:34:59,680" and vLLM's "11-26 12:35:09"
-_STAMP_RE = re.compile(r"(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?")
+# the timestamps a repeated line differs by: Python logging's "2026-11-26 12:34:59,680", vLLM's "11-26 12:35:09",
+# and the time since the cluster started that Ray's autoscaler monitor puts first, "(autoscaler +1m21s)"
+_STAMP_RE = re.compile(r"(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?|\(autoscaler \+[\dhms]+\)")
 
 # What each line means for the phase: (pattern, kind, text). kind is one of START_UP, ROLLOUT, UPDATE, SYNC; the
 # text is what the terminal shows. Engines share the table: a line names its phase whichever engine prints it.
@@ -340,9 +344,10 @@ class Watch:
         if self.disk_full is None:
             return []
         folder, percent, left = self.disk_full.groups()
-        return [f"Ray warned that the disk holding {folder} is over {percent}% full ({left} free at its last "
+        note = (f"Ray warned that the disk holding {folder} is over {percent}% full ({left} free at its last "
                 "warning): while it is, objects Ray has to spill to disk cannot be created "
-                "(src/ray/common/file_system_monitor.cc). Free space on that disk."]
+                "(src/ray/common/file_system_monitor.cc). Free space on that disk.")
+        return [note]
 
 
 def _from_traceback(lines: list[str]) -> list[str]:
