@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import time
@@ -75,8 +76,10 @@ def test_a_silent_idle_run_is_stopped_at_the_stall_timeout_and_says_what_it_read
     stop = watch.stopped
     assert stop.quiet_s >= STALL_S and not stop.capped and stop.spinning == []
     message = stop.message(STALL_S)
-    assert f"no new step, no new output and no work for {STALL_S:.0f} s (--stall-timeout {STALL_S:g}; read: " \
-           "output, cpu: 1 process(es)" in message
+    # the idle time it read: the timeout, or more where the watchdog, starved beside the hogs, read late
+    idle = re.search(rf"no new step, no new output and no work for (\d+) s \(--stall-timeout {STALL_S:g}; read: "
+                     r"output, cpu: 1 process\(es\)", message)
+    assert idle and int(idle.group(1)) >= STALL_S, message
     assert "gpu: not readable" in message or "gpu: DRM usage stats" in message
     doc = stop.to_json()
     assert doc["read"]["output"] is True and set(doc["read"]) == {"output", "cpu", "gpu"}
