@@ -15,11 +15,11 @@ from provisioned import provisioned
 from rayhost import ray_processes
 
 from rocmkit.certify import watchdog
+from rocmkit.certify.flow import OFFLINE_ENV
 from rocmkit.progress import Display
 from rocmkit.runtime import proc
 
 GRACE_S = 5.0  # certify waits ERROR_GRACE_S (60 s) after a fatal line for progress; this test need not
-UNBUFFERED = "1"  # as certify runs its engines (flow.py): each line as it comes
 
 # A 2-CPU task on a Ray of 1 CPU: no node can ever hold it (the form a user's GPU request takes when Ray sees
 # fewer GPUs than the job asks for). The task is never run; get() would wait for its 300 s.
@@ -46,9 +46,9 @@ def test_a_task_rays_cluster_can_never_hold_stops_the_run_as_an_engine_error(tmp
     temp = tempfile.mkdtemp(prefix="rk-ray-", dir="/tmp")  # Ray's socket paths must fit 107 bytes, as certify's
     try:
         result = proc.run([python, "-c", INFEASIBLE.format(temp=temp)], timeout=240,
-                          env={"HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": UNBUFFERED},
-                          on_line=follow.line,
-                          stop_when=follow.tick, on_stop=follow.before_stop, grace_s=5)
+                          # certify's engine environment: unbuffered, so Ray's driver prints each line as it comes
+                          env={"HOME": str(home), "PATH": "/usr/bin:/bin", **OFFLINE_ENV},
+                          on_line=follow.line, stop_when=follow.tick, on_stop=follow.before_stop, grace_s=5)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
     took = time.monotonic() - started

@@ -6,7 +6,8 @@ itself among them) and only then hands over to `main()`, which imports torch and
 GPUs torch sees, runs the engine's own steps first, before and after (certify.json's `target_steps`, a module
 name; verl's: start vLLM's model inspection beside the rest, pick the attention, try vLLM's sleep-mode pool, look
 for packages that break verl and have verl validate the overrides, rocmkit/verl/target_steps.py), and writes the
-built-in model, data and reward file into the run folder (so the host needs no torch). Each step prints one `ROCMKIT-SETUP {json}` line; the host merges them.
+built-in model, data and reward file into the run folder (so the host needs no torch). Each step prints one
+`ROCMKIT-SETUP {json}` line; the host merges them.
 """
 
 from __future__ import annotations
