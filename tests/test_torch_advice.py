@@ -90,12 +90,19 @@ def test_cpu_only_torch_gets_the_same_advice(tmp_path):
 
 def test_rocm_torch_that_sees_nothing_points_at_the_doctor(mi300x, monkeypatch):
     hint = torch_advice.hint(rocm_devices(), mi300x)
-    assert "ROCm's build but sees 0 GPU(s)" in hint and "`rocmkit doctor` says why" in hint
+    assert "ROCm's build but sees no GPU" in hint and "`rocmkit doctor` says why" in hint
     assert "video and render groups" in hint and "pip install" not in hint
     hidden = torch_advice.hint(rocm_devices(env={"HIP_VISIBLE_DEVICES": ""}, monkeypatch=monkeypatch), mi300x)
     assert "HIP_VISIBLE_DEVICES='' hides them" in hidden
     fewer = torch_advice.hint(rocm_devices(visible=2), mi300x)
-    assert "ask for at most --gpus 2" in fewer
+    assert "sees 2 GPU(s)" in fewer and "ask for --gpus 2" in fewer
+
+
+def test_a_cuda_host_with_fewer_gpus_is_told_how_many_torch_sees(tmp_path):
+    # `certify --gpus 4` on a host with two NVIDIA H200s: the count torch sees, not advice about AMD GPUs
+    dev = dict(cuda_devices(), visible=2, names=["NVIDIA H200", "NVIDIA H200"])
+    hint = torch_advice.hint(dev, torch_advice.host(tmp_path))
+    assert hint == ("torch 2.11.0+cu130 (built for CUDA 13.0) sees 2 GPU(s) (NVIDIA H200): ask for --gpus 2 or fewer")
 
 
 def test_in_an_image_the_advice_is_about_the_image(mi300x):

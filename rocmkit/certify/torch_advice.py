@@ -88,6 +88,12 @@ def hint(dev: dict, machine: dict, *, python: str = "python3", image: str | None
     where = f"the image's {torch}" if image else torch
     cpu = f"--gpus 0 runs on the CPU{cpu_note}"
     hidden = _hidden_by(dev)
+    seen = dev.get("visible", 0)
+    if seen:  # torch drives some GPUs of this host: the run fits on those, or the rest are hidden from it
+        names = sorted(set(dev.get("names") or []))
+        return (f"{where} (built for {_built_for(dev)}) sees {seen} GPU(s)" + (f" ({', '.join(names)})" if names
+                else "") + f": ask for --gpus {seen}" + (f", or unset {hidden} to show it the others" if hidden
+                                                          else " or fewer"))
     if not machine.get("amd_gpus"):
         return (f"this host shows no AMD GPU (no /dev/kfd, no GPU in the KFD topology) and {where} is built for "
                 f"{_built_for(dev)}: {cpu}; on a GPU host `rocmkit doctor` says why the GPUs are not visible")
@@ -97,9 +103,7 @@ def hint(dev: dict, machine: dict, *, python: str = "python3", image: str | None
         why = (f"{hidden} hides them" if hidden else
                "usual causes: this user not in the video and render groups, /dev/kfd not readable, "
                "HIP_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES set")
-        seen = dev.get("visible", 0)
-        ask = f"ask for at most --gpus {seen}, or " if seen else ""
-        return f"{where} is ROCm's build but sees {seen} GPU(s) ({why}): {ask}{check} says why; or {cpu}"
+        return f"{where} is ROCm's build but sees no GPU ({why}): {check} says why; or {cpu}"
     if image:
         return (f"{where} is built for {_built_for(dev)}, which cannot drive this host's AMD GPUs: certify an image "
                 f"built from a ROCm stack (`rocmkit stacks` lists them), e.g. `rocmkit build --stack verl-vllm "
