@@ -182,3 +182,27 @@ def test_this_machines_own_processes():
     assert len({h.pid for h in found}) == len(found) and os.getpid() not in {h.pid for h in found}
     assert read == "" or read.startswith(("KFD", "DRM fdinfo", "nvidia-smi"))
     assert all(isinstance(m, GpuMemory) for m in gpu_memory(reader))
+
+
+def test_nvidia_smi_is_asked_on_a_live_host_without_kfd(tmp_path, monkeypatch):
+    """The live path to nvidia-smi, through the process runner: a stand-in on PATH prints what the real one prints
+    for both queries (this machine has no NVIDIA GPU); the process it names is this one, so its command line and
+    start time are read from the real /proc."""
+    if Path("/sys/class/kfd/kfd/proc").is_dir() or Path("/sys/class/drm").is_dir():
+        pytest.skip("this host has KFD or DRM cards: those answer before nvidia-smi is asked")
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text('#!/bin/sh\ncase "$1" in\n'
+                   f'  --query-compute-apps=pid,used_memory,gpu_bus_id) echo "{os.getpid()}, 131584, 00000000:1B:00.0";;\n'
+                   '  --query-gpu=pci.bus_id,memory.total,memory.used) echo "00000000:1B:00.0, 143771, 132034";;\n'
+                   '  *) echo "unexpected: $*" >&2; exit 2;;\nesac\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    reader = Reader("/", True)
+    found, read = holders(reader)
+    mine = [h for h in found if h.pid == os.getpid()]
+    assert "nvidia-smi --query-compute-apps" in read
+    assert [(h.memory, h.source) for h in mine] == [({"0000:1b:00.0": 131584 * MIB}, "nvidia-smi")]
+    assert mine[0].cmdline == " ".join(psutil.Process().cmdline())[:300]
+    assert holders(reader, exclude=[os.getpid()])[0] == [h for h in found if h.pid != os.getpid()]
+    assert gpu_memory(reader) == [GpuMemory("0000:1b:00.0", 143771 * MIB, 132034 * MIB, "nvidia-smi")]

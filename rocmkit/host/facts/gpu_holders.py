@@ -353,9 +353,7 @@ def parse_nvidia_gpus(lines: Iterable[str]) -> list[GpuMemory]:
 
 
 def _nvidia_smi(query: str) -> list[str] | None:
-    """nvidia-smi's stdout lines for one query, or None (no NVIDIA driver, no nvidia-smi, or it failed)."""
-    if not os.path.isdir("/proc/driver/nvidia"):
-        return None
+    """nvidia-smi's stdout lines for one query, or None (no nvidia-smi on PATH, or it failed)."""
     exe = next((os.path.join(d, "nvidia-smi") for d in os.environ.get("PATH", "").split(os.pathsep)
                 if d and os.access(os.path.join(d, "nvidia-smi"), os.X_OK)), None)
     if exe is None:
