@@ -32,7 +32,8 @@ def test_healthy_host_passes_every_health_check(tmp_path):
     assert {k: f.status for k, f in found.items()} == {i: Status.PASS for i in IDS}
     assert found["pcie.acs"].evidence["bridges_checked"] == 8 * 3 + 2  # 3 above each GPU, + each NIC's port
     assert found["gpu.busy"].evidence["self_pid"] == 4242  # the doctor's own KFD process is not "other"
-    assert found["gpu.busy"].title == "no other process holds GPU memory; at most 288 MiB of 192.0 GiB in use on 8 GPU(s)"
+    assert found["gpu.busy"].title == \
+        "no other process holds GPU memory; at most 288 MiB of 192.0 GiB in use on 8 GPU(s)"
 
 
 def test_uncorrectable_errors_and_failed_pages_fail(tmp_path):

@@ -1,6 +1,7 @@
-"""The reader of GPU memory holders (rocmkit/host/facts/gpu_holders.py) on its own: amdgpu's DRM fdinfo as the kernel
-prints it, nvidia-smi's CSV lines, the words a user reads (describe), a real MI308X CPX topology's gpu_ids, the
-GPUs found through /sys/class/drm without the doctor's devices, unreadable files, and this machine's own /proc."""
+"""The reader of GPU memory holders (rocmkit/host/facts/gpu_holders.py, drm_fdinfo.py) on its own: amdgpu's DRM
+fdinfo as the kernel prints it, nvidia-smi's CSV lines (and nvidia-smi itself, a stand-in), the words a user reads
+(describe), a real MI308X CPX topology's gpu_ids, the GPUs found through /sys/class/drm without the doctor's
+devices, unreadable files, and this machine's own /proc."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import pytest
 from conftest import SHARED_FIXTURES
 from holdergen import BTIME, amdgpu_fdinfo
 from rocmkit.host.facts import collect
-from rocmkit.host.facts.gpu_holders import (GpuMemory, Holder, _btime, _process, describe, gpu_memory, holders,
-                                            kfd_processes, parse_drm_fdinfo, parse_nvidia_apps, parse_nvidia_gpus,
-                                            pci_address)
+from rocmkit.host.facts.drm_fdinfo import parse_drm_fdinfo, pci_address
+from rocmkit.host.facts.gpu_holders import (GpuMemory, Holder, _btime, _process, _without_kfd, describe, gpu_memory,
+                                            holders, kfd_processes, parse_nvidia_apps, parse_nvidia_gpus)
 from rocmkit.host.facts.reader import KFD_TOPOLOGY, Reader
 from treegen import HostSpec, healthy_process, write_tree
 
@@ -182,6 +183,9 @@ def test_this_machines_own_processes():
     assert len({h.pid for h in found}) == len(found) and os.getpid() not in {h.pid for h in found}
     assert read == "" or read.startswith(("KFD", "DRM fdinfo", "nvidia-smi"))
     assert all(isinstance(m, GpuMemory) for m in gpu_memory(reader))
+    # a KFD pid is named after its /proc entry only when that process has /dev/kfd open (pid namespaces): this
+    # process has not, and a pid that is no process here is not named either
+    assert _without_kfd(reader, os.getpid()) and _without_kfd(reader, 2**22 + 1)
 
 
 def test_nvidia_smi_is_asked_on_a_live_host_without_kfd(tmp_path, monkeypatch):
@@ -192,8 +196,9 @@ def test_nvidia_smi_is_asked_on_a_live_host_without_kfd(tmp_path, monkeypatch):
         pytest.skip("this host has KFD or DRM cards: those answer before nvidia-smi is asked")
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.parent.mkdir()
+    me = os.getpid()
     smi.write_text('#!/bin/sh\ncase "$1" in\n'
-                   f'  --query-compute-apps=pid,used_memory,gpu_bus_id) echo "{os.getpid()}, 131584, 00000000:1B:00.0";;\n'
+                   f'  --query-compute-apps=pid,used_memory,gpu_bus_id) echo "{me}, 131584, 00000000:1B:00.0";;\n'
                    '  --query-gpu=pci.bus_id,memory.total,memory.used) echo "00000000:1B:00.0, 143771, 132034";;\n'
                    '  *) echo "unexpected: $*" >&2; exit 2;;\nesac\n')
     smi.chmod(0o755)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..host.facts.gpu_holders import parse_drm_fdinfo
+from ..host.facts.drm_fdinfo import parse_drm_fdinfo
 
 BUSY_SHARE = 0.5  # of one core wanted (run + run-queue wait), per thread: see the module docstring
 BUSY_CAP = 5  # busy silence delays the stop by at most this many stall timeouts
@@ -156,7 +156,7 @@ def read_threads(pids: list[int]) -> dict[tuple[int, int], Counters]:
 
 def parse_fdinfo(texts: list[str]) -> Gpu | None:
     """One process's DRM usage stats from its fdinfo texts (one per open DRM file; parsed by the doctor's reader,
-    gpu_holders.parse_drm_fdinfo): engine busy time summed, memory summed, each DRM client once (a process may hold
+    host/facts/drm_fdinfo.py): engine busy time summed, memory summed, each DRM client once (a process may hold
     one client through several fds). None: no stats."""
     seen, busy, memory, found = set(), 0, 0, False
     for text in texts:

@@ -219,8 +219,8 @@ def check_busy(f: Facts, ctx: Context):
           "self_pid": h.self_pid}
     shown = "; ".join(lines[:4]) + (f"; {len(lines) - 4} more GPU(s)" if len(lines) > 4 else "")
     host = " (host pids: run these on the host)" if f.container and h.holders else ""
-    fix = ("stop what is left over: `amd-smi process` lists each GPU's processes, `ps -o pid,user,lstart,args -p <pid>` "
-           "says whose and since when, then `kill <pid>` (an orphaned vLLM `VLLM::EngineCore` outlives its parent); "
+    fix = ("stop what is left over: `amd-smi process` lists each GPU's processes, "
+           "`ps -o pid,user,lstart,args -p <pid>` says whose and since when, then `kill <pid>` (an orphaned vLLM `VLLM::EngineCore` outlives its parent); "
            "or run on other GPUs with HIP_VISIBLE_DEVICES") + host
     if not h.holders_source and not any(v["used_bytes"] is not None for v in per.values()):
         yield finding("gpu.busy", "gpu", Status.SKIP, "GPU memory and its holders not read: no KFD proc folder "

@@ -5,10 +5,10 @@ device ... is less than desired GPU memory utilization").
 Sources of holders, in order, merged per pid (the larger figure per GPU wins: they count the same buffers):
 - KFD, `/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>`: bytes of VRAM each ROCm process holds (amdkfd/kfd_process.c);
   gpu_id is a topology node's `gpu_id` file. Sysfs is not pid-namespaced, so in a container it lists the host's
-  processes too (by their host pids).
-- DRM fdinfo, `/proc/<pid>/fdinfo/<fd>` of the process's open DRM files (Documentation/gpu/drm-usage-stats.rst;
-  amdgpu_fdinfo.c): `drm-pdev:` the GPU, `drm-client-id:` one DRM file however many fds share it,
-  `drm-memory-vram:` (amdgpu, "N KiB"; an alias of `drm-resident-vram:` on newer kernels). Where KFD answers,
+  processes too (by their host pids); a pid whose /proc entry here has no /dev/kfd open is another process, and
+  is not named after it.
+- DRM fdinfo, `/proc/<pid>/fdinfo/<fd>` of the process's open DRM files (drm_fdinfo.py parses them): the GPU,
+  the DRM client (one DRM file however many fds share it) and the VRAM it holds. Where KFD answers,
   only its processes' fdinfo is read: every process's fds cost ~6 µs each to look at, 0.6 s on a node with
   100,000 open fds, more than the doctor's whole first level; without KFD every process is read.
 - nvidia-smi `--query-compute-apps`, on the live host only, when neither KFD nor an amdgpu DRM client answered
@@ -27,6 +27,7 @@ import re
 import time
 from typing import Iterable, NamedTuple
 
+from .drm_fdinfo import parse_drm_fdinfo, pci_address
 from .kfd import Device
 from .reader import KFD_TOPOLOGY, Reader, read_nodes
 
@@ -36,10 +37,6 @@ CMDLINE_MAX = 300
 NVIDIA_SMI_S = 10.0  # nvidia-smi answers in well under a second; a wedged driver must not hang the caller
 APPS_QUERY = "--query-compute-apps=pid,used_memory,gpu_bus_id"
 GPUS_QUERY = "--query-gpu=pci.bus_id,memory.total,memory.used"
-_UNIT = {"": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
-_DRM_LINE = re.compile(r"^drm-([\w-]+):[ \t]*(\S+)(?:[ \t]+(\S+))?[ \t]*$", re.M)
-_MEMORY_KINDS = ("memory", "total", "shared", "active", "resident", "purgeable")
-_PCI = re.compile(r"([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])")
 
 
 class Holder(NamedTuple):
@@ -72,58 +69,6 @@ class KfdProcess(NamedTuple):
     pid: int
     comm: str | None
     vram: dict[str, int]  # PCI address of the GPU (or "gpu_id N" when unknown) -> bytes
-
-
-class DrmClient(NamedTuple):
-    """One DRM file's usage stats, as one fdinfo text gives them (drm-usage-stats.rst)."""
-
-    client_id: str | None
-    pdev: str | None  # lower-case PCI address
-    driver: str | None
-    engines_ns: int | None  # drm-engine-<name>: N ns, summed; None: no engine key in ns
-    memory: dict[str, int]  # "<kind>-<region>" ("memory-vram", "resident-gtt", ...) -> bytes
-
-    @property
-    def vram(self) -> int:
-        """VRAM this client holds: the resident figure (drm-memory-* is its older alias; drm-total-* also counts
-        buffers evicted to system memory), over every VRAM region (amdgpu "vram", xe "vram0")."""
-        for kind in ("resident", "memory"):
-            found = [v for k, v in self.memory.items() if re.fullmatch(rf"{kind}-vram\d*", k)]
-            if found:
-                return sum(found)
-        return 0
-
-
-def parse_drm_fdinfo(text: str) -> DrmClient | None:
-    """One fdinfo text's DRM usage stats; None for a file that is not a DRM client (no drm- keys)."""
-    client = pdev = driver = None
-    engines: int | None = None
-    memory: dict[str, int] = {}
-    found = False
-    for key, value, unit in _DRM_LINE.findall(text):
-        found = True
-        if key == "client-id":
-            client = value
-        elif key == "pdev":
-            pdev = pci_address(value)
-        elif key == "driver":
-            driver = value
-        elif key.startswith("engine-") and not key.startswith("engine-capacity-") and unit == "ns":
-            if value.isdigit():
-                engines = (engines or 0) + int(value)
-        elif (key.partition("-")[0] in _MEMORY_KINDS and "-" in key and not key.startswith("total-cycles-")
-              and value.isdigit() and unit in _UNIT):  # (xe's drm-total-cycles-<engine> is a count, not memory)
-            memory[key] = memory.get(key, 0) + int(value) * _UNIT[unit]
-    return DrmClient(client, pdev, driver, engines, memory) if found else None
-
-
-def pci_address(bus_id: str) -> str | None:
-    """'00000000:1B:00.0' (nvidia-smi) or '0000:c1:00.0' -> '0000:1b:00.0'; None when it is no PCI address."""
-    m = _PCI.fullmatch(bus_id.strip())
-    if not m:
-        return None
-    domain, bus, dev, fn = m.groups()
-    return f"{int(domain, 16):04x}:{bus.lower()}:{dev.lower()}.{fn}"
 
 
 def kfd_processes(reader: Reader, devices: Iterable[Device] = ()) -> list[KfdProcess] | None:
@@ -178,12 +123,14 @@ def holders(reader: Reader, devices: Iterable[Device] = (), exclude: Iterable[in
     source: dict[int, str] = {}
     read: list[str] = []
     kfd = kfd_processes(reader, devices)
+    elsewhere: set[int] = set()  # KFD's pids whose /proc entry here is another process (see _without_kfd)
     if kfd is not None:
         for p in kfd:
             if p.pid not in skip and p.vram:
                 held[p.pid], source[p.pid] = dict(p.vram), "kfd"
         read.append(f"KFD (/{KFD_PROC}: {len(kfd)} process(es))")
-        pids = sorted(held)
+        elsewhere = {pid for pid in held if live and _without_kfd(reader, pid)}
+        pids = sorted(set(held) - elsewhere)
     else:
         pids = sorted(int(p) for p in _listdir(reader, "proc") if p.isdigit())
     drm, seen, unreadable, amd = _drm_memory(reader, [p for p in pids if p not in skip], live)
@@ -208,7 +155,8 @@ def holders(reader: Reader, devices: Iterable[Device] = (), exclude: Iterable[in
     for pid in sorted(held):
         memory = {k: v for k, v in held[pid].items() if v > 0}
         if memory:
-            out.append(Holder(pid, *_process(reader, pid, btime), memory=memory, source=source[pid]))
+            known = (None, None, None) if pid in elsewhere else _process(reader, pid, btime)
+            out.append(Holder(pid, *known, memory=memory, source=source[pid]))
     return out, "; ".join(read)
 
 
@@ -264,6 +212,24 @@ def _drm_fds(reader: Reader, pid: int, live: bool) -> list[str] | bool | None:
         except OSError:  # closed since listed
             continue
     return out
+
+
+def _without_kfd(reader: Reader, pid: int) -> bool:
+    """Whether the live /proc/<pid> here is a process without /dev/kfd open, so not the one KFD names: KFD's sysfs
+    is not pid-namespaced, so in a container a host pid may be another process here (or none). False where its fds
+    cannot be read (another user's, without root): then it is named as /proc says."""
+    fd_dir = reader.path(f"proc/{pid}/fd")
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return not os.path.exists(fd_dir.parent)  # gone, or not visible here: nothing to name it by
+    for fd in names:
+        try:
+            if os.readlink(fd_dir / fd) == "/dev/kfd":
+                return False
+        except OSError:
+            continue
+    return True
 
 
 def _process(reader: Reader, pid: int, btime: float | None) -> tuple[str | None, str | None, float | None]:
