@@ -114,7 +114,8 @@ def _gpu_ids(reader: Reader, devices: list[Device]) -> dict[str, str]:
     return out
 
 
-def holders(reader: Reader, devices: Iterable[Device] = (), exclude: Iterable[int] = ()) -> tuple[list[Holder], str]:
+def holders(reader: Reader, devices: Iterable[Device] = (),
+            exclude: Iterable[int] = ()) -> tuple[list[Holder], str]:
     """The processes holding GPU memory (pids in exclude left out), and one line saying what was read ("" when no
     source was readable)."""
     live = os.path.realpath(reader.root) == "/"
@@ -160,7 +161,8 @@ def holders(reader: Reader, devices: Iterable[Device] = (), exclude: Iterable[in
     return out, "; ".join(read)
 
 
-def _drm_memory(reader: Reader, pids: list[int], live: bool) -> tuple[dict[int, dict[str, int]], int, int, bool]:
+def _drm_memory(reader: Reader, pids: list[int],
+                live: bool) -> tuple[dict[int, dict[str, int]], int, int, bool]:
     """VRAM per pid and GPU from the DRM fdinfo of these pids; how many pids were read, how many could not be (no
     ptrace access: another user's process, without root), and whether any client was amdgpu's. A DRM file shared
     by several processes (inherited over fork) counts once, for the first (lowest) pid: it is one allocation."""
@@ -232,7 +234,8 @@ def _without_kfd(reader: Reader, pid: int) -> bool:
     return True
 
 
-def _process(reader: Reader, pid: int, btime: float | None) -> tuple[str | None, str | None, float | None]:
+def _process(reader: Reader, pid: int,
+             btime: float | None) -> tuple[str | None, str | None, float | None]:
     """comm, cmdline (joined by spaces, cut at CMDLINE_MAX) and start time of a process, None where unreadable."""
     comm = reader.line(f"proc/{pid}/comm") or None
     raw, _ = reader.raw(f"proc/{pid}/cmdline", 4 * CMDLINE_MAX)
