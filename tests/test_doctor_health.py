@@ -1,10 +1,11 @@
-"""Hardware-health checks (RAS, PCIe links, ACS, other KFD processes, power caps) on generated trees: a healthy
+"""Hardware-health checks (RAS, PCIe links, ACS, GPUs other processes hold, power caps) on generated trees: a healthy
 host and one with each fault, read through the real reader; the capture/--root round trip keeps the bridge
 chain; and this machine's own sysfs, where it has PCI bridges."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,10 @@ from rocmkit.host.checks import Context, run_checks
 from rocmkit.host.facts import collect
 from rocmkit.host.facts.health import ACS_ID, HealthFacts, Reader, _bridge
 from rocmkit.host.model import Status
+import holdergen
 from treegen import HostSpec, bridge_config, healthy_process, write_tree
 
-IDS = ("gpu.ras", "gpu.pcie_link", "nic.pcie_link", "pcie.acs", "gpu.processes", "gpu.power_cap")
+IDS = ("gpu.ras", "gpu.pcie_link", "nic.pcie_link", "pcie.acs", "gpu.busy", "gpu.power_cap")
 
 
 def check(tmp_path: Path, arch: str | None = None, **spec):
@@ -29,7 +31,9 @@ def test_healthy_host_passes_every_health_check(tmp_path):
     found = check(tmp_path)
     assert {k: f.status for k, f in found.items()} == {i: Status.PASS for i in IDS}
     assert found["pcie.acs"].evidence["bridges_checked"] == 8 * 3 + 2  # 3 above each GPU, + each NIC's port
-    assert found["gpu.processes"].evidence["self_pid"] == 4242  # the doctor's own KFD process is not "other"
+    assert found["gpu.busy"].evidence["self_pid"] == 4242  # the doctor's own KFD process is not "other"
+    assert found["gpu.busy"].title == \
+        "no other process holds GPU memory; at most 288 MiB of 192.0 GiB in use on 8 GPU(s)"
 
 
 def test_uncorrectable_errors_and_failed_pages_fail(tmp_path):
@@ -105,17 +109,65 @@ def test_acs_capability_is_found_by_walking_the_list(tmp_path):
     assert _bridge(reader, "x", "sys/bus/pci/devices/0000:04:00.0").acs_control is None
 
 
-def test_other_process_holding_vram_warns(tmp_path):
+@pytest.fixture
+def utc(monkeypatch):
+    """Local time is UTC while the test runs (describe() prints local start times)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_another_process_holding_vram_warns_naming_it(tmp_path, utc):
     found = check(tmp_path, kfd_procs={31337: {0: 40 << 30, 1: 2 << 30}, 555: {}})
-    f = found["gpu.processes"]
-    assert f.status == Status.WARN and "1 other process(es)" in f.title
-    assert "pid 31337 (python3) 42.0 GiB on 0000:05:00.0, 0000:15:00.0" in f.title
-    assert f.evidence["without_vram"] == [555]
+    f = found["gpu.busy"]
+    assert f.status == Status.WARN and f.title.startswith("1 other process(es) hold GPU memory: ")
+    assert ("GPU 0000:05:00.0: 40.3 GiB of 192.0 GiB in use — pid 31337 (python3 -m vllm.entrypoints.openai.api_s...) "
+            "40.0 GiB, started 10:14; GPU 0000:15:00.0: 2.3 GiB") in f.title
+    assert "kill <pid>" in f.fix and "amd-smi process" in f.fix and "HIP_VISIBLE_DEVICES" in f.fix
+    assert [h["pid"] for h in f.evidence["holders"]] == [31337]  # 555 holds nothing; the doctor (4242) is not other
+    assert f.evidence["holders"][0]["source"] == "kfd" and f.evidence["holders"][0]["started"] == holdergen.BTIME + 8040
+    assert f.evidence["gpus"]["0000:05:00.0"] == {
+        "total_bytes": 196592 << 20, "used_bytes": (288 << 20) + (40 << 30), "held_by_others_bytes": 40 << 30,
+        "unseen_bytes": 288 << 20, "memory_source": "sysfs mem_info_vram", "partitions": 1}
 
 
-def test_no_kfd_proc_folder_is_skipped(tmp_path):
-    f = check(tmp_path, kfd=False)["gpu.processes"]
-    assert f.status == Status.SKIP
+def test_a_gpu_others_hold_half_of_fails(tmp_path, utc):
+    # vLLM's "Free memory on device cuda:0 (8.91/139.8 GiB) on startup is less than desired GPU memory
+    # utilization (0.4, 55.92 GiB)": the doctor says it before the job starts
+    f = check(tmp_path, kfd_procs={4711: {2: 96 << 30}}, cmdlines={4711: "VLLM::EngineCore"})["gpu.busy"]
+    assert f.status == Status.FAIL and f.title.startswith("less than half the memory is free on 1 GPU(s): ")
+    assert "GPU 0000:25:00.0: 96.3 GiB of 192.0 GiB in use — pid 4711 (VLLM::EngineCore) 96.0 GiB, started 10:14" \
+        in f.title and "gpu_memory_utilization 0.5" in f.title
+
+
+def test_memory_no_visible_process_holds_fails_saying_so(tmp_path):
+    # another container's processes without KFD, or a reader without root: mem_info_vram_used still tells
+    f = check(tmp_path, kfd=False, vram_unseen={1: 150 << 30})["gpu.busy"]
+    assert f.status == Status.FAIL and "GPU 0000:15:00.0: 150.3 GiB of 192.0 GiB in use by no process visible here" \
+        in f.title and f.evidence["holders"] == []
+
+
+def test_a_process_seen_through_drm_fdinfo_only_warns(tmp_path, utc):
+    """No KFD proc folder: every process's DRM fdinfo is read (its render-node fds, amdgpu's format)."""
+    f = check(tmp_path, kfd=False, drm_procs={777: {3: 20 << 30}})["gpu.busy"]
+    assert f.status == Status.WARN and "GPU 0000:35:00.0: 20.3 GiB of 192.0 GiB in use — pid 777" in f.title
+    assert f.evidence["holders"][0]["source"] == "drm-fdinfo"
+    assert f.evidence["source"] == "DRM fdinfo (/proc/<pid>/fdinfo: 1 process(es) read)"
+
+
+def test_a_partitioned_gpu_is_warned_about_not_failed(tmp_path):
+    # in CPX mode a GPU's partitions go to different jobs by design; its memory figures are the whole GPU's
+    f = check(tmp_path, mode="CPX", kfd_procs={4711: {0: 120 << 30}})["gpu.busy"]
+    assert f.status == Status.WARN and "(its 8 partitions share it)" in f.title
+
+
+def test_nothing_readable_is_skipped_saying_why(tmp_path):
+    f = check(tmp_path, kfd=False, vram_sysfs=False)["gpu.busy"]
+    assert f.status == Status.SKIP and "no KFD proc folder" in f.title and "no DRM fdinfo" in f.title
+    f = check(tmp_path / "2", kfd=False)["gpu.busy"]  # the GPUs' use readable, not who uses them
+    assert f.status == Status.SKIP and "at most 288 MiB of 192.0 GiB in use" in f.title
 
 
 def test_lowered_power_cap_warns(tmp_path):
@@ -129,15 +181,18 @@ def test_cpu_target_skips_the_gpu_only_health_findings(tmp_path):
     assert found["pcie.acs"].status == Status.SKIP and found["gpu.power_cap"].status == Status.SKIP
 
 
-def test_capture_then_root_keeps_the_bridge_chain(tmp_path):
+@pytest.mark.parametrize("holder", [{"kfd_procs": {777: {1: 1 << 30}}},
+                                    {"kfd": False, "drm_procs": {777: {1: 1 << 30}}}], ids=["kfd", "drm-fdinfo"])
+def test_capture_then_root_keeps_the_bridge_chain_and_the_gpu_holders(tmp_path, holder):
     src = write_tree(tmp_path / "src", HostSpec(gpus=2, rdma_nics=1, acs={1: 0x04}, links={0: (16.0, 16)},
-                                                kfd_procs={777: {1: 1 << 30}}, process=healthy_process()))
+                                                process=healthy_process(), **holder))
     first = collect(str(src))
     out = capture(first, str(tmp_path / "cap"))
     second = collect(str(out))
     a = [f.to_json() for f in run_checks(first, Context()) if f.id in IDS]
     b = [f.to_json() for f in run_checks(second, Context()) if f.id in IDS]
     assert a == b and len(a) == len(IDS)
+    assert [f["evidence"]["holders"][0]["pid"] for f in b if f["id"] == "gpu.busy"] == [777]
     assert os.path.islink(out / "sys/bus/pci/devices/0000:05:00.0")
 
 

@@ -4,8 +4,8 @@ misconfigurations the checks look for. The layout and property formats follow th
 and real captures of MI300X, MI308X, MI210 and Vega10 hosts.
 
 The hardware-health part (write_pci_health, write_kfd_procs): each GPU's PCI device nested under its bridges
-as sysfs nests it, with RAS counters, link state, power cap, the bridges' config space, RDMA NICs beside the
-GPUs, and KFD processes. No AMD capture of these files was at hand: they are built from the kernel's
+as sysfs nests it, with RAS counters, link state, power cap, memory (mem_info_vram_*), the bridges' config space,
+RDMA NICs beside the GPUs, and KFD processes; processes seen through DRM fdinfo come from holdergen.py. No AMD capture of these files was at hand: they are built from the kernel's
 documented formats (amdgpu_ras.c and Documentation/gpu/amdgpu/ras.rst, pci-sysfs.c, kfd_process.c,
 amdgpu_pm.c) and the PCIe base spec's config space layout (a type 1 header, a capability list at 0x34, the
 extended capability list from 0x100 with ACS, id 0x000D, control register at +6).
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from aergen import write_aer
+from holdergen import BTIME, IDLE_VRAM_USED, write_drm_procs, write_holder
 from rocmkit import archs
 from rocmkit.host.facts import PROCESS_FILE
 from rocmkit.host.facts.journal import file_for as journal_file
@@ -193,6 +194,15 @@ class HostSpec:
     acs: dict[int, int] = field(default_factory=dict)  # ACS control of the switch port above the GPU (0: off)
     config_root: bool = True  # False: config files as a non-root reader sees them (first 64 bytes)
     kfd_procs: dict[int, dict[int, int]] = field(default_factory=dict)  # other pid -> {GPU: VRAM bytes}
+    # gpu.busy (rocmkit/host/facts/gpu_holders.py): amdgpu's mem_info_vram_total/_used of each GPU (used: the
+    # driver's own IDLE_VRAM_USED, what the processes here hold, and vram_unseen, held by no process in the tree);
+    # processes holding VRAM seen through DRM fdinfo only (amdgpu_fdinfo below); the holders' command lines and
+    # start times (seconds after boot; the tree's boot is BTIME)
+    vram_sysfs: bool = True
+    vram_unseen: dict[int, int] = field(default_factory=dict)  # GPU -> bytes
+    drm_procs: dict[int, dict[int, int]] = field(default_factory=dict)  # pid -> {GPU: VRAM bytes}
+    cmdlines: dict[int, str] = field(default_factory=dict)  # pid -> command line; HOLDER_CMDLINE when not named
+    started_s: dict[int, float] = field(default_factory=dict)  # pid -> seconds after boot; HOLDER_STARTED_S
     power_caps: dict[int, int] = field(default_factory=dict)  # power1_cap in W; default and max 750 W
     rdma_nics: int = 0  # RDMA NICs; NIC i sits beside GPU i under one PCIe switch
     nic_links: dict[int, tuple[float, int]] = field(default_factory=dict)
@@ -274,6 +284,10 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
     if spec.kfd:
         _touch(root / "dev/kfd")
         write_kfd_procs(root, spec, first_nodes)
+    write_drm_procs(root, spec)
+    if spec.kfd_procs or spec.drm_procs:
+        _write(root / "proc/stat", f"cpu  4705 356 584 3699 23 23 0 0 0 0\nintr 114930548 113199788 3 0 5 263\n"
+                                   f"ctxt 1990473\nbtime {BTIME}\nprocesses 2915\nprocs_running 1\n")
     if spec.amdgpu is not None:
         _write(root / "sys/module/amdgpu/initstate", spec.amdgpu + "\n")
         _write(root / "sys/module/amdgpu/version", spec.amdgpu_version + "\n")
@@ -414,6 +428,17 @@ def write_pci_health(root: Path, spec: HostSpec, g: int, bus: int) -> None:
         (ras / "features").write_text("feature mask: 0x3fbf\n")
         pages = "".join(f"0x{0x1000 + i:08x} : 0x00001000 : {flag}\n" for i, flag in enumerate(spec.bad_pages.get(g, "")))
         (ras / "gpu_vram_bad_pages").write_text(pages)
+    if spec.vram_sysfs:
+        held = sum(p.get(g, 0) for p in [*spec.kfd_procs.values(), *spec.drm_procs.values()])
+        total = int((_product(spec.product).memory_gib or 64) * 1024) - 16  # MiB: 196592 on an MI300X
+        (gpu / "mem_info_vram_total").write_text(f"{total << 20}\n")
+        (gpu / "mem_info_vram_used").write_text(f"{IDLE_VRAM_USED + held + spec.vram_unseen.get(g, 0)}\n")
+    # the PCI device's uevent (pci-driver.c's pci_uevent, DRIVER= from the driver core) and its DRM card's link
+    (gpu / "uevent").write_text(f"DRIVER=amdgpu\nPCI_CLASS=120000\nPCI_ID=1002:{_product(spec.product).pci_ids[0][2:].upper()}"
+                                f"\nPCI_SLOT_NAME=0000:{bus:02x}:00.0\n")
+    card = root / f"sys/class/drm/card{g + 1}"
+    card.mkdir(parents=True, exist_ok=True)
+    os.symlink(os.path.relpath(gpu, card), card / "device")
     hw = gpu / "hwmon" / f"hwmon{g + 2}"
     hw.mkdir(parents=True, exist_ok=True)
     for name, watts in (("power1_cap", spec.power_caps.get(g, DEFAULT_CAP_W)), ("power1_cap_max", DEFAULT_CAP_W),
@@ -440,6 +465,4 @@ def write_kfd_procs(root: Path, spec: HostSpec, first_nodes: dict[int, int]) -> 
         for g, node in first_nodes.items():
             (d / f"vram_{gpu_id(node)}").write_text(f"{held.get(g, 0)}\n")
         if pid != spec.self_pid:
-            comm = root / f"proc/{pid}/comm"
-            comm.parent.mkdir(parents=True, exist_ok=True)
-            comm.write_text("python3\n")
+            write_holder(root, spec, pid)

@@ -33,8 +33,9 @@ takes for work is still stopped (watchdog.Watch). Reading is at the edges (read_
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
+
+from ..host.facts.drm_fdinfo import parse_drm_fdinfo
 
 BUSY_SHARE = 0.5  # of one core wanted (run + run-queue wait), per thread: see the module docstring
 BUSY_CAP = 5  # busy silence delays the stop by at most this many stall timeouts
@@ -153,28 +154,21 @@ def read_threads(pids: list[int]) -> dict[tuple[int, int], Counters]:
     return out
 
 
-_ENGINE_RE = re.compile(r"^drm-engine-[\w-]+:\s*(\d+)\s*ns", re.M)
-_MEMORY_RE = re.compile(r"^drm-(?:memory|total|resident)-[\w-]+:\s*(\d+)(?:\s*([KMG]i?B))?", re.M)
-_CLIENT_RE = re.compile(r"^drm-client-id:\s*(\d+)", re.M)
-_UNIT = {None: 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 2**10, "MB": 2**20, "GB": 2**30}
-
-
 def parse_fdinfo(texts: list[str]) -> Gpu | None:
-    """One process's DRM usage stats from its fdinfo texts (one per open DRM file): engine busy time summed,
-    memory summed, each DRM client once (a process may hold one client through several fds). None: no stats."""
+    """One process's DRM usage stats from its fdinfo texts (one per open DRM file; parsed by the doctor's reader,
+    host/facts/drm_fdinfo.py): engine busy time summed, memory summed, each DRM client once (a process may hold
+    one client through several fds). None: no stats."""
     seen, busy, memory, found = set(), 0, 0, False
     for text in texts:
-        client = _CLIENT_RE.search(text)
-        if client is None:
+        c = parse_drm_fdinfo(text)
+        if c is None or c.client_id is None or c.client_id in seen:
             continue
-        if client.group(1) in seen:
-            continue
-        seen.add(client.group(1))
-        engines = [int(x) for x in _ENGINE_RE.findall(text)]
-        if engines:
+        seen.add(c.client_id)
+        if c.engines_ns is not None:
             found = True
-            busy += sum(engines)
-        memory += sum(int(n) * _UNIT.get(unit or None, 1) for n, unit in _MEMORY_RE.findall(text))
+            busy += c.engines_ns
+        # whether memory changes is all that matters here, so every kind a driver prints is summed
+        memory += sum(v for k, v in c.memory.items() if k.partition("-")[0] in ("memory", "total", "resident"))
     return Gpu(busy, memory) if found else None
 
 

@@ -149,7 +149,7 @@ def cpu_since(rec: dict, p: psutil.Process) -> None:
 def gpu_memory(pids: set[int]) -> tuple[dict[int, float], str]:
     """MiB of GPU memory each process holds, where the driver says: amdgpu's KFD per process, else nvidia-smi.
     And where it was read from ("" when nowhere)."""
-    from ..host.facts.health import KFD_PROC, kfd_processes
+    from ..host.facts.gpu_holders import KFD_PROC, kfd_processes
     from ..host.facts.reader import Reader
 
     held: dict[int, float] = {}

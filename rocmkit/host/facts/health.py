@@ -1,6 +1,6 @@
 """Hardware health facts of each GPU and RDMA NIC, read from sysfs through the doctor's reader: amdgpu's RAS
-error counters and bad pages, PCIe link state, ACS on the bridges above them, KFD processes holding VRAM,
-and the power cap.
+error counters and bad pages, PCIe link state, ACS on the bridges above them, the processes holding GPU memory
+and each GPU's total and used memory (gpu_holders.py), and the power cap.
 
 Formats, from the kernel:
 - `<pci>/ras/<block>_err_count`: "ue: N\\nce: M" (newer kernels add "de: K", deferred errors);
@@ -9,8 +9,6 @@ Formats, from the kernel:
 - `<pci>/{current,max}_link_{speed,width}`: "32.0 GT/s PCIe", "16" (drivers/pci/pci-sysfs.c).
 - `<pci>/config`: the binary config space; a reader without CAP_SYS_ADMIN gets its first 64 bytes only, so
   the extended capabilities (ACS, id 0x000D, from offset 0x100) need root (PCIe base spec, 7.7.8).
-- `/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>`: bytes of VRAM that process holds on that GPU; gpu_id is
-  the topology node's `gpu_id` file (amdkfd/kfd_process.c).
 - `<pci>/hwmon/hwmon*/power1_cap{,_max,_default}`: microwatts (amdgpu_pm.c).
 - `<pci>/aer_dev_*` and a root port's `aer_rootport_total_err_*`: PCIe AER counters since boot (aer.py).
 Where the bridges above a device are found: the realpath of /sys/bus/pci/devices/<pci> nests the device
@@ -25,11 +23,11 @@ import re
 from typing import NamedTuple
 
 from .aer import Aer, read_aer, uptime_s
+from .gpu_holders import GpuMemory, Holder, gpu_memory, holders
 from .kfd import Device
-from .reader import KFD_TOPOLOGY, Reader
+from .reader import Reader
 
 PCI_DEVICES = "sys/bus/pci/devices"
-KFD_PROC = "sys/class/kfd/kfd/proc"
 INFINIBAND = "sys/class/infiniband"
 PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 ACS_ID = 0x000D
@@ -79,14 +77,6 @@ class PciHealth(NamedTuple):
     power: dict[str, int] | None = None  # power1_cap, power1_cap_max, power1_cap_default (µW)
 
 
-class KfdProcess(NamedTuple):
-    """A process holding VRAM through KFD, and how much on which GPU."""
-
-    pid: int
-    comm: str | None
-    vram: dict[str, int]  # PCI address of the GPU (or "gpu_id N" when unknown) -> bytes
-
-
 class HealthFacts:
     """The health facts of a host's GPUs, RDMA NICs and the bridges above them, filled in by read_health (a plain
     class, as gather.Facts is: see there)."""
@@ -95,7 +85,9 @@ class HealthFacts:
         self.gpus: dict[str, PciHealth] = {}
         self.nics: dict[str, PciHealth] = {}  # RDMA device name -> its PCI function
         self.bridges: dict[str, Bridge] = {}
-        self.kfd_procs: list[KfdProcess] | None = None  # None: no KFD proc folder readable
+        self.holders: list[Holder] = []  # other processes holding GPU memory (the doctor's own left out)
+        self.holders_source = ""  # what was read to find them ("": nothing was readable)
+        self.gpu_memory: list[GpuMemory] = []  # each GPU's total and used memory, where readable
         self.self_pid: int | None = None
         self.links: dict[str, str] = {}  # symlink (root-relative) -> its target (root-relative)
         self.uptime_s: float | None = None  # /proc/uptime: the AER counters count since boot
@@ -115,7 +107,9 @@ def read_health(reader: Reader, devices: list[Device]) -> HealthFacts:
         if pci and PCI_ADDRESS.fullmatch(pci):
             h.nics[name] = PciHealth(pci=pci, link=_link(reader, real), bridges=_bridges(reader, h, real),
                                      aer=read_aer(reader, real))
-    h.kfd_procs = kfd_processes(reader, devices)
+    if devices:  # (without an AMD GPU seen, nothing: no process scan, no nvidia-smi on the doctor's path)
+        h.holders, h.holders_source = holders(reader, devices, exclude=[h.self_pid] if h.self_pid else [])
+        h.gpu_memory = gpu_memory(reader, devices)
     h.uptime_s = uptime_s(reader) if h.gpus or h.nics else None
     return h
 
@@ -219,37 +213,3 @@ def _listdir(reader: Reader, rel: str) -> list[str]:
         return os.listdir(reader.path(rel))
     except (OSError, ValueError):
         return []
-
-
-def kfd_processes(reader: Reader, devices: list[Device]) -> list[KfdProcess] | None:
-    """Every process holding VRAM through KFD (None: no KFD proc folder); the doctor's check and the stall report
-    (rocmkit/stall/tree.py) read it. Without devices, a GPU is named "gpu_id N"."""
-    if not reader.path(KFD_PROC).is_dir():
-        return None
-    procs, ids = [], None
-    for pid in sorted(_listdir(reader, KFD_PROC), key=lambda p: (len(p), p)):
-        if not pid.isdigit():
-            continue
-        vram: dict[str, int] = {}
-        for name in sorted(_listdir(reader, f"{KFD_PROC}/{pid}")):
-            if not name.startswith("vram_"):
-                continue
-            v = reader.line(f"{KFD_PROC}/{pid}/{name}")
-            if v and v.isdigit() and int(v) > 0:
-                if ids is None:  # gpu_id -> PCI address, read only when some process holds VRAM
-                    ids = _gpu_ids(reader, devices)
-                gid = name[len("vram_"):]
-                vram[ids.get(gid, f"gpu_id {gid}")] = vram.get(ids.get(gid, f"gpu_id {gid}"), 0) + int(v)
-        comm = reader.line(f"proc/{pid}/comm") if vram else None
-        procs.append(KfdProcess(pid=int(pid), comm=comm, vram=vram))
-    return procs
-
-
-def _gpu_ids(reader: Reader, devices: list[Device]) -> dict[str, str]:
-    out = {}
-    for d in devices:
-        for n in d.nodes:
-            gid = reader.line(f"{KFD_TOPOLOGY}/nodes/{n.index}/gpu_id")
-            if gid and gid.isdigit() and d.pci_address:
-                out[gid] = d.pci_address
-    return out
