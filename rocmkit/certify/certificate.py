@@ -99,7 +99,7 @@ def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:
 def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: dict, device: str | None,
           steps: dict | None = None, info: dict | None = None, setup: dict | None = None, probes: dict | None = None,
           notes: list[str] = (), files: dict | None = None, timings: dict | None = None,
-          timeline: list[dict] = (), engine_run: dict | None = None) -> dict:
+          timeline: list[dict] = (), engine_run: dict | None = None, cause: dict | None = None) -> dict:
     steps, info = steps or {}, info or {}
     metrics = summarize(steps, {**info, "device": device})
     metrics["per_step"] = per_step(steps)
@@ -108,6 +108,7 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "verdict": verdict.label,
         "exit_code": verdict.exit_code,
+        "cause": cause,  # why the run did not finish well (cause.py); None when it did
         "checks": verdict.checks,
         "engine": settings["engine"],
         "settings": settings,
@@ -153,9 +154,13 @@ def markdown(cert: dict) -> str:
     t, mt, run = cert["target"], cert["metrics"], cert["run"]
     what = (f"image `{t['image']}` ({t.get('id', '')[:19]})" if t.get("image")
             else f"this host (Python {t.get('python')}, torch {t.get('packages', {}).get('torch')})")
+    why = cert.get("cause")
     lines = [
-        f"# rocmkit certificate: {cert['verdict'].upper()}",
+        f"# rocmkit certificate: {cert['verdict'].upper()}" + (f" — {why['summary']}" if why else ""),
         "",
+        *([f"- what to do: {why['hint']}"] if why and why.get("hint") else []),
+        *([f"- evidence ({ev.get('file')}" + (f", line {ev['line']}" if ev.get("line") else "") + f"): `{ev['text'][:300]}`"
+           for ev in (why or {}).get("evidence", [])[-3:]]),
         f"- engine: {cert['engine']}; target: {what}",
         f"- device: {cert.get('device') or '?'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
         f"wall: {run.get('wall_s') or 0:.1f} s",

@@ -8,6 +8,7 @@ target and the runner."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 
@@ -17,7 +18,7 @@ from ..progress import Display
 from ..runtime.container import DOCKER_ERROR
 from . import engines
 from . import metrics as metrics_mod
-from . import watchdog, workspace
+from . import busy, cause, watchdog, workspace
 from .certificate import build
 from .intarget import setup as setup_mod
 from .judge import Reason, RunStatus, Status, Verdict, check, not_certified
@@ -40,7 +41,10 @@ def config(s: Settings, ws: Workspace, target: Target) -> dict:
            "builtin_model": s.model is None, "builtin_data": s.data is None,
            "model_dir": str(ws.model_dir), "train_file": str(ws.train_file), "val_file": str(ws.val_file),
            "reward_file": str(ws.reward_file), "run_dir": str(ws.run_dir), "imports": engine.imports(s)}
-    return {**cfg, **engine.configure(s, ws, target)}
+    cfg.update(engine.configure(s, ws, target))
+    if engine.setup_in_target and not s.on_cpu:
+        cfg["gpu_need"] = engine.gpu_need(s, cfg)  # the setup stops at once when a GPU has less free
+    return cfg
 
 
 def command(s: Settings, ws: Workspace, target: Target, cfg: dict) -> tuple[list[str], dict[str, str]]:
@@ -55,9 +59,10 @@ def setup_command(s: Settings, ws: Workspace, target: Target) -> list[str]:
 
 
 def setup_problem(s: Settings, target: Target, returncode: int | None, report: dict,
-                  tail: list[str]) -> tuple[str, str] | None:
+                  tail: list[str], need: list[dict] = ()) -> tuple[str, str] | None:
     """Why the target cannot run the check (message, hint), or None. Pure, but for torch_advice.host() (this
-    host's /dev/kfd, KFD topology and ROCm version), read only when torch sees fewer GPUs than asked."""
+    host's /dev/kfd, KFD topology and ROCm version), read only when torch sees fewer GPUs than asked, and the
+    processes holding GPU memory, read only when a GPU is short of it (`need`: certify.json's gpu_need)."""
     where = f"the image {target.image}" if target.image else f"this host's Python ({target.python})"
     said = " | ".join(line for line in tail[-6:] if line.strip())
     if target.image and returncode == DOCKER_ERROR:
@@ -84,6 +89,9 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
                 f"{dev['visible']}" + (f" ({env})" if env else ""),
                 "nothing was trained; " + torch_advice.hint(dev, torch_advice.host(), python=target.python,
                                                             image=target.image, cpu_note=engines.of(s).cpu_hint()))
+    memory = report.get("gpu_memory")
+    if memory and need and busy.problem(memory, need, []):
+        return busy.problem(memory, need, busy.read_holders(), exclude_pids=(os.getpid(),))
     return engines.of(s).setup_refusal(report)
 
 
@@ -186,7 +194,11 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                                f"setup still running at the --timeout of {s.timeout} s")]), report, target, files,
                                (f"the certification ran past --timeout {s.timeout} s during setup and was stopped",
                                 None))
-        problem = setup_problem(s, target, res.returncode, report, lines)
+        if report.get("input_problems"):
+            raise UsageError("; ".join(report["input_problems"]),
+                             hint="nothing was started; give a whole model folder (--model) and a parquet file with "
+                                  "the columns named (--data)")
+        problem = setup_problem(s, target, res.returncode, report, lines, cfg.get("gpu_need", []))
         if problem:
             message, hint = problem
             verdict = not_certified(Reason.SETUP, [check("target can run the check", False, message)])
@@ -212,6 +224,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     display.stage("training", f"{s.engine}, " + (f"{s.steps} steps on {device}" if engine.setup_in_target
                                                  else f"on {device}"))
     follow = watchdog.Follow(display, engine.watch(s), stall_dir=ws.stall_dir)
+    run_started = time.monotonic()
     run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
     timings.lap("run")
     display.stage("judging")
@@ -227,28 +240,33 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                "stall_timeout_s": s.stall_timeout or None, "activity": watched["activity"]}
     if watched["replicas"]:  # several rollout replicas: each one's updates and syncs, apart
         run_doc["replica_timelines"] = watched["replicas"]
+    if status is not RunStatus.FINISHED:  # who the run's processes were, and when each ended: the cause's witnesses
+        run_doc["processes"] = [{k: v for k, v in r.items() if k != "started"}
+                                for r in follow.processes.table.values()]
     if follow.stall_report:  # where every process stood before the stalled run was stopped
         run_doc["stall_report"] = follow.stall_report
         files["stall"] = str(ws.stall_dir)
     stop = follow.watch.stopped
+    why = run_cause(s, engine, ws, run, status, follow, run_started)
     extra = measured + ([check("no stall or engine error", False, stop.message(s.stall_timeout))] if stop else [])
     verdict = engine.verdict(s, steps, status, run, probes, extra, ws)
+    if why:  # "run status: crashed" alone tells nothing: the check says what ended the run
+        for c in verdict.checks:
+            if c["name"] == "run finished":
+                c["detail"] = f"run status: {status.value}: {why['summary']}"
     if status is RunStatus.TIMED_OUT:
         verdict = not_certified(Reason.TIMEOUT, verdict.checks)  # setup failures stopped the run above
     timings.lap("judge")
     timings["whole_s"] = round(time.monotonic() - timings.started, 3)
     cert = build(**base, verdict=verdict, run=run_doc, device=device, steps=steps, info=info,
                  setup=report, probes=probes, notes=target.notes + engine.run_notes(run) + follow.watch.notes(),
-                 files=files,
+                 files=files, cause=why,
                  timeline=watched["timeline"], engine_run=engine.run_record(s, report, run, ws))
     write_certificate(ws, cert)
     display.done()
-    if status is RunStatus.TIMED_OUT:
-        error = (f"the certification ran past --timeout {s.timeout} s and was stopped", f"its log: {ws.log}")
-    elif stop:
-        error = (stop.message(s.stall_timeout), stall_hint(follow.stall_report, ws))
-    else:
-        error = launch_error(ws)
+    error = None
+    if why:
+        error = (why["summary"], "; ".join(x for x in (why.get("hint"), f"the log: {ws.log}") if x))
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
 
 
@@ -257,7 +275,9 @@ def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report
     """A certificate for a check that never trained (setup or deadline), unless this is a dry run."""
     cert = build(**base, verdict=verdict, run={"status": "not started", "exit_code": None, "wall_s": 0.0},
                  device=engines.of(s).device(s, report) if report.get("devices") else None, setup=report,
-                 notes=target.notes, files=files)
+                 notes=target.notes, files=files,
+                 cause=cause.refused(*(error or ("; ".join(c["detail"] for c in verdict.checks if not c["passed"]),
+                                                 None))))
     if not s.dry_run:
         write_certificate(ws, cert)
     if s.dry_run:
@@ -268,10 +288,10 @@ def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report
 def stall_hint(stall: dict | None, ws: Workspace) -> str:
     """What to read after a stop: the stall report's verdict when there is one, else the last lines."""
     if stall and stall.get("verdict"):
-        return f"{stall['verdict']['summary']}; the full stacks: {ws.stall_dir / 'stacks.txt'}; the log: {ws.log}"
+        return f"{stall['verdict']['summary']}; the full stacks: {ws.stall_dir / 'stacks.txt'}"
     if stall:
-        return f"{stall.get('error')}; the last lines are in the certificate (run.stop.lines); the log: {ws.log}"
-    return f"the last lines are in the certificate (run.stop.lines); the log: {ws.log}"
+        return f"{stall.get('error')}; the last lines are in the certificate (run.stop.lines)"
+    return "the last lines are in the certificate (run.stop.lines)"
 
 
 def read_steps(ws: Workspace) -> dict[int, dict[str, float]]:
@@ -281,13 +301,33 @@ def read_steps(ws: Workspace) -> dict[int, dict[str, float]]:
     return steps
 
 
-def launch_error(ws: Workspace) -> tuple[str, str] | None:
-    """What trl_launch said went wrong around the trainer (the vLLM server died or never became healthy)."""
-    if not ws.log.exists():
+def run_cause(s: Settings, engine, ws: Workspace, run, status: RunStatus, follow, started: float) -> dict | None:
+    """What ended a run that did not finish well (cause.py decides; this reads the logs, the processes the watchdog
+    noted and, for a run that died, the kernel's log since the run started)."""
+    if status is RunStatus.FINISHED:
         return None
-    said = [line.split("rocmkit: error: ", 1)[1] for line in ws.log.read_text(errors="replace").splitlines()
-            if "rocmkit: error: " in line]
-    return (said[-1], f"the server's log: {ws.server_log}") if said else None
+    logs = {}
+    for name, path in (("run.log", ws.log), ("server.log", ws.server_log)):
+        if path.exists():
+            logs[name] = path.read_text(errors="replace").splitlines()
+    kernel: list[str] = []
+    if status in (RunStatus.CRASHED, RunStatus.ENGINE_ERROR):
+        kernel = kernel_lines_since(started)
+    stop = follow.watch.stopped
+    return cause.name(status=status, returncode=run.returncode, logs=logs, processes=follow.processes,
+                      kernel=kernel, extra=engine.signatures(), where=follow.watch.detail,
+                      command=engine.command_name, stop=stop.to_json() if stop else None,
+                      stop_message=stop.message(s.stall_timeout) if stop else None,
+                      stop_hint=stall_hint(follow.stall_report, ws), timeout_s=s.timeout)
+
+
+def kernel_lines_since(started: float) -> list[str]:
+    """The kernel log's messages since `started` (time.monotonic(), which counts from boot as the kernel's log
+    does), or none where the log is not readable (a container, kernel.dmesg_restrict without root)."""
+    from ..host.facts.kernlog import read_live
+
+    log = read_live()
+    return [r.message for r in log.records() if r.usec / 1e6 >= started - 1.0] if log.text else []
 
 
 def run_info(ws: Workspace) -> dict:

@@ -131,12 +131,16 @@ def judged(cert: dict) -> dict | None:
 def stop_mark(cert: dict) -> tuple[float, str, float] | None:
     """Where the run was stopped or ended badly: (seconds, what to write there, seconds it was quiet before)."""
     run = cert.get("run") or {}
-    stop, status = run.get("stop"), run.get("status")
-    if stop:
-        words = "stalled" if stop.get("reason") == "stalled" else "engine error"
+    stop, status, why = run.get("stop"), run.get("status"), cert.get("cause")
+    quiet = float((stop or {}).get("quiet_s") or 0.0)
+    if stop and stop.get("reason") == "stalled":
         phase = PHASE_WORDS.get(stop.get("phase"), stop.get("phase"))
-        return (run_end(cert), f"stopped: {words} in {phase} ({stop.get('detail')})",
-                float(stop.get("quiet_s") or 0.0))
+        return run_end(cert), f"stopped: stalled in {phase} ({stop.get('detail')})", quiet
+    if why and status != "timed out":  # a run that died, or an engine error: what ended it
+        return run_end(cert), "ended: " + textwrap.shorten(why["summary"], 110, placeholder=" …"), quiet
+    if stop:
+        phase = PHASE_WORDS.get(stop.get("phase"), stop.get("phase"))
+        return run_end(cert), f"stopped: engine error in {phase} ({stop.get('detail')})", quiet
     if status == "timed out":
         return run_end(cert), "stopped: the time limit (--timeout) was reached", 0.0
     if status == "crashed":

@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import activity, metrics
+from .processes import Processes
 
 # Why 600 s: the longest silence a healthy run showed was the engine start of verl on a GPU (five processes each
 # importing torch and vLLM, then vLLM's compile: about 60 s without a line, the benchmark records it as
@@ -169,9 +170,9 @@ def source(line: str) -> str:
     return (f"{m.group(1)} pid={m.group(2)}" if m.group(1) else f"pid={m.group(2)}") if m else "driver"
 
 
-def short(line: str) -> str:
+def short(line: str, limit: int = 300) -> str:
     """A log line without its Ray and vLLM prefixes ("(Worker pid=1) ERROR 11-24 12:59:50 [file.py:9] ")."""
-    return _PREFIX_RE.sub("", _ANSI_RE.sub("", line).strip())[:300]
+    return _PREFIX_RE.sub("", _ANSI_RE.sub("", line).strip())[:limit]
 
 
 def clock_text(seconds: float) -> str:
@@ -373,6 +374,7 @@ class Follow:
         self.stall_report: dict | None = None
         self._sample, self._last_sample = sample, None  # the run's processes' counters (activity.py)
         self.every_s = activity.sample_every(watch.stall_s)
+        self.processes = Processes()  # who each process was, for the cause of a crash (cause.py)
 
     def before_stop(self, pids: list[int]) -> None:
         """proc.run's on_stop: the stall report on the run's processes as they stand. Never raises: a report that
@@ -396,6 +398,7 @@ class Follow:
         """proc.run's stop_when: the watchdog's reason to stop, or None. `pids` (a callable: the run's process
         ids) is read every `every_s` for the work of a silent run (activity.py)."""
         if pids is not None:
+            self.processes.note(pids)
             self._read_work(pids)
         reason = self.watch.check()
         self._show()

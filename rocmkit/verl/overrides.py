@@ -38,6 +38,11 @@ class VerlRun:
         return self.gpus == 0
 
 
+# The rollout's share of each GPU (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static): the actor and the
+# reference model live beside it on the same GPUs between rollouts.
+ROLLOUT_MEMORY = 0.4
+
+
 def overrides(r: VerlRun) -> list[str]:
     """The overrides, in `key=value` form. trainer.n_gpus_per_node and nnodes are filled in here."""
     workers = max(1, r.gpus)
@@ -60,7 +65,7 @@ def overrides(r: VerlRun) -> list[str]:
         "actor_rollout_ref.actor.use_dynamic_bsz=False",
         f"actor_rollout_ref.rollout.name={r.rollout}",
         f"actor_rollout_ref.rollout.tensor_model_parallel_size={r.tensor_parallel}",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.4", f"actor_rollout_ref.rollout.n={r.n}",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={ROLLOUT_MEMORY}", f"actor_rollout_ref.rollout.n={r.n}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
         "actor_rollout_ref.rollout.agent.num_workers=1",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",

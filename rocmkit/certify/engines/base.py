@@ -17,6 +17,10 @@ from ..judge import RunStatus, Verdict, judge
 from ..settings import Settings
 from ..watchdog import Watch
 
+# What the trainer needs on each GPU beside the rollout's share: the built-in model's weights, optimizer state and
+# activations (under 1 GiB) and each process's CUDA/HIP context (about 0.5 GiB), with room.
+TRAINER_BYTES = 2 << 30
+TRAINER_WHO = "2 GiB for the trainer (its model, optimizer and GPU context)"
 # What every run needs in the target before the engine's own modules (top-level import names).
 BASE_MODULES = ["rocmkit", "torch", "transformers", "tokenizers", "pyarrow"]
 
@@ -46,6 +50,7 @@ class CertifyEngine:
     setup_in_target = True  # False: nothing of rocmkit runs in the target before the engine (Miles' own test)
     probes = True  # the doctor's GPU probes are measured where the run happens
     cluster: ClusterJob | None = None  # the engine's job under `rocmkit slurm`; None: not offered there
+    command_name = "the training command"  # what the certificate calls the command certify ran, when it died
 
     # ---- options ----
 
@@ -114,6 +119,11 @@ class CertifyEngine:
 
     # ---- the run ----
 
+    def gpu_need(self, s: Settings, cfg: dict) -> list[dict]:
+        """What the run needs free on each GPU before it starts ({share of the GPU, bytes beside it, who}), so a
+        GPU another process holds is refused in seconds (setup.short_of_memory), not after the engine's start-up."""
+        return [{"share": 0.0, "bytes": TRAINER_BYTES, "who": TRAINER_WHO}] * s.gpus
+
     def watch(self, s: Settings) -> Watch:
         return Watch(s.steps, stall_s=s.stall_timeout or float("inf"), first_phase=self.first_phase)
 
@@ -140,6 +150,10 @@ class CertifyEngine:
     def summary_lines(self, engine_run: dict | None) -> list[str]:
         """The certificate's markdown lines about the engine's own record."""
         return []
+
+    def signatures(self) -> tuple:
+        """The engine's own failure signatures (certify/signatures.py's Signature), tried before the shared ones."""
+        return ()
 
     def run_notes(self, run) -> list[str]:
         """Notes on the run for the certificate (beside the target's)."""

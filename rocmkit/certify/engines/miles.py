@@ -106,6 +106,7 @@ class Miles(CertifyEngine):
     name = "miles"
     options = ("miles_dir",)
     first_phase = "Miles' test"
+    command_name = "Miles' test"
     setup_in_target = False
     probes = False
     cluster = MilesJob(entrypoint=MILES_ENTRYPOINT, reserved=MILES_RESERVED,

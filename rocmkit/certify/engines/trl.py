@@ -4,10 +4,13 @@ runs vLLM inside each training process (certify/intarget/trl_launch.py and trl_r
 
 from __future__ import annotations
 
+import re
+
 from ...errors import UsageError
 from ..intarget import trl_launch, trl_run
 from ..settings import Settings, VllmMode
-from .base import BASE_MODULES, BuiltinTask
+from ..signatures import Signature
+from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask
 
 # Built-in task: a group of 8 answers per prompt, 2 prompts a step, a high learning rate for a tiny model
 # (the reward rises within about ten steps on a CPU). A 0.5B model diverges at the tiny model's rate.
@@ -17,12 +20,22 @@ TRL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 2e-5}
 # rocmkit waits for its /health/ (vLLM's CPU build loads and warms up in about a minute on two cores).
 TRL_MAX_MODEL_LEN = {"builtin": 256, "user": 2048}
 SERVER_READY_S = 600
+SERVER_MEMORY = 0.9  # trl vllm-serve's --gpu_memory_utilization default (trl/scripts/vllm_serve.py ScriptArguments)
 ZERO_STAGES = (1, 2, 3)
+
+
+# What rocmkit's launcher (trl_launch.py) says when the vLLM server never became healthy or died under the trainer:
+# the run's cause unless a line before it says more (the server's own error is in its log, server.log).
+LAUNCHER_ERROR = Signature(
+    "trl.server", re.compile(r"rocmkit: error: (?:.*?\(pid (?P<pid>\d+)\))?"),
+    "TRL's vLLM server failed", "the server's own log (the certificate's files.server_log) says why it stopped",
+    "rocmkit/certify/intarget/trl_launch.py", signal=None)
 
 
 class Trl(BuiltinTask):
     name = "trl"
     options = ("vllm_mode", "zero")
+    command_name = "TRL's trainer"
 
     def check(self, s: Settings) -> None:
         if s.vllm_mode is VllmMode.SERVER and s.gpus == 1:
@@ -67,6 +80,20 @@ class Trl(BuiltinTask):
                         "vllm_mode": s.vllm_mode.value if s.vllm_mode else None, "gpus": s.gpus, "zero": s.zero,
                         "server_log": str(ws.server_log), "server_timeout": min(SERVER_READY_S, s.timeout),
                         "max_model_len": TRL_MAX_MODEL_LEN["builtin" if s.data is None else "user"]}}
+
+    def gpu_need(self, s: Settings, cfg: dict) -> list[dict]:
+        trainer = {"share": 0.0, "bytes": TRAINER_BYTES, "who": TRAINER_WHO}
+        if s.vllm_mode is VllmMode.COLOCATE:
+            return [{**trainer, "share": trl_run.COLOCATE_MEMORY,
+                     "who": f"vLLM inside the trainer takes {trl_run.COLOCATE_MEMORY:g} of the GPU, plus {TRAINER_WHO}"}
+                    ] * s.gpus
+        if s.vllm_mode is VllmMode.SERVER:  # the server alone on the first GPU, at trl vllm-serve's default share
+            return [{"share": SERVER_MEMORY, "bytes": 0, "who": f"trl vllm-serve takes {SERVER_MEMORY:g} of the GPU "
+                     "(its --gpu_memory_utilization default)"}] + [trainer] * (s.gpus - 1)
+        return [trainer] * s.gpus
+
+    def signatures(self) -> tuple:
+        return (LAUNCHER_ERROR,)
 
     def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
         module = trl_launch if s.vllm_mode else trl_run  # run by name in the target

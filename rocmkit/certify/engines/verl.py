@@ -17,7 +17,7 @@ from ...verl import smoke_cuts
 from ...verl import target_steps
 from ..judge import check as judge_check
 from ..settings import Backend, Rollout, Settings
-from .base import BASE_MODULES, BuiltinTask, ClusterJob
+from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob
 
 # verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
 # learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
@@ -49,6 +49,7 @@ class Verl(BuiltinTask):
     options = ("rollout", "rollout_tp", "backend", "tp", "pp", "attn", "rollout_graphs", "engine_defaults", "tune")
     extra = "verl"
     first_phase = "starting Ray"
+    command_name = "verl's driver (main_ppo)"
     cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"))
 
     # ---- options ----
@@ -134,6 +135,16 @@ class Verl(BuiltinTask):
                 # vLLM's model inspection, done beside the setup instead of on the rollout's start (vllm_modelinfo.py)
                 "modelinfo": s.rollout is Rollout.VLLM,
                 "megatron": s.backend is Backend.MEGATRON}  # compat.py checks the Megatron packages then
+
+    def gpu_need(self, s: Settings, cfg: dict) -> list[dict]:
+        """vLLM refuses to start unless gpu_memory_utilization of the GPU is free (vllm/v1/worker/utils.py,
+        "Free memory on device ... on startup is less than desired GPU memory utilization"); the actor beside it."""
+        share = verl_overrides.ROLLOUT_MEMORY
+        for o in [*cfg.get("verl_overrides", []), *cfg.get("tune_overrides", [])]:
+            if o.startswith("actor_rollout_ref.rollout.gpu_memory_utilization="):
+                share = float(o.split("=", 1)[1])
+        who = f"verl's {s.rollout.value} rollout takes gpu_memory_utilization {share:g} of the GPU"
+        return [{"share": share, "bytes": TRAINER_BYTES, "who": f"{who}, plus {TRAINER_WHO}"}] * s.gpus
 
     def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
         env = verl_overrides.environment(self.run(s, ws, target), str(ws.metrics))

@@ -56,6 +56,26 @@ def devices(torch) -> dict:
                             if k in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")}}
 
 
+def gpu_memory(torch, count: int) -> list[dict]:
+    """Free and total bytes of each GPU the run will use, as the driver says now (torch.cuda.mem_get_info), and its
+    PCI address, so the host can name the processes holding the rest."""
+    out = []
+    for i in range(count):
+        free, total = torch.cuda.mem_get_info(i)
+        props = torch.cuda.get_device_properties(i)
+        bus = getattr(props, "pci_bus_id", None)
+        pci = (f"{getattr(props, 'pci_domain_id', 0):04x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+               if isinstance(bus, int) else None)
+        out.append({"index": i, "name": torch.cuda.get_device_name(i), "free": free, "total": total, "pci": pci})
+    return out
+
+
+def short_of_memory(memory: list[dict], need: list[dict]) -> list[int]:
+    """The GPUs whose free memory is below what the run needs there (certify.json's gpu_need: a share of the GPU
+    and bytes beside it, per GPU)."""
+    return [m["index"] for m, n in zip(memory, need) if m["free"] < n["share"] * m["total"] + n["bytes"]]
+
+
 def prepare(cfg: dict) -> dict:
     """The built-in model, data and reward file (only what the run does not bring itself)."""
     from .. import task
@@ -90,9 +110,20 @@ def main(config_path: str) -> None:
 
         report["devices"] = devices(torch)
         report["timings"]["import_torch_s"] = round(time.perf_counter() - t, 3)
+        from .. import inputs
+
+        report["input_problems"] = inputs.problems(cfg)
+        if report["input_problems"]:
+            emit(report)  # the user's model or data cannot work: the host says which file and why
+            return
         if cfg["gpus"] > report["devices"]["visible"]:
             emit(report)  # the host stops here: no training on a device that was not asked for
             return
+        if cfg["gpus"] and cfg.get("gpu_need"):
+            report["gpu_memory"] = gpu_memory(torch, cfg["gpus"])
+            if short_of_memory(report["gpu_memory"], cfg["gpu_need"]):
+                emit(report)  # another process holds what the run needs: the host names it, nothing starts
+                return
         t = time.perf_counter()
         errors = {}
         for name in cfg["imports"]:

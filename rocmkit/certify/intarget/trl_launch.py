@@ -143,7 +143,9 @@ def launch(config_path: str) -> int:
                 gone = server.poll()
                 if gone is not None:
                     trainer.stop()
-                    print(f"rocmkit: error: {SERVER} exited with {gone} during training; the trainer was "
+                    how = (f"was killed by {signal.Signals(-gone).name}" if gone < 0 and -gone in
+                           signal.valid_signals() else f"exited with code {gone}")
+                    print(f"rocmkit: error: {SERVER} (pid {server.pid}) {how} during training; the trainer was "
                           f"stopped", flush=True)
                     return 1
                 time.sleep(POLL_S)

@@ -15,6 +15,8 @@ import time
 import traceback
 from pathlib import Path
 
+COLOCATE_MEMORY = 0.3  # vLLM's share of each GPU inside TRL's trainer (its vllm_gpu_memory_utilization)
+
 
 def _sync():
     import torch
@@ -109,7 +111,7 @@ def run(cfg: dict) -> dict:
 
             vllm_generation.VLLMClient = client_class(out / "weights")
     elif mode == "colocate":
-        vllm = {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3,
+        vllm = {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": COLOCATE_MEMORY,
                 "vllm_max_model_length": cfg["max_model_len"]}
 
     def reward(completions, reward_model, data_source, **kwargs):

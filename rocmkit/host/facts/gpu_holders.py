@@ -343,7 +343,7 @@ def short_name(h: Holder, width: int = 40) -> str | None:
     """What the process is, in a few words: its command line (the program's base name first), else its comm."""
     if not h.cmdline:
         return h.comm
-    first, _, rest = h.cmdline.partition(" ")
+    first, _, rest = " ".join(h.cmdline.split()).partition(" ")  # one line: `python -c` code holds newlines
     text = " ".join(filter(None, [os.path.basename(first) or first, rest]))
     return text if len(text) <= width else text[:width].rstrip() + "..."
 

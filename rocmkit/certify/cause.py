@@ -1,0 +1,337 @@
+"""Why a run did not finish well, named in one place for every engine (verl, TRL, Miles), on the host and in
+images: which process (role, rank, pid), how it ended (an exit code, or a signal by name), the first real error
+across its processes, the kernel's word where readable, and what to do. The certificate's `cause`, the first
+line of certificate.md, the terminal's `error:`/`hint:` and the picture's mark all come from here.
+
+How the cause is chosen, the way torch elastic picks its "Root Cause (first observed failure)":
+1. a process of the run that the kernel's OOM killer killed (`Out of memory: Killed process <pid>`): the host
+   ran out of memory, whatever the engines said after;
+2. else the earliest line that matches a known signature (signatures.py, plus the engine's own) and is not a
+   wrapper: Ray's RayTaskError and ActorDiedError, Hydra's "Error executing job", vLLM's "Engine core
+   initialization failed" only carry the cause, printed earlier by the process that failed;
+3. else the exception each process ended with (the last line of its last traceback), the earliest first;
+4. else what ended the command itself: its signal, or its exit code and last lines.
+A stalled run and a run past --timeout are named by the watchdog's stop and the stall report (flow.py passes
+them in). Pure: the caller reads the logs, the processes seen and the kernel log; this module decides.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as signals
+from dataclasses import dataclass
+
+from . import signatures
+from .judge import RunStatus
+from .processes import UNNAMED
+from .watchdog import _ANSI_RE, FATAL, short
+
+EVIDENCE_LINES = 8  # the most lines of evidence a cause keeps
+EVIDENCE_CHARS = 1000  # of each: Ray's death message runs to 900
+_RAY_SOURCE_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((?:(\w+) )?pid=(\d+)(?:, ip=[\d.]+)?\)")
+_RAY_PID_RE = re.compile(r"\bWorker PID: (\d+)|^\s*pid: (\d+)\s*$")
+_NESTED_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((\w+) pid=(\d+)[^)]*\)(?:\x1b\[[0-9;]*m)* \((\w+) pid=(\d+)\)")
+_CLASS_RE = re.compile(r"class_name: (?:\S*\.)?(\w+)\s")  # ActorDiedError's "class_name: create_...<locals>.WorkerDict"
+_TRACEBACK = "Traceback (most recent call last)"
+_EXCEPTION_RE = dict(FATAL)["python.exception"]
+TRACEBACK_SPAN = 400  # lines after a traceback's start within which its exception line is looked for
+# Ray's words for a worker that ended without telling it why: the connection dropped (a signal or a native crash)
+ABRUPT_RE = re.compile(r"connection error code 2\. End of file|exits unexpectedly\. Worker exits with an exit code None")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of a log that says something of the failure."""
+
+    file: str  # "run.log", "server.log", "kernel log"
+    line: int  # 1-based, in that file
+    text: str
+    sig: signatures.Signature | None  # None: an exception line with no known signature
+    pid: int | None  # the process that printed it (Ray's prefix) or that it names (Ray's "pid: N")
+
+
+def source_pid(line: str) -> int | None:
+    m = _RAY_SOURCE_RE.match(line)
+    return int(m.group(2)) if m else None
+
+
+def scan(lines: list[str], file: str, extra: tuple = ()) -> tuple[list[Event], list[Event]]:
+    """The lines matching a signature (wrappers included), and the exception each process ended with: the last
+    line of each process's last traceback (by Ray's pid prefix; unprefixed lines are the command's own)."""
+    found: list[Event] = []
+    last_exception: dict[int | None, Event] = {}
+    open_tb: dict[int | None, int] = {}  # process -> line of its open traceback's start
+    for i, text in enumerate(lines, 1):
+        pid = source_pid(text)
+        sig = signatures.match(text, extra)
+        if sig:
+            named = signatures.field(text, sig).get("pid")
+            found.append(Event(file, i, text, sig, int(named) if named and named.isdigit() else pid))
+        if _TRACEBACK in text:
+            open_tb[pid] = i
+        elif pid in open_tb and i - open_tb[pid] <= TRACEBACK_SPAN and _EXCEPTION_RE.search(short(text)):
+            last_exception[pid] = Event(file, i, text, sig, pid)
+            del open_tb[pid]
+    return found, sorted(last_exception.values(), key=lambda e: e.line)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def who(proc: dict | None, pid: int | None, fallback: str = "a process of the run") -> str:
+    """'rank 1 (pid 4321, Ray actor WorkerDict)', 'vLLM EngineCore (pid 77)', or the fallback with its pid."""
+    if proc is None:
+        return f"{fallback} (pid {pid})" if pid else fallback
+    if proc.get("rank") is not None:
+        return f"rank {proc['rank']} (pid {proc['pid']}, {proc['role']})"
+    return f"{proc['role']} (pid {proc['pid']}" + (f", under {proc['parent']})" if proc.get("parent") else ")")
+
+
+def _process(processes, pid: int | None, lines: list[str] = ()) -> dict | None:
+    """What was noted of the process while it lived; else what the log says of it: the Ray actor its lines are
+    prefixed with ("(WorkerDict pid=28237)"), or the class Ray's ActorDiedError names for that pid."""
+    found = processes.find(pid) if processes is not None and pid else None
+    if found and not found["role"].startswith(UNNAMED) or not pid:
+        return found
+    actor = None
+    for text in lines:
+        m = _RAY_SOURCE_RE.match(text)
+        if m and m.group(1) and int(m.group(2)) == pid:
+            actor = m.group(1)
+            break
+    if actor is None:  # vLLM's own processes, inside a Ray actor's lines: "(vLLMHttpServer pid=1) (EngineCore pid=2)"
+        for text in lines:
+            m = _NESTED_RE.search(text[:200])
+            if m and int(m.group(4)) == pid:
+                return {**(found or {"pid": pid, "rank": None}), "role": f"vLLM {m.group(3)}",
+                        "parent": f"Ray actor {m.group(1)} pid {m.group(2)}"}
+    if actor is None:
+        for i, text in enumerate(lines):
+            if _RAY_PID_RE.search(text) and str(pid) in text:
+                near = " ".join(lines[max(0, i - 3): i + 1])
+                m = _CLASS_RE.search(near)
+                if m:
+                    actor = m.group(1)
+                    break
+    if actor is None:
+        return found
+    return {**(found or {"pid": pid, "rank": None}), "role": f"Ray actor {actor}"}
+
+
+def _ray_pid(lines: list[str], event: Event) -> int | None:
+    """The pid Ray names in the message around a worker's death ("Worker PID: N", or "pid: N" under ActorDiedError)."""
+    for text in lines[max(0, event.line - 12): event.line + 2]:
+        m = _RAY_PID_RE.search(text)
+        if m:
+            return int(m.group(1) or m.group(2))
+    return event.pid
+
+
+def _oom_kill(kernel: list[str], processes) -> tuple[int, str] | None:
+    """The first kernel OOM kill of a process of the run: (pid, the kernel's line)."""
+    for text in kernel:
+        sig = signatures.match(text)
+        if sig and sig.signal and sig.id.startswith("host.oom"):
+            pid = signatures.field(text, sig).get("pid")
+            if pid and pid.isdigit() and _process(processes, int(pid)):
+                return int(pid), text
+    return None
+
+
+def _faulthandler_signal(lines: list[str], pid: int | None) -> str | None:
+    """The signal Python's faulthandler reported for this process before it died ("Fatal Python error: Aborted")."""
+    for text in lines:
+        sig = signatures.match(text)
+        if sig and sig.signal and not sig.id.startswith("host.oom") and (pid is None or source_pid(text) == pid):
+            return sig.signal
+    return None
+
+
+def name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str]], processes=None,
+         kernel: list[str] = (), extra: tuple = (), where: str = "", command: str = "the training command",
+         stop: dict | None = None, stop_message: str | None = None, stop_hint: str | None = None,
+         timeout_s: float | None = None) -> dict | None:
+    """The cause of a run that did not finish well, or None for a finished run. `logs`: each log's name and lines,
+    the main log first; `where`: the phase or step the watchdog was in at the end ("step 2")."""
+    status = RunStatus(status)
+    at = f" in {where}" if where else ""
+    if status is RunStatus.FINISHED:
+        return None
+    if status is RunStatus.TIMED_OUT:
+        return _doc("timed out", f"the certification ran past --timeout {timeout_s:g} s{at} and was stopped",
+                    "give it more time (--timeout), or look in the log for what it was waiting on")
+    if status is RunStatus.STALLED:
+        return _doc("stalled", stop_message or f"the run stalled{at}", stop_hint,
+                    evidence=[{"file": "run.log", "text": x} for x in (stop or {}).get("lines", [])[-4:]])
+    main = next(iter(logs), "run.log")
+    lines = logs.get(main, [])
+    oom = _oom_kill(list(kernel), processes)
+    if oom:
+        pid, text = oom
+        proc = _process(processes, pid)
+        return _doc("host.oom", f"{who(proc, pid)} was killed by the kernel's OOM killer (SIGKILL){at}: the host "
+                    "ran out of memory", signatures.match(text).hint, process=proc or {"pid": pid},
+                    ended={"signal": "SIGKILL", "by": "the kernel's OOM killer"},
+                    evidence=[{"file": "kernel log", "text": text[:EVIDENCE_CHARS]}])
+    events, exceptions = [], []
+    for file, file_lines in logs.items():
+        found, ended = scan(file_lines, file, extra)
+        events += found
+        exceptions += ended
+    root = next((e for e in events if not e.sig.wrapper), None)
+    if root is None:  # the exception a process ended with, unless it only wraps another's death (EngineDeadError)
+        root = next((e for e in exceptions if e.sig is None or not e.sig.wrapper), None)
+    if root is not None:
+        return _from_event(root, logs.get(root.file, []), processes, events, at)
+    first = _first_gone(processes, lines)
+    if first is not None:  # a process that ended long before the rest, taking the run with it, saying nothing
+        return _silent_death(first, lines, events, at)
+    if status is RunStatus.ENGINE_ERROR and stop_message:  # the watchdog's fatal line, matching no signature
+        return _doc("engine error", stop_message, _EXCEPTION_HINT,
+                    evidence=[{"file": main, "text": x} for x in (stop or {}).get("lines", [])[-EVIDENCE_LINES:]])
+    if returncode is not None and returncode < 0:
+        name_ = signal_name(-returncode)
+        return _doc("signal", f"{command} was killed by {name_}{at}", _SIGNAL_HINTS.get(name_, _SIGNAL_HINT),
+                    ended={"signal": name_}, evidence=_tail(lines, main))
+    if events:  # only wrappers: the earliest says at least which part of the job saw the death
+        return _from_event(events[0], logs.get(events[0].file, []), processes, events, at)
+    return _doc("exit", f"{command} exited with code {returncode}{at} without an error the log names",
+                "read the end of the log (below, and the certificate's files.log)", ended={"exit_code": returncode},
+                evidence=_tail(lines, main))
+
+
+# Processes that end with the run by design, or come and go during it: their end says nothing
+_TRANSIENT = ("Ray idle", "Ray worker (starting)", "Ray daemon", "Ray raylet", "Ray GCS", "resource tracker",
+              "python -c", "rocmkit")
+LATE_S = 120.0  # a process that ended this long before the run did is not what ended it: the run went on
+# how long before every other process a process must have ended to be the one that died first: a killed vLLM engine
+# on two H200s ended 3.1 s before the next process (verl's shutdown after EngineDeadError), read every second
+FIRST_BY_S = 2.0
+LIVED_S = 10.0  # processes that lived shorter are helpers (a CPU-info probe, a compiler): their end is their work
+
+
+def _first_gone(processes, lines: list[str]) -> dict | None:
+    """The process that ended first, at least FIRST_BY_S before any other of the run's processes (a run's
+    processes go within a second or two of each other once its driver exits), named from the log if it was
+    noted before its role was known."""
+    if processes is None:
+        return None
+    gone = [r for r in processes.gone_early(float("inf"))
+            if not r["role"].startswith(_TRANSIENT) and r["gone_s"] - r["first_s"] >= LIVED_S]
+    if not gone:
+        return None
+    end = gone[-1]["gone_s"]
+    gone = [r for r in gone if end - r["gone_s"] <= LATE_S]  # not a helper process that ended its work long before
+    first, rest = gone[0], gone[1:]
+    if rest and rest[0]["gone_s"] - first["gone_s"] < FIRST_BY_S:
+        return None
+    return _process(processes, first["pid"], lines) or first
+
+
+def _said(lines: list[str], pid: int) -> list[tuple[int, str]]:
+    """The lines a process printed (its Ray prefix, or vLLM's "(EngineCore pid=N)" inside one)."""
+    mark = f" pid={pid})"
+    return [(n, t) for n, t in enumerate(lines, 1) if mark in t[:160]]
+
+
+def _silent_death(proc: dict, lines: list[str], events: list[Event], at: str) -> dict:
+    pid = proc["pid"]
+    own = _said(lines, pid)
+    caught = _faulthandler_signal([t for _, t in own], None)
+    ended = ({"signal": caught, "by": "Python's faulthandler report"} if caught else
+             {"signal": "SIGKILL", "by": f"inferred: it ended {proc['gone_s']:g} s into the run, before every other "
+              "process, without an error or a crash report of its own"})
+    after = [{"file": e.file, "line": e.line, "text": short(e.text, EVIDENCE_CHARS)}
+             for e in events if e.sig.wrapper][:3]  # what the rest of the job said of it: vLLM's EngineDeadError
+    last = [{"file": "run.log", "line": n, "text": short(t, EVIDENCE_CHARS)} for n, t in own[-2:]]
+    return _doc("process.killed", f"{who(proc, pid)} was killed by {ended['signal']}{at}",
+                _SIGNAL_HINTS.get(ended["signal"], _SIGNAL_HINT), process=proc, ended=ended, evidence=last + after)
+
+
+def refused(message: str, hint: str | None) -> dict:
+    """The cause of a certification that never started its engine (the setup refused the target: a busy GPU,
+    too few GPUs, a missing package), in the same shape as a run's."""
+    return _doc("not started", message, hint)
+
+
+_SIGNAL_HINT = ("a process that ends without a word was killed with SIGKILL: by the kernel's OOM killer (`dmesg | "
+                "grep -i 'killed process'` names it; free host memory or lower the batch sizes) or by someone or "
+                "something outside the job (an operator's kill -9, a cluster's job manager)")
+_SIGNAL_HINTS = {"SIGSEGV": "a native crash (a segmentation fault) in an extension: check that vLLM, flash-attn and "
+                            "the other compiled packages were built for this torch and GPU (`rocmkit doctor`)",
+                 "SIGBUS": "a bus error: most often /dev/shm is too small for the job (give the container "
+                           "`--shm-size`, e.g. `rocmkit run` does), or a file it mapped was cut short",
+                 "SIGABRT": "the process aborted (a C++ assertion or an uncaught C++ exception): the lines before "
+                            "it say which"}
+
+
+def _from_event(root: Event, lines: list[str], processes, events: list[Event], at: str) -> dict:
+    sig = root.sig
+    ended: dict = {}
+    pid = root.pid
+    if sig is not None and sig.id == "ray.worker_died":
+        pid = _ray_pid(lines, root)
+        proc = _process(processes, pid, lines)
+        text = _ANSI_RE.sub("", root.text)
+        if ABRUPT_RE.search(text):
+            caught = _faulthandler_signal(lines, pid)
+            ended = ({"signal": caught, "by": "Python's faulthandler report"} if caught else
+                     {"signal": "SIGKILL", "by": "inferred: it ended without a word (no Python error, no crash "
+                      "report); Ray: " + ABRUPT_RE.search(text).group(0)})
+            summary = f"{who(proc, pid, 'a Ray worker')} was killed by {ended['signal']}{at}"
+            hint = _SIGNAL_HINTS.get(ended["signal"], _SIGNAL_HINT)
+        else:
+            summary = f"{who(proc, pid, 'a Ray worker')} died{at}: {short(text)[:200]}"
+            hint = sig.hint
+        return _doc(sig.id, summary, hint, process=proc or ({"pid": pid} if pid else None), ended=ended,
+                    evidence=_around(root, lines, events), source=sig.source)
+    proc = _process(processes, pid, lines)
+    if sig is not None and sig.signal:
+        ended = {"signal": sig.signal, "by": short(root.text)[:120]}
+    where_ = f" in {who(proc, pid)}" if pid else ""
+    title = sig.title if sig else "an error"
+    summary = f"{title}{where_}{at}: {short(root.text)[:240]}"
+    doc = _doc(sig.id if sig else "exception", summary, sig.hint if sig else _EXCEPTION_HINT,
+               process=proc or ({"pid": pid} if pid else None), ended=ended, evidence=_around(root, lines, events),
+               source=sig.source if sig else None)
+    doc["error"] = short(root.text)
+    return doc
+
+
+_EXCEPTION_HINT = "the traceback above it in the log says where it came from; the certificate's evidence has its end"
+
+
+def _around(event: Event, lines: list[str], events: list[Event] = ()) -> list[dict]:
+    """The line, what led to it in the same process (its traceback's end), and the wrappers that carried it on
+    (Ray's ActorDiedError, Hydra's "Error executing job"), at most EVIDENCE_LINES."""
+    who_ = source_pid(event.text)
+    before = []
+    for n in range(event.line - 1, max(0, event.line - 40), -1):
+        text = lines[n - 1]
+        if source_pid(text) != who_ or not text.strip():
+            continue
+        before.insert(0, (n, text))
+        if _TRACEBACK in text or len(before) >= EVIDENCE_LINES // 2:
+            break
+    if event.sig is not None:
+        before = []  # a known signature says it in one line; what came before is the process's own chatter
+    after = [(e.line, e.text) for e in events if e.file == event.file and e.line > event.line and e.sig.wrapper][:2]
+    keep = [*before, (event.line, event.text), *after][-EVIDENCE_LINES:]
+    return [{"file": event.file, "line": n, "text": short(t, EVIDENCE_CHARS)} for n, t in keep]
+
+
+def _tail(lines: list[str], file: str) -> list[dict]:
+    keep = [(n, t) for n, t in enumerate(lines, 1) if t.strip()][-EVIDENCE_LINES:]
+    return [{"file": file, "line": n, "text": short(t)} for n, t in keep]
+
+
+def _doc(kind: str, summary: str, hint: str | None, *, process: dict | None = None, ended: dict | None = None,
+         evidence: list[dict] = (), source: str | None = None) -> dict:
+    proc = {k: process.get(k) for k in ("pid", "role", "rank", "parent", "nspid", "cmdline") if process.get(k) is not None} \
+        if process else None
+    return {"kind": kind, "summary": summary, "process": proc, "ended": ended or {}, "hint": hint,
+            "evidence": list(evidence), **({"source": source} if source else {})}

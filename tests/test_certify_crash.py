@@ -1,0 +1,308 @@
+"""Every failure named: a run that dies says which process died, how, and why; a bad --model or --data is refused
+before anything starts. Real runs of verl (the verl-cpu venv) and TRL on this host's CPU, a worker killed with
+SIGKILL after the first step; the cause's decision replayed on the kept logs of real runs (tests/data/crash/)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+from provisioned import provisioned
+from test_certify_runs import need
+from test_certify_stall import TAG, _leftovers, _trainer
+
+from rocmkit.certify import busy, cause, certificate, inputs, tinymodel
+from rocmkit.certify.processes import Processes
+from rocmkit.host.facts import gpu_holders
+from rocmkit.certify.judge import RunStatus
+
+DATA = Path(__file__).parent / "data" / "crash"
+
+
+def _verl_python() -> str:
+    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
+
+
+def _worker(started: float, tag: str) -> psutil.Process | None:
+    """verl's training rank 0 on the CPU: the Ray actor WorkerDict this run started."""
+    for p in psutil.process_iter(["cmdline", "create_time"]):
+        try:
+            if (p.info["create_time"] >= started - 1 and " ".join(p.info["cmdline"] or []).startswith("ray::WorkerDict")
+                    and p.environ().get(TAG) == tag):
+                return p
+        except psutil.Error:
+            continue
+    return None
+
+
+def kill_after_first_step(python: str, out: Path, engine: str, pick) -> tuple[dict, str, int]:
+    """certify on this host's CPU; once step 1 is logged, SIGKILL to the process `pick(started, tag)` finds. The
+    certificate, certify's stderr and the pid killed."""
+    started, tag = time.time(), uuid.uuid4().hex
+    argv = [python, "-m", "rocmkit", "certify", "--host", "--engine", engine, "--gpus", "0", "--steps", "40",
+            "--out", str(out), "--json"]
+    err_path = out.parent / f"{out.name}.stderr"
+    with open(err_path, "w") as err:
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True,
+                                 env={**os.environ, "CI": "true", TAG: tag})
+    log, killed = out / "run.log", None
+    try:
+        deadline = time.monotonic() + 900
+        step_mark = "step:1 " if engine == "verl" else "'loss'"
+        while not (log.exists() and step_mark in log.read_text(errors="replace")):
+            assert child.poll() is None, f"certify ended before its first step: {err_path.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, "no first step within 900 s"
+            time.sleep(0.5)
+        while killed is None:
+            assert time.monotonic() < deadline, "no process to kill"
+            p = pick(started, tag)
+            if p is not None:
+                p.send_signal(signal.SIGKILL)
+                killed = p.pid
+            time.sleep(0.2)
+        stdout, _ = child.communicate(timeout=180)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert _leftovers(started, out, tag) == []
+    return json.loads(stdout), err_path.read_text(), killed
+
+
+def _named_everywhere(cert: dict, stderr: str, out: Path, *words: str) -> None:
+    """The cause is on the certificate's first line, in its JSON, on the terminal and on the picture; never just
+    "crashed"."""
+    why = cert["cause"]
+    for w in words:
+        assert w in why["summary"], why
+    first = (out / "certificate.md").read_text().splitlines()[0]
+    assert first == f"# rocmkit certificate: FAIL — {why['summary']}"
+    assert f"error: {why['summary']}" in stderr and "hint: " in stderr and "Traceback" not in stderr
+    run_finished = next(c for c in cert["checks"] if c["name"] == "run finished")
+    assert run_finished["detail"] != "run status: crashed" and why["summary"] in run_finished["detail"]
+    if cert["files"].get("picture"):
+        assert "ended: " in (out / "certificate.svg").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_verl_rank_killed_is_named_with_its_signal(tmp_path, ray_host):
+    home = tmp_path / "home"
+    home.mkdir()
+    os.environ.setdefault("HOME", str(home))
+    out = tmp_path / "c"
+    cert, stderr, pid = kill_after_first_step(_verl_python(), out, "verl", _worker)
+    assert cert["verdict"] == "fail" and cert["exit_code"] == 1
+    _named_everywhere(cert, stderr, out, f"rank 0 (pid {pid}, Ray actor WorkerDict) was killed by SIGKILL")
+    assert cert["cause"]["ended"]["signal"] == "SIGKILL" and cert["cause"]["process"]["rank"] == "0"
+    seen = {p["pid"]: p for p in cert["run"]["processes"]}
+    assert seen[pid]["role"] == "Ray actor WorkerDict" and seen[pid]["gone_s"] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_trl_trainer_killed_is_named_with_its_signal(tmp_path):
+    need("trl")
+    out = tmp_path / "c"
+    cert, stderr, pid = kill_after_first_step(sys.executable, out, "trl", lambda s, t: _trainer("trl", s, t))
+    assert cert["verdict"] == "fail" and cert["run"]["status"] == "crashed"
+    _named_everywhere(cert, stderr, out, "TRL's trainer was killed by SIGKILL")
+    assert cert["cause"]["ended"] == {"signal": "SIGKILL"}
+
+
+def _cut_model(folder: Path) -> Path:
+    tinymodel.build(folder)
+    f = next(folder.glob("*.safetensors"))
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])
+    return folder
+
+
+def _renamed_data(path: Path) -> Path:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from rocmkit.certify import task
+
+    train, _ = task.write_dataset(path.parent / "builtin", train_rows=16)
+    table = pq.read_table(train)
+    pq.write_table(table.rename_columns(["question" if c == "prompt" else c for c in table.column_names]), path)
+    return path
+
+
+@pytest.mark.parametrize("engine", ["verl", "trl"])
+def test_a_cut_weights_file_and_wrong_columns_are_refused_before_anything_starts(tmp_path, engine):
+    python = _verl_python() if engine == "verl" else sys.executable
+    if engine == "trl":
+        need("trl")
+    model = _cut_model(tmp_path / "model")
+    r = subprocess.run([python, "-m", "rocmkit", "certify", "--host", "--engine", engine, "--gpus", "0",
+                        "--model", str(model), "--out", str(tmp_path / "a")], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "CI": "true"})
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert f"error: {model}/model.safetensors: " in r.stderr and "the file was cut short (33 % of it is there)" in r.stderr
+    assert not (tmp_path / "a" / "run.log").exists() and "Traceback" not in r.stderr
+    data = _renamed_data(tmp_path / "wrong.parquet")
+    r = subprocess.run([python, "-m", "rocmkit", "certify", "--host", "--engine", engine, "--gpus", "0",
+                        "--data", str(data), "--out", str(tmp_path / "b")], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "CI": "true"})
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert f"error: {data} has no column 'prompt' (its columns: data_source, question," in r.stderr
+    assert not (tmp_path / "b" / "run.log").exists() and "Traceback" not in r.stderr
+
+
+def test_a_safetensors_header_longer_than_the_file_is_named(tmp_path):
+    f = tmp_path / "w.safetensors"
+    f.write_bytes((10_000).to_bytes(8, "little") + b'{"a": ')
+    assert "its header says 10000 bytes of metadata but the file has 14 bytes" in inputs.safetensors_problem(f)
+    f.write_bytes(b"\x01\x02")
+    assert "shorter than a safetensors header" in inputs.safetensors_problem(f)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "model.safetensors.index.json").write_text('{"weight_map": {"x": "model-00001-of-00002.safetensors"}}')
+    assert inputs.model_problems(tmp_path / "m") == [
+        f"{tmp_path / 'm' / 'model.safetensors.index.json'} names model-00001-of-00002.safetensors, which is not in "
+        f"{tmp_path / 'm'}"]
+
+
+# ---- the decision, replayed on kept logs of real runs ----
+
+def _replay(name: str, **kw) -> dict:
+    lines = (DATA / name).read_text().splitlines()
+    return cause.name(status=kw.pop("status", RunStatus.CRASHED), returncode=kw.pop("returncode", 1),
+                      logs={"run.log": lines}, **kw)
+
+
+def test_a_ray_worker_killed_on_the_cpu_is_named_from_its_log():
+    # verl 0.9.1 on this CPU (benchmarks/failure_verdicts.py --gpus 0 --rank 0 --cases rank): ray::WorkerDict
+    # (rank 0, pid 28237) killed with SIGKILL once step 1 was logged
+    why = _replay("verl-cpu-worker-sigkill.log", where="step 2", command="verl's driver (main_ppo)")
+    assert why["summary"] == "Ray actor WorkerDict (pid 28237) was killed by SIGKILL in step 2"
+    assert why["ended"]["signal"] == "SIGKILL" and "connection error code 2. End of file" in why["ended"]["by"]
+    assert why["evidence"][0]["line"] == 1389 and "Worker PID: 28237" in why["evidence"][0]["text"]
+    assert why["kind"] == "ray.worker_died" and why["source"].startswith("https://github.com/")
+
+
+def test_the_processes_seen_name_the_rank():
+    lines = (DATA / "verl-cpu-worker-sigkill.log").read_text().splitlines()
+
+    class Seen:
+        def find(self, pid):
+            return {"pid": pid, "role": "Ray actor WorkerDict", "rank": "0"} if pid == 28237 else None
+
+        def gone_early(self, until):
+            return []
+
+    why = cause.name(status="crashed", returncode=1, logs={"run.log": lines}, processes=Seen(), where="step 2")
+    assert why["summary"] == "rank 0 (pid 28237, Ray actor WorkerDict) was killed by SIGKILL in step 2"
+
+
+def test_a_driver_killed_by_a_signal_and_a_silent_exit_are_named():
+    why = cause.name(status="crashed", returncode=-9, logs={"run.log": ["step 1 ok"]}, where="step 2",
+                     command="TRL's trainer")
+    assert why["summary"] == "TRL's trainer was killed by SIGKILL in step 2" and why["ended"] == {"signal": "SIGKILL"}
+    why = cause.name(status="crashed", returncode=3, logs={"run.log": ["step 1 ok", "bye"]}, command="Miles' test")
+    assert why["summary"] == "Miles' test exited with code 3 without an error the log names"
+    assert [e["text"] for e in why["evidence"]] == ["step 1 ok", "bye"]
+
+
+def test_stalls_and_timeouts_keep_the_watchdogs_words_and_a_finished_run_has_no_cause():
+    assert cause.name(status="finished", returncode=0, logs={}) is None
+    why = cause.name(status="stalled", returncode=None, logs={}, stop_message="the run stalled in rollout (step 3)",
+                     stop_hint="the job waits for rank 0")
+    assert (why["summary"], why["hint"]) == ("the run stalled in rollout (step 3)", "the job waits for rank 0")
+    why = cause.name(status="timed out", returncode=None, logs={}, timeout_s=60, where="step 2")
+    assert why["summary"] == "the certification ran past --timeout 60 s in step 2 and was stopped"
+
+
+@pytest.mark.parametrize("status", [s for s in RunStatus if s is not RunStatus.FINISHED])
+@pytest.mark.parametrize("returncode", [None, 1, -9, 0])
+def test_a_run_that_did_not_finish_is_never_named_only_by_its_status(status, returncode):
+    """Whatever the status and however little the log says, the cause names what ended the run and what to do."""
+    why = cause.name(status=status, returncode=returncode, logs={"run.log": []}, timeout_s=60,
+                     stop_message="the run stalled in start-up (starting Ray)" if status in (RunStatus.STALLED, RunStatus.ENGINE_ERROR) else None)
+    assert why["summary"] and why["summary"] not in {s.value for s in RunStatus}
+    assert "crashed" not in why["summary"] and why["kind"]
+
+
+# ---- the GPU runs (two H200s, verl 0.9.1, vLLM 0.24.0: benchmarks/failure_verdicts.py), replayed ----
+
+def _replay_gpu(name: str) -> tuple[dict, dict]:
+    """The cause named again from a kept GPU run's log and the processes its certificate recorded, beside the cause
+    that run's certificate gave."""
+    kept = json.loads((DATA / f"{name}.json").read_text())
+    log = DATA / f"{name}.log"
+    text = gzip.decompress(log.with_suffix(".log.gz").read_bytes()).decode() if not log.exists() else log.read_text()
+    why = cause.name(status=kept["run"]["status"], returncode=kept["run"]["exit_code"],
+                     logs={"run.log": text.splitlines()}, processes=Processes.from_table(kept["run"]["processes"]),
+                     where="step 2: log-probs and update", command="verl's driver (main_ppo)")
+    return why, kept["cause"]
+
+
+def test_a_training_rank_killed_on_two_gpus_is_named_with_its_rank():
+    # `certify --host --engine verl --gpus 2 --stall-timeout 60 --no-probes`; ray::WorkerDict with RANK=1 killed
+    # with SIGKILL once step 1 was logged: certify ended 7 s later
+    why, kept = _replay_gpu("verl-h200x2-rank1-sigkill")
+    assert why["summary"] == kept["summary"] == ("rank 1 (pid 3926, Ray actor WorkerDict) was killed by SIGKILL in "
+                                                 "step 2: log-probs and update")
+    assert why["process"]["rank"] == "1" and why["ended"]["signal"] == "SIGKILL"
+
+
+@pytest.mark.parametrize("name, pid", [("verl-h200x2-enginecore-sigkill", 4604),
+                                       ("verl-h200x2-enginecore-sigkill-first", 8867)])
+def test_a_vllm_engine_killed_is_named_not_its_wrappers(name, pid):
+    """VLLM::EngineCore killed with SIGKILL once step 1 was logged. vLLM's EngineDeadError, Ray's RayTaskError and
+    Hydra only carry the death; the engine process, which ended seconds before the rest, is the cause. The first
+    run's certificate (before this rule) named the wrapper; its log and processes now give the engine."""
+    why, kept = _replay_gpu(name)
+    assert why["kind"] == "process.killed" and why["process"]["pid"] == pid
+    assert why["summary"].startswith(f"vLLM EngineCore (pid {pid}") and "was killed by SIGKILL in step 2" in why["summary"]
+    assert any("EngineDeadError" in e["text"] for e in why["evidence"])
+    if name.endswith("first"):
+        assert kept["kind"] == "vllm.engine_dead"  # what the first run said: the wrapper
+    else:
+        assert why["summary"] == kept["summary"]
+
+
+def test_a_busy_gpu_is_refused_naming_its_holder_from_the_kept_run():
+    """`certify --host --engine verl --gpus 1` while another process held 126 GiB of the H200 (exit 3 in 6.5 s,
+    before Ray): the refusal again from the setup's figures and the holder's captured /proc and nvidia-smi."""
+    kept = json.loads((DATA / "verl-h200-busy-gpu.json").read_text())
+    root = DATA / "h200-busy-holder"
+    apps = gpu_holders.parse_nvidia_apps((root / "nvidia-smi-compute-apps.csv").read_text().splitlines())
+    assert apps == {910: {"0000:00:06.0": 129360 << 20}}
+    stat = (root / "proc" / "910" / "stat").read_text()
+    cmd = (root / "proc" / "910" / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    holder = gpu_holders.Holder(pid=910, comm=None, cmdline=cmd, started=None, memory=apps[910], source="nvidia-smi")
+    assert stat.startswith("910 (python3)")
+    message, hint = busy.problem(kept["setup"]["gpu_memory"], [{
+        "share": 0.4, "bytes": 2 << 30, "who": "verl's vllm rollout takes gpu_memory_utilization 0.4 of the GPU, plus "
+                                              "2 GiB for the trainer (its model, optimizer and GPU context)"}], [holder])
+    # what that run printed (benchmarks/failure_verdicts.py's record of it)
+    said = next(r for r in json.loads((DATA / "h200x2-failure-verdicts-c.json").read_text()) if r["case"] == "busy")
+    assert said["exit"] == 3 and said["wall_s"] <= 30 and kept["exit_code"] == 3
+    # the holder's command line is `python3 -c` code over several lines: that run's terminal line ended at its first
+    # newline; the holder's name is one line now
+    assert said["terminal"][0] == f"error: {message}".split(" sys, time")[0] + " sys, time"
+    assert said["terminal"][1] == f"hint: {hint}" and "\n" not in message
+    assert "held by pid 910 (python3 -c import torch, sys, time" in message and "126.3 GiB" in message
+    assert "13.0 GiB free of 139.8 GiB, this run needs 57.9 GiB there" in message and "`kill 910`" in hint
+
+
+def test_a_run_refused_at_its_setup_names_why_on_the_certificates_first_line(tmp_path):
+    """--gpus 1 where torch sees no GPU: exit 3, nothing trained, and the certificate's first line says why (as the
+    busy GPU's does: the refusals of the setup are a cause like a run's)."""
+    need("trl")
+    out = tmp_path / "c"
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "certify", "--host", "--engine", "trl", "--gpus", "1",
+                        "--out", str(out), "--json"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "CI": "true"})
+    assert r.returncode == 3, r.stderr[-2000:]
+    cert = json.loads(r.stdout)
+    assert cert["cause"]["kind"] == "not started" and "asked for 1 GPU(s), but torch" in cert["cause"]["summary"]
+    first = (out / "certificate.md").read_text().splitlines()[0]
+    assert first == f"# rocmkit certificate: NOT CERTIFIED: SETUP — {cert['cause']['summary']}"
