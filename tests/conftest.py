@@ -152,3 +152,15 @@ def base_image() -> str:
     """The local base image .ci/provision/20-docker.sh builds (no registry is reachable for a real one).
     Missing: a failure where CI provisioned the engine, a skip elsewhere."""
     return provisioned("ROCMKIT_TEST_BASE_IMAGE", ".ci/provision/20-docker.sh provides the base image", "DOCKER")
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    """Local time is UTC while the test runs (gpu_holders.describe() prints local start times)."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -5,7 +5,6 @@ chain; and this machine's own sysfs, where it has PCI bridges."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -107,16 +106,6 @@ def test_acs_capability_is_found_by_walking_the_list(tmp_path):
     assert _bridge(reader, "x", "sys/bus/pci/devices/0000:04:00.0").acs_control is None
     cfg.write_bytes(b"\xff" * 4096)  # a device gone from the bus reads all ones
     assert _bridge(reader, "x", "sys/bus/pci/devices/0000:04:00.0").acs_control is None
-
-
-@pytest.fixture
-def utc(monkeypatch):
-    """Local time is UTC while the test runs (describe() prints local start times)."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_another_process_holding_vram_warns_naming_it(tmp_path, utc):

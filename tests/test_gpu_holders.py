@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import psutil
@@ -46,15 +45,6 @@ amd-requested-visible-vram:\t0 KiB
 amd-requested-gtt:\t2048 KiB
 drm-engine-compute:\t8123456789 ns
 """
-
-
-@pytest.fixture
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_amdgpu_fdinfo_gives_the_gpu_the_client_and_its_vram():

@@ -78,11 +78,11 @@ def kfd_processes(reader: Reader, devices: Iterable[Device] = ()) -> list[KfdPro
     if not reader.path(KFD_PROC).is_dir():
         return None
     procs, ids = [], None
-    for pid in sorted(_listdir(reader, KFD_PROC), key=lambda p: (len(p), p)):
+    for pid in sorted(reader.listdir(KFD_PROC), key=lambda p: (len(p), p)):
         if not pid.isdigit():
             continue
         vram: dict[str, int] = {}
-        for name in sorted(_listdir(reader, f"{KFD_PROC}/{pid}")):
+        for name in sorted(reader.listdir(f"{KFD_PROC}/{pid}")):
             if not name.startswith("vram_"):
                 continue
             v = reader.line(f"{KFD_PROC}/{pid}/{name}")
@@ -133,7 +133,7 @@ def holders(reader: Reader, devices: Iterable[Device] = (),
         elsewhere = {pid for pid in held if live and _without_kfd(reader, pid)}
         pids = sorted(set(held) - elsewhere)
     else:
-        pids = sorted(int(p) for p in _listdir(reader, "proc") if p.isdigit())
+        pids = sorted(int(p) for p in reader.listdir("proc") if p.isdigit())
     drm, seen, unreadable, amd = _drm_memory(reader, [p for p in pids if p not in skip], live)
     for pid, memory in drm.items():
         mine = held.setdefault(pid, {})
@@ -205,7 +205,7 @@ def _drm_fds(reader: Reader, pid: int, live: bool) -> list[str] | bool | None:
     except OSError:
         if live:
             return None
-        return _listdir(reader, f"proc/{pid}/fdinfo") or None
+        return reader.listdir(f"proc/{pid}/fdinfo") or None
     out = []
     for fd in names:
         try:
@@ -273,7 +273,7 @@ def gpu_memory(reader: Reader, devices: Iterable[Device] = ()) -> list[GpuMemory
         if d.pci_address:
             bases.setdefault(d.pci_address, f"sys/bus/pci/devices/{d.pci_address}")
     if not bases:
-        for card in sorted(_listdir(reader, "sys/class/drm"), key=lambda c: (len(c), c)):
+        for card in sorted(reader.listdir("sys/class/drm"), key=lambda c: (len(c), c)):
             if re.fullmatch(r"card\d+", card):
                 uevent = reader.text(f"sys/class/drm/{card}/device/uevent", limit=4096) or ""
                 m = re.search(r"^PCI_SLOT_NAME=(\S+)$", uevent, re.M)
@@ -359,10 +359,3 @@ def describe(h: Holder, pci: str, now: float | None = None) -> str:
         same_day = start[:3] == today[:3]
         text += ", started " + time.strftime("%H:%M" if same_day else "%b %d %H:%M", start)
     return text
-
-
-def _listdir(reader: Reader, rel: str) -> list[str]:
-    try:
-        return os.listdir(reader.path(rel))
-    except (OSError, ValueError):
-        return []

@@ -101,7 +101,7 @@ def read_health(reader: Reader, devices: list[Device]) -> HealthFacts:
     for d in devices:
         if d.pci_address and d.pci_address not in h.gpus:
             h.gpus[d.pci_address] = _gpu(reader, h, d.pci_address)
-    for name in _listdir(reader, INFINIBAND):
+    for name in reader.listdir(INFINIBAND):
         real = _resolve(reader, h, f"{INFINIBAND}/{name}/device")
         pci = real.rsplit("/", 1)[-1] if real else None
         if pci and PCI_ADDRESS.fullmatch(pci):
@@ -121,7 +121,7 @@ def _gpu(reader: Reader, h: HealthFacts, pci: str) -> PciHealth:
     ras, ras_errors, bad_pages, power = None, [], None, None
     if reader.path(ras_dir).is_dir():
         ras = {}
-        for name in sorted(_listdir(reader, ras_dir)):
+        for name in sorted(reader.listdir(ras_dir)):
             if not name.endswith("_err_count"):
                 continue
             text = reader.text(f"{ras_dir}/{name}", limit=4096)
@@ -136,7 +136,7 @@ def _gpu(reader: Reader, h: HealthFacts, pci: str) -> PciHealth:
                 ras_errors.append("gpu_vram_bad_pages")
             else:
                 bad_pages = re.findall(r"^\s*(0x[0-9a-fA-F]+)\s*:\s*(0x[0-9a-fA-F]+)\s*:\s*([RPF])\s*$", text, re.M)
-    for hw in sorted(_listdir(reader, f"{base}/hwmon")):
+    for hw in sorted(reader.listdir(f"{base}/hwmon")):
         values = {k: reader.line(f"{base}/hwmon/{hw}/{k}")
                   for k in ("power1_cap", "power1_cap_max", "power1_cap_default")}
         if values["power1_cap"] is not None:
@@ -206,10 +206,3 @@ def _resolve(reader: Reader, h: HealthFacts, rel: str) -> str | None:
     if out != rel:
         h.links[rel] = out
     return out
-
-
-def _listdir(reader: Reader, rel: str) -> list[str]:
-    try:
-        return os.listdir(reader.path(rel))
-    except (OSError, ValueError):
-        return []

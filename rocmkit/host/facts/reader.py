@@ -80,6 +80,13 @@ class Reader:
         data, _ = self.raw(rel, limit)
         return data.decode("utf-8", errors="replace") if data is not None else None
 
+    def listdir(self, rel: str) -> list[str]:
+        """The names in a folder under the root; none where it is missing or unreadable."""
+        try:
+            return os.listdir(self.path(rel))
+        except (OSError, ValueError):
+            return []
+
     def line(self, rel: str) -> str | None:
         t = self.text(rel)
         return t.strip() if t is not None else None
