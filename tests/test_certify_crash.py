@@ -20,7 +20,7 @@ from provisioned import provisioned
 from test_certify_runs import need
 from test_certify_stall import TAG, _leftovers, _trainer
 
-from rocmkit.certify import busy, cause, certificate, inputs, tinymodel
+from rocmkit.certify import busy, cause, inputs, tinymodel
 from rocmkit.certify.processes import Processes
 from rocmkit.host.facts import gpu_holders
 from rocmkit.certify.judge import RunStatus
