@@ -306,3 +306,26 @@ def test_a_run_refused_at_its_setup_names_why_on_the_certificates_first_line(tmp
     assert cert["cause"]["kind"] == "not started" and "asked for 1 GPU(s), but torch" in cert["cause"]["summary"]
     first = (out / "certificate.md").read_text().splitlines()[0]
     assert first == f"# rocmkit certificate: NOT CERTIFIED: SETUP — {cert['cause']['summary']}"
+
+
+@pytest.mark.parametrize("expect", ["page_fault", "ras_poison"])
+def test_a_gpu_fault_the_kernel_logged_during_the_run_names_a_silent_death(expect):
+    """A worker gone without a word while the kernel logged a GPU fault (real lines of the doctor's corpus, each
+    with its public source): the fault is the cause, with the doctor's fix; the process stays named beside it."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import kernlog_corpus
+
+    from rocmkit.host.facts.kernlog import parse
+    from rocmkit.stall.report import faults_of
+
+    item = next(i for i in kernlog_corpus.load() if expect in i["expect"])
+    faults = faults_of(list(parse(kernlog_corpus.kmsg(item))))
+    why = cause.name(status="crashed", returncode=-9, logs={"run.log": ["step:1 - ok"]}, kernel_faults=faults,
+                     where="step 2", command="verl's driver (main_ppo)")
+    assert why["kind"] == f"kernel.log.{expect}" and why["summary"].startswith("the kernel reported ")
+    assert "verl's driver (main_ppo) was killed by SIGKILL in step 2" in why["summary"]
+    assert why["kernel"] == faults and why["evidence"][0]["file"] == "kernel log"
+    # a run whose log names its error keeps that error as the cause; the fault is evidence beside it
+    why = cause.name(status="crashed", returncode=1, kernel_faults=faults,
+                     logs={"run.log": ["torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB."]})
+    assert why["kind"] == "gpu.oom" and why["kernel"] == faults

@@ -151,7 +151,23 @@ def _faulthandler_signal(lines: list[str], pid: int | None) -> str | None:
     return None
 
 
-def name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str]], processes=None,
+def name(*, kernel_faults: list[dict] = (), **kw) -> dict | None:
+    """The cause (see _name), with the GPU faults the kernel logged during the run (the doctor's patterns: a page
+    fault, a ring timeout, a reset) as its `kernel` evidence; where nothing else names the failure, the first fault
+    the GPU's fault is the cause (one that fails a node first)."""
+    why = _name(**kw)
+    if why is None or not kernel_faults:
+        return why
+    why["kernel"] = list(kernel_faults)
+    fatal = next((f for f in kernel_faults if f.get("status") == "fail"), kernel_faults[0])
+    if fatal and why["kind"] in ("exit", "signal", "process.killed", "process.gone", "engine error"):
+        why.update(kind=fatal["id"], summary=f"the kernel reported {fatal['title']} during the run ("
+                   f"{why['summary']})", hint=fatal.get("fix") or why.get("hint"),
+                   evidence=[{"file": "kernel log", "text": x} for x in fatal["lines"][:4]] + why["evidence"][:4])
+    return why
+
+
+def _name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str]], processes=None,
          kernel: list[str] = (), extra: tuple = (), where: str = "", command: str = "the training command",
          stop: dict | None = None, stop_message: str | None = None, stop_hint: str | None = None,
          timeout_s: float | None = None) -> dict | None:

@@ -311,23 +311,18 @@ def run_cause(s: Settings, engine, ws: Workspace, run, status: RunStatus, follow
         if path.exists():
             logs[name] = path.read_text(errors="replace").splitlines()
     kernel: list[str] = []
-    if status in (RunStatus.CRASHED, RunStatus.ENGINE_ERROR):
-        kernel = kernel_lines_since(started)
+    faults: list[dict] = []
+    if status in (RunStatus.CRASHED, RunStatus.ENGINE_ERROR):  # the kernel's word, where its log is readable
+        from ..stall.report import faults_of, kernel_records
+
+        records, _ = kernel_records(started - 1.0)
+        kernel, faults = ([r.message for r in records], faults_of(records)) if records else ([], [])
     stop = follow.watch.stopped
     return cause.name(status=status, returncode=run.returncode, logs=logs, processes=follow.processes,
-                      kernel=kernel, extra=engine.signatures(), where=follow.watch.detail,
+                      kernel=kernel, kernel_faults=faults, extra=engine.signatures(), where=follow.watch.detail,
                       command=engine.command_name, stop=stop.to_json() if stop else None,
                       stop_message=stop.message(s.stall_timeout) if stop else None,
                       stop_hint=stall_hint(follow.stall_report, ws), timeout_s=s.timeout)
-
-
-def kernel_lines_since(started: float) -> list[str]:
-    """The kernel log's messages since `started` (time.monotonic(), which counts from boot as the kernel's log
-    does), or none where the log is not readable (a container, kernel.dmesg_restrict without root)."""
-    from ..host.facts.kernlog import read_live
-
-    log = read_live()
-    return [r.message for r in log.records() if r.usec / 1e6 >= started - 1.0] if log.text else []
 
 
 def run_info(ws: Workspace) -> dict:

@@ -238,7 +238,8 @@ def _timeline(ax, cert: dict) -> None:
         ax.annotate(text + (f"\n(no new output for {quiet:.0f} s, shaded)" if quiet > 0 else ""), (at, -0.85),
                     xytext=(-6 if right else 6, 0), textcoords="offset points", ha="right" if right else "left",
                     va="top", color="#D55E00", fontsize=9)
-        handles.append(Patch(facecolor="#D55E00", label="where the run was stopped"))
+        handles.append(Patch(facecolor="#D55E00", label="where the run ended" if text.startswith("ended")
+                             else "where the run was stopped"))
     ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.9)
 
 

@@ -129,21 +129,34 @@ def collective_record(folders: dict[tuple, dict], deadline: float) -> dict:
     return record
 
 
-def kernel_faults(since: float | None) -> dict:
-    """The doctor's kernel-log patterns over the records written since `since` (time.monotonic(), the clock
-    the kernel stamps its records with), or since boot."""
-    from ..host.checks.kernel_log import scan
-    from ..host.checks.kernel_patterns import PATTERNS
+def kernel_records(since: float | None) -> tuple[list | None, str | None]:
+    """The kernel log's records written since `since` (time.monotonic(), the clock the kernel stamps its records
+    with), or since boot; (None, why) where the log cannot be read (a container, dmesg_restrict without root)."""
     from ..host.facts.kernlog import read_live
 
     log = read_live()
     if log.text is None:
-        return {"read": False, "error": log.error, "faults": []}
-    records = [r for r in log.records() if since is None or r.usec >= int(since * 1e6)]
-    titles = {p.id: p.title for p in PATTERNS}
-    faults = [{"id": pid, "title": titles.get(pid, pid), "count": len(incidents),
-               "lines": [r.line() for r in incidents[0].lines[:10]]} for pid, incidents in scan(records).items()]
-    return {"read": True, "records": len(records), "faults": faults}
+        return None, log.error
+    return [r for r in log.records() if since is None or r.usec >= int(since * 1e6)], None
+
+
+def faults_of(records: list) -> list[dict]:
+    """The doctor's kernel-log patterns over these records: each fault's id, title, what to do, count, lines."""
+    from ..host.checks.kernel_log import scan
+    from ..host.checks.kernel_patterns import PATTERNS
+
+    known = {p.id: p for p in PATTERNS}
+    return [{"id": pid, "title": known[pid].title if pid in known else pid,
+             "fix": known[pid].fix if pid in known else None,
+             "status": known[pid].status.value if pid in known else None, "count": len(incidents),
+             "lines": [r.line() for r in incidents[0].lines[:10]]} for pid, incidents in scan(records).items()]
+
+
+def kernel_faults(since: float | None) -> dict:
+    records, error = kernel_records(since)
+    if records is None:
+        return {"read": False, "error": error, "faults": []}
+    return {"read": True, "records": len(records), "faults": faults_of(records)}
 
 
 # ---- what a person reads
