@@ -329,3 +329,23 @@ def test_a_gpu_fault_the_kernel_logged_during_the_run_names_a_silent_death(expec
     why = cause.name(status="crashed", returncode=1, kernel_faults=faults,
                      logs={"run.log": ["torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB."]})
     assert why["kind"] == "gpu.oom" and why["kernel"] == faults
+
+
+def test_a_second_run_into_the_same_folder_keeps_the_first_whole(tmp_path):
+    """certify twice into one --out: the first run's certificate, log and picture move whole to
+    previous/<its certificate's time>/, the terminal and the new certificate say where; a run that never trained
+    shows no '?' or 'None' for what it never measured."""
+    need("trl")
+    out = tmp_path / "c"
+    argv = [sys.executable, "-m", "rocmkit", "certify", "--host", "--engine", "trl", "--gpus", "1", "--out", str(out)]
+    runs = [subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, "CI": "true"})
+            for _ in range(3)]
+    assert [r.returncode for r in runs] == [3, 3, 3], runs[-1].stderr[-2000:]
+    first = json.loads((out / "certificate.json").read_text())
+    kept = sorted((out / "previous").iterdir())
+    assert len(kept) == 2 and all((k / "certificate.json").is_file() and (k / "setup.log").is_file() for k in kept)
+    assert json.loads((kept[0] / "certificate.json").read_text())["created"] <= first["created"]
+    assert f"previous run is kept whole in {kept[-1]}" in runs[-1].stderr
+    assert any(n.startswith("the run folder's previous run is kept whole in ") for n in first["notes"])
+    md = (out / "certificate.md").read_text()
+    assert "?" not in md.split("\n| check")[0] and "None" not in md, md

@@ -162,13 +162,19 @@ def markdown(cert: dict) -> str:
         *([f"- evidence ({ev.get('file')}" + (f", line {ev['line']}" if ev.get("line") else "") + f"): `{ev['text'][:300]}`"
            for ev in (why or {}).get("evidence", [])[-3:]]),
         f"- engine: {cert['engine']}; target: {what}",
-        f"- device: {cert.get('device') or '?'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
-        f"wall: {run.get('wall_s') or 0:.1f} s",
-        f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
-        f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
-        + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),
-        "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
     ]
+    if run.get("status") == "not started":  # nothing trained: no device, steps, reward or throughput to show
+        lines.append(f"- nothing was trained (of {cert['settings'].get('steps', '?')} steps asked)"
+                     + (f"; device: {cert['device']}" if cert.get("device") else ""))
+    else:
+        lines += [
+            f"- device: {cert.get('device') or 'not reported'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
+            f"wall: {run.get('wall_s') or 0:.1f} s",
+            f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
+            f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
+            + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),
+            "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
+        ]
     engine = engines.registry().get(cert["engine"])
     lines += engine.summary_lines(cert.get("engine_run")) if engine else []
     stop = run.get("stop")

@@ -159,6 +159,8 @@ def certify(s: Settings, display: Display) -> Outcome:
     display.stage("target", "resolving" + (f" image {s.image}" if s.image else " this host"))
     target = resolve(s)
     ws = workspace.temporary(s) if s.dry_run else workspace.take(s)
+    if ws.previous:
+        display.note(f"the folder's previous run is kept whole in {ws.previous}")
     timings.lap("resolve")
     try:
         return _certify(s, target, ws, deadline, display, timings)
@@ -259,7 +261,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     timings.lap("judge")
     timings["whole_s"] = round(time.monotonic() - timings.started, 3)
     cert = build(**base, verdict=verdict, run=run_doc, device=device, steps=steps, info=info,
-                 setup=report, probes=probes, notes=target.notes + engine.run_notes(run) + follow.watch.notes(),
+                 setup=report, probes=probes,
+                 notes=target.notes + folder_notes(ws) + engine.run_notes(run) + follow.watch.notes(),
                  files=files, cause=why,
                  timeline=watched["timeline"], engine_run=engine.run_record(s, report, run, ws))
     write_certificate(ws, cert)
@@ -275,7 +278,7 @@ def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report
     """A certificate for a check that never trained (setup or deadline), unless this is a dry run."""
     cert = build(**base, verdict=verdict, run={"status": "not started", "exit_code": None, "wall_s": 0.0},
                  device=engines.of(s).device(s, report) if report.get("devices") else None, setup=report,
-                 notes=target.notes, files=files,
+                 notes=target.notes + folder_notes(ws), files=files,
                  cause=cause.refused(*(error or ("; ".join(c["detail"] for c in verdict.checks if not c["passed"]),
                                                  None))))
     if not s.dry_run:
@@ -283,6 +286,10 @@ def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report
     if s.dry_run:
         return Outcome(exit_code=verdict.exit_code, error=error, files=files)
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
+
+
+def folder_notes(ws: Workspace) -> list[str]:
+    return [f"the run folder's previous run is kept whole in {ws.previous}"] if ws.previous else []
 
 
 def stall_hint(stall: dict | None, ws: Workspace) -> str:

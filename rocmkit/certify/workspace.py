@@ -9,6 +9,8 @@ folder and removes it.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
 import os
 import shutil
@@ -24,7 +26,8 @@ MARKER = ".rocmkit-certify"
 MARKER_SCHEMA = "rocmkit.certify-folder/v1"
 # Every entry rocmkit may create in a run folder, and nothing else.
 OWN = ("certify.json", "model", "data", "reward.py", "setup.log", "run", "run.log", "home",
-       "certificate.json", "certificate.md", "certificate.svg", "server.log", "stall")
+       "certificate.json", "certificate.md", "certificate.svg", "server.log", "stall", "previous")
+PREVIOUS = "previous"  # earlier runs in this folder, each kept whole under previous/<its certificate's time>/
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Workspace:
     server_log: Path  # TRL's vLLM server (--vllm-mode server), beside the engine's log
     stall_dir: Path  # the stall report's full stacks, when the watchdog stopped a stalled run
     temporary: bool = False
+    previous: Path | None = None  # where the folder's previous run was moved, if it held one
 
     @property
     def metrics(self) -> Path:
@@ -119,18 +123,37 @@ def take(s: Settings) -> Workspace:
     except OSError as exc:
         raise UsageError(f"--out {s.out}: cannot create the folder ({exc.strerror})",
                          hint="choose a folder you can write to") from None
-    for name in stale:
-        path = s.out / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
+    kept = keep_previous(s.out, [e for e in stale if e != PREVIOUS])
     existing = set(os.listdir(s.out))
-    mine = [e for e in OWN if e not in existing]
+    mine = [e for e in OWN if e not in existing or e in stale or e == PREVIOUS and kept]
     write_atomic(s.out / MARKER, json.dumps({"schema": MARKER_SCHEMA, "entries": mine}, indent=1) + "\n")
-    ws = layout(s.out, s)
+    ws = dataclasses.replace(layout(s.out, s), previous=kept)
     ws.run_dir.mkdir()
     return ws
+
+
+def keep_previous(out: Path, entries: list[str]) -> Path | None:
+    """Move a previous run's entries whole into previous/<when its certificate was written>/ (a run that left
+    none is named by its folder's time): no run deletes or replaces another's results. None when there was none."""
+    if not entries:
+        return None
+    try:
+        created = json.loads((out / "certificate.json").read_text()).get("created") or ""
+    except (OSError, ValueError, AttributeError):
+        created = ""
+    stamp = (created or dt.datetime.fromtimestamp((out / MARKER).stat().st_mtime, dt.timezone.utc)
+             .isoformat(timespec="seconds")).replace(":", "-").replace("+00-00", "Z")
+    dest = out / PREVIOUS / stamp
+    n = 1
+    while dest.exists():  # two runs in the same second
+        n += 1
+        dest = out / PREVIOUS / f"{stamp}-{n}"
+    dest.mkdir(parents=True)
+    for name in entries:
+        if (out / name).exists() or (out / name).is_symlink():
+            os.replace(out / name, dest / name)
+    write_atomic(dest / MARKER, json.dumps({"schema": MARKER_SCHEMA, "entries": entries}, indent=1) + "\n")
+    return dest
 
 
 def temporary(s: Settings) -> Workspace:

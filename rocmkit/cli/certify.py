@@ -39,7 +39,8 @@ def _values(enum) -> list[str]:
               help="GPUs to train on; 0 trains on the CPU. Fewer visible than asked: exit 3 before training.")
 @click.option("--out", type=click.Path(file_okay=False), default=str(D.out), show_default=True,
               help="Run folder: new, empty, or a previous run's (its marker file). Holds the model, data, logs, "
-                   "metrics, certificate.json, certificate.md and its picture, certificate.svg.")
+                   "metrics, certificate.json, certificate.md and its picture, certificate.svg; a previous run's "
+                   "files move whole to previous/<its time>/ inside it.")
 @click.option("--force", is_flag=True,
               help="Use an --out folder that holds other files: rocmkit adds only its own entries beside them "
                    "and never replaces a file it did not write.")

@@ -136,7 +136,7 @@ class CertifyEngine:
         if s.on_cpu:
             return "cpu"
         names = (report.get("devices") or {}).get("names") or []
-        return ", ".join(names[: s.gpus]) or "?"
+        return ", ".join(names[: s.gpus]) or None  # torch saw none: say nothing rather than "?"
 
     def verdict(self, s: Settings, steps: dict, status: RunStatus, run, probes: dict | None, extra: list[dict],
                 ws) -> Verdict:
