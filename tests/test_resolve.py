@@ -289,3 +289,28 @@ def test_wheels_only_builds_a_pure_sdist_only_requirement_here_and_resolves(tmp_
     r = resolve(stacks.load_file(path), index_url=index, find_links=[str(links)])
     assert r.built_from_sdist == ["antlrx==4.9.*"], (r.conflicts, r.pip_tail)
     assert r.resolved.get("antlrx") == "4.9.3" and r.resolved.get("hydrax") == "1.3.2"
+
+
+def test_a_fresh_venvs_old_pip_resolves_by_tags_instead_of_calling_the_stack_broken(tmp_path, index, monkeypatch):
+    """`python3 -m venv` brings the pip its Python shipped (23.2.1 with this machine's 3.11.7), which refuses
+    --platform in a dry run without --target ("Can not use any platform or abi specific options unless installing
+    via '--target'"): reported as the stack's conflict, a new user's correct stack was called broken and its build
+    refused. The same resolve through that pip gives the same answer as today's pip."""
+    import venv
+
+    from rocmkit.stacks import resolve as resolve_mod
+
+    venv.create(tmp_path / "v", with_pip=True)
+    old = tmp_path / "v" / "bin" / "python"
+    version = subprocess.run([old, "-m", "pip", "--version"], capture_output=True, text=True).stdout.split()[1]
+    if int(version.split(".")[0]) >= 24:
+        pytest.skip(f"this Python's venv ships pip {version}, which allows --platform in a dry run")
+    path = _stack(tmp_path, ["setupx==79.0.1"], '[[component]]\nname = "modelx"\npip = ["modelx==0.44.0"]\n')
+    path.write_text(path.read_text().replace(f'python = "{PY}"', 'python = "3.99"'))
+    monkeypatch.setattr(resolve_mod.sys, "executable", str(old))  # pip runs under the fresh venv's Python
+    r = resolve(stacks.load_file(path), index_url=index)
+    assert r.mode.startswith("by tags, Python 3.99"), r.mode
+    assert [c["message"] for c in r.conflicts] == ["the stack requires setupx==79.0.1; modelx==0.44.0 requires "
+                                                   "setupx>=80"], r.conflicts
+    path.write_text(path.read_text().replace("setupx==79.0.1", "setupx==80.9.0"))
+    assert resolve(stacks.load_file(path), index_url=index).status == "ok"

@@ -269,7 +269,10 @@ def _pip_base(stack: Stack, report: Path, interpreter: str | None) -> list[str]:
         "--use-feature=fast-deps"]
     if interpreter:
         return argv
-    argv += ["--python-version", stack.python, "--only-binary=:all:"]
+    # pip before 24 refuses --platform outside an install into --target, even in a dry run ("Can not use any
+    # platform or abi specific options unless installing via '--target'"): a target beside the report, which a dry
+    # run never writes, satisfies every pip that has --report (22.2 and later)
+    argv += ["--python-version", stack.python, "--only-binary=:all:", "--target", str(report.parent / "target")]
     for p in PLATFORMS:
         argv += ["--platform", p]
     return argv
