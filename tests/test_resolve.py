@@ -314,3 +314,25 @@ def test_a_fresh_venvs_old_pip_resolves_by_tags_instead_of_calling_the_stack_bro
                                                    "setupx>=80"], r.conflicts
     path.write_text(path.read_text().replace("setupx==79.0.1", "setupx==80.9.0"))
     assert resolve(stacks.load_file(path), index_url=index).status == "ok"
+
+
+def test_a_pip_too_old_for_the_resolve_is_said_as_the_tools_limit_with_exit_3(tmp_path, monkeypatch):
+    """pip 22.0 has no --report: the resolve says pip must be upgraded (exit 3), never that the pins conflict."""
+    import venv
+
+    from rocmkit.errors import EnvironmentMissing
+    from rocmkit.stacks import resolve as resolve_mod
+
+    venv.create(tmp_path / "v", with_pip=True)
+    old = str(tmp_path / "v" / "bin" / "python")
+    r = subprocess.run([old, "-m", "pip", "install", "-q", "--disable-pip-version-check", "pip==22.0"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "pip 22.0 in " in resolve_mod.pip_too_old(old) and "needs pip 22.2 or later" in resolve_mod.pip_too_old(old)
+    assert resolve_mod.pip_too_old(sys.executable) is None
+    monkeypatch.setattr(resolve_mod.sys, "executable", old)
+    with pytest.raises(EnvironmentMissing) as exc:
+        resolve(stacks.load_file(_stack(tmp_path, ["setupx==80.9.0"], '[[component]]\nname = "modelx"\n'
+                                                                       'pip = ["modelx==0.44.0"]\n')),
+                index_url="http://127.0.0.1:9/simple/")
+    assert exc.value.exit_code == 3 and "-m pip install -U pip" in exc.value.hint

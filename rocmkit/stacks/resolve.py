@@ -278,6 +278,22 @@ def _pip_base(stack: Stack, report: Path, interpreter: str | None) -> list[str]:
     return argv
 
 
+OLDEST_PIP = (22, 2)  # --report, which the resolve reads, came in pip 22.2
+
+
+def pip_too_old(python: str) -> str | None:
+    """Why this Python's pip cannot run the resolve (too old for --report), or None: a tool's limit, said as one,
+    never as a conflict in the user's pins."""
+    r = proc.capture([python, "-m", "pip", "--version"], timeout=60)
+    m = re.match(r"pip (\d+)\.(\d+)", r.tail[-1] if r.ok and r.tail else "")
+    if not m:
+        return f"{python} has no pip that answers (`{python} -m pip --version`: {' '.join(r.tail[-2:])[:200]})"
+    if (int(m.group(1)), int(m.group(2))) < OLDEST_PIP:
+        return (f"pip {m.group(1)}.{m.group(2)} in {python} is too old for the resolve (it needs pip "
+                f"{'.'.join(map(str, OLDEST_PIP))} or later, for --report)")
+    return None
+
+
 def _cert_args() -> list[str]:
     import os
     # --isolated drops pip's environment; a CA bundle is trust, not a package source, so it is kept.
@@ -295,6 +311,11 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
             index_url: str = PYPI) -> Result:
     """Dry-run pip over the stack; see the module doc. Never raises for a conflict: the Result says it."""
     started = time.monotonic()
+    too_old = pip_too_old(sys.executable)
+    if too_old:
+        from ..errors import EnvironmentMissing
+
+        raise EnvironmentMissing(too_old, hint=f"upgrade it: {sys.executable} -m pip install -U pip")
     result = Result(stack=stack.name, python=stack.python)
     pins, no_deps_pins = stack_pins(stack)
     git_pins, result.git_requirements = git_requirement_pins(stack, sources or {})
