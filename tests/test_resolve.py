@@ -336,3 +336,18 @@ def test_a_pip_too_old_for_the_resolve_is_said_as_the_tools_limit_with_exit_3(tm
                                                                        'pip = ["modelx==0.44.0"]\n')),
                 index_url="http://127.0.0.1:9/simple/")
     assert exc.value.exit_code == 3 and "-m pip install -U pip" in exc.value.hint
+
+
+def test_a_stack_that_resolved_answers_again_from_the_cache_in_seconds(tmp_path, index, monkeypatch):
+    """A second build of the same stack (same file, pip and index) does not wait for pip again; a changed file or a
+    conflict is always asked of pip."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = _stack(tmp_path, ["setupx==80.9.0"], '[[component]]\nname = "modelx"\npip = ["modelx==0.44.0"]\n')
+    first = resolve(stacks.load_file(path), index_url=index)
+    assert first.status == "ok" and "kept for a day" not in first.mode
+    again = resolve(stacks.load_file(path), index_url=index)
+    assert again.status == "ok" and again.resolved == first.resolved and again.seconds <= 2.0
+    assert "the answer of 0 min ago (the same stack file, pip and index), kept for a day" in again.mode
+    path.write_text(path.read_text().replace("setupx==80.9.0", "setupx==79.0.1"))
+    assert resolve(stacks.load_file(path), index_url=index).status == "conflict"
+    assert resolve(stacks.load_file(path), index_url=index).status == "conflict"  # never cached

@@ -13,6 +13,7 @@ is still checked against it; the result then says plainly which pins were not ch
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import sys
 import tempfile
@@ -281,15 +282,22 @@ def _pip_base(stack: Stack, report: Path, interpreter: str | None) -> list[str]:
 OLDEST_PIP = (22, 2)  # --report, which the resolve reads, came in pip 22.2
 
 
+def pip_version(python: str) -> tuple[str, tuple[int, int] | None]:
+    """What `python -m pip --version` says ("pip 23.2.1"), and its (major, minor); None where no pip answers."""
+    r = proc.capture([python, "-m", "pip", "--version"], timeout=60)
+    said = r.tail[-1].split(" from ")[0] if r.ok and r.tail else " ".join(r.tail[-2:])[:200]
+    m = re.match(r"pip (\d+)\.(\d+)", said)
+    return said, (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def pip_too_old(python: str) -> str | None:
     """Why this Python's pip cannot run the resolve (too old for --report), or None: a tool's limit, said as one,
     never as a conflict in the user's pins."""
-    r = proc.capture([python, "-m", "pip", "--version"], timeout=60)
-    m = re.match(r"pip (\d+)\.(\d+)", r.tail[-1] if r.ok and r.tail else "")
-    if not m:
-        return f"{python} has no pip that answers (`{python} -m pip --version`: {' '.join(r.tail[-2:])[:200]})"
-    if (int(m.group(1)), int(m.group(2))) < OLDEST_PIP:
-        return (f"pip {m.group(1)}.{m.group(2)} in {python} is too old for the resolve (it needs pip "
+    said, version = pip_version(python)
+    if version is None:
+        return f"{python} has no pip that answers (`{python} -m pip --version`: {said})"
+    if version < OLDEST_PIP:
+        return (f"pip {version[0]}.{version[1]} in {python} is too old for the resolve (it needs pip "
                 f"{'.'.join(map(str, OLDEST_PIP))} or later, for --report)")
     return None
 
@@ -307,15 +315,75 @@ def rocm_wheel_pins(stack: Stack) -> tuple[str, ...]:
     return rw.requirements(stack.targets) if rw else ()
 
 
+CACHE_TTL_S = 24 * 3600  # a stack that resolved resolves again until its index changes: a day, then ask again
+
+
+def cache_key(stack: Stack, sources: dict[str, str], find_links: list[str], index_url: str, pip: str) -> str:
+    """What a resolve's answer depends on: the stack file's text, the git sources' folders, the local wheel folders,
+    the index, the pip that ran it and whether a local Python of the stack's version exists."""
+    import hashlib
+
+    parts = [stack_text(stack) or repr(stack), json.dumps(sorted(sources.items())), json.dumps(sorted(find_links)),
+             index_url, pip, str(bool(find_interpreter(stack.python)))]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+def _cache_dir() -> Path:
+    import os
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocmkit" / "resolve"
+
+
+def cached(key: str) -> Result | None:
+    """A stack's earlier answer that it resolves, if younger than CACHE_TTL_S."""
+    path = _cache_dir() / f"{key}.json"
+    try:
+        age = time.time() - path.stat().st_mtime
+        doc = json.loads(path.read_text()) if age < CACHE_TTL_S else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("status") != "ok":
+        return None
+    fields = {k: doc[k] for k in ("stack", "python", "status", "mode", "conflicts", "not_checked",
+                                  "git_requirements", "built_from_sdist", "resolved") if k in doc}
+    r = Result(**fields)
+    r.mode = f"{r.mode}; the answer of {age / 60:.0f} min ago (the same stack file, pip and index), kept for a day"
+    return r
+
+
+def _keep(key: str, result: Result) -> None:
+    from ..fileio import write_atomic
+
+    try:
+        _cache_dir().mkdir(parents=True, exist_ok=True)
+        write_atomic(_cache_dir() / f"{key}.json", json.dumps(result.as_json()))
+    except OSError:
+        pass  # no cache where the home folder is not writable: the next resolve asks pip again
+
+
 def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: list[str] | None = None,
             index_url: str = PYPI) -> Result:
-    """Dry-run pip over the stack; see the module doc. Never raises for a conflict: the Result says it."""
+    """Dry-run pip over the stack; see the module doc. Never raises for a conflict: the Result says it. A stack
+    that resolved, asked again with the same file, pip and index within a day, answers from the cache."""
     started = time.monotonic()
     too_old = pip_too_old(sys.executable)
     if too_old:
         from ..errors import EnvironmentMissing
 
         raise EnvironmentMissing(too_old, hint=f"upgrade it: {sys.executable} -m pip install -U pip")
+    key = cache_key(stack, sources or {}, find_links or [], index_url, pip_version(sys.executable)[0])
+    hit = cached(key)
+    if hit is not None:
+        hit.seconds = time.monotonic() - started
+        return hit
+    result = _resolve(stack, sources, find_links, index_url, started)
+    if result.status == "ok":
+        _keep(key, result)
+    return result
+
+
+def _resolve(stack: Stack, sources: dict[str, str] | None, find_links: list[str] | None, index_url: str,
+             started: float) -> Result:
     result = Result(stack=stack.name, python=stack.python)
     pins, no_deps_pins = stack_pins(stack)
     git_pins, result.git_requirements = git_requirement_pins(stack, sources or {})
@@ -446,7 +514,6 @@ def _where(side: dict, pins: list[Pin]) -> str:
 
 
 def _report_versions(report: Path) -> dict[str, str]:
-    import json
     try:
         doc = json.loads(report.read_text(encoding="utf-8"))
     except (OSError, ValueError):
