@@ -294,3 +294,15 @@ def test_counts_and_the_study_are_said_where_they_apply():
         p = plan.make(plan.Job(models.lookup("Qwen2.5-0.5B-Instruct"), gpu, 64 * GIB))
         tp = next(s for s in p.settings if s.key == TP)
         assert ("on MI300X" in tp.reason) is studied and ("AMD MI300X study" in tp.source) is studied, (gpu, tp)
+
+
+def test_a_sequence_past_the_models_positions_is_refused_naming_its_limit():
+    """Qwen2.5-7B-Instruct's config.json says 32768 positions: a 100000-token response has no plan (vLLM would
+    refuse the max_model_len), and the hint gives the longest response that fits."""
+    spec = models.lookup("Qwen/Qwen2.5-7B-Instruct")
+    assert spec.max_positions == 32768
+    with pytest.raises(UsageError) as exc:
+        plan.make(plan.Job(spec, "MI300X", 192 * GIB, prompt_len=1024, response_len=100_000))
+    assert "101024 tokens, past Qwen/Qwen2.5-7B-Instruct's 32768 positions" in exc.value.message
+    assert "--response-len 31744" in exc.value.hint
+    plan.make(plan.Job(spec, "MI300X", 192 * GIB, prompt_len=1024, response_len=31_744))  # right at the limit

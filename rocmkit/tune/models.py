@@ -35,6 +35,7 @@ class ModelSpec:
     experts_per_token: int = 0
     moe_intermediate: int = 0
     source: str = ""
+    max_positions: int | None = None  # config.json's max_position_embeddings: the longest sequence it was built for
 
     @property
     def q_dim(self) -> int:
@@ -113,7 +114,9 @@ def from_config(config: dict, name: str, source: str) -> ModelSpec:
         qk_norm=model_type in ("qwen3", "qwen3_moe"), experts=experts,
         experts_per_token=int(config.get("num_experts_per_tok") or 0),
         moe_intermediate=int(config.get("moe_intermediate_size") or config.get("intermediate_size") or 0)
-        if experts else 0, source=source)
+        if experts else 0, source=source,
+        max_positions=config["max_position_embeddings"] if isinstance(config.get("max_position_embeddings"), int)
+        else None)
 
 
 @cache

@@ -259,6 +259,13 @@ def _megatron(job: Job, plan: Plan) -> tuple[int, int]:
 def make(job: Job) -> Plan:
     if job.rollout not in ("vllm", "sglang") or job.backend not in ("fsdp", "megatron"):
         raise UsageError("--rollout is vllm or sglang; --backend is fsdp or megatron")
+    limit = job.model.max_positions
+    if limit and job.prompt_len + job.response_len > limit:
+        raise UsageError(f"--prompt-len {job.prompt_len} + --response-len {job.response_len} = "
+                         f"{job.prompt_len + job.response_len} tokens, past {job.model.name}'s {limit} positions "
+                         "(config.json's max_position_embeddings): vLLM refuses a max_model_len past it",
+                         hint=f"keep the two within {limit} (e.g. --response-len {max(1, limit - job.prompt_len)}), or "
+                              "plan a model whose context is longer (rope scaling in its config.json)")
     plan = Plan(job)
     # The algorithm is a setting like any other, so the text, the JSON and every command that reads a saved plan
     # get it from here: without it verl runs its default estimator, gae, which is PPO with a critic.
