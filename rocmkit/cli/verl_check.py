@@ -15,7 +15,8 @@ from .common import InputFile, echo_json, json_option
                                             "the image needs Python with verl, not rocmkit).")
 @click.option("--verl-python", default=None, metavar="PY",
               help="Check against the verl of this Python on this host. Default: this Python, if it has verl.")
-@click.option("--timeout", type=int, default=600, show_default=True, help="Seconds for verl's check.")
+@click.option("--timeout", type=click.IntRange(min=1), default=600, show_default=True,
+              help="Seconds for verl's check.")
 @click.option("--gpus", type=click.IntRange(min=1), default=None, metavar="N",
               help="What the script's GPU queries (nvidia-smi, rocm-smi, amd-smi, torch.cuda.device_count) answer. "
                    "Default: 8, and a note says it was assumed.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -144,6 +145,11 @@ def _parse(result: proc.Result, where: str) -> list[dict]:
         if line.startswith(verl_check.RECIPE_MARK):
             return json.loads(line[len(verl_check.RECIPE_MARK):])
     said = " | ".join(line for line in result.tail[-6:] if line.strip())[:600]
+    missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", said)
+    if missing:  # a Python without verl or Hydra: the environment is missing (exit 3), not a failed check
+        raise EnvironmentMissing(f"{where} has no {missing.group(1).split('.')[0]} to read verl's config with",
+                                 hint="give a Python with verl installed (--verl-python), or an image with it "
+                                      "(--image); `pip install 'rocmkit[verl]'` in a venv of its own brings both")
     raise Failed(f"verl's config could not be read in {where} (exit {result.returncode}): {said}",
                  hint="the target needs Python with verl (and Hydra) installed")
 
