@@ -349,3 +349,9 @@ def test_a_second_run_into_the_same_folder_keeps_the_first_whole(tmp_path):
     assert any(n.startswith("the run folder's previous run is kept whole in ") for n in first["notes"])
     md = (out / "certificate.md").read_text()
     assert "?" not in md.split("\n| check")[0] and "None" not in md, md
+
+
+def test_a_step_count_no_smoke_run_needs_is_refused_at_once(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "certify", "--steps", "999999999999", "--gpus", "0",
+                        "--dry-run", "--out", str(tmp_path / "c")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--steps 999999999999: at most 100000" in r.stderr

@@ -306,3 +306,11 @@ def test_a_sequence_past_the_models_positions_is_refused_naming_its_limit():
     assert "101024 tokens, past Qwen/Qwen2.5-7B-Instruct's 32768 positions" in exc.value.message
     assert "--response-len 31744" in exc.value.hint
     plan.make(plan.Job(spec, "MI300X", 192 * GIB, prompt_len=1024, response_len=31_744))  # right at the limit
+
+
+@pytest.mark.parametrize(("asked", "first"), [("Qwen2.5-7B", "Qwen/Qwen2.5-7B-Instruct"),
+                                              ("Llama-3-70B", "meta-llama/Llama-3.1-70B-Instruct")])
+def test_a_model_name_the_table_lacks_suggests_the_nearest_names(asked, first):
+    with pytest.raises(UsageError) as exc:
+        models.lookup(asked)
+    assert exc.value.hint.startswith(f"did you mean {first}")

@@ -29,6 +29,7 @@ class Rollout(TextEnum):
 SIZES = ("tiny", "0.5b")
 MILES_DIR = "/root/miles"  # where Miles' Dockerfile.rocm clones it; its tests and train.py live there
 MIN_STEPS = 4  # learning is judged over the first and the last quarter of the steps
+MAX_STEPS = 100_000  # a smoke run: the built-in task writes 4 rows a step, so a typo of 10^12 steps would fill the disk
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..runtime import imageref
 from . import engines
-from .settings import MIN_STEPS, SIZES, Settings
+from .settings import MAX_STEPS, MIN_STEPS, SIZES, Settings
 
 
 def validate(s: Settings) -> Settings:
@@ -18,6 +18,9 @@ def validate(s: Settings) -> Settings:
     engine = engines.of(s)
     if s.steps < MIN_STEPS:
         raise UsageError(f"--steps {s.steps}: at least {MIN_STEPS} (learning is judged over the first and last quarter)")
+    if s.steps > MAX_STEPS:
+        raise UsageError(f"--steps {s.steps}: at most {MAX_STEPS} (a smoke run; the built-in task writes rows for each "
+                         "step before anything starts)", hint="the default, 16, proves a stack trains")
     if s.gpus < 0:
         raise UsageError(f"--gpus {s.gpus}: a count of GPUs, 0 for the CPU")
     if s.timeout < 1:

@@ -144,5 +144,13 @@ def lookup(name: str) -> ModelSpec:
     for key, entry in table().items():
         if wanted in (key.lower(), key.split("/")[-1].lower()):
             return from_config(entry, key, entry.get("source", "rocmkit's model table"))
+    import difflib
+
+    names = {key.split("/")[-1].lower(): key for key in table()}
+    short = wanted.split("/")[-1]
+    near = [k for n, k in names.items() if n.startswith(short)][:3]  # the name with a suffix left off (-Instruct)
+    near += [names[n] for n in difflib.get_close_matches(short, list(names), n=3, cutoff=0.6)
+             if names[n] not in near][:3 - len(near)]
     raise UsageError(f"--model {name}: no such directory or config.json, and not in rocmkit's model table",
-                     hint="`rocmkit tune --list-models` lists the table; or give a directory holding config.json")
+                     hint=(f"did you mean {', '.join(near)}? " if near else "") + "`rocmkit tune --list-models` lists "
+                          "the table; or give a directory holding config.json")
