@@ -355,3 +355,18 @@ def test_a_step_count_no_smoke_run_needs_is_refused_at_once(tmp_path):
     r = subprocess.run([sys.executable, "-m", "rocmkit", "certify", "--steps", "999999999999", "--gpus", "0",
                         "--dry-run", "--out", str(tmp_path / "c")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--steps 999999999999: at most 100000" in r.stderr
+
+
+def test_the_verl_install_hint_names_a_venv_of_its_own_and_this_rocmkit_source(tmp_path):
+    """In the quick start's TRL venv, `certify --engine verl` said `pip install 'rocmkit[verl]'` into that venv:
+    rocmkit is not on the package index, and verl 0.9.1 breaks beside TRL >= 1.13. The hint names a venv of its own,
+    the rollout engine the [verl] extra lacks, and the folder pip can install rocmkit from."""
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "1",
+                        "--dry-run", "--out", str(tmp_path / "c")], capture_output=True, text=True, timeout=300)
+    hint = next((x for x in r.stderr.splitlines() if x.startswith("hint: ")), "")
+    if "lacks" not in r.stderr:
+        pytest.skip(f"this Python has verl and vllm: {r.stderr[-300:]}")
+    root = Path(__file__).resolve().parents[1]
+    assert r.returncode == 3 and "python3 -m venv .venv-verl" in hint
+    assert f".venv-verl/bin/pip install '{root}[verl]' vllm" in hint and "TRL >= 1.13" in hint
+    assert (root / "pyproject.toml").is_file() and "pip install 'rocmkit[verl]'" not in hint

