@@ -118,3 +118,25 @@ def write_ld_conf(root: Path, name: str, dirs: list[str]) -> None:
     p = root / "etc/ld.so.conf.d" / name
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text("".join(d + "\n" for d in dirs))
+
+
+if __name__ == "__main__":  # python tests/rocmlayouts.py OUT LAYOUT... [--ld FILE=DIR]: a host tree to try
+    import sys
+
+    REPO = Path(__file__).resolve().parent.parent
+    sys.path[:0] = [str(REPO), str(REPO / "tests")]
+    from treegen import HostSpec, healthy_process, write_tree
+
+    args, ld = sys.argv[1:], {}
+    while "--ld" in args:
+        i = args.index("--ld")
+        name, _, d = args[i + 1].partition("=")
+        ld.setdefault(name, []).append(d)
+        del args[i:i + 2]
+    out, names = Path(args[0]), tuple(args[1:])
+    process = healthy_process()
+    process["env"].pop("ROCM_PATH", None)
+    root = write_tree(out, HostSpec(rocm=None, rocm_layouts=names, process=process))
+    for name, dirs in ld.items():
+        write_ld_conf(root, name, dirs)
+    print(f"wrote {out}: {', '.join(names) or 'no ROCm'}")

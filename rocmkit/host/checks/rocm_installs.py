@@ -43,8 +43,8 @@ def check_installs(f: Facts, ctx: Context):
     unlinked = "nothing links it" in why
     yield finding("rocm.installs", "software", Status.WARN if unlinked else Status.PASS,
                   f"a process uses {_name(chosen)}: {why}" + (f" (all: {listed})" if len(installs) > 1 else ""),
-                  fix=f"export ROCM_PATH={chosen['path']} (or install the amdrocm meta package, whose postinst links "
-                      f"/opt/rocm/bin and /opt/rocm/lib to it)" if unlinked else None,
+                  fix=f"export ROCM_PATH={chosen['path']} (or install the amdrocm meta package: its amdrocm-core's "
+                      f"postinst links /opt/rocm/core, /opt/rocm/bin and /opt/rocm/lib to it)" if unlinked else None,
                   ref=LAYOUT_DOC, active=chosen["path"], why=why, **evidence)
 
 
