@@ -118,3 +118,19 @@ def test_dpkg_packages_keeps_rocm_names_installed():
               "Package: rocm-core\nStatus: deinstall ok config-files\nVersion: 7.2.0\n\n"
               "Package: bash\nStatus: install ok installed\nVersion: 5.2\n")
     assert dpkg_packages(status) == {"amdrocm-core": "10.0.0-1", "amdrocm10.0-gfx94x": "10.0.0-1"}
+
+
+@pytest.mark.parametrize("layouts", [("core-10.0",), ("core-10.0-bare",), ("legacy-7.2",), ("tarball-10.0",),
+                                     ("core-10.0", "legacy-7.2-unlinked")])
+def test_a_capture_keeps_the_layout(tmp_path, layouts):
+    """--capture then --root gives the same installs, the same choice and the same rocm.* findings."""
+    from rocmkit.host.capture import capture
+
+    facts, found = doctor(tmp_path, layouts, ld={"rocm.conf": ["/opt/rocm-7.2.0/lib"]} if len(layouts) > 1 else None)
+    again = collect(str(capture(facts, str(tmp_path / "capture"))))
+    assert again.rocm_version == facts.rocm_version
+    refound = {f.id: f for f in run_checks(again, Context())}
+    for fid in ("rocm.version", "rocm.installs", "rocm.mixed", "rocm.tools", "rocm.packages"):
+        assert (fid in refound) == (fid in found)
+        if fid in found:
+            assert (refound[fid].status, refound[fid].title) == (found[fid].status, found[fid].title), fid
