@@ -133,8 +133,11 @@ def dpkg_packages(status: str) -> dict[str, str]:
     """ROCm's installed packages in dpkg's status file: name -> version."""
     out = {}
     for stanza in status.split("\n\n"):
+        # a host's status file lists thousands of packages: only ROCm's stanzas are parsed
+        m = re.match(r"\s*Package: (\S+)", stanza)
+        if m is None or not PACKAGES.fullmatch(m.group(1)):
+            continue
         fields = dict(re.findall(r"^([\w-]+): ?(.*)$", stanza, re.M))
-        name = fields.get("Package", "")
-        if PACKAGES.fullmatch(name) and fields.get("Status", "").endswith(" installed"):
-            out[name] = fields.get("Version", "")
+        if fields.get("Status", "").endswith(" installed"):
+            out[m.group(1)] = fields.get("Version", "")
     return out
