@@ -64,6 +64,13 @@ LAYOUTS: dict[str, Layout] = {
         "as legacy-7.2, without /opt/rocm (update-alternatives(1): an existing non-link is not replaced)",
         _tree("/opt/rocm-7.2.0", "7.2.0-43", HIP7), {},
         {"rocm-core": "7.2.0.70200-43~24.04", "hip-runtime-amd": "7.2.26015.70200-43~24.04"}),
+    # AMD's runtime image: the meta packages amdrocmX.Y-<gfx> and amdrocm-core-sdkX.Y-<gfx>, then `ln -sfn` of
+    # core-X.Y's bin lib include libexec share into /opt/rocm (where none is there), and ENV ROCM_PATH=/opt/rocm
+    "core-10.0-image": Layout(
+        f"{THEROCK}:dockerfiles/install_rocm_packages.sh (the links), dockerfiles/rocm_runtime.Dockerfile "
+        "(ENV ROCM_PATH=/opt/rocm)",
+        _tree("/opt/rocm/core-10.0", "10.0.0", HIP10),
+        {f"/opt/rocm/{d}": f"/opt/rocm/core-10.0/{d}" for d in ("bin", "lib")}, CORE_PACKAGES),
     # TheRock's tarball: install_rocm_tarball.sh extracts to /opt/rocm-${VERSION} and runs `ln -sfn ... /opt/rocm`
     "tarball-10.0": Layout(
         f"{THEROCK}:dockerfiles/install_rocm_tarball.sh (ROCM_INSTALL_DIR=/opt/rocm-$VERSION; ln -sfn it /opt/rocm); "

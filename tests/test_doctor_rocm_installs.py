@@ -56,6 +56,15 @@ def test_each_layout_reports_its_version(tmp_path, layout, version, path):
     assert found["rocm.version"].status is Status.PASS
 
 
+def test_amds_runtime_image_with_rocm_path_at_a_folder_of_links(tmp_path):
+    facts, found = doctor(tmp_path, ("core-10.0-image",), env={"ROCM_PATH": "/opt/rocm"})
+    assert facts.rocm_version == "10.0.0"
+    assert found["rocm.installs"].status is Status.PASS
+    assert found["rocm.installs"].evidence["why"] == "ROCM_PATH=/opt/rocm, whose lib/ links to /opt/rocm/core-10.0/lib"
+    _, found = doctor(tmp_path / "no-env", ("core-10.0-image",))  # without ROCM_PATH, /opt/rocm/lib says the same
+    assert "/opt/rocm/lib links to /opt/rocm/core-10.0/lib" in found["rocm.installs"].title
+
+
 def test_extras_are_listed_but_never_the_rocm(tmp_path):
     facts, found = doctor(tmp_path, ("core-10.0", "extras-10"))
     assert facts.rocm_version == "10.0.0"
@@ -121,6 +130,7 @@ def test_dpkg_packages_keeps_rocm_names_installed():
 
 
 @pytest.mark.parametrize("layouts", [("core-10.0",), ("core-10.0-bare",), ("legacy-7.2",), ("tarball-10.0",),
+                                     ("core-10.0-image",),
                                      ("core-10.0", "legacy-7.2-unlinked")])
 def test_a_capture_keeps_the_layout(tmp_path, layouts):
     """--capture then --root gives the same installs, the same choice and the same rocm.* findings."""

@@ -94,7 +94,10 @@ def write_rocm_layout(tmp: Path, rocm: dict | None) -> None:
         for tool in (install.get("tools") or {}).values():
             (tmp / tool.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
             (tmp / tool.lstrip("/")).touch()
-    links = {k: v for k, v in (rocm.get("links") or {}).items() if k.startswith("/")}
+    links = {k: v for k, v in (rocm.get("links") or {}).items() if k.startswith("/")}  # not ROCM_PATH's
+    for real in links.values():  # /opt/rocm/lib's target: a folder the doctor saw exist, nothing in it read
+        if real:
+            (tmp / real.lstrip("/")).mkdir(parents=True, exist_ok=True)
     links.update({f"/usr/bin/{t}": real for t, real in (rocm.get("tools") or {}).items()})
     for link, real in sorted(links.items()):
         p = tmp / link.lstrip("/")

@@ -62,6 +62,9 @@ def active(installs: list[dict], links: dict[str, str | None], env: dict[str, st
         i = owner(system, real)
         if i is not None:
             return Active(i, f"ROCM_PATH={rocm_path}")
+        i = owner(system, links.get("ROCM_PATH/lib"))
+        if i is not None:
+            return Active(i, f"ROCM_PATH={rocm_path}, whose lib/ links to {links['ROCM_PATH/lib']}")
         return Active(None, f"ROCM_PATH={rocm_path} names no ROCm install")
     target = links.get("/opt/rocm")
     i = owner(system, target)

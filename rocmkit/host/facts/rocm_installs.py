@@ -103,7 +103,10 @@ def read(reader: Reader, env: dict[str, str], rocm_sdk: dict | None = None, torc
     rocm_path = env.get("ROCM_PATH")
     if rocm_path:
         links["ROCM_PATH"] = resolve(reader, rocm_path)
-        if links["ROCM_PATH"] and links["ROCM_PATH"] not in seen:
+        # AMD's runtime image sets ROCM_PATH=/opt/rocm, a folder of links (lib -> core-X.Y/lib): its lib/ says which
+        links["ROCM_PATH/lib"] = resolve(reader, rocm_path.rstrip("/") + "/lib")
+        real = links["ROCM_PATH"]
+        if real and real not in seen and reader.line(f"{real}/.info/version") is not None:
             add(_install(reader, links["ROCM_PATH"], "rocm_path", None))
     if rocm_sdk and isinstance(rocm_sdk.get("core"), str):
         # ROCm from pip: its version is the wheel's, which torch.version.hip repeats
