@@ -49,11 +49,12 @@ CORE_PACKAGES = {name: "10.0.0-28484694006" for name in (
 
 LAYOUTS: dict[str, Layout] = {
     # Legacy packages (ROCm <= 7.2): the tree in /opt/rocm-X.Y.Z, /opt/rocm linked to it through update-alternatives
-    # ('rocm'), which the rocm-core package's postinst sets up; package names rocm-core, hip-runtime-amd, ...
+    # ('rocm'), and the loader's file AMD's post-install steps write; package names rocm-core, hip-runtime-amd, ...
     "legacy-7.2": Layout(
-        "ROCm 7.2 packages (rocm.docs.amd.com, \"ROCm installation for Linux\": /opt/rocm-<ver>, /opt/rocm a link); "
-        "the 'rocm' alternative as rocm-core's postinst makes it",
-        _tree("/opt/rocm-7.2.0", "7.2.0-43", HIP7),
+        "rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.2/install/post-install.html (the 'rocm' "
+        "alternative: `update-alternatives --config rocm`; /etc/ld.so.conf.d/rocm.conf naming /opt/rocm/lib and "
+        "/opt/rocm/lib64); the versioned /opt/rocm-<ver> tree from the same docs",
+        {**_tree("/opt/rocm-7.2.0", "7.2.0-43", HIP7), "/etc/ld.so.conf.d/rocm.conf": "/opt/rocm/lib\n/opt/rocm/lib64\n"},
         {"/opt/rocm": "/etc/alternatives/rocm", "/etc/alternatives/rocm": "/opt/rocm-7.2.0"},
         {"rocm-core": "7.2.0.70200-43~24.04", "hip-runtime-amd": "7.2.26015.70200-43~24.04",
          "amd-smi-lib": "26.2.0.70200-43~24.04", "rocm-smi-lib": "7.8.0.70200-43~24.04"}),

@@ -144,3 +144,11 @@ def test_a_capture_keeps_the_layout(tmp_path, layouts):
         assert (fid in refound) == (fid in found)
         if fid in found:
             assert (refound[fid].status, refound[fid].title) == (found[fid].status, found[fid].title), fid
+
+
+def test_amds_legacy_ld_conf_follows_the_rocm_link(tmp_path):
+    """AMD's post-install rocm.conf names /opt/rocm/lib: the loader follows the link to the same 7.2, no mixing."""
+    _, found = doctor(tmp_path, ("legacy-7.2",))
+    releases = found["rocm.mixed"].evidence["releases"]
+    assert found["rocm.mixed"].status is Status.PASS
+    assert releases == {"7.2": ["the active ROCm (/opt/rocm-7.2.0)", "/etc/ld.so.conf.d/rocm.conf: /opt/rocm-7.2.0/lib"]}
