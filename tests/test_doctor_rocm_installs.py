@@ -152,3 +152,11 @@ def test_amds_legacy_ld_conf_follows_the_rocm_link(tmp_path):
     releases = found["rocm.mixed"].evidence["releases"]
     assert found["rocm.mixed"].status is Status.PASS
     assert releases == {"7.2": ["the active ROCm (/opt/rocm-7.2.0)", "/etc/ld.so.conf.d/rocm.conf: /opt/rocm-7.2.0/lib"]}
+
+
+def test_usr_bin_tools_of_another_release_warn(tmp_path):
+    # ROCM_PATH picks the legacy 7.2 while /usr/bin/amd-smi is the Core SDK's alternative
+    _, found = doctor(tmp_path, ("core-10.0", "legacy-7.2-unlinked"), env={"ROCM_PATH": "/opt/rocm-7.2.0"})
+    tools = found["rocm.tools"]
+    assert tools.status is Status.WARN and "amd-smi runs /opt/rocm/core-10.0/bin/amd-smi" in tools.title
+    assert "update-alternatives --config amd-smi" in tools.fix
