@@ -69,6 +69,13 @@ def image_process(plan) -> tuple[dict, set[str]]:
     else:
         local = re.search(r"\+rocm([0-9.]+?)(?:[a-z]|\.lw|\.git|$)", torch)
         proc["torch_hip"] = local.group(1) if local else plan.stack.rocm
+    if plan.stack.base.pip_sdk:
+        # the layout the base really has: ROCm in site-packages (TheRock's SDK), no /opt/rocm tree; the image's
+        # fix-ups leave one libamd_smi (the others link to _rocm_sdk_core's) and amdsmi installed from it
+        site = "/usr/local/lib/python3.12/dist-packages"
+        lib = f"{site}/_rocm_sdk_core/lib/libamd_smi.so"
+        proc["rocm_sdk"] = {"core": f"{site}/_rocm_sdk_core", "devel": f"{site}/_rocm_sdk_devel",
+                            "amd_smi_libs": [{"path": lib, "real": lib}], "amdsmi_packages": [f"{site}/amdsmi"]}
     proc["packages"] = packages  # exactly the image's pins: none of the healthy default's
     proc["ray_noset_vars"] = [k for k in env if k.startswith("RAY_EXPERIMENTAL_NOSET_")]
     return proc, unknown
@@ -81,7 +88,8 @@ def test_the_image_passes_the_doctor(tmp_path, name, target, product):
     for e in plan.runtime_env:  # the facts are what the Dockerfile sets: its final stage's ENV lines
         assert f'ENV {e.name}="{e.value}"' in dockerfile, e.name
     proc, unknown = image_process(plan)
-    root = write_tree(tmp_path / "host", HostSpec(product=product, gpus=8, container=True, rocm=plan.stack.rocm,
+    rocm = None if plan.stack.base.pip_sdk else plan.stack.rocm  # pip's ROCm is proc["rocm_sdk"] (image_process)
+    root = write_tree(tmp_path / "host", HostSpec(product=product, gpus=8, container=True, rocm=rocm,
                                                    manifest=plan.manifest, process=proc))
     findings = run_checks(collect(str(root)), Context(arch=target))
     raised = {f.id: f for f in findings if f.status in (Status.WARN, Status.FAIL) and f.id not in unknown}
@@ -89,6 +97,9 @@ def test_the_image_passes_the_doctor(tmp_path, name, target, product):
     assert known <= set(raised), f"no longer raised, drop from KNOWN: {known - set(raised)}"
     bad = [f"{f.status.name} {i}: {f.title}" for i, f in raised.items() if i not in known]
     assert not bad, f"{name} on {product} (ROCm {plan.stack.rocm}):\n" + "\n".join(bad)
+    if plan.stack.base.pip_sdk:  # the pip SDK was read as the image's ROCm, its one libamd_smi judged
+        by_id = {f.id: f for f in findings}
+        assert "(pip)" in by_id["rocm.installs"].title and by_id["software.amd_smi_copies"].status is Status.PASS
     # the multi-GPU rules ran (an 8-GPU gfx942/gfx950 host), not skipped for want of facts
     assert {"env.nccl_min_nchannels", "env.hip_force_dev_kernarg", "software.versions"} <= {f.id for f in findings}
 

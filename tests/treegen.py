@@ -23,6 +23,7 @@ from typing import Iterable
 
 from aergen import write_aer
 from holdergen import BTIME, IDLE_VRAM_USED, write_drm_procs, write_holder
+from rocmlayouts import write_layout
 from rocmkit import archs
 from rocmkit.host.facts import PROCESS_FILE
 from rocmkit.host.facts.journal import file_for as journal_file
@@ -175,6 +176,9 @@ class HostSpec:
     cmdline: str = "BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 ro iommu=pt pci=realloc=off pci=bfsort"
     cpu_vendor: str = "AuthenticAMD"
     rocm: str | None = "7.0.2"
+    # ROCm install layouts from rocmlayouts.LAYOUTS (their file lists and sources), written beside or instead of
+    # the plain /opt/rocm/.info/version above (set rocm=None for a host whose only ROCm is one of them)
+    rocm_layouts: tuple[str, ...] = ()
     fw_versions: tuple[int, ...] = ()  # MEC firmware per GPU; default 177 everywhere
     hive_ids: tuple[int, ...] = ()
     gpu_numa: tuple[int, ...] = ()  # NUMA node per GPU; default: first half node 0, rest node 1
@@ -300,6 +304,8 @@ def write_tree(root: Path, spec: HostSpec) -> Path:
         _write_proc_self(root, spec.process or {}, spec.self_pid)
     if spec.rocm:
         _write(root / "opt/rocm/.info/version", spec.rocm + "-1\n")
+    for layout in spec.rocm_layouts:
+        write_layout(root, layout)
     if spec.container:
         _touch(root / ".dockerenv")
     if spec.manifest is not None:

@@ -57,6 +57,7 @@ def capture(facts: Facts, dest: str) -> Path:
             p = tmp / m.lstrip("/")
             p.parent.mkdir(parents=True, exist_ok=True)
             p.touch()
+        write_rocm_layout(tmp, facts.rocm_installs)
         for n in range(facts.numa_nodes or 0):
             (tmp / f"sys/devices/system/node/node{n}").mkdir(parents=True, exist_ok=True)
         errors = {rel.lstrip("/"): why for rel, why in facts.read_errors}
@@ -78,3 +79,28 @@ def capture(facts: Facts, dest: str) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def write_rocm_layout(tmp: Path, rocm: dict | None) -> None:
+    """The ROCm installs' folders, tools and links, which the doctor saw by existence, not by reading: each install's
+    folder and bin/ tools (empty files), then /opt/rocm's links and /usr/bin's tools as links to what they resolved
+    to (absolute, as installers write them; --root resolves them inside the tree)."""
+    if not rocm:
+        return
+    for install in rocm.get("installs") or []:
+        if install.get("kind") == "pip":
+            continue  # site-packages: the process record carries it
+        (tmp / install["real"].lstrip("/")).mkdir(parents=True, exist_ok=True)
+        for tool in (install.get("tools") or {}).values():
+            (tmp / tool.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / tool.lstrip("/")).touch()
+    links = {k: v for k, v in (rocm.get("links") or {}).items() if k.startswith("/")}  # not ROCM_PATH's
+    for real in links.values():  # /opt/rocm/lib's target: a folder the doctor saw exist, nothing in it read
+        if real:
+            (tmp / real.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    links.update({f"/usr/bin/{t}": real for t, real in (rocm.get("tools") or {}).items()})
+    for link, real in sorted(links.items()):
+        p = tmp / link.lstrip("/")
+        if real and not p.exists() and not p.is_symlink():  # a folder already there (a legacy /opt/rocm/lib) stays
+            p.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(real, p)

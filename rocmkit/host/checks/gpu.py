@@ -238,11 +238,12 @@ def check_consistency(f: Facts, ctx: Context):
 
 
 @documents("rocm.version",
-           what="`/opt/rocm/.info/version` new enough for the GPUs (arch table)")
+           what="the active ROCm's version (its `.info/version`: `/opt/rocm`, `ROCM_PATH`, the Core SDK's `/opt/rocm/core-X.Y`; see rocm.installs) new enough for the GPUs (arch table)")
 def check_rocm(f: Facts, ctx: Context):
     if f.rocm_version is None:
         yield finding("rocm.version", "software", Status.SKIP,
-                      "no ROCm userspace at /opt/rocm (fine when PyTorch wheels bring their own ROCm)")
+                      "no ROCm userspace (/opt/rocm, /opt/rocm-X.Y, /opt/rocm/core-X.Y, ROCM_PATH) "
+                      "(fine when PyTorch wheels bring their own ROCm)")
         return
     version = f.rocm_version.split("-")[0]
     too_old = []

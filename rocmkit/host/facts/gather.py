@@ -10,7 +10,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from . import kernlog
+from . import kernlog, rocm_installs
 from .journal import Journal, read as read_journal
 from .health import HealthFacts, read_health
 from .kfd import MODES, Device, Node, group_devices
@@ -41,7 +41,9 @@ class Facts:
         self.amdgpu_initstate: str | None = None
         self.cmdline: str | None = None
         self.numa_balancing: str | None = None
-        self.rocm_version: str | None = None
+        self.rocm_version: str | None = None  # the active ROCm's (rocm_layout.active), else /opt/rocm/.info/version
+        # every ROCm install and what points a process at one (rocm_installs.read); None only before collect() fills it
+        self.rocm_installs: dict | None = None
         self.container: str | None = None  # evidence that this is a container, or None
         self.cpu_vendor: str | None = None  # AuthenticAMD / GenuineIntel, for the IOMMU advice
         self.numa_nodes: int | None = None  # host NUMA nodes
@@ -90,7 +92,6 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
     facts.kernel_release = reader.line("proc/sys/kernel/osrelease")
     facts.cmdline = reader.line("proc/cmdline")
     facts.numa_balancing = reader.line("proc/sys/kernel/numa_balancing")
-    facts.rocm_version = reader.line("opt/rocm/.info/version")
     facts.container = container(reader)
     cpuinfo = reader.text("proc/cpuinfo", limit=4096) or ""
     m = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
@@ -144,6 +145,7 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
             facts.rocm_smi_lib = ("/" + rel, reader.path(rel).is_file())
         except (OSError, ValueError):  # a path too long or with a NUL byte from a recorded environment
             facts.rocm_smi_lib = ("/" + rel, False)
+    read_rocm(facts, reader)
     facts.kernel_log = kernlog.read(reader, live)
     facts.journal = read_journal(reader, live, this_boot=facts.kernel_log.text is None)
     if rdma:  # hundreds of GID files on a RoCE host: only when a multi-node job asks (so imported only then)
@@ -151,6 +153,17 @@ def collect(root: str = "/", *, process: bool | None = None, rdma: bool = False)
 
         facts.rdma = read_rdma(reader)
     return facts
+
+
+def read_rocm(facts: Facts, reader: Reader) -> None:
+    """The ROCm installs, and the summary version every check and the report name: the active install's (ROCM_PATH,
+    the /opt/rocm links, a lone Core SDK at /opt/rocm/core-10.0), else /opt/rocm/.info/version as before."""
+    from ..rocm_layout import active
+
+    p = facts.process or {}
+    facts.rocm_installs = rocm_installs.read(reader, facts.env, p.get("rocm_sdk"), p.get("torch_hip"))
+    chosen = active(facts.rocm_installs["installs"], facts.rocm_installs["links"], facts.env).install
+    facts.rocm_version = (chosen or {}).get("version") or reader.line("opt/rocm/.info/version")
 
 
 AMDGPU_IDS = ("usr/share/libdrm/amdgpu.ids", "opt/amdgpu/share/libdrm/amdgpu.ids")

@@ -15,7 +15,9 @@ from ...pkgdirs import package_dir
 
 # Environment variables the checks look at (and the only ones a capture records).
 ENV_PREFIXES = ("HIP_", "HSA_", "ROCR_", "ROCM_", "CUDA_VISIBLE", "NCCL_", "RCCL_", "RAY_", "PYTORCH_",
-                "GPU_ARCHS", "AMDGPU_TARGET", "NVTE_", "TORCH_", "VLLM_", "SGLANG_", "MIOPEN_")
+                "GPU_ARCHS", "AMDGPU_TARGET", "NVTE_", "TORCH_", "VLLM_", "SGLANG_", "MIOPEN_",
+                # the loader's own path: where a job's ROCm libraries come from when it names several ROCm trees
+                "LD_LIBRARY_PATH")
 PACKAGES = ("torch", "vllm", "sglang", "ray", "verl", "transformers", "triton", "pytorch-triton-rocm",
             "amdsmi", "pyamdgpuinfo", "rocmkit", "amd-aiter")
 
