@@ -10,8 +10,11 @@ How the cause is chosen, the way torch elastic picks its "Root Cause (first obse
    wrapper: Ray's RayTaskError and ActorDiedError, Hydra's "Error executing job", vLLM's "Engine core
    initialization failed" only carry the cause, printed earlier by the process that failed;
 3. else the exception each process ended with (the last line of its last traceback), the earliest first;
-4. else what ended the command itself: its signal, or its exit code and last lines.
-A stalled run and a run past --timeout are named by the watchdog's stop and the stall report (flow.py passes
+4. else the process that ended seconds before every other (vLLM's EngineDeadError names no pid: the engine core
+   that died does, by ending first), named from what the watchdog noted of it;
+5. else what ended the command itself: its signal, or its exit code and last lines.
+The GPU faults the kernel logged during the run (the doctor's patterns) are kept beside the cause, and name it
+where 1-3 found nothing. A stalled run and a run past --timeout are named by the watchdog's stop and the stall report (flow.py passes
 them in). Pure: the caller reads the logs, the processes seen and the kernel log; this module decides.
 """
 
