@@ -59,11 +59,15 @@ def _expand_one(item: str, whole: str) -> list[str]:
 def expand(text: str) -> list[str]:
     """The node names of a host list, in order, each once."""
     names: list[str] = []
+    seen: set[str] = set()
     for item in _split_top(text.strip()):
         item = item.strip()
         if not item:
             continue
-        names += [n for n in _expand_one(item, text) if n not in names]
+        for n in _expand_one(item, text):
+            if n not in seen:
+                seen.add(n)
+                names.append(n)
     if not names:
         raise UsageError(f"node list {text!r} names no node")
     return names
