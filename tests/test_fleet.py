@@ -94,6 +94,7 @@ def test_two_nodes_that_disagree_on_a_value_that_must_match_fail_the_fleet_as_a_
         text = report_text(doc)
         assert "fleet: 0 of 2 node(s) pass" in text and f"FAIL  env {var} differs" in text, text
         assert "fix: set the variable the same way on every node" in text and "next: sbatch" not in text, text
+        assert "nothing to exclude (no node is to blame alone" in text, text
         html = render(doc)
         banner = html[html.index("id=verdict"):].split("</div>")[0]
         assert "0 of 2 node(s) pass" in banner and "the fleet fails" in banner and "banner fail" in html, banner
@@ -160,9 +161,10 @@ def test_every_node_failing_excludes_none_and_one_answer_compares_nothing(tmp_pa
     doc = assess(results, level=1, strict=False, tolerance=0.05, deadline_s=5)
     assert doc["failing_nodes"] == ["n1", "n2"] and doc["exclude"] is None and doc["exit_code"] == 1
     assert by_id(doc["findings"])["fleet.not_reached"]["title"].startswith("n2 not reached: srun ended")
-    assert "every node fails: none would be left" in report_text(doc) and "--exclude" not in report_text(doc)
+    assert "every node fails on its own: none would be left" in report_text(doc)
+    assert "--exclude" not in report_text(doc)
     html = render(doc)
-    assert "id=exclude" not in html and "Nothing to exclude: every node fails" in html
+    assert "id=exclude" not in html and "Nothing to exclude: every node fails on its own" in html
     assert "Nothing compared: 0 node(s) answered" in html and "None: every node reports the same" not in html
     one = assess(fleet(tmp_path, {"n1": node_spec()}) + results[1:], level=1, strict=False, tolerance=0.05,
                  deadline_s=5)

@@ -64,9 +64,8 @@ def _next(doc: dict) -> str:
     if not doc["failing_nodes"]:
         return "<div class=next>Every node passes: nothing to exclude.</div>"
     if not doc["exclude"]:
-        why = "every node fails, and none would be left" if not doc["passing_nodes"] else "no node is to blame alone"
-        return f"<div class=next>Nothing to exclude: {why}. Make the nodes agree (each difference's fix below), " \
-               "then run it again.</div>"
+        return f"<div class=next>Nothing to exclude: {escape(str(doc.get('no_exclude')))}. Fix the nodes or make " \
+               "them agree (the fixes below), then run it again.</div>"
     ex = escape(doc["exclude"])
     return (f"<div class=next>Next: <code id=exclude>{ex}</code> — e.g. <code>sbatch {ex} job.sbatch</code>; "
             "the lists are in <code>passing_nodes.txt</code> and <code>failing_nodes.txt</code> beside this page."

@@ -106,6 +106,9 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
         code = 1
     # --exclude: the nodes with a fault of their own or outvoted; never every node (nothing would be left to run)
     exclude = blamed if blamed and len(blamed) < len(results) else []
+    no_exclude = None if exclude or not failing else (
+        "every node fails on its own: none would be left" if len(blamed) == len(results)
+        else "no node is to blame alone: the nodes disagree with no majority")
     grid = {r.node: _cells(r, findings, rows, fleet_findings) for r in results}
     grid_ids = sorted({c for cells in grid.values() for c in cells}, key=_column)
     nodes = [{**r.to_json(), "verdict": "fail" if r.node in failing else "pass",
@@ -119,7 +122,7 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
         "figures": [r.to_json() for r in rows],
         "findings": [f for f in findings if f["status"] in (compare.FAIL, compare.WARN)],
         "passing_nodes": passing, "failing_nodes": failing,
-        "exclude": f"--exclude={compress(exclude)}" if exclude else None,
+        "exclude": f"--exclude={compress(exclude)}" if exclude else None, "no_exclude": no_exclude,
         "verdict": "pass" if code == 0 else "fail", "why": why,
         "summary": {"nodes": len(results), "answered": len(docs), "passing": len(passing), "failing": len(failing),
                     **counts},
@@ -200,9 +203,8 @@ def text(doc: dict, out_dir: Path | None) -> str:
     if doc["exclude"]:
         lines.append(f"next: sbatch {doc['exclude']} ... (or srun {doc['exclude']})")
     elif doc["failing_nodes"]:
-        lines.append("next: nothing to exclude (" + ("every node fails: none would be left"
-                                                      if not doc["passing_nodes"] else "no node is to blame alone")
-                     + "); make the nodes agree, then run it again")
+        lines.append(f"next: nothing to exclude ({doc.get('no_exclude')}); fix the nodes or make them agree (the "
+                     "fixes above), then run it again")
     if out_dir is not None:
         lines.append(f"report: {out_dir / 'fleet.html'} (and fleet.json, passing_nodes.txt, failing_nodes.txt, "
                      "exclude.txt)")
