@@ -36,7 +36,7 @@ def test_slurm_host_lists(text, names, short):
     assert expand(text) == names and compress(names) == short
 
 
-@pytest.mark.parametrize("bad", ["n[1-2", "n[2-1]", "n[a]", "", "n;rm"])
+@pytest.mark.parametrize("bad", ["n[1-2", "n[2-1]", "n[a]", "", "n;rm", "a[1-100000]b[1-100000]"])
 def test_a_bad_host_list_is_a_usage_error(bad):
     from rocmkit.errors import UsageError
 
