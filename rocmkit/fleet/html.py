@@ -44,7 +44,8 @@ def render(doc: dict) -> str:
     verdict = "pass" if doc["exit_code"] == 0 else "fail"
     banner = (f"{s['passing']} of {s['nodes']} node(s) pass" + (f" — failing: {' '.join(doc['failing_nodes'])}"
                                                                  if doc["failing_nodes"] else "")
-              + "".join(f" — the fleet fails: {why}" for why in doc.get("why") or ()))
+              + "".join(f" — {'the fleet fails' if doc['exit_code'] else 'note'}: {why}"
+                        for why in doc.get("why") or ()))
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         "<meta name=viewport content='width=device-width,initial-scale=1'>",

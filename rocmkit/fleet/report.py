@@ -199,7 +199,7 @@ def text(doc: dict, out_dir: Path | None) -> str:
     s = doc["summary"]
     lines.append(f"fleet: {s['passing']} of {s['nodes']} node(s) pass"
                  + (f"; failing: {' '.join(doc['failing_nodes'])}" if doc["failing_nodes"] else ""))
-    lines += [f"fleet FAILS: {why}" for why in doc.get("why") or ()]
+    lines += [f"{'fleet FAILS' if doc['exit_code'] else 'note'}: {why}" for why in doc.get("why") or ()]
     if doc["exclude"]:
         lines.append(f"next: sbatch {doc['exclude']} ... (or srun {doc['exclude']})")
     elif doc["failing_nodes"]:

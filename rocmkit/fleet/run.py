@@ -78,7 +78,8 @@ TIMEOUT_CODES = (124, 137)
 class NodeResult(NamedTuple):
     """What one node gave back. state: answered (its doctor's document came back), deadline (its doctor ran past
     the deadline and was stopped there), no answer (its task did not answer by this side's deadline), not reached
-    (srun ended without starting the node's task: `error` quotes srun), error (the doctor did not run or printed no document: `error` and `stderr` say why)."""
+    (srun ended without starting the node's task: `error` quotes srun), error (the doctor did not run or printed
+    no document: `error` and `stderr` say why)."""
 
     node: str
     state: str  # answered | deadline | no answer | not reached | error
@@ -102,8 +103,8 @@ def srun_argv(nodes: list[str], command: list[str], deadline_s: int, *, in_alloc
     expanded (n[1-100000] stays 12 characters); a list that stays long goes in `nodefile` (--nodefile)."""
     minutes = max(1, math.ceil((deadline_s + grace_s(deadline_s)) / 60))
     argv = [srun, f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1",
-            f"--nodefile={nodefile}" if nodefile else f"--nodelist={compress(nodes)}", "--label", "--kill-on-bad-exit=0", "--overlap", f"--time={minutes}",
-            "--job-name=rocmkit-fleet"]
+            f"--nodefile={nodefile}" if nodefile else f"--nodelist={compress(nodes)}", "--label",
+            "--kill-on-bad-exit=0", "--overlap", f"--time={minutes}", "--job-name=rocmkit-fleet"]
     if not in_allocation:
         argv.append(f"--immediate={grace_s(deadline_s)}")
     return argv + list(extra) + ["bash", "-c", TASK, "rocmkit-fleet", str(deadline_s), *command]
