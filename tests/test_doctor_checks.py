@@ -199,6 +199,9 @@ def test_software_rules(tmp_path):
 def test_firmware_and_xgmi_consistency(tmp_path):
     found = check(tmp_path, fw_versions=(177,) * 7 + (166,), hive_ids=(5,) * 7 + (0,), process=proc())
     assert status(found, "gpu.firmware") == Status.WARN
+    title = found["gpu.firmware"].title  # the versions as words, not a Python dict of tuples
+    assert "MEC 177 SDMA" in title and "on 7 GPUs" in title and "on 1 GPU" in title, title
+    assert "{" not in title and "(" not in title, title
     assert status(found, "gpu.xgmi") == Status.WARN
 
 

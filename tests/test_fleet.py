@@ -36,7 +36,7 @@ def test_slurm_host_lists(text, names, short):
     assert expand(text) == names and compress(names) == short
 
 
-@pytest.mark.parametrize("bad", ["n[1-2", "n[2-1]", "n[a]", "", "n;rm"])
+@pytest.mark.parametrize("bad", ["n[1-2", "n[2-1]", "n[a]", "", "n;rm", "a[1-100000]b[1-100000]"])
 def test_a_bad_host_list_is_a_usage_error(bad):
     from rocmkit.errors import UsageError
 
@@ -76,10 +76,48 @@ def test_two_nodes_that_differ_name_both_sides_and_blame_neither(tmp_path):
     rdma = by_id(doc["findings"])["fleet.differs.rdma"]
     assert rdma["nodes"] == ["n1", "n2"] and rdma["blames"] is False and rdma["status"] == "warn"
     assert "mlx5_0:1 ACTIVE Ethernet 400 Gb/sec (4X NDR), mlx5_1:1 ACTIVE" in rdma["title"]
+    assert rdma["title"].startswith("RDMA ports differ: ")  # plural: "differ", not "differs"
     assert doc["failing_nodes"] == [] and doc["exit_code"] == 0  # a warning: the job may run
-    strict = assess(fleet(tmp_path / "s", {"n1": node_spec(), "n2": node_spec(torch="2.8.0")}), level=1,
-                    strict=False, tolerance=0.05, deadline_s=120)
-    assert strict["failing_nodes"] == [] and strict["exit_code"] == 1  # no majority to exclude: the fleet fails
+
+
+@pytest.mark.parametrize("env", [{"NCCL_IB_HCA": "mlx5_0"}, {"NCCL_SOCKET_IFNAME": "eth1"}])
+def test_two_nodes_that_disagree_on_a_value_that_must_match_fail_the_fleet_as_a_whole(tmp_path, env):
+    """No majority (two nodes, an even split): no node is blamed, none passes; the console, the page's banner,
+    the exit code and --min-nodes agree, and no --exclude is written."""
+    results = fleet(tmp_path, {"n1": node_spec(), "n2": node_spec(env=env)})
+    var = next(iter(env))
+    for min_nodes in (None, 1, 2):
+        doc = assess(results, level=1, strict=False, tolerance=0.05, deadline_s=120, min_nodes=min_nodes)
+        assert doc["exit_code"] == 1 and doc["verdict"] == "fail", min_nodes
+        assert doc["passing_nodes"] == [] and doc["failing_nodes"] == ["n1", "n2"] and doc["exclude"] is None
+        assert any(f"env {var} differs" in why and "no majority" in why for why in doc["why"]), doc["why"]
+        text = report_text(doc)
+        assert "fleet: 0 of 2 node(s) pass" in text and f"FAIL  env {var} differs" in text, text
+        assert "fix: set the variable the same way on every node" in text and "next: sbatch" not in text, text
+        assert "nothing to exclude (no node is to blame alone" in text, text
+        html = render(doc)
+        banner = html[html.index("id=verdict"):].split("</div>")[0]
+        assert "0 of 2 node(s) pass" in banner and "the fleet fails" in banner and "banner fail" in html, banner
+        assert "id=exclude" not in html
+    # a third node that agrees with one side is the majority: the other side is the odd one and alone fails
+    three = assess(fleet(tmp_path / "3", {"n1": node_spec(), "n2": node_spec(env=env), "n3": node_spec()}), level=1,
+                   strict=False, tolerance=0.05, deadline_s=120, min_nodes=2)
+    assert three["failing_nodes"] == ["n2"] and three["exclude"] == "--exclude=n2" and three["exit_code"] == 0
+
+
+def test_a_node_failing_on_its_own_leaves_the_vote_to_the_others(tmp_path):
+    """n2 fails on its own (its kernel log) and has another torch: the nodes that pass on their own decide, so
+    n1 passes and the job may go on without n2."""
+    doc = assess(fleet(tmp_path, {"n1": node_spec(), "n2": node_spec(torch="2.8.0", fault=True)}), level=1,
+                 strict=False, tolerance=0.05, deadline_s=120, min_nodes=1)
+    assert doc["passing_nodes"] == ["n1"] and doc["failing_nodes"] == ["n2"] and doc["exclude"] == "--exclude=n2"
+    assert doc["exit_code"] == 0 and doc["why"] == []
+
+
+def report_text(doc):
+    from rocmkit.fleet.report import text
+
+    return text(doc, None)
 
 
 def test_a_gpu_below_the_fleet_median_is_flagged_though_it_passes_its_floor(tmp_path):
@@ -115,6 +153,22 @@ def test_unreached_nodes_fail_and_alone_they_exit_124(tmp_path):
     assert found == {"fleet.deadline": ["n2"], "fleet.no_answer": ["n3"]}
     assert assess(results, level=1, strict=False, tolerance=0.05, deadline_s=5, min_nodes=1)["exit_code"] == 0
     assert assess(results, level=1, strict=False, tolerance=0.05, deadline_s=5, min_nodes=2)["exit_code"] == 1
+
+
+def test_every_node_failing_excludes_none_and_one_answer_compares_nothing(tmp_path):
+    results = [NodeResult("n1", "deadline", 124, None, 5.0, "its doctor ran past the deadline and was stopped"),
+               NodeResult("n2", "not reached", None, None, None, "srun ended (exit 1) without starting its task")]
+    doc = assess(results, level=1, strict=False, tolerance=0.05, deadline_s=5)
+    assert doc["failing_nodes"] == ["n1", "n2"] and doc["exclude"] is None and doc["exit_code"] == 1
+    assert by_id(doc["findings"])["fleet.not_reached"]["title"].startswith("n2 not reached: srun ended")
+    assert "every node fails on its own: none would be left" in report_text(doc)
+    assert "--exclude" not in report_text(doc)
+    html = render(doc)
+    assert "id=exclude" not in html and "Nothing to exclude: every node fails on its own" in html
+    assert "Nothing compared: 0 node(s) answered" in html and "None: every node reports the same" not in html
+    one = assess(fleet(tmp_path, {"n1": node_spec()}) + results[1:], level=1, strict=False, tolerance=0.05,
+                 deadline_s=5)
+    assert "Nothing compared: 1 node(s) answered" in render(one) and one["exclude"] == "--exclude=n2"
 
 
 def test_a_saved_fleet_report_is_the_baseline_of_each_node(tmp_path):
@@ -250,9 +304,25 @@ def test_the_command_each_node_runs(monkeypatch):
     assert node_command(level=1, arch=None, only=None, image="/images/v.sif")[:4] == \
         ["apptainer", "exec", "--rocm", "/images/v.sif"]
     argv = srun_argv(["n1", "n2"], plain, 120, in_allocation=False)
-    assert argv[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n1,n2", "--label"]
+    assert argv[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n[1-2]", "--label"]
     assert "--immediate=30" in argv and "--time=3" in argv and argv[-len(plain) - 1:] == ["120", *plain]
     assert not any(a.startswith("--immediate") for a in srun_argv(["n1"], plain, 120, in_allocation=True))
+
+
+def test_a_node_list_of_any_length_stays_short_in_argv():
+    """n[1-100000] goes to srun as written (compressed), not as 100000 names; a list that does not compress goes
+    in a file (--nodefile). Expanding it is linear: a second at most."""
+    import time
+
+    from rocmkit.fleet.run import srun_argv
+
+    start = time.monotonic()
+    many = expand("n[1-100000]")
+    assert len(many) == 100000 and time.monotonic() - start < 5
+    argv = srun_argv(many, ["rocmkit", "doctor"], 120, in_allocation=False)
+    assert "--nodelist=n[1-100000]" in argv and sum(len(a) for a in argv) < 2000
+    argv = srun_argv([f"x{i}y" for i in range(5000)], ["rocmkit"], 120, in_allocation=False, nodefile="/tmp/f")
+    assert "--nodefile=/tmp/f" in argv and not any(a.startswith("--nodelist") for a in argv)
 
 
 def test_slurm_min_nodes_renders_the_fleet_preflight_and_nnodes_follows(tmp_path):

@@ -60,7 +60,7 @@ def fleet_options(f):
 
 def wanted(ctx: click.Context) -> bool:
     meta = ctx.meta.get(META, {})
-    return bool(meta.get("fleet") or meta.get("fleet_nodes"))
+    return bool(meta.get("fleet")) or meta.get("fleet_nodes") is not None  # --nodes '' is a usage error, not no fleet
 
 
 def node_command(*, level: int, arch: str | None, only: str | None, image: str | None,
@@ -88,7 +88,10 @@ def _nodes(meta: dict) -> tuple[list[str], bool]:
 
     in_allocation = bool(os.environ.get("SLURM_JOB_ID"))
     given = meta.get("fleet_nodes")
-    if given:
+    if given is not None:
+        if not given.strip():
+            raise UsageError("--nodes is empty", hint="name the nodes as a Slurm host list (--nodes gpu-[01-04]), "
+                                                      "or give --fleet alone inside an allocation")
         return expand(given), in_allocation
     listed = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
     if not listed:
@@ -98,15 +101,29 @@ def _nodes(meta: dict) -> tuple[list[str], bool]:
     return expand(listed), in_allocation
 
 
-def _out_dir(meta: dict) -> Path:
-    if meta.get("fleet_out"):
-        out = Path(meta["fleet_out"])
-    else:
-        out = Path(f"rocmkit-fleet-{os.environ.get('SLURM_JOB_ID') or time.strftime('%Y%m%d-%H%M%S')}")
+def _out_dir(meta: dict) -> Path | None:
+    """--out, checked before any node is asked; None for the default, made when the report is written."""
+    if not meta.get("fleet_out"):
+        return None
+    out = Path(meta["fleet_out"])
     if out.exists() and any(out.iterdir()) and not (out / "fleet.json").is_file():
         raise UsageError(f"--out {out}: the folder holds other files and no fleet report",
                          hint="give a new or empty folder")
     return out
+
+
+def new_out_dir(where: Path = Path(".")) -> Path:
+    """The default report folder, rocmkit-fleet-<job id or UTC time>, made here and now (mkdir, which only one
+    run can win): a second run in the same job or the same second gets -2, -3, …"""
+    stem = f"rocmkit-fleet-{os.environ.get('SLURM_JOB_ID') or time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    for i in range(1, 1000):
+        out = where / (stem if i == 1 else f"{stem}-{i}")
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            continue
+    raise UsageError(f"{where / stem}: 999 report folders of that name already exist", hint="give --out DIR")
 
 
 def _baseline(path: str | None) -> dict | None:
@@ -146,6 +163,10 @@ def run(ctx: click.Context, *, level: int, as_json: bool, strict: bool, arch: st
 
         parse_only(only, level=level)  # a typo is refused here, before any node is asked
     nodes, in_allocation = _nodes(meta)
+    min_nodes = meta.get("min_nodes")
+    if min_nodes is not None and min_nodes > len(nodes):
+        raise UsageError(f"--min-nodes {min_nodes}: the fleet has only {len(nodes)} node(s), so it could never pass",
+                         hint=f"give --min-nodes 1 to {len(nodes)}, or more nodes")
     base = _baseline(baseline_file)
     out_dir = _out_dir(meta)
     deadline = meta.get("node_timeout") or DEADLINE_S[level]
@@ -161,10 +182,11 @@ def run(ctx: click.Context, *, level: int, as_json: bool, strict: bool, arch: st
     say(f"the doctor on {len(nodes)} node(s) through srun, {deadline} s a node: {shlex.join(command)}")
     results = fan_out(nodes, command, deadline, in_allocation=in_allocation, srun_extra=srun_extra, say=say)
     doc = report.assess(results, level=level, strict=strict, tolerance=tolerance, deadline_s=deadline,
-                        min_nodes=meta.get("min_nodes"), base=base, command=command,
+                        min_nodes=min_nodes, base=base, command=command,
                         extra={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                "job_id": os.environ.get("SLURM_JOB_ID"),
                                "baseline": baseline_file})
+    out_dir = out_dir or new_out_dir()
     report.write_outputs(doc, out_dir)
     if as_json:
         click.echo(dumps(doc), nl=False)

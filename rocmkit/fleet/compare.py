@@ -37,6 +37,9 @@ FIX = {
 }
 
 
+PLURAL = frozenset({"RDMA ports"})  # what takes "differ", not "differs"
+
+
 class Difference(NamedTuple):
     """One fingerprint part that is not the same on every node that reported it."""
 
@@ -49,7 +52,7 @@ class Difference(NamedTuple):
 
     def title(self) -> str:
         sides = "; ".join(f"{value} on {_nodes(nodes)}" for value, nodes in self.groups)
-        return f"{self.what} differs: {sides}"
+        return f"{self.what} {'differ' if self.what in PLURAL else 'differs'}: {sides}"
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "what": self.what, "status": self.status, "title": self.title(),
@@ -140,6 +143,16 @@ def _difference(did: str, seen: dict[str, tuple[str, str, str, str]]) -> list[Di
     odd = [] if len(groups[0][1]) == len(groups[1][1]) else sorted(n for _, ns in groups[1:] for n in ns)
     what, _, status, area = next(iter(seen.values()))
     return [Difference(did, what, status, groups, odd, FIX[area])]
+
+
+def odd_among(d: Difference, voters: set[str]) -> list[str]:
+    """The odd nodes of a difference without a majority over all nodes, when only `voters` (the nodes that pass on
+    their own) vote: those outside the voters' largest group; [] when the voters tie too (or none voted)."""
+    votes = sorted((sum(n in voters for n in ns) for _, ns in d.groups), reverse=True)
+    if not votes or votes[0] == 0 or (len(votes) > 1 and votes[0] == votes[1]):
+        return []
+    top = max(d.groups, key=lambda g: sum(n in voters for n in g[1]))[0]
+    return sorted(n for value, ns in d.groups if value != top for n in ns)
 
 
 class FigureRow(NamedTuple):

@@ -43,7 +43,9 @@ def render(doc: dict) -> str:
     s = doc["summary"]
     verdict = "pass" if doc["exit_code"] == 0 else "fail"
     banner = (f"{s['passing']} of {s['nodes']} node(s) pass" + (f" — failing: {' '.join(doc['failing_nodes'])}"
-                                                                 if doc["failing_nodes"] else ""))
+                                                                 if doc["failing_nodes"] else "")
+              + "".join(f" — {'the fleet fails' if doc['exit_code'] else 'note'}: {why}"
+                        for why in doc.get("why") or ()))
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         "<meta name=viewport content='width=device-width,initial-scale=1'>",
@@ -62,6 +64,9 @@ def render(doc: dict) -> str:
 def _next(doc: dict) -> str:
     if not doc["failing_nodes"]:
         return "<div class=next>Every node passes: nothing to exclude.</div>"
+    if not doc["exclude"]:
+        return f"<div class=next>Nothing to exclude: {escape(str(doc.get('no_exclude')))}. Fix the nodes or make " \
+               "them agree (the fixes below), then run it again.</div>"
     ex = escape(doc["exclude"])
     return (f"<div class=next>Next: <code id=exclude>{ex}</code> — e.g. <code>sbatch {ex} job.sbatch</code>; "
             "the lists are in <code>passing_nodes.txt</code> and <code>failing_nodes.txt</code> beside this page."
@@ -135,6 +140,10 @@ def _findings(doc: dict) -> str:
 
 
 def _differences(doc: dict) -> str:
+    answered = doc["summary"].get("answered", sum(n["state"] == "answered" for n in doc["nodes"]))
+    if not doc["differences"] and answered < 2:
+        return (f"<h2>Differences between nodes</h2><p>Nothing compared: {answered} node(s) answered, and a "
+                "comparison takes two.</p>")
     if not doc["differences"]:
         return "<h2>Differences between nodes</h2><p>None: every node reports the same kernel, driver, firmware, " \
                "ROCm, Python stack, RCCL/ROCm variables and RDMA ports.</p>"
@@ -142,7 +151,8 @@ def _differences(doc: dict) -> str:
     for d in doc["differences"]:
         values = "".join(f"<div><code>{escape(v['value'])}</code> on {escape(', '.join(v['nodes']))}</div>"
                          for v in d["values"])
-        odd = ", ".join(d["odd_nodes"]) or "no majority"
+        odd = ", ".join(d["odd_nodes"]) or "no majority: the fleet fails as a whole" if d["status"] == "fail" \
+            else ", ".join(d["odd_nodes"]) or "no majority"
         rows.append(f"<tr data-id='{escape(d['id'])}'><td class='st {d['status']}'>{d['status'].upper()}</td>"
                     f"<td>{escape(d['what'])}</td><td>{values}</td><td>{escape(odd)}</td></tr>")
     return ("<h2>Differences between nodes</h2><table class=list><tr><th></th><th>what</th><th>values</th>"

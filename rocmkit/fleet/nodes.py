@@ -56,14 +56,35 @@ def _expand_one(item: str, whole: str) -> list[str]:
     return out
 
 
+MAX_NODES = 1_000_000  # more names than any cluster has: a typo (a[1-100000]b[1-100000]), refused before made
+
+
+def _count(item: str) -> int:
+    """How many names an item of a host list makes (its bracket groups' sizes multiplied), before making them."""
+    total = 1
+    for group in re.findall(r"\[([^\]]*)\]", item):
+        size = 0
+        for r in group.split(","):
+            rm = _RANGE_RE.match(r.strip())
+            size += (int(rm.group(2) or rm.group(1)) - int(rm.group(1)) + 1) if rm else 1
+        total *= max(size, 1)
+    return total
+
+
 def expand(text: str) -> list[str]:
     """The node names of a host list, in order, each once."""
     names: list[str] = []
-    for item in _split_top(text.strip()):
-        item = item.strip()
+    seen: set[str] = set()
+    items = [i.strip() for i in _split_top(text.strip())]
+    if sum(_count(i) for i in items if i) > MAX_NODES:
+        raise UsageError(f"node list {text[:80]!r}: more than {MAX_NODES} names", hint="check the ranges")
+    for item in items:
         if not item:
             continue
-        names += [n for n in _expand_one(item, text) if n not in names]
+        for n in _expand_one(item, text):
+            if n not in seen:
+                seen.add(n)
+                names.append(n)
     if not names:
         raise UsageError(f"node list {text!r} names no node")
     return names

@@ -22,6 +22,9 @@ UNREACHED = {"deadline": ("fleet.deadline", "did not finish its doctor within th
                           "`rocmkit doctor` there; exclude it meanwhile"),
              "no answer": ("fleet.no_answer", "did not answer: {error}",
                            "check the node's slurmd (scontrol show node NODE; sinfo -R); exclude it meanwhile"),
+             "not reached": ("fleet.not_reached", "not reached: {error}",
+                             "srun's message says why (a node down, drained or not in the allocation: sinfo -R; "
+                             "scontrol show node NODE); exclude it meanwhile"),
              "error": ("fleet.error", "{error}",
                        "install rocmkit on the node (or give --image with rocmkit in it); its stderr is in the report")}
 
@@ -58,32 +61,55 @@ def baseline_for(node: str, base: dict | None) -> tuple[dict | None, str]:
 def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: float, deadline_s: int,
            min_nodes: int | None = None, base: dict | None = None, command: list[str] | None = None,
            extra: dict | None = None) -> dict[str, Any]:
-    """The fleet document. Pure."""
+    """The fleet document. Pure.
+
+    The set's verdict: a value that must match (a `fail` difference) and differs fails the odd nodes, those
+    outside the largest group; where all nodes tie, the nodes that pass on their own vote; where they tie too,
+    no node can be blamed and the fleet fails as a whole: the nodes of the tie pass no more (the banner, the
+    exit code and --min-nodes say so), and none goes to --exclude."""
     docs = {r.node: r.doc for r in results if r.state == "answered"}
+    order = [r.node for r in results]
     findings: list[dict[str, Any]] = []
     for r in results:
         ref, ref_name = baseline_for(r.node, base)
         findings += node_findings(r, deadline_s, ref, ref_name)
     diffs = compare.differences(docs)
     rows = compare.figure_rows(docs, tolerance)
-    fleet_findings = [{**d.to_json(), "area": "fleet", "nodes": d.odd or sorted(n for _, ns in d.groups for n in ns),
-                       "blames": bool(d.odd), "evidence": {"values": d.to_json()["values"]}} for d in diffs]
-    fleet_findings += [{**f, "area": "fleet"} for f in compare.figure_findings(rows, tolerance)]
-    findings += fleet_findings
+    own = findings + [{**f, "area": "fleet"} for f in compare.figure_findings(rows, tolerance)]
     bad = {compare.FAIL, compare.WARN} if strict else {compare.FAIL}
-    failing = sorted({n for f in findings if f["status"] in bad and f.get("blames", True) for n in f["nodes"]},
-                     key=[r.node for r in results].index)
-    passing = [r.node for r in results if r.node not in failing]
+    on_their_own = {n for f in own if f["status"] in bad for n in f["nodes"]}
+    voters = set(docs) - on_their_own
+    fleet_findings = []
+    for d in diffs:
+        odd = d.odd or compare.odd_among(d, voters)
+        everyone = sorted(n for _, ns in d.groups for n in ns)
+        fleet_findings.append({**d.to_json(), "area": "fleet", "odd_nodes": odd, "nodes": odd or everyone,
+                               "blames": bool(odd), "evidence": {"values": d.to_json()["values"]}})
+    findings = own + fleet_findings
+    failing = sorted({n for f in findings if f["status"] in bad for n in f["nodes"]}, key=order.index)
+    blamed = [n for n in failing if any(f["status"] in bad and f.get("blames", True) and n in f["nodes"]
+                                        for f in findings)]
+    passing = [n for n in order if n not in failing]
     unblamed = [f for f in findings if f["status"] in bad and not f.get("blames", True)]
+    why = []
+    if unblamed:
+        why.append("no majority: " + "; ".join(f["title"] for f in unblamed))
     if min_nodes is not None:
         code = 0 if len(passing) >= min_nodes else 1
-    elif not failing and not unblamed:
+        if code:
+            why.insert(0, f"{len(passing)} of {len(results)} node(s) pass, fewer than --min-nodes {min_nodes}")
+    elif not failing:
         code = 0
     elif not unblamed and all(r.state in ("deadline", "no answer") for r in results if r.node in failing):
         code = 124  # the only trouble is nodes that did not answer in time
     else:
         code = 1
-    grid = {r.node: _cells(r, findings, rows, diffs) for r in results}
+    # --exclude: the nodes with a fault of their own or outvoted; never every node (nothing would be left to run)
+    exclude = blamed if blamed and len(blamed) < len(results) else []
+    no_exclude = None if exclude or not failing else (
+        "every node fails on its own: none would be left" if len(blamed) == len(results)
+        else "no node is to blame alone: the nodes disagree with no majority")
+    grid = {r.node: _cells(r, findings, rows, fleet_findings) for r in results}
     grid_ids = sorted({c for cells in grid.values() for c in cells}, key=_column)
     nodes = [{**r.to_json(), "verdict": "fail" if r.node in failing else "pass",
               "summary": (r.doc or {}).get("summary"), "doctor": r.doc} for r in results]
@@ -92,12 +118,14 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
         "level": level, "strict": strict, "tolerance": tolerance, "deadline_s": deadline_s, "min_nodes": min_nodes,
         "command": command, **(extra or {}),
         "nodes": nodes, "checks": grid_ids, "grid": grid,
-        "differences": [d.to_json() for d in diffs],
+        "differences": [{**d.to_json(), "odd_nodes": f["odd_nodes"]} for d, f in zip(diffs, fleet_findings)],
         "figures": [r.to_json() for r in rows],
         "findings": [f for f in findings if f["status"] in (compare.FAIL, compare.WARN)],
         "passing_nodes": passing, "failing_nodes": failing,
-        "exclude": f"--exclude={compress(failing)}" if failing else None,
-        "summary": {"nodes": len(results), "passing": len(passing), "failing": len(failing), **counts},
+        "exclude": f"--exclude={compress(exclude)}" if exclude else None, "no_exclude": no_exclude,
+        "verdict": "pass" if code == 0 else "fail", "why": why,
+        "summary": {"nodes": len(results), "answered": len(docs), "passing": len(passing), "failing": len(failing),
+                    **counts},
         "exit_code": code,
     })
 
@@ -109,14 +137,13 @@ def _worst(statuses) -> str:
     return max(statuses, key=WORSE.__getitem__, default=compare.PASS)
 
 
-def _cells(r: NodeResult, findings: list[dict], rows: list[compare.FigureRow], diffs) -> dict[str, str]:
+def _cells(r: NodeResult, findings: list[dict], rows: list[compare.FigureRow], diffs: list[dict]) -> dict[str, str]:
     """A node's row of the grid: its own findings, `fleet.same` (whether it is set up as the others: the worst
     difference it is part of), and per probe figure whether it keeps up with the fleet's median."""
     cells = {f["id"]: f["status"] for f in findings if f["nodes"] == [r.node]
              and not f["id"].startswith("fleet.differs.")}  # those are fleet.same's
     if r.state == "answered":
-        cells["fleet.same"] = _worst([d.status for d in diffs if r.node in (d.odd or [n for _, ns in d.groups
-                                                                                      for n in ns])])
+        cells["fleet.same"] = _worst([d["status"] for d in diffs if r.node in d["nodes"]])
         for row in rows:
             if row.node == r.node:
                 fid = f"fleet.median.{row.figure.removeprefix('probe.')}"
@@ -150,7 +177,7 @@ def text(doc: dict, out_dir: Path | None) -> str:
     lines = [f"rocmkit doctor --fleet — {doc['summary']['nodes']} node(s), level {doc['level']}"]
     width = max([len(n["node"]) for n in doc["nodes"]] + [4])
     for n in doc["nodes"]:
-        mine = [f for f in doc["findings"] if f["nodes"] == [n["node"]]]
+        mine = [f for f in doc["findings"] if n["node"] in f["nodes"]]
         fails = [f["id"] for f in mine if f["status"] == "fail"]
         warns = [f["id"] for f in mine if f["status"] == "warn"]
         state = n["state"] if n["state"] != "answered" else ("FAIL" if n["verdict"] == "fail" else "ok")
@@ -162,6 +189,8 @@ def text(doc: dict, out_dir: Path | None) -> str:
         lines += ["", "differences between nodes:"]
         for d in doc["differences"]:
             lines.append(f"  {d['status'].upper():4}  {d['title']}" + ("" if d["odd_nodes"] else " (no majority)"))
+            if d["status"] == "fail":
+                lines.append(f"        fix: {d['fix']}")
     low = [f for f in doc["findings"] if f["id"].startswith("fleet.median.")]
     if low:
         lines += ["", f"probe figures below the fleet's median (tolerance {doc['tolerance']:.0%}):"]
@@ -170,8 +199,12 @@ def text(doc: dict, out_dir: Path | None) -> str:
     s = doc["summary"]
     lines.append(f"fleet: {s['passing']} of {s['nodes']} node(s) pass"
                  + (f"; failing: {' '.join(doc['failing_nodes'])}" if doc["failing_nodes"] else ""))
+    lines += [f"{'fleet FAILS' if doc['exit_code'] else 'note'}: {why}" for why in doc.get("why") or ()]
     if doc["exclude"]:
         lines.append(f"next: sbatch {doc['exclude']} ... (or srun {doc['exclude']})")
+    elif doc["failing_nodes"]:
+        lines.append(f"next: nothing to exclude ({doc.get('no_exclude')}); fix the nodes or make them agree (the "
+                     "fixes above), then run it again")
     if out_dir is not None:
         lines.append(f"report: {out_dir / 'fleet.html'} (and fleet.json, passing_nodes.txt, failing_nodes.txt, "
                      "exclude.txt)")

@@ -19,17 +19,20 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ..errors import EnvironmentMissing
+from ..errors import EnvironmentMissing, RocmkitError, UsageError
+from .nodes import compress
 
 MARK = "@@rocmkit-fleet"
 # What each task runs: the doctor under coreutils' timeout (SIGKILL 5 s after SIGTERM), then its output framed.
 # $1 is the deadline in seconds; the rest is the doctor's command line.
 TASK = r"""node=${SLURMD_NODENAME:-$(hostname -s)}
+echo "@@rocmkit-fleet start $node"
 deadline=$1; shift
 out=$(mktemp) err=$(mktemp)
 start=$SECONDS
@@ -48,7 +51,25 @@ def grace_s(deadline_s: int) -> int:
     results' transfer): a quarter of the deadline, 10 to 30 s."""
     return min(30, max(10, deadline_s // 4))
 
-STATES = ("answered", "deadline", "no answer", "error")
+STATES = ("answered", "deadline", "no answer", "not reached", "error")
+NODELIST_ARG_MAX = 4000  # a compressed node list longer than this goes to srun in a file (--nodefile)
+# srun's refusals that are the request's fault (exit 2); any other refusal is the environment's (exit 3)
+_BAD_REQUEST = (re.compile(r"Invalid node name specified"), re.compile(r"Only allocated \d+ nodes? asked for \d+"),
+                re.compile(r"Too many hosts in range"), re.compile(r"Hostlist is too long|Invalid --nodefile"),
+                re.compile(r"Node count specification invalid"),
+                re.compile(r"Requested node configuration is not available"),
+                re.compile(r"Invalid partition name specified"), re.compile(r"unrecognized option|invalid option"))
+_HINTS = (("Invalid node name", "check the names against `sinfo -N`; --nodes takes a Slurm host list (gpu-[01-16])"),
+          ("Only allocated", "inside an allocation --nodes names only nodes of it (SLURM_JOB_NODELIST); leave "
+                             "--nodes out to take the whole allocation"),
+          ("Too many hosts", "name fewer nodes: Slurm reads at most 64k hosts in one range"),
+          ("Hostlist is too long", "name fewer nodes, or ranges (gpu-[0001-2000]) that Slurm's host list keeps short"),
+          ("nodes are busy", "the nodes run other jobs: run it inside the job's own allocation (salloc/sbatch), or "
+                             "when they are free"),
+          ("Invalid job id", "SLURM_JOB_ID names a job that has ended: leave that allocation's shell or unset "
+                             "SLURM_JOB_ID"),
+          ("waiting for resources", "the nodes run other jobs: run it inside the job's own allocation, or when they "
+                                    "are free"))
 _LABEL_RE = re.compile(r"^\s*(\d+): ?(.*)$")
 # timeout(1)'s exit status when it stopped the command (124 after SIGTERM; 137 = 128 + SIGKILL after -k)
 TIMEOUT_CODES = (124, 137)
@@ -56,11 +77,12 @@ TIMEOUT_CODES = (124, 137)
 
 class NodeResult(NamedTuple):
     """What one node gave back. state: answered (its doctor's document came back), deadline (its doctor ran past
-    the deadline and was stopped there), no answer (nothing came back from the node by this side's deadline),
-    error (the doctor did not run or printed no document: `error` and `stderr` say why)."""
+    the deadline and was stopped there), no answer (its task did not answer by this side's deadline), not reached
+    (srun ended without starting the node's task: `error` quotes srun), error (the doctor did not run or printed
+    no document: `error` and `stderr` say why)."""
 
     node: str
-    state: str
+    state: str  # answered | deadline | no answer | not reached | error
     exit_code: int | None = None
     doc: dict | None = None
     seconds: float | None = None
@@ -73,18 +95,38 @@ class NodeResult(NamedTuple):
 
 
 def srun_argv(nodes: list[str], command: list[str], deadline_s: int, *, in_allocation: bool,
-              srun: str = "srun", extra: tuple[str, ...] = ()) -> list[str]:
+              srun: str = "srun", extra: tuple[str, ...] = (), nodefile: str | None = None) -> list[str]:
     """One step over `nodes`, one task each. --kill-on-bad-exit=0: a node whose doctor fails must not stop the
     others; --overlap: inside a job whose other steps hold the CPUs, the step still starts; --time: Slurm's own
     backstop. Outside an allocation srun asks for one: --immediate turns nodes busy with other jobs into an
-    error within the grace instead of a wait in the queue."""
+    error within the grace instead of a wait in the queue. The nodes go as Slurm's compressed host list, never
+    expanded (n[1-100000] stays 12 characters); a list that stays long goes in `nodefile` (--nodefile)."""
     minutes = max(1, math.ceil((deadline_s + grace_s(deadline_s)) / 60))
     argv = [srun, f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1",
-            f"--nodelist={','.join(nodes)}", "--label", "--kill-on-bad-exit=0", "--overlap", f"--time={minutes}",
-            "--job-name=rocmkit-fleet"]
+            f"--nodefile={nodefile}" if nodefile else f"--nodelist={compress(nodes)}", "--label",
+            "--kill-on-bad-exit=0", "--overlap", f"--time={minutes}", "--job-name=rocmkit-fleet"]
     if not in_allocation:
         argv.append(f"--immediate={grace_s(deadline_s)}")
     return argv + list(extra) + ["bash", "-c", TASK, "rocmkit-fleet", str(deadline_s), *command]
+
+
+def started(lines_by_task: dict[int, list[str]]) -> set[str]:
+    """The nodes whose task began (its first line, before the doctor runs). Pure."""
+    return {line.split()[2] for lines in lines_by_task.values() for line in lines
+            if line.startswith(MARK + " start ") and len(line.split()) >= 3}
+
+
+def refusal(messages: list[str], returncode: int | None) -> RocmkitError:
+    """srun's refusal before any node's task began, quoting srun: a bad request (a node name Slurm does not know,
+    more nodes than the allocation holds) is exit 2, anything else (nodes busy, no allocation, no controller)
+    exit 3. Pure."""
+    said = [m.strip() for m in messages if m.strip()]
+    quoted = " / ".join(said[-4:])[-800:] or f"no message (exit {returncode})"
+    message = f"srun refused the fleet's step before any node's task began, so no node was reached: {quoted}"
+    hint = next((h for key, h in _HINTS if key in quoted), "srun's message says why; no node is blamed for it")
+    if any(p.search(quoted) for p in _BAD_REQUEST):
+        return UsageError(message, hint=hint)
+    return EnvironmentMissing(message, hint=hint)
 
 
 def parse_frames(lines_by_task: dict[int, list[str]]) -> dict[str, NodeResult]:
@@ -137,18 +179,33 @@ def _result(node: str, rc: int, seconds: float | None, out_b64: str, err_b64: st
 def fan_out(nodes: list[str], command: list[str], deadline_s: int, *, in_allocation: bool,
             srun_extra: tuple[str, ...] = (), say: Callable[[str], None] = lambda m: None) -> list[NodeResult]:
     """Run `command` on every node through srun; one NodeResult per node, in the order of `nodes`, by
-    deadline_s + grace_s(deadline_s) at the latest."""
+    deadline_s + grace_s(deadline_s) at the latest. srun refusing the step before any node's task began (a node
+    name it does not know, nodes busy, no allocation) raises refusal()'s error instead: no node is blamed."""
     srun = shutil.which("srun")
     if not srun:
         raise EnvironmentMissing("srun is not on PATH: the fleet doctor runs through Slurm",
                                  hint="run it on a Slurm login node, or inside salloc/sbatch")
-    argv = srun_argv(nodes, command, deadline_s, in_allocation=in_allocation, srun=srun, extra=srun_extra)
+    with tempfile.TemporaryDirectory(prefix="rocmkit-fleet-") as tmp:
+        nodefile = None
+        if len(compress(nodes)) > NODELIST_ARG_MAX:
+            nodefile = os.path.join(tmp, "nodes")
+            with open(nodefile, "w", encoding="utf-8") as f:
+                f.write("".join(f"{n}\n" for n in nodes))
+        argv = srun_argv(nodes, command, deadline_s, in_allocation=in_allocation, srun=srun, extra=srun_extra,
+                         nodefile=nodefile)
+        return _collect(argv, nodes, deadline_s, say)
+
+
+def _collect(argv: list[str], nodes: list[str], deadline_s: int, say: Callable[[str], None]) -> list[NodeResult]:
     limit = deadline_s + grace_s(deadline_s)
     by_task: dict[int, list[str]] = {}
     srun_errors: list[str] = []
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True, errors="replace", start_new_session=True)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        raise EnvironmentMissing(f"srun could not be started: {exc}") from None
 
     def read_out():
         for line in proc.stdout:
@@ -176,18 +233,32 @@ def fan_out(nodes: list[str], command: list[str], deadline_s: int, *, in_allocat
         _stop(proc)
     for t in readers:
         t.join(timeout=5)
-    got = parse_frames({k: list(v) for k, v in by_task.items()})
-    # srun's own errors say why a node never answered (no allocation, a node down), unless they are the
-    # echo of this side stopping it
-    why = "" if stopped else "; ".join(e for e in srun_errors if "error" in e.lower())[-600:]
+    tasks = {k: list(v) for k, v in by_task.items()}
+    got, began = parse_frames(tasks), started(tasks)
+    said = [e for e in srun_errors if "error" in e.lower() or "waiting" in e.lower()]
+    if not got and not began and (not stopped and proc.returncode != 0
+                                  or stopped and any(w in " ".join(said) for w in ("waiting", "retrying"))):
+        raise refusal(said if not stopped else said + [f"(no node's task began within {limit} s)"],
+                      proc.returncode)
+    # srun's own errors say why a node never answered (a node down), unless they are the echo of this side
+    # stopping it
+    why = "" if stopped else "; ".join(e.strip() for e in said)[-600:]
     results = []
     for node in nodes:
         if node in got:
             results.append(got[node])
-        else:
+        elif stopped:
             results.append(NodeResult(node, "no answer", None, None, None,
-                                      f"nothing came back within {limit} s"
-                                      + (f" (srun: {why})" if why else "")))
+                                      ("its task began, and " if node in began else "")
+                                      + f"nothing came back within {limit} s"))
+        elif node in began:
+            results.append(NodeResult(node, "no answer", None, None, None,
+                                      f"its task began, and srun ended (exit {proc.returncode}) before its answer"
+                                      + (f": {why}" if why else "")))
+        else:
+            results.append(NodeResult(node, "not reached", None, None, None,
+                                      f"srun ended (exit {proc.returncode}) without starting its task"
+                                      + (f": {why}" if why else "")))
     return results
 
 

@@ -228,7 +228,9 @@ def check_consistency(f: Facts, ctx: Context):
         return
     fw = Counter((d.props.get("fw_version"), d.props.get("sdma_fw_version")) for d in devs)
     if len(fw) > 1:
-        yield finding("gpu.firmware", "gpu", Status.WARN, f"GPUs run different firmware (MEC, SDMA): {dict(fw)}",
+        shown = "; ".join(f"MEC {mec} SDMA {sdma} on {n} GPU{'s' if n != 1 else ''}"
+                          for (mec, sdma), n in sorted(fw.items(), key=lambda kv: (-kv[1], str(kv[0]))))
+        yield finding("gpu.firmware", "gpu", Status.WARN, f"GPUs run different firmware: {shown}",
                       fix="flash one firmware bundle (PLDM) on every GPU", versions={str(k): v for k, v in fw.items()})
     hives = Counter(d.props.get("hive_id") for d in devs)
     if len(devs) >= 4 and (len(hives) > 1 or 0 in hives):
