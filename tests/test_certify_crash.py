@@ -114,8 +114,8 @@ def test_trl_trainer_killed_is_named_with_its_signal(tmp_path):
     out = tmp_path / "c"
     cert, stderr, pid = kill_after_first_step(sys.executable, out, "trl", lambda s, t: _trainer("trl", s, t))
     assert cert["verdict"] == "fail" and cert["run"]["status"] == "crashed"
-    _named_everywhere(cert, stderr, out, "TRL's trainer was killed by SIGKILL")
-    assert cert["cause"]["ended"] == {"signal": "SIGKILL"}
+    _named_everywhere(cert, stderr, out, f"TRL's trainer (pid {pid}) was killed by SIGKILL")
+    assert cert["cause"]["ended"] == {"signal": "SIGKILL", "by": "the exit status of TRL's trainer"}
 
 
 def _cut_model(folder: Path) -> Path:
@@ -204,7 +204,8 @@ def test_the_processes_seen_name_the_rank():
 def test_a_driver_killed_by_a_signal_and_a_silent_exit_are_named():
     why = cause.name(status="crashed", returncode=-9, logs={"run.log": ["step 1 ok"]}, where="step 2",
                      command="TRL's trainer")
-    assert why["summary"] == "TRL's trainer was killed by SIGKILL in step 2" and why["ended"] == {"signal": "SIGKILL"}
+    assert why["summary"] == "TRL's trainer was killed by SIGKILL in step 2"
+    assert why["ended"] == {"signal": "SIGKILL", "by": "the exit status of TRL's trainer"}
     why = cause.name(status="crashed", returncode=3, logs={"run.log": ["step 1 ok", "bye"]}, command="Miles' test")
     assert why["summary"] == "Miles' test exited with code 3 without an error the log names"
     assert [e["text"] for e in why["evidence"]] == ["step 1 ok", "bye"]

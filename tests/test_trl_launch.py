@@ -150,7 +150,11 @@ def test_killing_the_server_mid_run_fails_naming_it_and_leaves_nothing(tmp_path)
         if run.poll() is None:
             run.kill()
     assert run.returncode == 1, stderr[-3000:]
-    assert "error: the vLLM server (trl vllm-serve) exited with -9 during training" in stderr, stderr[-3000:]
+    said = next(x for x in stderr.splitlines() if x.startswith("error: "))
+    assert said.startswith("error: TRL's launcher stopped the run in step ") and (
+        f"the vLLM server (trl vllm-serve) (pid {servers[0].pid}) was killed by SIGKILL during training; the trainer "
+        "was stopped") in said, stderr[-3000:]
+    assert json.loads((out / "certificate.json").read_text())["cause"]["ended"]["signal"] == "SIGKILL"
     assert str(out / "server.log") in stderr
     assert json.loads((out / "certificate.json").read_text())["verdict"] == "fail"
     assert not _left(out)

@@ -444,6 +444,7 @@ def write_pci_health(root: Path, spec: HostSpec, g: int, bus: int) -> None:
                                 f"\nPCI_SLOT_NAME=0000:{bus:02x}:00.0\n")
     card = root / f"sys/class/drm/card{g + 1}"
     card.mkdir(parents=True, exist_ok=True)
+    (card / "device").unlink(missing_ok=True)  # a tree written again over itself (a test's second doctor run)
     os.symlink(os.path.relpath(gpu, card), card / "device")
     hw = gpu / "hwmon" / f"hwmon{g + 2}"
     hw.mkdir(parents=True, exist_ok=True)

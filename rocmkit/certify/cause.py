@@ -36,6 +36,7 @@ _RAY_PID_RE = re.compile(r"\bWorker PID: (\d+)|^\s*pid: (\d+)\s*$")
 _NESTED_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((\w+) pid=(\d+)[^)]*\)(?:\x1b\[[0-9;]*m)* \((\w+) pid=(\d+)\)")
 _CLASS_RE = re.compile(r"class_name: (?:\S*\.)?(\w+)\s")  # ActorDiedError's "class_name: create_...<locals>.WorkerDict"
 _TRACEBACK = "Traceback (most recent call last)"
+_KILLED_BY_RE = re.compile(r"\bwas killed by (SIG[A-Z0-9]+)\b")
 _EXCEPTION_RE = dict(FATAL)["python.exception"]
 TRACEBACK_SPAN = 400  # lines after a traceback's start within which its exception line is looked for
 # Ray's words for a worker that ended without telling it why: the connection dropped (a signal or a native crash)
@@ -207,15 +208,18 @@ def _name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str
     if root is not None:
         return _from_event(root, logs.get(root.file, []), processes, events, at)
     first = _first_gone(processes, lines)
+    if returncode is not None and returncode < 0:  # the command itself was killed: its exit status says by what
+        name_ = signal_name(-returncode)
+        root = processes.root() if processes is not None else None
+        pid = f" (pid {root['pid']})" if root and "docker" not in root["role"] else ""
+        return _doc("signal", f"{command}{pid} was killed by {name_}{at}", _SIGNAL_HINTS.get(name_, _SIGNAL_HINT),
+                    process=root if pid else None, ended={"signal": name_, "by": f"the exit status of {command}"},
+                    evidence=_tail(lines, main))
     if first is not None:  # a process that ended long before the rest, taking the run with it, saying nothing
         return _silent_death(first, lines, events, at)
     if status is RunStatus.ENGINE_ERROR and stop_message:  # the watchdog's fatal line, matching no signature
         return _doc("engine error", stop_message, _EXCEPTION_HINT,
                     evidence=[{"file": main, "text": x} for x in (stop or {}).get("lines", [])[-EVIDENCE_LINES:]])
-    if returncode is not None and returncode < 0:
-        name_ = signal_name(-returncode)
-        return _doc("signal", f"{command} was killed by {name_}{at}", _SIGNAL_HINTS.get(name_, _SIGNAL_HINT),
-                    ended={"signal": name_}, evidence=_tail(lines, main))
     if events:  # only wrappers: the earliest says at least which part of the job saw the death
         return _from_event(events[0], logs.get(events[0].file, []), processes, events, at)
     return _doc("exit", f"{command} exited with code {returncode}{at} without an error the log names",
@@ -311,9 +315,12 @@ def _from_event(root: Event, lines: list[str], processes, events: list[Event], a
     proc = _process(processes, pid, lines)
     if sig is not None and sig.signal:
         ended = {"signal": sig.signal, "by": short(root.text)[:120]}
+    elif (killed := _KILLED_BY_RE.search(root.text)) is not None:  # a launcher that saw its child's exit status
+        ended = {"signal": killed.group(1), "by": "its parent's word: " + short(root.text)[:120]}
     where_ = f" in {who(proc, pid)}" if pid else ""
     title = sig.title if sig else "an error"
-    summary = f"{title}{where_}{at}: {short(root.text)[:240]}"
+    said = (signatures.field(root.text, sig).get("what") if sig else None) or short(root.text)
+    summary = f"{title}{where_}{at}: {said[:240]}"
     doc = _doc(sig.id if sig else "exception", summary, sig.hint if sig else _EXCEPTION_HINT,
                process=proc or ({"pid": pid} if pid else None), ended=ended, evidence=_around(root, lines, events),
                source=sig.source if sig else None)

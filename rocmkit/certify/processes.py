@@ -92,6 +92,10 @@ class Processes:
         """The process with this pid on this host or in its container (log lines carry the latter)."""
         return self.table.get(pid) or next((r for r in self.table.values() if r.get("nspid") == pid), None)
 
+    def root(self) -> dict | None:
+        """The command certify started (the first process noted: the tree's root), or None."""
+        return min(self.table.values(), key=lambda r: (r["first_s"], r["pid"]), default=None)
+
     def gone_early(self, until_s: float) -> list[dict]:
         """Processes that ended before `until_s` (the run's end), the first first: who died while the rest ran."""
         return sorted((r for r in self.table.values() if r["gone_s"] is not None and r["gone_s"] < until_s),

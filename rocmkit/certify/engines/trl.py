@@ -27,9 +27,9 @@ ZERO_STAGES = (1, 2, 3)
 # What rocmkit's launcher (trl_launch.py) says when the vLLM server never became healthy or died under the trainer:
 # the run's cause unless a line before it says more (the server's own error is in its log, server.log).
 LAUNCHER_ERROR = Signature(
-    "trl.server", re.compile(r"rocmkit: error: (?:.*?\(pid (?P<pid>\d+)\))?"),
-    "TRL's vLLM server failed", "the server's own log (the certificate's files.server_log) says why it stopped",
-    "rocmkit/certify/intarget/trl_launch.py", signal=None)
+    "trl.server", re.compile(r"^rocmkit: error: (?P<what>.+)$"), "TRL's launcher stopped the run",
+    "the server's own log (the certificate's files.server_log) says why it stopped",
+    "rocmkit/certify/intarget/trl_launch.py")
 
 
 class Trl(BuiltinTask):

@@ -145,7 +145,7 @@ def launch(config_path: str) -> int:
                     trainer.stop()
                     how = (f"was killed by {signal.Signals(-gone).name}" if gone < 0 and -gone in
                            signal.valid_signals() else f"exited with code {gone}")
-                    print(f"rocmkit: error: {SERVER} (pid {server.pid}) {how} during training; the trainer was "
+                    print(f"rocmkit: error: {SERVER} (pid {server.child.pid}) {how} during training; the trainer was "
                           f"stopped", flush=True)
                     return 1
                 time.sleep(POLL_S)
