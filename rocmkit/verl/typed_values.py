@@ -118,8 +118,8 @@ def problems(get, keys, default_of=None) -> list[dict]:
             tp, optional, default, source = said
             default = base if default_of and base is not None else default
             optional = optional or base is None  # a null in verl's YAML: verl's own default is None
-        elif default_of and type(base) in SCALARS:  # the YAML default's own type
-            tp, optional, default, source = type(base), True, base, None
+        elif default_of and type(base) in SCALARS:  # the YAML default's own type; null only where it is null
+            tp, optional, default, source = type(base), False, base, None
         else:
             continue
         if tp not in SCALARS or (value is None and optional) or fits(tp, optional, value):
