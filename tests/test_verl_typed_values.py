@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_verl_rules import BASE, overrides_file, verl_python
+from test_verl_rules import overrides_file, verl_python
 
 HERE = Path(__file__).parent
 A = "actor_rollout_ref.actor"
@@ -22,8 +22,8 @@ TYPOS = {
     "prompt.txt": ({"data__max_prompt_length": "5l2"}, "data.max_prompt_length",
                    "data.max_prompt_length=5l2: verl wants an int (its default 512)", "data.max_prompt_length=512"),
     "lr.txt": ({f"{A}__optim__lr": "le-6"}, f"{A}.optim.lr",
-               f"{A}.optim.lr=le-6: verl wants a float (its default 1e-06; verl/workers/config/optimizer.py, "
-               "FSDPOptimizerConfig.lr)", f"{A}.optim.lr=1e-06"),
+               (f"{A}.optim.lr=le-6: verl wants a float (its default 1e-06; verl/workers/config/optimizer.py, "
+                "FSDPOptimizerConfig.lr)"), f"{A}.optim.lr=1e-06"),
     "epochs.txt": ({"trainer__total_epochs": "fifteen"}, "trainer.total_epochs",
                    "trainer.total_epochs=fifteen: verl wants an int (its default 30)", "trainer.total_epochs=30"),
 }

@@ -85,12 +85,11 @@ def declared(get, key: str):
 def fits(tp, optional: bool, value) -> bool:
     """Whether OmegaConf takes the value for a field of this type, as verl's typed conversion merges it."""
     import dataclasses
-    import typing
 
     from omegaconf import MISSING, OmegaConf
     from omegaconf.errors import ValidationError
 
-    field_type = typing.Optional[tp] if optional else tp
+    field_type = tp | None if optional else tp
     typed = dataclasses.make_dataclass("Typed", [("v", field_type, dataclasses.field(default=MISSING))])
     try:
         OmegaConf.merge(OmegaConf.structured(typed), {"v": value})
