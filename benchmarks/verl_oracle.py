@@ -8,7 +8,8 @@ code wherever it runs without GPUs:
    config folder on the search path;
 2. verl/utils/config.py validate_config (what main_ppo runs before Ray starts);
 3. the dataclass conversions the workers make (actor, rollout, reference after init_model's renames, algorithm,
-   critic), and the rollout placement assert of ActorRolloutRefWorker.init_model;
+   critic), the FSDP engine's optimizer (verl's build_optimizer, torch's AdamW taking the lr), and the rollout
+   placement assert of ActorRolloutRefWorker.init_model;
 4. the first step: PPOTrainer._get_required_batch_multiple pads the batch, TrainingWorker.train_mini_batch splits
    the mini batch over the data-parallel ranks (called with a stand-in engine that reports the data-parallel
    size and stops once the split is made), prepare_micro_batches splits each rank's share into micro batches
@@ -182,6 +183,11 @@ def _conversions(cfg) -> None:
 
     arr = cfg.actor_rollout_ref
     omega_conf_to_dataclass(arr.actor)
+    if arr.actor.strategy in ("fsdp", "fsdp2"):  # FSDPEngine._build_optimizer at init: torch takes the lr
+        import torch
+        from verl.workers.config.optimizer import build_optimizer
+
+        build_optimizer([torch.nn.Parameter(torch.zeros(1))], omega_conf_to_dataclass(arr.actor.optim))
     rollout = omega_conf_to_dataclass(arr.rollout)
     omega_conf_to_dataclass(cfg.algorithm)
     if need_reference_policy(cfg):  # ActorRolloutRefWorker.init_model renames the reference's keys first
@@ -221,6 +227,8 @@ def data_parallel(cfg, section: str = "actor_rollout_ref.actor") -> int:
     else:
         sp = node.get("ulysses_sequence_parallel_size", 1) or 1
         split = sp if sp > 1 else (node.get("fsdp_config", {}).get("ulysses_sequence_parallel_size", 1) or 1)
+        if node.strategy == "veomni":  # VeOmniEngine.get_data_parallel_size: world // its own Ulysses size
+            split = node.get("veomni", {}).get("ulysses_parallel_size", 1) or 1
         if section == "critic":
             split = node.get("ulysses_sequence_parallel_size", 1) or 1
     if world % split:

@@ -163,7 +163,9 @@ CASES = {  # name: (changes, the key the error is on, what it says, what it sugg
                     "or more"),
     "mini-minus.txt": ({f"{A}__ppo_mini_batch_size": -256}, f"{A}.ppo_mini_batch_size", "must be >= 1", "or more"),
     "util.txt": ({f"{R}__gpu_memory_utilization": 1.6}, f"{R}.gpu_memory_utilization", "(0, 1]", "0.9"),
-    "abc.txt": ({"data__train_batch_size": "abc"}, "data.train_batch_size", "must be a whole number", None),
+    # the type verl's YAML default declares (typed_values), said instead of the range rule's vaguer words
+    "abc.txt": ({"data__train_batch_size": "abc"}, "data.train_batch_size",
+                "data.train_batch_size=abc: verl wants an int (its default 1024)", "data.train_batch_size=1024"),
     "nnodes-0.txt": ({"trainer__nnodes": 0}, "trainer.nnodes", "must be >= 1", "or more"),
     "gpus-6.txt": ({"data__train_batch_size": 1024, "trainer__n_gpus_per_node": 6}, "data.train_batch_size",
                    "real_train_batch_size (5120) must be divisible by minimal possible batch size (6)",

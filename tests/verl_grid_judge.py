@@ -2,7 +2,7 @@
 twice, by rocmkit's verl-check (rocmkit/verl/config_check.validate, as `rocmkit verl-check` runs it) and by verl
 0.9.1's own code paths (benchmarks/verl_oracle.judge), and print one JSON line per setting with both verdicts.
 
-usage: verl_grid_judge.py SETTINGS.json  (a list of {"engine": "fsdp"|"megatron", "overrides": {key: value}})
+usage: verl_grid_judge.py SETTINGS.json  (a list of {"engine": "fsdp"|"megatron"|"veomni", "overrides": {...}})
 Each engine's base config is composed and resolved once (Hydra), and each setting applied to it with
 OmegaConf.update (with the keys that copy its value by interpolation) and put back after, so 500 settings take
 seconds, not 500 composes and copies."""
@@ -60,7 +60,9 @@ def judge(s: dict) -> str:
     accepted, reason = verl_oracle.judge(cfg, copy_first=False)
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = config_check.validate(cfg, {"ok": False, "errors": []}, files=False, resolved=True)
+        # the typed check reads the setting's keys and their values before it (verl's defaults, in `changed`)
+        result = config_check.validate(cfg, {"ok": False, "errors": []}, files=False, resolved=True,
+                                       keys=list(s["overrides"]), default_of=changed.get)
     for k, v in changed.items():
         OmegaConf.update(cfg, k, v, merge=False)
     return json.dumps({"setting": s, "verl": [accepted, reason], "rocmkit": [result["ok"], result["errors"]]})
@@ -76,7 +78,7 @@ def main() -> None:
 
     settings = json.loads(Path(sys.argv[1]).read_text())
     STATE.update(bases={}, follows={})
-    for engine, extra in (("fsdp", []), ("megatron", ["model_engine=megatron"])):
+    for engine, extra in (("fsdp", []), ("megatron", ["model_engine=megatron"]), ("veomni", ["model_engine=veomni"])):
         cfg = verl_oracle.compose(None, "ppo_trainer", extra + BASE)
         STATE["follows"][engine] = copies(OmegaConf.to_container(cfg, resolve=False))
         OmegaConf.resolve(cfg)  # once: each setting is applied to the resolved config, and what it changed put back

@@ -41,7 +41,8 @@ def verl_check(ctx, files, image, verl_python, timeout, gpus, script_args, scrip
     verl's own config composes them (--image: the image's verl; else --verl-python or this Python's),
     and every unknown, removed or renamed key is reported with FILE:LINE and, where verl's history
     knows one, what to use instead; deprecated config names and keys are warnings, with their
-    replacement. Then verl's own validation runs on the composed configuration, with verl 0.9.1's rules for
+    replacement. A value of the wrong type (data.max_prompt_length=5l2) is an error naming the type verl
+    declares for its key. Then verl's own validation runs on the composed configuration, with verl 0.9.1's rules for
     splitting the GPUs (rollout TP, Megatron TP x PP x CP), which verl asserts only when its workers start.
 
     Exit 0: verl accepts every command (warnings may be printed); 1: an error was found; 2: bad usage, an

@@ -13,7 +13,8 @@ Each rule names the verl source (verl 0.9.1, its default V1 sync trainer and mod
 - without dynamic batching, each micro batch must divide what the rank holds: the mini batch per rank for the
   update, the whole share for log-probs (verl/workers/engine/utils.py, prepare_micro_batches);
 - data-parallel size: GPUs / Ulysses SP for FSDP (verl/workers/engine/fsdp/transformer_impl.py,
-  get_data_parallel_size), GPUs / (TP x PP x CP) for Megatron (megatron-core's parallel state).
+  get_data_parallel_size) and VeOmni (its veomni.ulysses_parallel_size, verl/workers/engine/veomni/
+  transformer_impl.py), GPUs / (TP x PP x CP) for Megatron (megatron-core's parallel state).
 """
 
 from __future__ import annotations
@@ -102,10 +103,14 @@ def problems(get, use_critic: bool = False, use_reference: bool = False) -> list
     if strategy == "megatron":
         split = [s.whole(f"{A}.megatron.{k}_parallel_size") for k in ("tensor_model", "pipeline_model", "context")]
         sp = None if None in split else math.prod(split)
-    else:
+    elif strategy == "veomni":  # VeOmniEngine.get_data_parallel_size: world // its own Ulysses size
+        sp = s.whole(f"{A}.veomni.ulysses_parallel_size", optional=True) or 1
+    elif strategy in ("fsdp", "fsdp2"):
         sp = s.whole(f"{A}.ulysses_sequence_parallel_size")
         engine_sp = _int(get(f"{A}.fsdp_config.ulysses_sequence_parallel_size")) or 1
         sp = sp if sp is None or sp > 1 else engine_sp  # FSDPActorConfig.__post_init__ copies a value > 1 over
+    else:  # another engine's actor section (torchtitan...) may leave the key out: verl then has no Ulysses split
+        sp = s.whole(f"{A}.ulysses_sequence_parallel_size", optional=True) or 1
     for key in (f"{R}.tensor_model_parallel_size",):
         s.whole(key)
     util = get(f"{R}.gpu_memory_utilization")
@@ -139,8 +144,9 @@ def problems(get, use_critic: bool = False, use_reference: bool = False) -> list
                 "verl/utils/config.py, validate_config; megatron-core's initialize_model_parallel"
         else:
             message = f"Ulysses SP = {sp} does not divide the job's {gpus} GPUs"
-            keys, source = (f"{A}.ulysses_sequence_parallel_size",), \
-                "verl/workers/engine/fsdp/transformer_impl.py, the Ulysses device mesh"
+            engine = "veomni" if strategy == "veomni" else "fsdp"
+            keys = (f"{A}.veomni.ulysses_parallel_size" if engine == "veomni" else f"{A}.ulysses_sequence_parallel_size",)
+            source = f"verl/workers/engine/{engine}/transformer_impl.py, the Ulysses device mesh"
         out.append(Problem("dp", keys + GPUS_KEYS, message, source=source,
                            fix=f"{what_sp(strategy)} one of {_choices(divisors_near(gpus, sp))}"))
         return [p.to_json() for p in out]

@@ -20,13 +20,14 @@ import sys
 from pathlib import Path
 
 if __package__:  # rocmkit.verl.config_check
-    from . import batch_rules, verl_messages
+    from . import batch_rules, typed_values, verl_messages
 else:  # a copied file in the target's Python, its rule modules beside it (recipe_check._inputs)
     import batch_rules  # type: ignore[no-redef]
+    import typed_values  # type: ignore[no-redef]
     import verl_messages  # type: ignore[no-redef]
 
 ROLLOUTS = ("vllm", "sglang", "trtllm")
-RULE_MODULES = (batch_rules, verl_messages)  # what must be copied beside this file
+RULE_MODULES = (batch_rules, verl_messages, typed_values)  # what must be copied beside this file
 
 
 def _config_dir() -> Path | None:
@@ -77,6 +78,30 @@ def _search_path(primary_yaml: Path) -> list[str]:
     return kept + [f"file://{_config_dir()}"]
 
 
+def _defaults(config_name: str, overrides: list[str], config_path: str | None = None):
+    """key -> its value in verl's config before the user's values: composed with only the overrides that pick a
+    config group (model_engine=veomni picks the engine's sections, and so their defaults). The YAML defaults type
+    the keys no dataclass declares (data.*, trainer.*); None where it cannot be composed."""
+    from omegaconf import OmegaConf
+
+    groups = [o for o in overrides if "." not in o.lstrip("+~").partition("=")[0]]
+    try:
+        base = _compose(config_name, groups, config_path)
+    except Exception:  # noqa: BLE001 - the full compose reports it
+        return None
+
+    def default_of(key: str):
+        try:
+            return OmegaConf.select(base, key, default=None)
+        except Exception:  # noqa: BLE001 - an interpolation of a value the user sets (???): no default to type it
+            return None
+    return default_of
+
+
+def _keys(overrides: list[str]) -> list[str]:
+    return [o.lstrip("+~").partition("=")[0] for o in overrides if not o.startswith("~") and "=" in o]
+
+
 def _compose_error(exc: Exception) -> str:
     cause = exc.__cause__ or exc
     return f"{exc} ({cause})" if cause is not exc else str(exc)
@@ -96,7 +121,7 @@ def check(overrides: list[str], files: bool = True, config_name: str = "ppo_trai
     except HydraException as exc:
         result["errors"].append(f"compose: {_compose_error(exc)}")
         return result
-    return validate(cfg, result, files)
+    return validate(cfg, result, files, keys=_keys(overrides), default_of=_defaults(config_name, overrides))
 
 
 def _errors(check, cfg) -> list:
@@ -160,9 +185,11 @@ def _files(cfg) -> list[str]:
     return out
 
 
-def validate(cfg, result: dict, files: bool, resolved: bool = False) -> dict:
+def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), default_of=None) -> dict:
     """Everything after the compose, into result["errors"] (and the rules' findings into result["problems"]).
-    resolved: cfg has no interpolation left and may be read as it is (the differential test's many settings)."""
+    resolved: cfg has no interpolation left and may be read as it is (the differential test's many settings).
+    keys: those the user set, whose values are checked against the types verl declares (typed_values);
+    default_of(key): the value in verl's config before the user's overrides (the type of a YAML-only key)."""
     import copy
 
     from omegaconf import OmegaConf
@@ -190,8 +217,12 @@ def validate(cfg, result: dict, files: bool, resolved: bool = False) -> dict:
         return batch_rules.problems(lambda k: _sel(c, k), use_critic=_safe(need_critic, c),
                                     use_reference=_safe(need_reference_policy, c))
 
-    _add(result, _errors(rules, cfg))
-    if any(p["rule"] == "range" for p in result.get("problems", [])):  # arithmetic on them would only crash
+    typed = _errors(lambda c: typed_values.problems(lambda k: _sel(c, k), keys, default_of), cfg)
+    _add(result, typed)
+    said = {p["keys"][0] for p in typed if isinstance(p, dict)}  # the range rules would repeat these, vaguer
+    _add(result, [p for p in _errors(rules, cfg) if not (isinstance(p, dict) and p["keys"][:1] and
+                                                         p["keys"][0] in said)])
+    if any(p["rule"] in ("range", "type") for p in result.get("problems", [])):  # arithmetic on them would crash
         result["ok"] = not result["errors"]
         return result
     checks = [_rollout_engine, _legacy_reward, lambda c: batch_rules.placement(lambda k: _sel(c, k)),
@@ -324,7 +355,8 @@ def check_recipe(doc: dict) -> dict:
         if OmegaConf.is_dict(node):
             close = difflib.get_close_matches(leaf, [str(k) for k in node], n=1)
             r["nearest"] = f"{parent}.{close[0]}" if close and parent else (close[0] if close else None)
-    validate(cfg, result, files=False)
+    kept = [o for i, o in enumerate(overrides) if i not in rejected]
+    validate(cfg, result, files=False, keys=_keys(kept), default_of=_defaults(name, kept, user_dir))
     result["ok"] = not (result["errors"] or result["rejected"])
     return result
 
