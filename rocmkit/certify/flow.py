@@ -269,7 +269,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     display.done()
     error = None
     if why:
-        error = (why["summary"], "; ".join(x for x in (why.get("hint"), f"the log: {ws.log}") if x))
+        server = f"the server's log: {ws.server_log}" if ws.server_log.exists() else None
+        error = (why["summary"], "; ".join(x for x in (why.get("hint"), f"the log: {ws.log}", server) if x))
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
 
 

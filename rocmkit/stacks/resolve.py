@@ -27,7 +27,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from ..runtime import proc
 from ..tomlread import load_toml_file
+from . import resolve_cache
 from .model import Stack, _canon
+from .pip_tool import find_interpreter, pip_too_old, pip_version
 
 PYPI = "https://pypi.org/simple/"
 # Ubuntu 22.04's glibc (2.35) is the oldest among the built-in stacks' bases; pip does not widen a
@@ -243,21 +245,6 @@ def parse_pip_failure(lines: list[str]) -> list[dict]:
     return conflicts
 
 
-def find_interpreter(version: str) -> str | None:
-    """A Python X.Y on this machine (PATH, then pyenv's versions), checked by running it."""
-    import glob
-    import shutil
-    candidates = [shutil.which(f"python{version}")] + sorted(
-        glob.glob(str(Path.home() / f".pyenv/versions/{version}.*/bin/python{version}")), reverse=True)
-    for c in candidates:
-        if not c:
-            continue
-        r = proc.capture([c, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=20)
-        if r.ok and r.tail and r.tail[-1].strip() == version:
-            return c
-    return None
-
-
 def _pip_base(stack: Stack, report: Path, interpreter: str | None) -> list[str]:
     """pip under the stack's Python when this machine has one (sdists allowed: pip builds their metadata);
     else for its version and Linux x86_64 by tags, which pip allows for wheels only."""
@@ -279,29 +266,6 @@ def _pip_base(stack: Stack, report: Path, interpreter: str | None) -> list[str]:
     return argv
 
 
-OLDEST_PIP = (22, 2)  # --report, which the resolve reads, came in pip 22.2
-
-
-def pip_version(python: str) -> tuple[str, tuple[int, int] | None]:
-    """What `python -m pip --version` says ("pip 23.2.1"), and its (major, minor); None where no pip answers."""
-    r = proc.capture([python, "-m", "pip", "--version"], timeout=60)
-    said = r.tail[-1].split(" from ")[0] if r.ok and r.tail else " ".join(r.tail[-2:])[:200]
-    m = re.match(r"pip (\d+)\.(\d+)", said)
-    return said, (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def pip_too_old(python: str) -> str | None:
-    """Why this Python's pip cannot run the resolve (too old for --report), or None: a tool's limit, said as one,
-    never as a conflict in the user's pins."""
-    said, version = pip_version(python)
-    if version is None:
-        return f"{python} has no pip that answers (`{python} -m pip --version`: {said})"
-    if version < OLDEST_PIP:
-        return (f"pip {version[0]}.{version[1]} in {python} is too old for the resolve (it needs pip "
-                f"{'.'.join(map(str, OLDEST_PIP))} or later, for --report)")
-    return None
-
-
 def _cert_args() -> list[str]:
     import os
     # --isolated drops pip's environment; a CA bundle is trust, not a package source, so it is kept.
@@ -315,52 +279,6 @@ def rocm_wheel_pins(stack: Stack) -> tuple[str, ...]:
     return rw.requirements(stack.targets) if rw else ()
 
 
-CACHE_TTL_S = 24 * 3600  # a stack that resolved resolves again until its index changes: a day, then ask again
-
-
-def cache_key(stack: Stack, sources: dict[str, str], find_links: list[str], index_url: str, pip: str) -> str:
-    """What a resolve's answer depends on: the stack file's text, the git sources' folders, the local wheel folders,
-    the index, the pip that ran it and whether a local Python of the stack's version exists."""
-    import hashlib
-
-    parts = [stack_text(stack) or repr(stack), json.dumps(sorted(sources.items())), json.dumps(sorted(find_links)),
-             index_url, pip, str(bool(find_interpreter(stack.python)))]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
-
-
-def _cache_dir() -> Path:
-    import os
-
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocmkit" / "resolve"
-
-
-def cached(key: str) -> Result | None:
-    """A stack's earlier answer that it resolves, if younger than CACHE_TTL_S."""
-    path = _cache_dir() / f"{key}.json"
-    try:
-        age = time.time() - path.stat().st_mtime
-        doc = json.loads(path.read_text()) if age < CACHE_TTL_S else None
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or doc.get("status") != "ok":
-        return None
-    fields = {k: doc[k] for k in ("stack", "python", "status", "mode", "conflicts", "not_checked",
-                                  "git_requirements", "built_from_sdist", "resolved") if k in doc}
-    r = Result(**fields)
-    r.mode = f"{r.mode}; the answer of {age / 60:.0f} min ago (the same stack file, pip and index), kept for a day"
-    return r
-
-
-def _keep(key: str, result: Result) -> None:
-    from ..fileio import write_atomic
-
-    try:
-        _cache_dir().mkdir(parents=True, exist_ok=True)
-        write_atomic(_cache_dir() / f"{key}.json", json.dumps(result.as_json()))
-    except OSError:
-        pass  # no cache where the home folder is not writable: the next resolve asks pip again
-
-
 def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: list[str] | None = None,
             index_url: str = PYPI) -> Result:
     """Dry-run pip over the stack; see the module doc. Never raises for a conflict: the Result says it. A stack
@@ -371,14 +289,15 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
         from ..errors import EnvironmentMissing
 
         raise EnvironmentMissing(too_old, hint=f"upgrade it: {sys.executable} -m pip install -U pip")
-    key = cache_key(stack, sources or {}, find_links or [], index_url, pip_version(sys.executable)[0])
-    hit = cached(key)
+    key = resolve_cache.key(stack_text(stack) or repr(stack), sources or {}, find_links or [], index_url,
+                            pip_version(sys.executable)[0], bool(find_interpreter(stack.python)))
+    hit = resolve_cache.cached(key, Result)
     if hit is not None:
         hit.seconds = time.monotonic() - started
         return hit
     result = _resolve(stack, sources, find_links, index_url, started)
     if result.status == "ok":
-        _keep(key, result)
+        resolve_cache.keep(key, result.as_json())
     return result
 
 
