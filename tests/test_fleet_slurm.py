@@ -103,6 +103,33 @@ def test_a_hung_node_is_named_at_its_deadline(tmp_path, trees, hang, state, why)
     assert left.stdout.strip() == "", left.stdout
 
 
+def _preflight_job(tmp_path: Path, trees: Path, name: str, extra_bin: dict[str, str] = ()) -> tuple[int, str, str]:
+    """`rocmkit slurm --preflight --min-nodes 1` on both nodes, submitted with sbatch --wait: (sbatch's exit, the
+    job's id, its log). A `rocmkit` shim gives each node's doctor its tree (and leaves the fleet's own call, on the
+    batch node, as it is); `extra_bin` adds more shims by name."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "rocmkit").write_text(
+        "#!/bin/bash\n"
+        f'for a in "$@"; do [ "$a" = --fleet ] && exec {sys.executable} -m rocmkit "$@"; done\n'
+        f'exec {sys.executable} -m rocmkit "$@" --root "{trees}/$SLURMD_NODENAME"\n')
+    for shim, text in dict(extra_bin).items():
+        (bindir / shim).write_text(text)
+    for shim in bindir.iterdir():
+        shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    script = tmp_path / "job.sbatch"
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "2", "--gpus-per-node", "0",
+                        "--runtime", "none", "--job-name", name, "--join-timeout", "60",
+                        "--preflight", "--min-nodes", "1", "--entrypoint", "python3 -c pass", "-o", str(script)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["sbatch", "--parsable", "--wait", "--time=4", str(script)], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=300)
+    job = r.stdout.strip().split(";")[0]
+    return r.returncode, job, (tmp_path / f"{name}-{job}.out").read_text()
+
+
 @pytest.mark.slow
 def test_a_slurm_job_goes_on_without_the_failing_node(tmp_path, trees):
     """`rocmkit slurm --preflight --min-nodes 1`: the job's preflight is the fleet doctor; n2 fails it (its kernel
@@ -110,25 +137,8 @@ def test_a_slurm_job_goes_on_without_the_failing_node(tmp_path, trees):
     doctor its tree, and leaves the fleet's own call (on the batch node) as it is."""
     from rayhost import ray_processes
 
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "rocmkit").write_text(
-        "#!/bin/bash\n"
-        f'for a in "$@"; do [ "$a" = --fleet ] && exec {sys.executable} -m rocmkit "$@"; done\n'
-        f'exec {sys.executable} -m rocmkit "$@" --root "{trees}/$SLURMD_NODENAME"\n')
-    (bindir / "rocmkit").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bindir}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    script = tmp_path / "job.sbatch"
-    r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "2", "--gpus-per-node", "0",
-                        "--runtime", "none", "--job-name", "rocmkit-fleetjob", "--join-timeout", "60",
-                        "--preflight", "--min-nodes", "1", "--entrypoint", "python3 -c pass", "-o", str(script)],
-                       capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run(["sbatch", "--parsable", "--wait", "--time=4", str(script)], capture_output=True, text=True,
-                       env=env, cwd=tmp_path, timeout=300)
-    job = r.stdout.strip().split(";")[0]
-    log = (tmp_path / f"rocmkit-fleetjob-{job}.out").read_text()
-    assert r.returncode == 0, log
+    code, job, log = _preflight_job(tmp_path, trees, "rocmkit-fleetjob")
+    assert code == 0, log
     assert "preflight: going on without n2 (next time: sbatch --exclude=n2)" in log, log
     assert "nodes: n1; head n1" in log and "all 1 node(s) joined" in log and "driver exited with 0" in log, log
     report = json.loads((tmp_path / f"rocmkit-fleetjob-{job}" / "preflight" / "fleet.json").read_text())
@@ -224,28 +234,10 @@ def test_a_variable_set_on_one_node_only_stops_the_job(tmp_path):
     root = tmp_path / "trees"
     write_tree(root / "n1", node_spec())
     write_tree(root / "n2", node_spec(env={"NCCL_SOCKET_IFNAME": "eth1"}))
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "rocmkit").write_text(
-        "#!/bin/bash\n"
-        f'for a in "$@"; do [ "$a" = --fleet ] && exec {sys.executable} -m rocmkit "$@"; done\n'
-        f'exec {sys.executable} -m rocmkit "$@" --root "{root}/$SLURMD_NODENAME"\n')
-    (bindir / "rocmkit").chmod(0o755)
     ray_calls = tmp_path / "ray-calls"
-    (bindir / "ray").write_text(f'#!/bin/bash\necho "$SLURMD_NODENAME $*" >> {ray_calls}\nexit 1\n')
-    (bindir / "ray").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bindir}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    script = tmp_path / "job.sbatch"
-    r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "2", "--gpus-per-node", "0",
-                        "--runtime", "none", "--job-name", "rocmkit-fleetenv", "--join-timeout", "60",
-                        "--preflight", "--min-nodes", "1", "--entrypoint", "python3 -c pass", "-o", str(script)],
-                       capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run(["sbatch", "--parsable", "--wait", "--time=4", str(script)], capture_output=True, text=True,
-                       env=env, cwd=tmp_path, timeout=300)
-    job = r.stdout.strip().split(";")[0]
-    log = (tmp_path / f"rocmkit-fleetenv-{job}.out").read_text()
-    assert r.returncode != 0, log
+    code, job, log = _preflight_job(tmp_path, root, "rocmkit-fleetenv",
+                                    {"ray": f'#!/bin/bash\necho "$SLURMD_NODENAME $*" >> {ray_calls}\nexit 1\n'})
+    assert code != 0, log
     assert "FAIL  env NCCL_SOCKET_IFNAME differs: (unset) on n1; eth1 on n2 (no majority)" in log, log
     assert "fix: set the variable the same way on every node" in log, log
     assert "fleet: 0 of 2 node(s) pass" in log and "fleet FAILS: no majority" in log, log
