@@ -314,3 +314,10 @@ def test_a_model_name_the_table_lacks_suggests_the_nearest_names(asked, first):
     with pytest.raises(UsageError) as exc:
         models.lookup(asked)
     assert exc.value.hint.startswith(f"did you mean {first}")
+
+
+def test_a_gpu_count_given_as_gpus_says_what_tune_calls_it():
+    """certify's count is --gpus; tune's --gpu is the model: --gpus 8 here names --gpus-per-node."""
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "tune", "--model", "Qwen2.5-7B-Instruct", "--gpus", "8"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "the count is --gpus-per-node" in r.stderr and "--gpus-per-node 8" in r.stderr

@@ -87,9 +87,12 @@ def host_memory(gib: int | None, root: str) -> tuple[int | None, str, bool]:
               help="A Python with verl installed, to compose the overrides with verl's own config before they are "
                    "printed (default: this Python, when it has verl; otherwise the composition is skipped and said).")
 @click.option("--list-models", is_flag=True, help="List rocmkit's model table and exit.")
+# certify's and slurm's counts are --gpus/--gpus-per-node; here --gpu is the model: a --gpus given out of habit is
+# answered with what it means here, not click's "did you mean --gpu"
+@click.option("--gpus", "gpus_count", type=int, default=None, hidden=True)
 @json_option
 def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollouts, train_batch, rollout, backend,
-         micro_batch, seq_len, grad_ckpt, host_memory_gib, verl_python, list_models, as_json) -> None:
+         micro_batch, seq_len, grad_ckpt, host_memory_gib, verl_python, list_models, gpus_count, as_json) -> None:
     """Compute verl settings for a model on a set of GPUs, each with its reason and source.
 
     From the model's config (parameters, layers, hidden size, KV heads, vocabulary) and the GPU's memory, a
@@ -106,6 +109,9 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
     """
     from ..tune import models, plan
 
+    if gpus_count is not None:
+        raise UsageError(f"--gpus {gpus_count}: tune plans per node, so the count is --gpus-per-node (and --nodes); "
+                         "--gpu names the GPU model", hint=f"--gpus-per-node {gpus_count} --gpu MI300X (or auto)")
     if list_models:
         for key, entry in models.table().items():
             spec = models.from_config(entry, key, entry.get("source", ""))
