@@ -281,3 +281,12 @@ def test_no_verl_to_check_with_is_exit_3_naming_the_ways_on(tmp_path):
     assert r.exit_code == 0 and "not checked" not in r.stderr, r.output
     r = CliRunner().invoke(cli, [*base[:5], "--image", "img:1", "--verl-python", "py", "--no-verl-check", *base[5:]])
     assert r.exit_code == 2 and "--verl-python and --no-verl-check" in r.stderr
+
+
+def test_a_node_count_past_any_cluster_is_refused_by_the_cli():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "99999999999", "--stack", "verl-vllm"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "99999999999 is not in the range 1<=x<=65536" in r.stderr

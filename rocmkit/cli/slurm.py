@@ -94,7 +94,8 @@ def check_with_verl(spec: slurm_mod.SlurmSpec, tune_file: str | None, planned: t
 
 
 @click.command()
-@click.option("--nodes", type=int, required=False, help="Number of nodes (one Ray node each).")
+# at most 65536: a typo of many digits is refused, while the largest AMD system (Frontier, 9,408 nodes) fits
+@click.option("--nodes", type=click.IntRange(1, 65536), required=False, help="Number of nodes (one Ray node each).")
 @click.option("--gpus-per-node", type=int, default=8, show_default=True,
               help="GPUs per node (Slurm --gpus-per-node, Ray --num-gpus, trainer.n_gpus_per_node); 0 for none.")
 @click.option("--image", default=None, help="Docker image, or a .sif file for --runtime apptainer.")
