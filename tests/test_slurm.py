@@ -290,3 +290,19 @@ def test_a_node_count_past_any_cluster_is_refused_by_the_cli():
     r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "99999999999", "--stack", "verl-vllm"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "99999999999 is not in the range 1<=x<=65536" in r.stderr
+
+
+def test_an_image_tag_rocmkit_build_wrote_names_its_stack_for_the_ray_version(tmp_path):
+    """`rocmkit slurm --image rocmkit/verl-vllm:…` asked for --stack though the tag names it: the stack's Ray pin
+    is taken, and said to come from the tag."""
+    import subprocess
+    import sys
+
+    from rocmkit import stacks
+
+    pin = stacks.load_builtin("verl-vllm").pinned_version("ray")
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "slurm", "--nodes", "2", "--image",
+                        "rocmkit/verl-vllm:rocm7.14.0-gfx942-abc123", "--no-verl-check", "-o", str(tmp_path / "j")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"Ray {pin} (stack verl-vllm's pin, the stack the image's tag names;" in r.stderr

@@ -43,6 +43,14 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
             info = None
         if info and info.labels.get("io.rocmkit.ray-version"):
             return info.labels["io.rocmkit.ray-version"], f"label io.rocmkit.ray-version of {image}"
+    named = _stack_in_tag(image)
+    if named:  # `rocmkit build` tags images rocmkit/<stack>:<rocm>-<arch>-<hash>: that stack's pin, said as a guess
+        try:
+            v, _ = _ray_version(None, named, None, runtime)
+            return v, (f"stack {named}'s pin, the stack the image's tag names; give --ray-version if the image was "
+                       "built from another stack file")
+        except UsageError:
+            pass  # the stack pins no Ray: the image's own label or --ray-version must say
     if runtime == slurm_mod.Runtime.NONE:
         from importlib import metadata
 
@@ -53,6 +61,17 @@ def _ray_version(explicit: str | None, stack_name: str | None, image: str | None
     raise UsageError("the image's Ray version is unknown, and it decides the RAY_EXPERIMENTAL_NOSET_* variable",
                      hint="give --ray-version X, or --stack NAME (the stack the image was built from); images "
                           "rocmkit builds carry it in the label io.rocmkit.ray-version when present locally")
+
+
+def _stack_in_tag(image: str | None) -> str | None:
+    """The built-in stack a `rocmkit build` tag names ("rocmkit/verl-vllm:rocm7.14.0-gfx942-ab12"), or None."""
+    from .. import stacks
+
+    repo = (image or "").rsplit(":", 1)[0] if ":" in (image or "").rsplit("/", 1)[-1] else (image or "")
+    parts = repo.split("/")
+    if len(parts) >= 2 and parts[-2] == "rocmkit" and parts[-1] in stacks.builtin_names():
+        return parts[-1]
+    return None
 
 
 def plan_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str, ...]) -> tuple[str, ...]:
