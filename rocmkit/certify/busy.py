@@ -20,7 +20,10 @@ def problem(memory: list[dict], need: list[dict], holders: list, exclude_pids=()
     gpu_holders.Holder of this host, keyed by PCI address in their `memory`."""
     from ..host.facts.gpu_holders import describe
 
-    short = [(m, n) for m, n in zip(memory, need) if m["free"] < n["share"] * m["total"] + n["bytes"]]
+    from .intarget.setup import short_of_memory
+
+    low = set(short_of_memory(memory, need))
+    short = [(m, n) for m, n in zip(memory, need) if m["index"] in low]
     if not short:
         return None
     parts, pids = [], []

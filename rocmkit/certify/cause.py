@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from . import signatures
 from .judge import RunStatus
 from .processes import UNNAMED
-from .watchdog import _ANSI_RE, FATAL, short
+from .watchdog import _ANSI_RE, _SOURCE_RE, FATAL, short
 
 EVIDENCE_LINES = 8  # the most lines of evidence a cause keeps
 EVIDENCE_CHARS = 1000  # of each: Ray's death message runs to 900
-_RAY_SOURCE_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((?:(\w+) )?pid=(\d+)(?:, ip=[\d.]+)?\)")
 _RAY_PID_RE = re.compile(r"\bWorker PID: (\d+)|^\s*pid: (\d+)\s*$")
 _NESTED_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((\w+) pid=(\d+)[^)]*\)(?:\x1b\[[0-9;]*m)* \((\w+) pid=(\d+)\)")
 _CLASS_RE = re.compile(r"class_name: (?:\S*\.)?(\w+)\s")  # ActorDiedError's "class_name: create_...<locals>.WorkerDict"
@@ -55,7 +54,7 @@ class Event:
 
 
 def source_pid(line: str) -> int | None:
-    m = _RAY_SOURCE_RE.match(line)
+    m = _SOURCE_RE.match(line)
     return int(m.group(2)) if m else None
 
 
@@ -103,7 +102,7 @@ def _process(processes, pid: int | None, lines: list[str] = ()) -> dict | None:
         return found
     actor = None
     for text in lines:
-        m = _RAY_SOURCE_RE.match(text)
+        m = _SOURCE_RE.match(text)
         if m and m.group(1) and int(m.group(2)) == pid:
             actor = m.group(1)
             break
@@ -146,12 +145,12 @@ def _oom_kill(kernel: list[str], processes) -> tuple[int, str] | None:
     return None
 
 
-def _faulthandler_signal(lines: list[str], pid: int | None) -> str | None:
-    """The signal Python's faulthandler reported for this process before it died ("Fatal Python error: Aborted")."""
-    for text in lines:
-        sig = signatures.match(text)
-        if sig and sig.signal and not sig.id.startswith("host.oom") and (pid is None or source_pid(text) == pid):
-            return sig.signal
+def _faulthandler_signal(events: list[Event], pid: int | None) -> str | None:
+    """The signal Python's faulthandler (or the shell) reported for this process before it died ("Fatal Python
+    error: Aborted"), from the lines scan() matched."""
+    for e in events:
+        if e.sig.signal and not e.sig.id.startswith("host.oom") and (pid is None or source_pid(e.text) == pid):
+            return e.sig.signal
     return None
 
 
@@ -264,7 +263,7 @@ def _said(lines: list[str], pid: int) -> list[tuple[int, str]]:
 def _silent_death(proc: dict, lines: list[str], events: list[Event], at: str) -> dict:
     pid = proc["pid"]
     own = _said(lines, pid)
-    caught = _faulthandler_signal([t for _, t in own], None)
+    caught = _faulthandler_signal([e for e in events if f" pid={pid})" in e.text[:160]], None)
     ended = ({"signal": caught, "by": "Python's faulthandler report"} if caught else
              {"signal": "SIGKILL", "by": f"inferred: it ended {proc['gone_s']:g} s into the run, before every other "
               "process, without an error or a crash report of its own"})
@@ -301,7 +300,7 @@ def _from_event(root: Event, lines: list[str], processes, events: list[Event], a
         proc = _process(processes, pid, lines)
         text = _ANSI_RE.sub("", root.text)
         if ABRUPT_RE.search(text):
-            caught = _faulthandler_signal(lines, pid)
+            caught = _faulthandler_signal(events, pid)
             ended = ({"signal": caught, "by": "Python's faulthandler report"} if caught else
                      {"signal": "SIGKILL", "by": "inferred: it ended without a word (no Python error, no crash "
                       "report); Ray: " + ABRUPT_RE.search(text).group(0)})

@@ -90,7 +90,7 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
                 "nothing was trained; " + torch_advice.hint(dev, torch_advice.host(), python=target.python,
                                                             image=target.image, cpu_note=engines.of(s).cpu_hint()))
     memory = report.get("gpu_memory")
-    if memory and need and busy.problem(memory, need, []):
+    if memory and need and setup_mod.short_of_memory(memory, need):  # the holders are read only then
         return busy.problem(memory, need, busy.read_holders(), exclude_pids=(os.getpid(),))
     return engines.of(s).setup_refusal(report)
 
