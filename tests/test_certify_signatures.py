@@ -332,6 +332,16 @@ REAL = [
     # vllm-project/vllm#32468
     ("vllm.engine_core_died", "ERROR 01-16 17:16:49 [core_client.py:605] Engine core proc EngineCore_DP0 died "
                               "unexpectedly, shutting down client.", {"proc": "EngineCore_DP0"}),
+    # SGLang 0.5.12's lines as its source formats them (utils/watchdog.py, managers/tokenizer_manager.py), with the Ray
+    # prefix verl's SGLang server gives them
+    ("sglang.subprocess_crashed", "(SGLangHttpServer pid=19016) [2026-11-28 20:15:02] Subprocess scheduler_1 "
+                                  "(pid=20413) crashed with exit code -9. Triggering SIGQUIT for cleanup...",
+     {"proc": "scheduler_1", "pid": "20413", "code": "-9"}),
+    ("sglang.watchdog_timeout", "[2026-11-28 20:15:02 TP1] Scheduler watchdog timeout (self.watchdog_timeout=300, "
+                                "self.soft=False)", {"proc": "Scheduler", "timeout": "300"}),
+    ("sglang.child_failed", "(SGLangHttpServer pid=19016) [2026-11-28 20:15:03] SIGQUIT received. signum=3, "
+                            "frame=<frame at 0x7f, file 'threading.py', line 359, code wait>. It usually means one "
+                            "child failed.", {}),
 ]
 
 # Lines of healthy runs, handled errors and warnings that must name nothing.
@@ -378,7 +388,7 @@ BENIGN = [
 ]
 
 WRAPPERS = {"hydra.job_failed", "ray.task_error", "ray.actor_died", "ray.actor_died_detail",
-            "vllm.engine_start_failed", "vllm.engine_dead", "vllm.engine_core_died"}
+            "vllm.engine_start_failed", "vllm.engine_dead", "vllm.engine_core_died", "sglang.child_failed"}
 SIGNALS = {"host.oom_kill": "SIGKILL", "host.oom_kill_task": "SIGKILL", "process.killed": "SIGKILL",
            "process.segfault": "SIGSEGV", "process.abort": "SIGABRT", "gpu.memory_fault": "SIGABRT",
            "gpu.hsa_exception": "SIGABRT", "process.bus_error": "SIGBUS", "shm.dataloader": "SIGBUS"}

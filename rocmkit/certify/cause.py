@@ -311,7 +311,15 @@ def _from_event(root: Event, lines: list[str], processes, events: list[Event], a
             hint = sig.hint
         return _doc(sig.id, summary, hint, process=proc or ({"pid": pid} if pid else None), ended=ended,
                     evidence=_around(root, lines, events), source=sig.source)
+    said_by = signatures.field(root.text, sig) if sig else {}
+    if said_by.get("pid"):  # the line names the process it is about (SGLang's "Subprocess scheduler_1 (pid=N)")
+        pid = int(said_by["pid"])
     proc = _process(processes, pid, lines)
+    if said_by.get("code", "").startswith("-"):  # an exit code minus a signal's number: that signal ended it
+        ended = {"signal": signal_name(-int(said_by["code"])), "by": "its parent's word: " + short(root.text)[:120]}
+        return _doc(sig.id, f"{who(proc, pid)} was killed by {ended['signal']}{at}",
+                    _SIGNAL_HINTS.get(ended["signal"], _SIGNAL_HINT), process=proc or {"pid": pid}, ended=ended,
+                    evidence=_around(root, lines, events), source=sig.source)
     if sig is not None and sig.signal:
         ended = {"signal": sig.signal, "by": short(root.text)[:120]}
     elif (killed := _KILLED_BY_RE.search(root.text)) is not None:  # a launcher that saw its child's exit status

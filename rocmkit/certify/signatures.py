@@ -104,6 +104,20 @@ SIGNATURES: tuple[Signature, ...] = (
          "below the free share",
          _GH + "vllm-project/vllm/issues/20305"),
     # vLLM's sleep-mode pool (cumem allocator) re-mapping its memory at wake-up while the trainer still holds some
+    # SGLang 0.5.12's watchdog of its own processes (python/sglang/srt/utils/watchdog.py, SubprocessWatchdog): the
+    # exit code of a process a signal ended is minus the signal's number
+    _sig("sglang.subprocess_crashed",
+         r"\bSubprocess (?P<proc>\S+) \(pid=(?P<pid>\d+)\) crashed with exit code (?P<code>-?\d+)",
+         "an SGLang process ended",
+         "a negative exit code is the signal that ended it (-9: SIGKILL, by the kernel's OOM killer or someone "
+         "outside the job: `dmesg | grep -i 'killed process'`); otherwise its own last lines above say why",
+         _GH + "sgl-project/sglang/blob/v0.5.12/python/sglang/srt/utils/watchdog.py"),
+    # ... and of its scheduler's forward passes (watchdog.py, WatchdogRaw): no progress for --watchdog-timeout
+    _sig("sglang.watchdog_timeout", r"\b(?P<proc>\w+) watchdog timeout \(self\.watchdog_timeout=(?P<timeout>[\d.]+)",
+         "SGLang's own watchdog saw its scheduler make no progress",
+         "a forward pass or collective of the rollout hung: the stall report's stacks name the process it waits in; "
+         "raise engine_kwargs.sglang.watchdog_timeout only for a model that is slow to step",
+         _GH + "sgl-project/sglang/blob/v0.5.12/python/sglang/srt/utils/watchdog.py"),
     _sig("vllm.pool_oom", r"\b(?:CUDA|HIP) Error: out of memory at (?P<where>\S*cumem_allocator\.cpp:\d+)",
          "vLLM could not take its GPU memory back when it woke from sleep mode",
          "lower actor_rollout_ref.rollout.gpu_memory_utilization so the weights and KV cache fit beside what the "
@@ -287,6 +301,13 @@ SIGNATURES: tuple[Signature, ...] = (
          "vLLM's engine died (the cause is in the EngineCore's stack trace above)",
          "read the EngineCore's last exception before this line",
          _GH + "vllm-project/vllm/issues/42362", wrapper=True),
+    # SGLang 0.5.12's own words (python/sglang/srt/managers/tokenizer_manager.py, SignalHandler; entrypoints/engine.py):
+    # a child told its parent it failed; the cause is the child's line before it
+    _sig("sglang.child_failed", r"SIGQUIT received\. .*It usually means one child failed|Received sigquit from a "
+         r"child process\. It usually means the child failed",
+         "SGLang's server was told that one of its processes failed (the cause is that process's line above)",
+         "read the scheduler's or detokenizer's last lines above this one",
+         _GH + "sgl-project/sglang/blob/v0.5.12/python/sglang/srt/managers/tokenizer_manager.py", wrapper=True),
     _sig("vllm.engine_core_died", r"\bEngine core proc (?P<proc>\S+) died unexpectedly",
          "vLLM's engine process died (the cause is above, or it was killed)",
          "read the engine process's last lines above; without an exception there, look for its pid in the kernel "

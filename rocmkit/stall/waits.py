@@ -120,6 +120,7 @@ ROLES = tuple((re.compile(rx), role) for rx, role in (
     (r"ray/_private/workers/default_worker\.py", "Ray worker (starting)"),  # before Ray names it ray::...
     (r"ray/dashboard/|ray/_private/(?:log_monitor|monitor)\.py|ray/autoscaler/|runtime_env/agent", "Ray daemon"),
     (r"^VLLM::(\w+)", r"vLLM \1"),
+    (r"^sglang::(\w+)", r"SGLang \1"),  # sglang::scheduler_TP1, sglang::detokenizer (SGLang's setproctitle)
     (r"verl\.trainer\.main_ppo|verl/trainer/main_ppo", "verl driver"),
     (r"rocmkit\.certify\.intarget\.trl_run", "TRL trainer"),
     (r"rocmkit\.certify\.intarget\.trl_launch", "TRL launcher"),

@@ -39,11 +39,12 @@ def attention_choice(asked: str, on_cpu: bool, report: dict) -> dict:
 
 
 def run_overrides(cfg: dict, report: dict) -> list[str]:
-    """The run's overrides: the ones validated in the setup, with the chosen attention's."""
+    """The run's overrides: the ones validated in the setup, with the chosen attention's and SGLang's backends."""
+    sglang = (report.get("sglang") or {}).get("overrides", [])
     if not cfg.get("attention"):  # Megatron: megatron-core's own attention
-        return cfg["verl_overrides"]
+        return cfg["verl_overrides"] + sglang
     chosen = attention_choice(cfg["attention"]["asked"], cfg["gpus"] == 0, report)["chosen"]
-    return cfg["verl_overrides"] + attention_overrides(chosen)
+    return cfg["verl_overrides"] + attention_overrides(chosen) + sglang
 
 
 def refusal(report: dict) -> tuple[str, str] | None:
@@ -118,6 +119,7 @@ def record(report: dict, log_text: str, rollout_graphs: bool) -> dict:
     att = report.get("attention")
     return {
         "attention": {k: att[k] for k in ("asked", "chosen", "why")} if att else None,
+        "sglang": report.get("sglang"),
         "rollout_graphs": {"asked": rollout_graphs, "exercised": seen["graphs_captured"],
                            "capture_s": seen["graph_capture_s"], "compile_s": seen["compile_s"]},
         "engine_init_s": seen["engine_init_s"],

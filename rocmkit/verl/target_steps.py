@@ -54,6 +54,11 @@ def before(cfg: dict, report: dict) -> bool:
         report["timings"]["attention_s"] = round(time.perf_counter() - t, 3)
         if attention.refusal(choice, found) is not None:
             return False  # asked for an implementation the target cannot run: the host refuses the run
+    if cfg.get("sglang") and cfg["gpus"]:
+        from . import sglang_backends
+
+        found = sglang_backends.probe()
+        report["sglang"] = {**sglang_backends.choose(found), "version": found["sglang"], "found": found}
     if cfg.get("sleep_pool"):
         from . import sleep_pool
 
@@ -69,7 +74,8 @@ def after(cfg: dict, report: dict, background=None) -> None:
 
     t = time.perf_counter()
     chosen = (report.get("attention") or {}).get("chosen")
-    report["verl_validation"] = check(cfg["verl_overrides"] + attention_overrides(chosen))
+    sglang = (report.get("sglang") or {}).get("overrides", [])
+    report["verl_validation"] = check(cfg["verl_overrides"] + attention_overrides(chosen) + sglang)
     if cfg.get("tune_overrides"):  # the user's tuned plan, as configuration only (its model is not here)
         report["tune_validation"] = check(cfg["tune_overrides"], files=False)  # the plan carries its algorithm
     report["timings"]["verl_check_s"] = round(time.perf_counter() - t, 3)

@@ -134,6 +134,8 @@ class Verl(BuiltinTask):
                 "sleep_pool": s.rollout is Rollout.VLLM and not s.on_cpu,
                 # vLLM's model inspection, done beside the setup instead of on the rollout's start (vllm_modelinfo.py)
                 "modelinfo": s.rollout is Rollout.VLLM,
+                # SGLang's attention and sampler, chosen where the setup sees which kernels exist (sglang_backends.py)
+                "sglang": s.rollout is Rollout.SGLANG,
                 "megatron": s.backend is Backend.MEGATRON}  # compat.py checks the Megatron packages then
 
     def gpu_need(self, s: Settings, cfg: dict) -> list[dict]:
@@ -218,12 +220,14 @@ class Verl(BuiltinTask):
 
     def plan_fields(self, report: dict) -> dict:
         return {"verl_validation": report.get("verl_validation"), "tune_validation": report.get("tune_validation"),
-                "attention": report.get("attention")}
+                "attention": report.get("attention"), "sglang": report.get("sglang")}
 
     def plan_lines(self, plan: dict) -> list[str]:
         out = []
         if plan.get("attention"):
             out.append(f"attention: {plan['attention']['chosen']} ({plan['attention']['why']})")
+        if plan.get("sglang"):
+            out.append(sglang_line(plan["sglang"]))
         if plan.get("verl_validation"):
             out.append(f"verl {plan['verl_validation']['verl']} accepts the configuration")
         tv = plan.get("tune_validation")
@@ -249,6 +253,8 @@ class Verl(BuiltinTask):
                           else "") + f"; rollout {lay['rollout_replicas']} replica(s) x TP {lay['rollout_tp']}")
         if v.get("attention"):
             out.append(f"- attention: {v['attention']['chosen']} ({v['attention']['why']})")
+        if v.get("sglang"):
+            out.append("- " + sglang_line(v["sglang"]))
         mm = v.get("megatron_model")
         if mm:
             out.append("- Megatron layers: " + ("TransformerEngine" if mm["transformer_engine"] else
@@ -271,6 +277,11 @@ class Verl(BuiltinTask):
             out.append(f"- sleep mode: {sm['sleeps']} sleeps{split} freed {_span(sm['freed_gib'])} GiB, "
                        f"{_span(sm['still_in_use_gib'])} GiB still in use")
         return out
+
+
+def sglang_line(doc: dict) -> str:
+    return (f"SGLang {doc.get('version') or '?'}: {doc['attention_backend']} attention, {doc['sampling_backend']} "
+            f"sampler ({doc['why']})")
 
 
 def layout(s: Settings) -> dict:
