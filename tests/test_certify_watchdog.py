@@ -63,11 +63,24 @@ def test_a_passing_verl_run_never_trips_it_and_its_timeline_names_every_start_up
     assert replay(lines, w, clock) is None
     assert w.step == 16 and w.reward > 0.9
     phases = [(t["phase"], t["detail"]) for t in w.timeline]
-    assert phases[:5] == [("start-up", "starting the engine"), ("start-up", "starting the trainer"),
+    assert phases[:6] == [("start-up", "starting the engine"), ("start-up", "starting the trainer"),
                           ("start-up", "starting the actor and reference workers"),
-                          ("start-up", "starting the vLLM engine"), ("weight sync", "step 1: first weight sync")]
+                          ("start-up", "starting the rollout engine"), ("start-up", "starting the vLLM engine"),
+                          ("weight sync", "step 1: first weight sync")]
     assert phases[-1] == ("rollout", "finishing")
     assert [t["at_s"] for t in w.timeline] == sorted(t["at_s"] for t in w.timeline)
+
+
+def test_an_sglang_run_names_its_own_engine_start():
+    """verl's SGLang server announces itself (`SGLang http server: rollout_mode=...`); the start-up phase then names
+    SGLang, not vLLM (a kept run on two H200s, SGLang 0.5.12, TP 2)."""
+    lines = gzip.open(DATA / "verl-sglang-h200x2-tp2.log.gz", "rt").read().splitlines()
+    clock = Clock()
+    w = Watch(16, stall_s=600, clock=clock)
+    assert replay(lines, w, clock) is None
+    details = [t["detail"] for t in w.timeline]
+    assert "starting the SGLang engine" in details and "starting the vLLM engine" not in details
+    assert details.index("starting the rollout engine") < details.index("starting the SGLang engine")
 
 
 def test_silence_past_the_stall_timeout_stops_the_run_and_says_where():

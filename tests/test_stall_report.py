@@ -216,3 +216,25 @@ def test_ptrace_not_permitted_is_a_note():
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_py_spy_installed_with_pip_target_is_found(tmp_path):
+    """`pip install --target DIR py-spy` puts the program in DIR/bin, on no PATH; a Python whose path holds DIR
+    finds it there (the layout is copied from this venv's own py-spy install)."""
+    import importlib.metadata
+    import shutil
+
+    system_python = shutil.which("python3", path="/usr/bin")
+    dist = importlib.metadata.distribution("py-spy")  # the test venv's (tests need py-spy for the stall report)
+    program = stacks.find_py_spy()[0]
+    if system_python is None or program is None:
+        pytest.skip("needs /usr/bin/python3 and py-spy in the test venv")
+    site = tmp_path / "site"
+    shutil.copytree(dist._path, site / Path(dist._path).name)
+    (site / "bin").mkdir()
+    shutil.copy2(program, site / "bin" / "py-spy")
+    root = Path(stacks.__file__).parents[2]
+    code = "from rocmkit.stall import stacks; print(stacks.find_py_spy()[0])"
+    out = subprocess.run([system_python, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{root}"})
+    assert out.stdout.strip() == str((site / "bin" / "py-spy").resolve()), out.stderr

@@ -204,9 +204,10 @@ def _name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str
     root = next((e for e in events if not e.sig.wrapper), None)
     if root is None:  # the exception a process ended with, unless it only wraps another's death (EngineDeadError)
         root = next((e for e in exceptions if e.sig is None or not e.sig.wrapper), None)
-    if root is not None:
-        return _from_event(root, logs.get(root.file, []), processes, events, at)
     first = _first_gone(processes, lines)
+    if root is not None:
+        doc = _from_event(root, logs.get(root.file, []), processes, events, at)
+        return _silent_death(first, lines, events, at) if _went_first(first, doc, processes) else doc
     if returncode is not None and returncode < 0:  # the command itself was killed: its exit status says by what
         name_ = signal_name(-returncode)
         root = processes.root() if processes is not None else None
@@ -252,6 +253,16 @@ def _first_gone(processes, lines: list[str]) -> dict | None:
     if rest and rest[0]["gone_s"] - first["gone_s"] < FIRST_BY_S:
         return None
     return _process(processes, first["pid"], lines) or first
+
+
+def _went_first(first: dict | None, doc: dict, processes) -> bool:
+    """Whether a process that ended without a word, before every other, is what killed the one a Ray death line
+    names: SGLang's server kills itself once one of its schedulers has died, and Ray reports only the server."""
+    if first is None or doc["kind"] != "ray.worker_died" or not doc["ended"].get("by", "").startswith("inferred"):
+        return False
+    pid = (doc.get("process") or {}).get("pid")
+    named = (processes.find(pid) if pid else None) or {}
+    return pid != first["pid"] and (named.get("gone_s") or float("inf")) - first["gone_s"] >= FIRST_BY_S
 
 
 def _said(lines: list[str], pid: int) -> list[tuple[int, str]]:

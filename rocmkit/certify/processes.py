@@ -49,6 +49,15 @@ def _nspid(pid: int) -> int | None:
     return None
 
 
+def _zombie(pid: int) -> bool:
+    """Whether the process has ended and waits to be reaped (state Z in /proc/<pid>/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 class Processes:
     """The run's processes, noted as they come and go: pid -> {pid, nspid, role, rank, cmdline, started,
     first_s, gone_s} (seconds into the run; gone_s None while it lives)."""
@@ -85,7 +94,9 @@ class Processes:
             if rec:
                 self.table[pid] = {**rec, "first_s": self.table.get(pid, {}).get("first_s", at), "gone_s": None}
         for pid, rec in self.table.items():
-            if rec["gone_s"] is None and pid not in alive:
+            # a zombie has ended: a killed child stays one until its parent reaps it, and the parent may be busy
+            # (SGLang's server reaps its schedulers only when it shuts down)
+            if rec["gone_s"] is None and (pid not in alive or _zombie(pid)):
                 rec["gone_s"] = at
 
     def find(self, pid: int) -> dict | None:

@@ -75,11 +75,13 @@ _STAMP_RE = re.compile(r"(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?|\(au
 # text is what the terminal shows. Engines share the table: a line names its phase whichever engine prints it.
 START_UP, ROLLOUT, UPDATE, SYNC = "start-up", "rollout", "update", "weight sync"
 MARKERS = tuple((re.compile(rx), kind, text) for rx, kind, text in (
-    # verl 0.9.1's driver and workers (verl/trainer/main_ppo.py, ray_trainer.py), vLLM's engine
+    # verl 0.9.1's driver and workers (verl/trainer/main_ppo.py, ray_trainer.py), vLLM's and SGLang's engines
     (r"Started a local Ray instance", START_UP, "starting the trainer"),
     (r"create worker group", START_UP, "starting the actor and reference workers"),
-    (r"actor and ref model engine initialized", START_UP, "starting the vLLM engine"),
+    (r"actor and ref model engine initialized", START_UP, "starting the rollout engine"),
     (r"Initializing a V1 LLM engine", START_UP, "starting the vLLM engine"),
+    # verl's SGLang server (verl/workers/rollout/sglang_rollout/async_sglang_server.py, SGLangHttpServer.__init__)
+    (r"SGLang http server: rollout_mode=", START_UP, "starting the SGLang engine"),
     (r"torch\.compile (?:takes|.* took)|Compiling a graph", START_UP, "vLLM compiling"),
     (r"Capturing CUDA graphs?|Capturing cudagraph", START_UP, "vLLM capturing CUDA/HIP graphs"),
     (r"all initialize finished, ready to fit", SYNC, "first weight sync"),

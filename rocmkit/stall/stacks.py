@@ -9,6 +9,7 @@ be read gives a note saying why (exited, not permitted, not Python), never an ex
 from __future__ import annotations
 
 import json
+import importlib.metadata
 import os
 import shutil
 import sys
@@ -38,8 +39,22 @@ def find_py_spy() -> tuple[str | None, str]:
     if chosen:
         found = shutil.which(chosen)
         return (found, "") if found else (None, f"{ENV_VAR}={chosen} is not an executable")
-    found = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    found = (shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+             or _installed_script())
     return (found, "") if found else (None, f"py-spy is not installed here ({INSTALL_HINT})")
+
+
+def _installed_script() -> str | None:
+    """The py-spy program its wheel installed where this Python's path finds the package but PATH does not (a
+    `pip install --target DIR` puts it in DIR/bin)."""
+    try:
+        dist = importlib.metadata.distribution("py-spy")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    # where its RECORD says (written for a site-packages under a prefix), then DIR/bin beside the package
+    places = [Path(dist.locate_file(f)) for f in dist.files or () if f.name == "py-spy"]
+    places.append(Path(dist.locate_file("")) / "bin" / "py-spy")
+    return next((str(p.resolve()) for p in places if p.is_file() and os.access(p, os.X_OK)), None)
 
 
 def ptrace_note() -> str | None:

@@ -84,6 +84,10 @@ def overrides(r: VerlRun) -> list[str]:
     if r.rollout == "vllm" and not r.on_cpu:
         # ROCm: expandable segments and vLLM's custom all-reduce do not mix (verl's ROCm CI sets this).
         out.append("+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_custom_all_reduce=True")
+    if r.rollout == "sglang":
+        # verl starts SGLang at log level error (async_sglang_server.py, launch_server); its info lines are what the
+        # certificate reads: the weights' and KV cache's memory, and its batches as the run's progress
+        out.append("+actor_rollout_ref.rollout.engine_kwargs.sglang.log_level=info")
     out += attention_overrides(r.attn)
     out += startup_overrides(r)
     if r.on_cpu:

@@ -20,6 +20,11 @@ COMPILE_RE = re.compile(r"torch\.compile (?:and initial profiling/warmup run tog
 ENGINE_INIT_RE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took (\d+(?:\.\d+)?) s")
 SLEEP_RE = re.compile(r"Sleep mode freed (\d+(?:\.\d+)?) GiB memory, (\d+(?:\.\d+)?) GiB memory is still in use")
 WAKE_WEIGHTS_RE = re.compile(r"to wake up tags \['weights'\]")  # vllm/v1/.../abstract.py: the weight sync's start
+# SGLang 0.5.12's own lines (python/sglang/srt/model_executor/model_runner.py, load_model; mem_cache/memory_pool.py),
+# one per tensor-parallel rank: what its memory saver releases at each sleep and takes back at each wake
+SGLANG_WEIGHTS_RE = re.compile(r"Load weight end\. elapsed=(\d+(?:\.\d+)?) s, .*?mem usage=(\d+(?:\.\d+)?) GB")
+SGLANG_KV_RE = re.compile(r"KV Cache is allocated\. #tokens: (\d+), (?:K size: (\d+(?:\.\d+)?) GB, V size: "
+                          r"(\d+(?:\.\d+)?) GB|KV size: (\d+(?:\.\d+)?) GB)")
 # Ray prefixes a worker's line with its actor and pid, "(vLLMHttpServer pid=9553)", one per rollout replica. Its
 # driver folds lines that repeat across processes into one "[repeated Nx across cluster]" line (numbers ignored),
 # so with dedup on, replicas' sleeps merge; certify runs verl with RAY_DEDUP_LOGS=0 (overrides.environment), and
@@ -113,13 +118,24 @@ def megatron_model(text: str) -> dict | None:
             "transformer_engine": impl == "transformer_engine"}
 
 
+def sglang_memory(log_text: str) -> dict | None:
+    """What each SGLang rank allocated for the weights and the KV cache, as its log says (GB, per rank)."""
+    weights = [float(m.group(2)) for m in SGLANG_WEIGHTS_RE.finditer(log_text)]
+    kv = [(int(m.group(1)), float(m.group(4)) if m.group(4) else float(m.group(2)) + float(m.group(3)))
+          for m in SGLANG_KV_RE.finditer(log_text)]
+    if not weights and not kv:
+        return None
+    return {"ranks": max(len(weights), len(kv)), "weights_gb": max(weights, default=None),
+            "kv_cache_gb": max((g for _, g in kv), default=None), "kv_tokens": max((t for t, _ in kv), default=None)}
+
+
 def record(report: dict, log_text: str, rollout_graphs: bool) -> dict:
     """The certificate's "verl" section: what was chosen, and what the rollout was seen doing."""
     seen = from_log(log_text)
     att = report.get("attention")
     return {
         "attention": {k: att[k] for k in ("asked", "chosen", "why")} if att else None,
-        "sglang": report.get("sglang"),
+        "sglang": ({**report["sglang"], "memory": sglang_memory(log_text)} if report.get("sglang") else None),
         "rollout_graphs": {"asked": rollout_graphs, "exercised": seen["graphs_captured"],
                            "capture_s": seen["graph_capture_s"], "compile_s": seen["compile_s"]},
         "engine_init_s": seen["engine_init_s"],

@@ -58,7 +58,8 @@ def before(cfg: dict, report: dict) -> bool:
         from . import sglang_backends
 
         found = sglang_backends.probe()
-        report["sglang"] = {**sglang_backends.choose(found), "version": found["sglang"], "found": found}
+        report["sglang"] = {**sglang_backends.choose(found), "version": found["sglang"], "found": found,
+                            "mem_fraction_static": sglang_backends.memory_share(cfg["verl_overrides"])}
     if cfg.get("sleep_pool"):
         from . import sleep_pool
 

@@ -280,8 +280,16 @@ class Verl(BuiltinTask):
 
 
 def sglang_line(doc: dict) -> str:
-    return (f"SGLang {doc.get('version') or '?'}: {doc['attention_backend']} attention, {doc['sampling_backend']} "
+    line = (f"SGLang {doc.get('version') or '?'}: {doc['attention_backend']} attention, {doc['sampling_backend']} "
             f"sampler ({doc['why']})")
+    if doc.get("mem_fraction_static") is not None:
+        line += f"; mem_fraction_static {doc['mem_fraction_static']:g} (verl's gpu_memory_utilization)"
+    mem = doc.get("memory")
+    if mem and mem.get("kv_cache_gb") is not None:
+        line += (f"; per GPU: weights {mem['weights_gb']:g} GB, KV cache {mem['kv_cache_gb']:g} GB "
+                 f"({mem['kv_tokens']} tokens), released at each sleep and taken back at each wake by its memory "
+                 "saver (torch_memory_saver)")
+    return line
 
 
 def layout(s: Settings) -> dict:
