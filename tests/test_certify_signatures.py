@@ -334,6 +334,11 @@ REAL = [
                               "unexpectedly, shutting down client.", {"proc": "EngineCore_DP0"}),
     # SGLang 0.5.12's lines as its source formats them (utils/watchdog.py, managers/tokenizer_manager.py), with the Ray
     # prefix verl's SGLang server gives them
+    # two H200s, SGLang 0.5.12 at TP 2, its TP-1 scheduler killed: what the TP-0 scheduler's gloo said (both wordings)
+    ("dist.peer_lost", "(SGLangHttpServer pid=12978) RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/"
+                       "pair.cc:538] Read error [127.0.0.1]:44932: Connection reset by peer", {}),
+    ("dist.peer_lost", "(SGLangHttpServer pid=13047) RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/"
+                       "pair.cc:547] Connection closed by peer [127.0.0.1]:62688", {}),
     ("sglang.subprocess_crashed", "(SGLangHttpServer pid=19016) [2026-11-28 20:15:02] Subprocess scheduler_1 "
                                   "(pid=20413) crashed with exit code -9. Triggering SIGQUIT for cleanup...",
      {"proc": "scheduler_1", "pid": "20413", "code": "-9"}),

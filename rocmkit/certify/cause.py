@@ -205,6 +205,15 @@ def _name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str
     if root is None:  # the exception a process ended with, unless it only wraps another's death (EngineDeadError)
         root = next((e for e in exceptions if e.sig is None or not e.sig.wrapper), None)
     first = _first_gone(processes, lines)
+    lost = min((e for e in events + exceptions if e.sig is not None and e.sig.id == "dist.peer_lost"),
+               key=lambda e: e.line, default=None)
+    # a rank that lost its peer in a collective, before anything else was said or in the process whose death Ray
+    # reports (SGLang's server, which stops itself once a scheduler is gone): the peer died first
+    first_word = lost is not None and (root is None or lost.line <= root.line or (
+        root.sig.id == "ray.worker_died" and lost.pid is not None and _ray_pid(lines, root) == lost.pid))
+    peer = _silent_peer(lost, lines, processes) if first_word else None
+    if peer is not None:
+        return _peer_death(peer, lost, lines, events, at)
     if root is not None:
         doc = _from_event(root, logs.get(root.file, []), processes, events, at)
         return _silent_death(first, lines, events, at) if _went_first(first, doc, processes) else doc
@@ -253,6 +262,34 @@ def _first_gone(processes, lines: list[str]) -> dict | None:
     if rest and rest[0]["gone_s"] - first["gone_s"] < FIRST_BY_S:
         return None
     return _process(processes, first["pid"], lines) or first
+
+
+# SGLang's scheduler lines carry their tensor-parallel rank ("[2026-11-28 20:20:33 TP0] Scheduler hit an exception")
+_TP_TAG_RE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z_]+\d+)* TP(\d+)(?: [A-Z_]+\d+)*\]")
+_TP_ROLE_RE = re.compile(r"^SGLang scheduler\S*_TP(\d+)\b")
+
+
+def _silent_peer(lost: Event, lines: list[str], processes) -> dict | None:
+    """The tensor-parallel peer of the rank whose collective lost its connection: the other scheduler of the same
+    server, when there is exactly one (TP 2). SGLang's schedulers share their server's Ray prefix, so the rank that
+    reported is read from SGLang's own "[time TPn]" tag on the lines before the error."""
+    if processes is None:
+        return None
+    rank = next((m.group(1) for t in reversed(lines[max(0, lost.line - 60): lost.line])
+                 if (m := _TP_TAG_RE.search(t))), None)
+    if rank is None:
+        return None
+    peers = [r for r in processes.table.values() if (m := _TP_ROLE_RE.match(r["role"])) and m.group(1) != rank]
+    return peers[0] if len(peers) == 1 else None
+
+
+def _peer_death(peer: dict, lost: Event, lines: list[str], events: list[Event], at: str) -> dict:
+    ended = {"signal": "SIGKILL", "by": "inferred: it said nothing (no Python error, no crash report) while its "
+             "peer lost the connection to it: " + short(lost.text)[:160]}
+    after = [{"file": e.file, "line": e.line, "text": short(e.text, EVIDENCE_CHARS)} for e in events][:2]
+    return _doc("process.killed", f"{who(peer, peer['pid'])} was killed by SIGKILL{at}", _SIGNAL_HINT, process=peer,
+                ended=ended, evidence=[{"file": lost.file, "line": lost.line, "text": short(lost.text, EVIDENCE_CHARS)}]
+                + after, source=lost.sig.source)
 
 
 def _went_first(first: dict | None, doc: dict, processes) -> bool:

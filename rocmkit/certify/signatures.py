@@ -106,6 +106,14 @@ SIGNATURES: tuple[Signature, ...] = (
     # vLLM's sleep-mode pool (cumem allocator) re-mapping its memory at wake-up while the trainer still holds some
     # SGLang 0.5.12's watchdog of its own processes (python/sglang/srt/utils/watchdog.py, SubprocessWatchdog): the
     # exit code of a process a signal ended is minus the signal's number
+    # torch.distributed's gloo transport when the process at the other end of a collective is gone
+    # (third_party/gloo/gloo/transport/tcp/pair.cc): the peer died first, and says nothing if it was killed
+    _sig("dist.peer_lost", r"gloo/transport/tcp/pair\.cc:\d+\] (?:(?:Read|Write) error \[[^\]]*\]:\d+: Connection reset "
+         r"by peer|Connection closed by peer)",
+         "a process lost the peer of its collective (the other end's process ended)",
+         "the process that ended first is the cause: a rank killed with SIGKILL says nothing (the kernel's OOM killer "
+         "or someone outside the job: `dmesg | grep -i 'killed process'`)",
+         _GH + "pytorch/pytorch/issues/149292"),
     _sig("sglang.subprocess_crashed",
          r"\bSubprocess (?P<proc>\S+) \(pid=(?P<pid>\d+)\) crashed with exit code (?P<code>-?\d+)",
          "an SGLang process ended",

@@ -82,8 +82,10 @@ MARKERS = tuple((re.compile(rx), kind, text) for rx, kind, text in (
     (r"Initializing a V1 LLM engine", START_UP, "starting the vLLM engine"),
     # verl's SGLang server (verl/workers/rollout/sglang_rollout/async_sglang_server.py, SGLangHttpServer.__init__)
     (r"SGLang http server: rollout_mode=", START_UP, "starting the SGLang engine"),
-    (r"torch\.compile (?:takes|.* took)|Compiling a graph", START_UP, "vLLM compiling"),
+    (r"torch\.compile (?:takes|.* took)|Compiling a graph", START_UP, "the rollout compiling"),
     (r"Capturing CUDA graphs?|Capturing cudagraph", START_UP, "vLLM capturing CUDA/HIP graphs"),
+    # SGLang's (model_executor/piecewise_cuda_graph_runner.py, cuda_graph_runner.py)
+    (r"Capture (?:piecewise )?(?i:cuda) graph begin", START_UP, "SGLang capturing CUDA graphs"),
     (r"all initialize finished, ready to fit", SYNC, "first weight sync"),
     (r"Sleep mode freed", UPDATE, "log-probs and update"),
     (r"wake up tags \['weights'\]|to wake up tags", SYNC, "weight sync"),

@@ -49,8 +49,13 @@ def cuts(*, backend: str, rollout: str, tensor_parallel: int, on_cpu: bool, roll
     if not on_cpu and not rollout_graphs:  # the CPU rollout runs eager always (cpu requirement, overrides.py)
         # vllm/config/vllm.py:1061-1067 (vLLM 0.24): enforce_eager sets compilation mode NONE and cudagraph_mode
         # NONE; SGLang reads it as disable_cuda_graph
+        # SGLang 0.5.12 also captures "piecewise" CUDA graphs through torch.compile unless told not to
+        # (sglang/srt/server_args.py, _handle_piecewise_cuda_graph: on by default on NVIDIA, off on ROCm); on two
+        # H200s the capture took 100 s of a 330 s start-up
+        piecewise = (("+actor_rollout_ref.rollout.engine_kwargs.sglang.disable_piecewise_cuda_graph=True",)
+                     if rollout == "sglang" else ())
         out.append(Cut("eager rollout: no compile, no CUDA/HIP graphs",
-                       ("actor_rollout_ref.rollout.enforce_eager=True",),
+                       ("actor_rollout_ref.rollout.enforce_eager=True", *piecewise),
                        "torch.compile of the model and FULL_AND_PIECEWISE graph capture at engine start",
                        "the same model runs eager; graph capture is its own risk, certified with --rollout-graphs",
                        restore=("--rollout-graphs", RESTORE_ALL)))
