@@ -42,7 +42,7 @@ def render(doc: dict) -> str:
               + "".join(f" — {'the fleet fails' if doc['exit_code'] else 'note'}: {why}"
                         for why in doc.get("why") or ()))
     return _template().render(
-        doc=doc, s=s, banner=banner, verdict="pass" if doc["exit_code"] == 0 else "fail", grid=_grid(doc),
+        doc=doc, s=s, banner=banner, verdict=Status.PASS if doc["exit_code"] == 0 else Status.FAIL, grid=_grid(doc),
         differences=_differences(doc), chart=_chart(doc), findings=_findings(doc), mark=STATUS_MARK)
 
 

@@ -2,8 +2,9 @@
 
 No task waits for another (no rendezvous, no barrier): a node whose doctor hangs is stopped by `timeout` on that
 node at its deadline and reported as such; a node that never answers at all (slurmd stuck, node down) is
-reported when this side's own deadline (the node's, plus a grace for srun) passes, and srun is stopped then, by runtime/proc.py as rocmkit stops any process (SIGTERM, which
-srun passes to the step on the nodes, then SIGKILL).
+reported when this side's own deadline (the node's, plus a grace for srun) passes, and srun is stopped then,
+by runtime/proc.py as rocmkit stops any process (SIGTERM, which srun passes to the step on the nodes, then
+SIGKILL).
 Results come back on srun's stdout, not through a shared folder (many clusters have none): each task prints its
 doctor's JSON as a frame of short lines (gzip + base64, 76 columns, so no line is long enough for srun to split),
 between markers that name the node, and `--label` keeps every task's lines apart.

@@ -219,8 +219,9 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
     (None: inherit). `what` names the work in the Interrupted message. With keep_stdout, stdout is read apart
     from stderr and returned whole in Result.stdout (a JSON document a command prints); both still reach the
     log and on_line. `on_stream_line(stream, line)` gets every line labelled with its stream, "stdout" or
-    "stderr", read apart (srun's refusals on stderr, its tasks' frames on stdout). With passthrough the child uses this terminal itself (an interactive container): nothing
-    is read, and on a terminal it stays in the foreground process group so it can read the keyboard.
+    "stderr", read apart (srun's refusals on stderr, its tasks' frames on stdout). With passthrough the child
+    uses this terminal itself (an interactive container): nothing is read, and on a terminal it stays in the
+    foreground process group so it can read the keyboard.
     `input_text` is written to the child's stdin, which is then closed (a short request, as a credential
     helper reads one); otherwise stdin is /dev/null. `stop_when` is asked several times a second while the
     child runs (after each line, and when none comes), with a callable that lists the pids of the child's tree
