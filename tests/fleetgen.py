@@ -1,4 +1,4 @@
-"""Fleets for the fleet doctor's tests and the clusters guide's screenshot: each node's doctor document made by
+"""Fleets for the fleet doctor's tests and the clusters guide's screenshots: each node's doctor document made by
 the real doctor from a generated host tree (treegen), its level-2 figures judged from the probe documents
 recorded on lent GPUs (tests/data/probes), a node's figures scaled down the way a slow GPU shows.
 
@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 from rocmkit.fleet.run import NodeResult
@@ -81,12 +84,8 @@ def demo_fleet(tmp: Path) -> list[NodeResult]:
     return fleet(tmp, specs, figures)
 
 
-def chromium(*args: str, timeout: float = 120) -> "subprocess.CompletedProcess[str]":
+def chromium(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Debian's chromium, headless, with nothing fetched or kept (a throwaway profile)."""
-    import shutil
-    import subprocess
-    import tempfile
-
     with tempfile.TemporaryDirectory() as profile:
         return subprocess.run([shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
                                "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -94,21 +93,43 @@ def chromium(*args: str, timeout: float = 120) -> "subprocess.CompletedProcess[s
                               capture_output=True, text=True, timeout=timeout)
 
 
-if __name__ == "__main__":  # python tests/fleetgen.py docs/guides/img/fleet-report.png: the guide's screenshot
-    import sys
-    import tempfile
+def mismatch_fleet(tmp: Path) -> list[NodeResult]:
+    """Two nodes that disagree on RCCL's variables: n2 sets NCCL_IB_HCA and NCCL_SOCKET_IFNAME, n1 neither. With
+    no majority the fleet fails as a whole."""
+    return fleet(tmp, {"n1": node_spec(), "n2": node_spec(env={"NCCL_IB_HCA": "mlx5_9", "NCCL_SOCKET_IFNAME": "eth1"})})
 
+
+def pages(tmp: Path) -> dict[str, tuple[dict, Path]]:
+    """The guide's pages, each its document and its fleet.html: the level-2 example and the two-node mismatch."""
     from rocmkit.fleet.report import assess, write_outputs
 
-    with tempfile.TemporaryDirectory() as tmp:
-        doc = assess(demo_fleet(Path(tmp)), level=2, strict=False, tolerance=0.05, deadline_s=900)
+    docs = {"fleet-report": assess(demo_fleet(tmp), level=2, strict=False, tolerance=0.05, deadline_s=900),
+            "fleet-mismatch": assess(mismatch_fleet(tmp), level=1, strict=False, tolerance=0.05, deadline_s=120)}
+    out = {}
+    for name, doc in docs.items():
         doc["created"] = "2026-11-28T01:30:00Z"
-        write_outputs(doc, Path(tmp) / "out")
-        shot = Path(tmp) / "shot.png"
-        r = chromium(f"--screenshot={shot}", "--window-size=1400,1000", (Path(tmp) / "out" / "fleet.html").as_uri())
-        if r.returncode:
-            sys.exit(r.stderr)
-        from PIL import Image  # 64 colours: a fifth of the bytes, the same page to a reader
+        write_outputs(doc, tmp / name)
+        out[name] = (doc, tmp / name / "fleet.html")
+    return out
 
-        Image.open(shot).convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(sys.argv[1],
-                                                                                                optimize=True)
+
+WIDTHS = (800, 1300)  # a laptop's half screen and a full one: the page must read at both
+SHOT_HEIGHT = 1000
+
+
+if __name__ == "__main__":  # python tests/fleetgen.py docs/guides/img: the guide's screenshots, each page at each width
+    import sys
+
+    from PIL import Image
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (_, page) in pages(Path(tmp)).items():
+            for width in WIDTHS:
+                shot = Path(tmp) / f"{name}-{width}.png"
+                r = chromium(f"--screenshot={shot}", f"--window-size={width},{SHOT_HEIGHT}",
+                             "--force-device-scale-factor=1", page.as_uri())
+                if r.returncode:
+                    sys.exit(r.stderr)
+                # 64 colours: a fifth of the bytes, the same page to a reader
+                Image.open(shot).convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(
+                    Path(sys.argv[1]) / shot.name, optimize=True)

@@ -96,9 +96,9 @@ def test_two_nodes_that_disagree_on_a_value_that_must_match_fail_the_fleet_as_a_
         assert "fix: set the variable the same way on every node" in text and "next: sbatch" not in text, text
         assert "nothing to exclude (no node is to blame alone" in text, text
         html = render(doc)
-        banner = html[html.index("id=verdict"):].split("</div>")[0]
+        banner = html[html.index('id="verdict"'):].split("</div>")[0]
         assert "0 of 2 node(s) pass" in banner and "the fleet fails" in banner and "banner fail" in html, banner
-        assert "id=exclude" not in html
+        assert 'id="exclude"' not in html
     # a third node that agrees with one side is the majority: the other side is the odd one and alone fails
     three = assess(fleet(tmp_path / "3", {"n1": node_spec(), "n2": node_spec(env=env), "n3": node_spec()}), level=1,
                    strict=False, tolerance=0.05, deadline_s=120, min_nodes=2)
@@ -164,7 +164,7 @@ def test_every_node_failing_excludes_none_and_one_answer_compares_nothing(tmp_pa
     assert "every node fails on its own: none would be left" in report_text(doc)
     assert "--exclude" not in report_text(doc)
     html = render(doc)
-    assert "id=exclude" not in html and "Nothing to exclude: every node fails on its own" in html
+    assert 'id="exclude"' not in html and "Nothing to exclude: every node fails on its own" in html
     assert "Nothing compared: 0 node(s) answered" in html and "None: every node reports the same" not in html
     one = assess(fleet(tmp_path, {"n1": node_spec()}) + results[1:], level=1, strict=False, tolerance=0.05,
                  deadline_s=5)
@@ -242,6 +242,17 @@ def test_the_page_holds_the_json_findings_and_fetches_nothing(tmp_path):
     assert (tmp_path / "out" / "failing_nodes.txt").read_text() == "gpu-02\ngpu-03\n"
     assert (tmp_path / "out" / "exclude.txt").read_text() == "--exclude=gpu-[02-03]\n"
     assert json.loads((tmp_path / "out" / "fleet.json").read_text())["schema"] == "rocmkit.fleet/v1"
+
+
+def test_the_page_is_text_and_says_why_a_level_2_run_has_no_figures(tmp_path):
+    """A value from a node is text on the page, never markup (the template autoescapes); a level-2 run whose
+    nodes measured nothing says so instead of asking for level 2."""
+    doc = assess(fleet(tmp_path, {"n1": node_spec(), "n2": node_spec(env={"NCCL_SOCKET_IFNAME": "<b>eth1</b>"})}),
+                 level=2, strict=False, tolerance=0.05, deadline_s=120)
+    html = render(doc)
+    assert "&lt;b&gt;eth1&lt;/b&gt;" in html and "<b>eth1" not in html
+    assert "No figures: no node measured any" in html and "level 2 (--level 2) measures them" not in html
+    assert "level 2 (--level 2) measures them" in render({**doc, "level": 1})
 
 
 def test_the_chart_draws_every_figure(tmp_path):

@@ -47,6 +47,28 @@ def test_output_lines_reach_the_callback_and_the_log(tmp_path):
     assert sorted(seen) == ["a", "b"] and sorted(log.read_text().split()) == ["a", "b"]
 
 
+def test_lines_labelled_with_their_stream_and_the_deadline_holds_for_them(tmp_path):
+    """on_stream_line gets stdout's lines apart from stderr's, each with its stream's name, in each stream's
+    order (the fleet reads srun's tasks on stdout and srun's own errors on stderr); the log still gets both. A
+    child that keeps printing past its deadline is stopped there, its lines up to then delivered."""
+    seen: list[tuple[str, str]] = []
+    log = tmp_path / "run.log"
+    script = "for i in 1 2 3; do echo \"0: out $i\"; echo \"err $i\" >&2; done"
+    r = proc.run(["bash", "-c", script], on_stream_line=lambda s, line: seen.append((s, line)), log_path=log,
+                 timeout=60)
+    assert r.ok and r.stdout is None  # labelled lines are streamed, not kept
+    assert [x for x in seen if x[0] == "stdout"] == [("stdout", f"0: out {i}") for i in (1, 2, 3)]
+    assert [x for x in seen if x[0] == "stderr"] == [("stderr", f"err {i}") for i in (1, 2, 3)]
+    assert sorted(log.read_text().splitlines()) == sorted(line for _, line in seen)
+    seen.clear()
+    start = time.monotonic()
+    r = proc.run([sys.executable, "-c", CHATTY, "300"], on_stream_line=lambda s, line: seen.append((s, line)),
+                 timeout=1.5, grace_s=2)
+    assert r.timed_out and r.returncode is None and time.monotonic() - start < 10
+    grandchild = int(seen[0][1])
+    assert ("stdout", "working") in seen and _gone(grandchild)
+
+
 def test_the_deadline_holds_while_output_flows_and_the_whole_tree_stops(tmp_path):
     lines = []
     started = time.monotonic()

@@ -16,11 +16,11 @@ import statistics
 from typing import Any, NamedTuple
 
 from ..host.baseline import figures as doc_figures
+from ..host.model import Status
 
-FAIL, WARN, PASS, SKIP = "fail", "warn", "pass", "skip"
 TOLERANCE = 0.05  # a figure this far below the fleet's median warns; twice as far fails
 MIN_VALUES = 3  # fewer values of a figure than this have no meaningful median
-# (what, why it matters, fix) for a fingerprint part; a difference in a "fail" part breaks a job, a "warn" one may.
+# (what, why it matters, fix) for a fingerprint part; a difference in a FAIL part breaks a job, a WARN one may.
 # Set by Slurm for each node's own GPUs (gres/gpu), so they may rightly differ between nodes of one job
 PER_NODE_VARS = frozenset({"ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"})
 SOFTWARE_FAIL = ("torch", "torch (HIP)", "ray", "vllm", "verl", "sglang", "transformers", "triton",
@@ -45,7 +45,7 @@ class Difference(NamedTuple):
 
     id: str  # fleet.differs.kernel, fleet.differs.env.NCCL_IB_HCA, fleet.differs.packages.torch
     what: str  # "kernel", "env NCCL_IB_HCA", "torch"
-    status: str  # fail | warn
+    status: Status  # FAIL or WARN
     groups: list[tuple[str, list[str]]]  # (value as shown, nodes), largest group first
     odd: list[str]  # the nodes outside the largest group; [] when no group is the largest
     fix: str
@@ -87,24 +87,25 @@ def _rdma(ports: dict) -> str:
     return ", ".join(f"{name} {state}" for name, state in sorted(ports.items())) or "no RDMA port"
 
 
-def parts(doc: dict) -> dict[str, tuple[str, str, str, str]]:
+def parts(doc: dict) -> dict[str, tuple[str, str, Status, str]]:
     """A node's fingerprint as comparable parts: id → (what, value as shown, status if it differs, fix area).
     A part the document lacks (an older rocmkit, a tree captured without its process) is left out."""
     fp = doc.get("fingerprint")
     if not isinstance(fp, dict):
         return {}
     out = {
-        "kernel": ("kernel", _show(fp.get("kernel")), WARN, "kernel"),
-        "amdgpu": ("amdgpu driver", _show(fp.get("amdgpu")), WARN, "amdgpu"),
-        "rocm": ("ROCm", _show(fp.get("rocm")), FAIL, "rocm"),
+        "kernel": ("kernel", _show(fp.get("kernel")), Status.WARN, "kernel"),
+        "amdgpu": ("amdgpu driver", _show(fp.get("amdgpu")), Status.WARN, "amdgpu"),
+        "rocm": ("ROCm", _show(fp.get("rocm")), Status.FAIL, "rocm"),
     }
     gpus = fp.get("gpus") if isinstance(fp.get("gpus"), dict) else {}
-    out["gpus"] = ("GPU setup", _gpu_setup(gpus), FAIL, "gpus")
-    out["firmware"] = ("GPU firmware", _firmware(gpus), WARN, "firmware")
+    out["gpus"] = ("GPU setup", _gpu_setup(gpus), Status.FAIL, "gpus")
+    out["firmware"] = ("GPU firmware", _firmware(gpus), Status.WARN, "firmware")
     for name, version in (fp.get("packages") or {}).items() if isinstance(fp.get("packages"), dict) else ():
-        out[f"packages.{name}"] = (name, _show(version), FAIL if name in SOFTWARE_FAIL else WARN, "packages")
+        status = Status.FAIL if name in SOFTWARE_FAIL else Status.WARN
+        out[f"packages.{name}"] = (name, _show(version), status, "packages")
     if isinstance(fp.get("rdma"), dict):
-        out["rdma"] = ("RDMA ports", _rdma(fp["rdma"]), WARN, "rdma")
+        out["rdma"] = ("RDMA ports", _rdma(fp["rdma"]), Status.WARN, "rdma")
     return out
 
 
@@ -117,7 +118,7 @@ def differences(docs: dict[str, dict]) -> list[Difference]:
         seen = {node: p[pid] for node, p in node_parts.items() if pid in p}
         out += _difference(f"fleet.differs.{pid}", seen)
     out += _env_differences(docs)
-    return sorted(out, key=lambda d: (d.status != FAIL, d.id))
+    return sorted(out, key=lambda d: (d.status != Status.FAIL, d.id))
 
 
 def _env_differences(docs: dict[str, dict]) -> list[Difference]:
@@ -127,13 +128,14 @@ def _env_differences(docs: dict[str, dict]) -> list[Difference]:
             if isinstance(d.get("fingerprint"), dict) and isinstance(d["fingerprint"].get("env"), dict)}
     out = []
     for var in sorted({v for e in envs.values() for v in e}):
-        status = FAIL if var.startswith(("NCCL_", "RCCL_")) else WARN  # ranks with other RCCL settings can hang
+        # ranks with other RCCL settings can hang
+        status = Status.FAIL if var.startswith(("NCCL_", "RCCL_")) else Status.WARN
         seen = {n: (f"env {var}", _show(e[var]) if var in e else "(unset)", status, "env") for n, e in envs.items()}
         out += _difference(f"fleet.differs.env.{var}", seen)
     return out
 
 
-def _difference(did: str, seen: dict[str, tuple[str, str, str, str]]) -> list[Difference]:
+def _difference(did: str, seen: dict[str, tuple[str, str, Status, str]]) -> list[Difference]:
     values: dict[str, list[str]] = {}
     for node, (_, value, _, _) in seen.items():
         values.setdefault(value, []).append(node)
@@ -165,7 +167,7 @@ class FigureRow(NamedTuple):
     unit: str
     median: float
     ratio: float
-    status: str
+    status: Status
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -192,7 +194,8 @@ def figure_rows(docs: dict[str, dict], tolerance: float = TOLERANCE) -> list[Fig
             if len(values) < MIN_VALUES or median <= 0:
                 continue
             ratio = float(f["value"]) / median
-            status = FAIL if ratio < 1 - 2 * tolerance else WARN if ratio < 1 - tolerance else PASS
+            status = (Status.FAIL if ratio < 1 - 2 * tolerance else Status.WARN if ratio < 1 - tolerance
+                      else Status.PASS)
             rows.append(FigureRow(kind(key), key, node, float(f["value"]), f.get("unit") or "", median,
                                   round(ratio, 4), status))
     return sorted(rows, key=lambda r: (r.figure, r.node, r.key))
@@ -202,13 +205,13 @@ def figure_findings(rows: list[FigureRow], tolerance: float) -> list[dict[str, A
     """One finding per node and figure below the fleet's median (its lowest GPU in the title)."""
     worst: dict[tuple[str, str], list[FigureRow]] = {}
     for r in rows:
-        if r.status != PASS:
+        if r.status != Status.PASS:
             worst.setdefault((r.node, r.figure), []).append(r)
     out = []
     for (node, figure), low in sorted(worst.items()):
         low.sort(key=lambda r: r.ratio)
         r = low[0]
-        status = FAIL if any(x.status == FAIL for x in low) else WARN
+        status = Status.FAIL if any(x.status == Status.FAIL for x in low) else Status.WARN
         out.append({"id": f"fleet.median.{figure.removeprefix('probe.')}", "status": status, "nodes": [node],
                     "title": f"{r.key} on {node}: {r.value:.4g} {r.unit}, {r.ratio:.0%} of the fleet median "
                              f"{r.median:.4g}" + (f" ({len(low)} figures low)" if len(low) > 1 else ""),

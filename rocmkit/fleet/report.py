@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..host import baseline as host_baseline
+from ..host.model import Status
 from ..output import document, dumps
 from . import compare
 from .nodes import compress
@@ -33,7 +34,7 @@ def node_findings(r: NodeResult, deadline_s: int, base: dict | None, base_name: 
     """A node's own findings (its doctor's; or why there are none), each naming the node."""
     if r.state != "answered":
         fid, title, fix = UNREACHED[r.state]
-        return [{"id": fid, "area": "fleet", "status": compare.FAIL, "nodes": [r.node],
+        return [{"id": fid, "area": "fleet", "status": Status.FAIL, "nodes": [r.node],
                  "title": f"{r.node} " + title.format(s=deadline_s, error=r.error), "fix": fix,
                  "evidence": {"exit_code": r.exit_code, "stderr": r.stderr[-2000:] or None}}]
     found = list(r.doc.get("findings") or [])
@@ -76,7 +77,7 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
     diffs = compare.differences(docs)
     rows = compare.figure_rows(docs, tolerance)
     own = findings + [{**f, "area": "fleet"} for f in compare.figure_findings(rows, tolerance)]
-    bad = {compare.FAIL, compare.WARN} if strict else {compare.FAIL}
+    bad = {Status.FAIL, Status.WARN} if strict else {Status.FAIL}
     on_their_own = {n for f in own if f["status"] in bad for n in f["nodes"]}
     voters = set(docs) - on_their_own
     fleet_findings = []
@@ -111,30 +112,30 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
         else "no node is to blame alone: the nodes disagree with no majority")
     grid = {r.node: _cells(r, findings, rows, fleet_findings) for r in results}
     grid_ids = sorted({c for cells in grid.values() for c in cells}, key=_column)
-    nodes = [{**r.to_json(), "verdict": "fail" if r.node in failing else "pass",
+    nodes = [{**r.to_json(), "verdict": Status.FAIL if r.node in failing else Status.PASS,
               "summary": (r.doc or {}).get("summary"), "doctor": r.doc} for r in results]
-    counts = {s: sum(1 for f in findings if f["status"] == s) for s in ("pass", "warn", "fail", "skip")}
+    counts = {s: sum(1 for f in findings if f["status"] == s) for s in Status}
     return document("fleet", {
         "level": level, "strict": strict, "tolerance": tolerance, "deadline_s": deadline_s, "min_nodes": min_nodes,
         "command": command, **(extra or {}),
         "nodes": nodes, "checks": grid_ids, "grid": grid,
         "differences": [{**d.to_json(), "odd_nodes": f["odd_nodes"]} for d, f in zip(diffs, fleet_findings)],
         "figures": [r.to_json() for r in rows],
-        "findings": [f for f in findings if f["status"] in (compare.FAIL, compare.WARN)],
+        "findings": [f for f in findings if f["status"] in (Status.FAIL, Status.WARN)],
         "passing_nodes": passing, "failing_nodes": failing,
         "exclude": f"--exclude={compress(exclude)}" if exclude else None, "no_exclude": no_exclude,
-        "verdict": "pass" if code == 0 else "fail", "why": why,
+        "verdict": Status.PASS if code == 0 else Status.FAIL, "why": why,
         "summary": {"nodes": len(results), "answered": len(docs), "passing": len(passing), "failing": len(failing),
                     **counts},
         "exit_code": code,
     })
 
 
-WORSE = {compare.FAIL: 3, compare.WARN: 2, compare.PASS: 1, compare.SKIP: 0}
+WORSE = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0}
 
 
 def _worst(statuses) -> str:
-    return max(statuses, key=WORSE.__getitem__, default=compare.PASS)
+    return max(statuses, key=WORSE.__getitem__, default=Status.PASS)
 
 
 def _cells(r: NodeResult, findings: list[dict], rows: list[compare.FigureRow], diffs: list[dict]) -> dict[str, str]:
@@ -147,7 +148,7 @@ def _cells(r: NodeResult, findings: list[dict], rows: list[compare.FigureRow], d
         for row in rows:
             if row.node == r.node:
                 fid = f"fleet.median.{row.figure.removeprefix('probe.')}"
-                cells[fid] = _worst([cells.get(fid, compare.PASS), row.status])
+                cells[fid] = _worst([cells.get(fid, Status.PASS), row.status])
     return cells
 
 
@@ -178,9 +179,9 @@ def text(doc: dict, out_dir: Path | None) -> str:
     width = max([len(n["node"]) for n in doc["nodes"]] + [4])
     for n in doc["nodes"]:
         mine = [f for f in doc["findings"] if n["node"] in f["nodes"]]
-        fails = [f["id"] for f in mine if f["status"] == "fail"]
-        warns = [f["id"] for f in mine if f["status"] == "warn"]
-        state = n["state"] if n["state"] != "answered" else ("FAIL" if n["verdict"] == "fail" else "ok")
+        fails = [f["id"] for f in mine if f["status"] == Status.FAIL]
+        warns = [f["id"] for f in mine if f["status"] == Status.WARN]
+        state = n["state"] if n["state"] != "answered" else ("FAIL" if n["verdict"] == Status.FAIL else "ok")
         shown = fails[:3] + [f"{w} (warn)" for w in warns[:max(0, 3 - len(fails))]]
         more = len(fails) + len(warns) - len(shown)
         detail = ", ".join(shown) + (f" and {more} more" if more else "")
@@ -189,7 +190,7 @@ def text(doc: dict, out_dir: Path | None) -> str:
         lines += ["", "differences between nodes:"]
         for d in doc["differences"]:
             lines.append(f"  {d['status'].upper():4}  {d['title']}" + ("" if d["odd_nodes"] else " (no majority)"))
-            if d["status"] == "fail":
+            if d["status"] == Status.FAIL:
                 lines.append(f"        fix: {d['fix']}")
     low = [f for f in doc["findings"] if f["id"].startswith("fleet.median.")]
     if low:

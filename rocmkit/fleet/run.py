@@ -2,7 +2,9 @@
 
 No task waits for another (no rendezvous, no barrier): a node whose doctor hangs is stopped by `timeout` on that
 node at its deadline and reported as such; a node that never answers at all (slurmd stuck, node down) is
-reported when this side's own deadline (the node's, plus a grace for srun) passes, and srun is stopped then.
+reported when this side's own deadline (the node's, plus a grace for srun) passes, and srun is stopped then,
+by runtime/proc.py as rocmkit stops any process (SIGTERM, which srun passes to the step on the nodes, then
+SIGKILL).
 Results come back on srun's stdout, not through a shared folder (many clusters have none): each task prints its
 doctor's JSON as a frame of short lines (gzip + base64, 76 columns, so no line is long enough for srun to split),
 between markers that name the node, and `--label` keeps every task's lines apart.
@@ -17,15 +19,13 @@ import math
 import os
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
 from ..errors import EnvironmentMissing, RocmkitError, UsageError
+from ..runtime import proc
 from .nodes import compress
 
 MARK = "@@rocmkit-fleet"
@@ -201,45 +201,28 @@ def _collect(argv: list[str], nodes: list[str], deadline_s: int, say: Callable[[
     by_task: dict[int, list[str]] = {}
     srun_errors: list[str] = []
     start = time.monotonic()
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", start_new_session=True)
-    except OSError as exc:
-        raise EnvironmentMissing(f"srun could not be started: {exc}") from None
 
-    def read_out():
-        for line in proc.stdout:
-            m = _LABEL_RE.match(line.rstrip("\n"))
-            if m:
-                by_task.setdefault(int(m.group(1)), []).append(m.group(2))
-                if m.group(2).startswith(MARK + " end "):
-                    say(f"{m.group(2).split()[-1]} reported after {time.monotonic() - start:.0f} s")
+    def line(stream: str, text: str) -> None:
+        if stream == "stderr":
+            srun_errors.append(text)
+            return
+        m = _LABEL_RE.match(text)
+        if m:
+            by_task.setdefault(int(m.group(1)), []).append(m.group(2))
+            if m.group(2).startswith(MARK + " end "):
+                say(f"{m.group(2).split()[-1]} reported after {time.monotonic() - start:.0f} s")
 
-    def read_err():
-        for line in proc.stderr:
-            srun_errors.append(line.rstrip("\n"))
-
-    readers = [threading.Thread(target=f, daemon=True) for f in (read_out, read_err)]
-    for t in readers:
-        t.start()
-    stopped = False
-    try:
-        try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            stopped = True
-            say(f"{limit} s passed: stopping srun; the nodes that did not answer are reported as such")
-    finally:
-        _stop(proc)
-    for t in readers:
-        t.join(timeout=5)
-    tasks = {k: list(v) for k, v in by_task.items()}
-    got, began = parse_frames(tasks), started(tasks)
+    # proc stops srun at the deadline as at a signal: SIGTERM (srun cancels the step on the nodes), SIGKILL 10 s on
+    ran = proc.run(argv, timeout=limit, on_stream_line=line, what="srun")
+    stopped = ran.timed_out
+    if stopped:
+        say(f"{limit} s passed: srun was stopped; the nodes that did not answer are reported as such")
+    got, began = parse_frames(by_task), started(by_task)
     said = [e for e in srun_errors if "error" in e.lower() or "waiting" in e.lower()]
-    if not got and not began and (not stopped and proc.returncode != 0
+    if not got and not began and (not stopped and ran.returncode != 0
                                   or stopped and any(w in " ".join(said) for w in ("waiting", "retrying"))):
         raise refusal(said if not stopped else said + [f"(no node's task began within {limit} s)"],
-                      proc.returncode)
+                      ran.returncode)
     # srun's own errors say why a node never answered (a node down), unless they are the echo of this side
     # stopping it
     why = "" if stopped else "; ".join(e.strip() for e in said)[-600:]
@@ -253,26 +236,11 @@ def _collect(argv: list[str], nodes: list[str], deadline_s: int, say: Callable[[
                                       + f"nothing came back within {limit} s"))
         elif node in began:
             results.append(NodeResult(node, "no answer", None, None, None,
-                                      f"its task began, and srun ended (exit {proc.returncode}) before its answer"
+                                      f"its task began, and srun ended (exit {ran.returncode}) before its answer"
                                       + (f": {why}" if why else "")))
         else:
             results.append(NodeResult(node, "not reached", None, None, None,
-                                      f"srun ended (exit {proc.returncode}) without starting its task"
+                                      f"srun ended (exit {ran.returncode}) without starting its task"
                                       + (f": {why}" if why else "")))
     return results
 
-
-def _stop(proc: subprocess.Popen) -> None:
-    """srun and what it started here: SIGTERM (srun cancels the step on the nodes), then SIGKILL."""
-    if proc.poll() is not None:
-        return
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue

@@ -1,6 +1,7 @@
 """The one way rocmkit starts a process (or a container) and stops it.
 
-`run()` starts argv in its own process group, sends every output line to a log file and a callback, and
+`run()` starts argv in its own process group, sends every output line to a log file and a callback (or, labelled
+with the stream it came on, to another: a tool's own errors on stderr apart from its tasks' output), and
 holds its deadline while output flows (a reader thread feeds a queue; the caller's thread watches the
 clock and the signals). On the deadline, SIGINT or SIGTERM it stops the whole process tree (SIGTERM,
 then SIGKILL after a grace period) and calls the caller's `cleanup` for what lives outside the tree; a
@@ -212,12 +213,15 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
         log_path: Path | None = None, cleanup: Callable[[], object] | None = None, what: str | None = None,
         grace_s: float = GRACE_S, keep_stdout: bool = False, passthrough: bool = False,
         input_text: str | None = None, stop_when: Callable[[Callable[[], list[int]]], str | None] | None = None,
-        on_stop: Callable[[list[int]], object] | None = None) -> Result:
+        on_stop: Callable[[list[int]], object] | None = None,
+        on_stream_line: Callable[[str, str], object] | None = None) -> Result:
     """Run argv to completion or to its deadline; see the module docstring. `env` replaces the environment
     (None: inherit). `what` names the work in the Interrupted message. With keep_stdout, stdout is read apart
     from stderr and returned whole in Result.stdout (a JSON document a command prints); both still reach the
-    log and on_line. With passthrough the child uses this terminal itself (an interactive container): nothing
-    is read, and on a terminal it stays in the foreground process group so it can read the keyboard.
+    log and on_line. `on_stream_line(stream, line)` gets every line labelled with its stream, "stdout" or
+    "stderr", read apart (srun's refusals on stderr, its tasks' frames on stdout). With passthrough the child
+    uses this terminal itself (an interactive container): nothing is read, and on a terminal it stays in the
+    foreground process group so it can read the keyboard.
     `input_text` is written to the child's stdin, which is then closed (a short request, as a credential
     helper reads one); otherwise stdin is /dev/null. `stop_when` is asked several times a second while the
     child runs (after each line, and when none comes), with a callable that lists the pids of the child's tree
@@ -230,10 +234,11 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
     started = time.monotonic()
     interactive = passthrough and sys.stdin.isatty()
     piped = None if passthrough else subprocess.PIPE
+    apart = keep_stdout or on_stream_line is not None  # stderr read on its own
     with _signals_noted() as received:
         stdin = None if passthrough else subprocess.PIPE if input_text is not None else subprocess.DEVNULL
         child, tree = _start(argv, adopt=True, stdin=stdin, stdout=piped,
-                             stderr=piped if keep_stdout else (None if passthrough else subprocess.STDOUT),
+                             stderr=piped if apart else (None if passthrough else subprocess.STDOUT),
                              env=env, cwd=cwd, text=True, errors="replace", bufsize=1, start_new_session=not interactive)
         watch = _Watch(child, tree, started + timeout if timeout else None, received, stop_when)
         try:
@@ -244,7 +249,7 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
             if passthrough:
                 watch.wait()
             else:
-                watch.pump(on_line, log_path, keep_stdout)
+                watch.pump(on_line, log_path, keep_stdout, on_stream_line)
         finally:
             stopped = watch.timed_out or watch.stopped is not None or bool(received) or child.poll() is None
             try:
@@ -298,7 +303,7 @@ class _Watch:
                 return
             time.sleep(0.1)
 
-    def pump(self, on_line, log_path: Path | None, keep_stdout: bool) -> None:
+    def pump(self, on_line, log_path: Path | None, keep_stdout: bool, on_stream_line=None) -> None:
         lines: queue.Queue = queue.Queue()
 
         def read(stream, name: str) -> None:
@@ -306,7 +311,8 @@ class _Watch:
                 lines.put((name, line.rstrip("\n")))
             lines.put((name, None))
 
-        streams = [(self.child.stdout, "stdout")] + ([(self.child.stderr, "stderr")] if keep_stdout else [])
+        apart = keep_stdout or on_stream_line is not None
+        streams = [(self.child.stdout, "stdout")] + ([(self.child.stderr, "stderr")] if apart else [])
         for stream, name in streams:
             threading.Thread(target=read, args=(stream, name), daemon=True).start()
         open_streams = len(streams)
@@ -343,6 +349,8 @@ class _Watch:
                     log.flush()
                 if on_line:
                     on_line(text)
+                if on_stream_line:
+                    on_stream_line(name, text)
         finally:
             if log:
                 log.close()
