@@ -56,12 +56,17 @@ class Display:
             self.stream.write(text + "\n")
             self.stream.flush()
 
-    def stage(self, name: str, detail: str = "") -> None:
-        """A new stage: on a terminal the previous one leaves a line with its time."""
+    def stage(self, name: str, detail: str = "", *, took: float | None = None) -> None:
+        """A new stage: on a terminal the previous one leaves a line with its time. took: the previous stage's
+        time as the command measured and reports it elsewhere (certify's run time), said in both modes so the
+        progress and the report say one figure."""
+        if took is not None and self._progress is None:
+            self._say(f"{self.prefix}: {self._stage} ({took:.1f} s)")
         if self._progress is not None:
             if self._task is not None:
                 self._progress.remove_task(self._task)
-                self._say(f"{self.prefix}: {self._stage} ({time.monotonic() - self._stage_started:.1f} s)")
+                spent = took if took is not None else time.monotonic() - self._stage_started
+                self._say(f"{self.prefix}: {self._stage} ({spent:.1f} s)")
             self._task = self._progress.add_task(f"{self.prefix}: {name}" + (f" — {detail}" if detail else ""))
         else:
             self._say(f"{self.prefix}: {name}" + (f" — {detail}" if detail else ""))

@@ -349,3 +349,71 @@ def test_build_request_refuses_what_no_build_could_do(tmp_path):
                         ({"max_jobs": 0}, "--max-jobs"), ({"sbom_out": tmp_path / "taken.json"}, "already exists")]:
         with pytest.raises(UsageError, match=needle):
             BuildRequest(stack=stack, targets=("gfx942",), **bad)
+
+
+# ---- the order: the base image before the resolve ----
+
+class _Images:
+    def get(self, ref):
+        from docker.errors import ImageNotFound
+
+        raise ImageNotFound(f"No such image: {ref}")
+
+
+class _Api:
+    def __init__(self, reachable: bool):
+        self.reachable, self.asked = reachable, []
+
+    def inspect_distribution(self, ref):
+        from docker.errors import APIError
+
+        self.asked.append(ref)
+        if not self.reachable:
+            raise APIError("500 Server Error", explanation="Get \"https://nosuch.example/v2/\": dial tcp: lookup "
+                                                           "nosuch.example: no such host")
+        return {"Descriptor": {"digest": "sha256:" + "0" * 64}}
+
+
+class _Resolved(Exception):
+    """Raised by the test's resolve: what follows the resolve is not this test's."""
+
+
+@pytest.mark.parametrize("reachable", [False, True])
+def test_the_base_image_is_looked_up_before_the_resolve(tmp_path, monkeypatch, reachable):
+    """An unreachable base image failed only after the minute-long pip resolve: it is now asked of the engine
+    first (its registry, with this user's logins), and the resolve runs only when it answers."""
+    from types import SimpleNamespace
+
+    from rocmkit import stacks
+    from rocmkit.errors import Failed
+    from rocmkit.image import orchestrate
+    from rocmkit.image.request import BuildRequest, Reporter
+    from rocmkit.runtime.docker_engine import Engine, EngineInfo
+
+    api = _Api(reachable)
+    engine = Engine(SimpleNamespace(images=_Images(), api=api), where=None)
+    monkeypatch.setattr(Engine, "connect", classmethod(lambda cls, timeout=30: engine))
+    monkeypatch.setattr(Engine, "info", lambda self: EngineInfo("27.0", "1.47", "linux", "x86_64", 4, 8 << 30, "here"))
+    monkeypatch.setattr("rocmkit.image.sbomlib.check_installed", lambda: None)
+    monkeypatch.setattr("rocmkit.runtime.docker_client.find_cli", lambda name=None: None)
+    resolved = []
+
+    def resolve(stack, sources):
+        resolved.append(stack.name)
+        raise _Resolved
+
+    monkeypatch.setattr("rocmkit.stacks.resolve.resolve", resolve)
+    request = BuildRequest(stack=stacks.load_builtin("verl-vllm"), targets=("gfx942",),
+                           base_image="nosuch.example/rocm:7")
+    said = []
+    report = Reporter(say=said.append, warn=said.append)
+    if reachable:
+        with pytest.raises(_Resolved):
+            orchestrate.build(request, report)
+        assert api.asked == ["nosuch.example/rocm:7"] and resolved == ["verl-vllm"]
+        return
+    with pytest.raises(Failed) as err:
+        orchestrate.build(request, report)
+    assert resolved == [], "the resolve ran before the base image was looked up"
+    assert "base image nosuch.example/rocm:7 cannot be reached: Get" in err.value.message
+    assert "no such host: nothing was built" in err.value.message and "--base-image" in err.value.hint

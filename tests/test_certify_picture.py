@@ -121,6 +121,49 @@ def test_the_judges_words_are_what_the_picture_reads():
                                                           "passed": True, "required": False}
 
 
+def test_the_run_time_is_one_figure_in_the_progress_the_certificate_and_the_picture():
+    """TRL's runner records its trainer's own time (70.9 s in this kept certificate) where the run took 216.7 s
+    from launch to end: the certificate, its picture and certify's progress line all say the latter."""
+    import io
+
+    from rocmkit.certify.certificate import build, run_seconds
+    from rocmkit.certify.judge import Status, Verdict
+    from rocmkit.progress import Display
+
+    cert = load("trl-cpu-image.json")
+    ran = run_seconds(cert["timings"], cert["timeline"], cert["run"]["wall_s"])
+    assert ran == cert["timings"]["run_s"] == 216.748 and cert["run"]["wall_s"] < 71
+    assert f"wall: {ran:.1f} s" in markdown(cert)
+    assert f"; {ran:.1f} s from launch to end" in picture.subtitle(cert) and picture.run_end(cert) == ran
+    rebuilt = build(settings=cert["settings"], target=cert["target"], host=cert["host"],
+                    verdict=Verdict(Status.PASS, cert["checks"]), run={"status": "finished", "exit_code": 0,
+                                                                        "wall_s": 214.9},
+                    device="cpu", info={"wall_s": cert["run"]["wall_s"]}, timings=cert["timings"],
+                    timeline=cert["timeline"])
+    assert rebuilt["run"]["wall_s"] == 216.75 and rebuilt["run"]["engine_s"] == 70.89
+    shown = io.StringIO()
+    display = Display("certify", "plain", shown)
+    display.stage("training")
+    display.stage("judging", took=ran)
+    assert f"certify: training ({ran:.1f} s)" in shown.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("name", ["verl-h100-tiny.json", "gpu-check/trl-1gpu.json", "verl-cpu-image.json",
+                                  "trl-cpu-image.json"])
+def test_step_numbers_are_all_there_or_every_kth_and_said_so(name):
+    """Numbers that do not fit were dropped here and there (trl-cpu-image.json: 1 to 5, 7 to 10, 12): now every
+    step is numbered, or the first and every k-th, and the words before them say which."""
+    svg = drawn(name)
+    steps = sorted({s.step for s in picture.segments(load(name)) if s.step is not None})
+    numbered = [int(i.rpartition("-")[2]) for i in group_ids(svg) if i.startswith("step-number-")]
+    prefix = next(t for t in ET.fromstring(svg).iter(f"{SVG}g") if t.get("id") == "step-numbers")
+    said = "".join(prefix.itertext()).strip()
+    every = int(said.split("every ")[1][:-3]) if "every" in said else 1
+    assert said == "step" if every == 1 else said == f"step (every {every}{'nd' if every == 2 else 'th'})"
+    assert numbered == [n for n in steps if n == steps[0] or n % every == 0], said
+    assert picture.numbered_steps({n: float(n) for n in range(1, 17)}, 10.0) == (1, list(range(1, 17)))
+
+
 def test_titles_name_the_engine_the_device_and_the_verdict():
     assert picture.title(load("verl-h100-tiny.json")) == "verl on NVIDIA H100 80GB HBM3: PASS"
     assert picture.title(load("gpu-check/verl-4gpu-rollout-tp2.json")) == "verl on 4 × NVIDIA H200: PASS"

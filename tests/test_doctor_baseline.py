@@ -115,3 +115,18 @@ def test_bad_files_are_named_and_nothing_is_overwritten(tmp_path):
     assert out.exit_code == 2 and other.read_text() == '{"a": 1}'
     out = doctor("--compare", str(other), str(other), "--root", str(tree))
     assert out.exit_code == 2 and "takes no" in out.output
+
+
+def test_a_failing_run_is_not_saved_as_a_baseline_without_force(tmp_path):
+    """A baseline is what other hosts are held to: a host whose check fails is not saved as one in silence."""
+    bad = write_tree(tmp_path / "bad", HostSpec(kfd=False))
+    base = tmp_path / "base.json"
+    out = doctor("--root", str(bad), "--save-baseline", str(base))
+    assert out.exit_code == 1 and not base.exists()
+    assert f"--save-baseline {base}: not saved: 1 check(s) failed: gpu.kfd" in out.stderr
+    assert "add --force" in out.stderr
+    out = doctor("--root", str(bad), "--save-baseline", str(base), "--force")
+    assert out.exit_code == 1 and json.loads(base.read_text())["schema"] == "rocmkit.doctor/v1"
+    assert f"saved this run as a baseline in {base}, with --force, although 1 check(s) failed" in out.stderr
+    out = doctor("--root", str(bad), "--force")
+    assert out.exit_code == 2 and "--save-baseline" in out.output

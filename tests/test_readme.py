@@ -53,3 +53,19 @@ def test_readme_links_resolve_to_doc_pages():
     assert links
     missing = [link for link in links if not (doc_tables.REPO / link).is_file()]
     assert not missing, missing
+
+
+def test_readme_verl_recipe_is_the_words_certify_hints():
+    """certify --engine verl, in a Python without verl, hints a recipe; the README's install lines give the same
+    one (rocmkit's folder written `.`, as a clone's README reads), so a user who follows either gets one venv."""
+    from rocmkit.certify import engines
+    from rocmkit.certify.settings import Rollout, Settings
+
+    hint = engines.get("verl").install_hint(Settings(engine="verl", gpus=1, rollout=Rollout("vllm")), "python3")
+    recipe = hint.split("): ", 1)[1].split(", then run certify with ")[0]
+    recipe = recipe.replace(f"'{doc_tables.REPO}[verl]'", "'.[verl]'")
+    install = README.read_text().split("## Install", 1)[1].split("```", 2)[1]
+    assert recipe == "python3 -m venv .venv-verl && .venv-verl/bin/pip install '.[verl]' vllm", hint
+    assert any(line.split("  #")[0].strip() == recipe for line in install.splitlines()), install
+    assert hint.endswith(", then run certify with .venv-verl/bin/rocmkit")
+    assert "`.venv-verl/bin/rocmkit certify --host --engine verl`" in README.read_text()

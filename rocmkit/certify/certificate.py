@@ -101,6 +101,10 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
           notes: list[str] = (), files: dict | None = None, timings: dict | None = None,
           timeline: list[dict] = (), engine_run: dict | None = None, cause: dict | None = None) -> dict:
     steps, info = steps or {}, info or {}
+    run = {**run, **{k: v for k, v in info.items() if k not in ("status", "wall_s")}}
+    if info.get("wall_s") is not None:  # the engine's own time (TRL's trainer.train()), without its start-up
+        run["engine_s"] = round(float(info["wall_s"]), 2)
+    run["wall_s"] = round(run_seconds(timings, timeline, run.get("wall_s")), 2)
     metrics = summarize(steps, {**info, "device": device})
     metrics["per_step"] = per_step(steps)
     return document("certificate", {
@@ -116,7 +120,7 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
         "host": host,
         "device": device,
         "setup": setup,
-        "run": {**run, **{k: v for k, v in info.items() if k != "status"}},
+        "run": run,
         "metrics": metrics,
         "probes": probes,
         "engine_run": engine_run,  # the engine's own record (verl: the attention, rollout graphs, sleep mode)
@@ -125,6 +129,15 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
         "timeline": list(timeline),  # the run's phases as the watchdog named them, with their start (s into the run)
         "files": files or {},
     }, version=SCHEMA_VERSION)
+
+
+def run_seconds(timings: dict | None, timeline=(), measured: float | None = None) -> float:
+    """The run's time, from the training command's start to its end: the one figure the progress line, the
+    certificate (run.wall_s) and its picture say. rocmkit's own clock (timings.run_s, which the timeline's at_s are
+    on), never shorter than the last phase the watchdog saw begin; `measured` where there is no run_s (a run that
+    never started, an older certificate)."""
+    last = max((float(e["at_s"]) for e in timeline or ()), default=0.0)
+    return max(float((timings or {}).get("run_s") or measured or 0.0), last)
 
 
 def upgrade(cert: dict) -> dict:
@@ -169,7 +182,7 @@ def markdown(cert: dict) -> str:
     else:
         lines += [
             f"- device: {cert.get('device') or 'not reported'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
-            f"wall: {run.get('wall_s') or 0:.1f} s",
+            f"wall: {run_seconds(cert.get('timings'), cert.get('timeline'), run.get('wall_s')):.1f} s",
             f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
             f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
             + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),

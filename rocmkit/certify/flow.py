@@ -19,7 +19,7 @@ from ..runtime.container import DOCKER_ERROR
 from . import engines
 from . import metrics as metrics_mod
 from . import busy, cause, watchdog, workspace
-from .certificate import build
+from .certificate import build, run_seconds
 from .intarget import setup as setup_mod
 from .judge import Reason, RunStatus, Status, Verdict, check, not_certified
 from .outcome import Outcome, host_facts, run_status, write_certificate
@@ -229,14 +229,14 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     run_started = time.monotonic()
     run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
     timings.lap("run")
-    display.stage("judging")
+    watched = follow.watch.record()
+    display.stage("judging", took=run_seconds(timings, watched["timeline"], run.seconds))  # the certificate's figure
     steps = read_steps(ws)
     info = run_info(ws)
     files.update(log=str(ws.log), metrics=str(ws.metrics))
     if ws.server_log.exists():
         files["server_log"] = str(ws.server_log)
     status = run_status(run)
-    watched = follow.watch.record()
     run_doc = {"status": status.value, "exit_code": run.returncode, "wall_s": round(run.seconds, 2),
                "stop": watched["stop"], "longest_silence_s": watched["longest_silence_s"],
                "stall_timeout_s": s.stall_timeout or None, "activity": watched["activity"]}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..fileio import write_atomic
+from .certificate import run_seconds
 
 FILE = "certificate.svg"
 
@@ -50,11 +51,8 @@ class Segment:
 
 
 def run_end(cert: dict) -> float:
-    """When the run ended on the timeline's clock. The runner's time (timings.run_s) is on it; run.wall_s may not
-    be: TRL's runner replaces it with its trainer's own time."""
-    last = max((e["at_s"] for e in cert.get("timeline") or []), default=0.0)
-    ran = (cert.get("timings") or {}).get("run_s") or (cert.get("run") or {}).get("wall_s") or 0.0
-    return max(float(ran), last)
+    """When the run ended on the timeline's clock: the run's time as the certificate says it."""
+    return run_seconds(cert.get("timings"), cert.get("timeline"), (cert.get("run") or {}).get("wall_s"))
 
 
 def segments(cert: dict) -> list[Segment]:
@@ -170,7 +168,7 @@ def subtitle(cert: dict) -> str:
     steps = f"{mt.get('steps', 0)} of {(cert.get('settings') or {}).get('steps', '?')} training steps"
     if (cert.get("run") or {}).get("status") == "not started":
         return f"GRPO smoke training in {where}: not started"
-    return f"GRPO smoke training in {where}; {steps}; {run_end(cert):.0f} s from launch to end"
+    return f"GRPO smoke training in {where}; {steps}; {run_end(cert):.1f} s from launch to end"
 
 
 def _not_started(cert: dict) -> str:
@@ -243,8 +241,21 @@ def _timeline(ax, cert: dict) -> None:
     ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.9)
 
 
+def numbered_steps(starts: dict[int, float], end: float) -> tuple[int, list[int]]:
+    """Which steps get their number over the bars: every one where they fit without touching (1.8 % of the run
+    apart), else the first step and every k-th (k = 2, 5, 10, 20, 50, ...), the smallest k that fits. A number is
+    never dropped here and there: a reader counts on the ones between being the same distance apart."""
+    gap = end * 0.018
+    every = 1
+    while True:
+        shown = [n for n in sorted(starts) if n == min(starts) or n % every == 0]
+        if all(starts[b] - starts[a] >= gap for a, b in zip(shown, shown[1:])):  # at last the first step alone
+            return every, shown
+        every = next(k * m for k in (1, 10, 100, 1000, 10**4, 10**5, 10**6) for m in (2, 5, 10) if k * m > every)
+
+
 def _step_numbers(ax, segs: list[Segment], rows: list[str], end: float) -> None:
-    """Each step's number above its first bar, as many as fit without touching."""
+    """Each step's number above its first bar (numbered_steps: all of them, or every k-th, said before them)."""
     starts: dict[int, float] = {}
     for s in segs:
         if s.step is not None and s.kind != "start-up":
@@ -252,12 +263,13 @@ def _step_numbers(ax, segs: list[Segment], rows: list[str], end: float) -> None:
     if not starts:
         return
     first_row = min(rows.index(s.row) for s in segs if s.step is not None)
-    gap, last = end * 0.018, None
-    for n, at in sorted(starts.items()):
-        if last is None or at - last >= gap:
-            ax.text(at, first_row - 0.37, str(n), ha="left", va="bottom", fontsize=7, color="#333333")
-            last = at
-    ax.text(min(starts.values()), first_row - 0.37, "step ", ha="right", va="bottom", fontsize=7, color="#333333")
+    every, shown = numbered_steps(starts, end)
+    for n in shown:
+        ax.text(starts[n], first_row - 0.37, str(n), ha="left", va="bottom", fontsize=7, color="#333333",
+                gid=f"step-number-{n}")
+    ordinal = "" if every == 1 else f"(every {every}{'nd' if every == 2 else 'th'}) "
+    ax.text(min(starts.values()), first_row - 0.37, f"step {ordinal}", ha="right", va="bottom", fontsize=7,
+            color="#333333", gid="step-numbers")
 
 
 def _reward(ax, cert: dict) -> None:

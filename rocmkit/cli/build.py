@@ -74,7 +74,8 @@ def _max_jobs(value: str) -> int | str:
 @click.option("--no-resolve", is_flag=True,
               help="Skip the resolve that runs first (`rocmkit stacks --resolve`: pip's resolver over the stack's pins, "
                    "seconds, before any build). It is skipped by itself for an offline build (--network none, "
-                   "--wheelhouse) or when the index is unreachable.")
+                   "--wheelhouse) or when the index is unreachable. The base image is looked up before it either "
+                   "way: an unreachable one fails in seconds.")
 @json_option
 def build(arch_spec, stack_name, stack_file, dry_run, tag_opts, push, max_jobs, base_image, source_opts,
           cache_from, cache_to, wheelhouse_dir, network, progress, log_file, docker_cli, timeout_s, sbom_out, no_resolve,

@@ -43,7 +43,11 @@ from .common import InputFile, json_option
                    "every .so: seconds, not level 1's fraction of one). --image always does it.")
 @click.option("--save-baseline", "save_baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write this run (its JSON document: findings, figures, fingerprint) to FILE, as the "
-                   "baseline of a good host. Replaces FILE only if it is a doctor document.")
+                   "baseline of a good host. Replaces FILE only if it is a doctor document. A run with a failing "
+                   "check is not saved without --force.")
+@click.option("--force", is_flag=True,
+              help="With --save-baseline: save the run even though a check failed (--strict: or warned). Without "
+                   "it such a run is not saved, and the doctor says why.")
 @click.option("--baseline", "baseline_file", type=InputFile(dir_okay=False, exists=True), default=None,
               metavar="FILE", help="Compare this run with a saved one (driver, firmware, ROCm, kernel, partition "
                                    "modes, NUMA, probe figures within --tolerance, checks that passed there).")
@@ -67,7 +71,7 @@ from .common import InputFile, json_option
 @fleet_options
 @click.pass_context
 def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, code_objects, save_baseline,
-           baseline_file, compare_files, tolerance, multi_node, stalled, stall_out) -> None:
+           force, baseline_file, compare_files, tolerance, multi_node, stalled, stall_out) -> None:
     """Check a ROCm host or container and say what to fix.
 
     Level 1 reads sysfs, procfs, /dev and the environment: amdgpu driver, /dev/kfd and render-node
@@ -91,6 +95,8 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
                                incompatible={"--root": bool(root), "--capture": bool(capture_dir),
                                              "--compare": bool(compare_files), "--stalled": bool(stalled),
                                              "--save-baseline": bool(save_baseline)}))
+    if force and not save_baseline:
+        raise UsageError("--force saves a failing run with --save-baseline", hint="add --save-baseline FILE")
     if stalled:
         from .stalled import stalled_report
 
@@ -116,7 +122,7 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
             archs.parse_targets(arch)  # an unknown --arch is a usage error, before anything is read or written
         out = host_doctor.run(level=level, strict=strict, root=root, arch=arch, only=only, capture_dir=capture_dir,
                               code_objects=code_objects, save_baseline=save_baseline, baseline_file=baseline_file,
-                              tolerance=tolerance, multi_node=multi_node, as_json=as_json,
+                              tolerance=tolerance, multi_node=multi_node, as_json=as_json, force=force,
                               say=lambda message: click.echo(message, err=True))
     if as_json:
         click.echo(dumps(out.doc), nl=False)

@@ -47,7 +47,7 @@ def id_prefixes() -> frozenset[str]:
 
 def run(*, level: int, strict: bool, root: str | None, arch: str | None, only: str | None, capture_dir: str | None,
         code_objects: bool, save_baseline: str | None, baseline_file: str | None, tolerance: float, multi_node: bool,
-        as_json: bool, say: Say) -> Outcome:
+        as_json: bool, say: Say, force: bool = False) -> Outcome:
     """Level 1 (and 2) over this host, or level 1 over a captured tree (root)."""
     only_ids = parse_only(only, level=level, baseline_file=bool(baseline_file))  # before anything is read
     if root is not None:
@@ -84,8 +84,26 @@ def run(*, level: int, strict: bool, root: str | None, arch: str | None, only: s
     code = exit_code(findings, strict)
     doc = doctor_document(findings, facts, level=level, strict=strict) if save_baseline or as_json else None
     if save_baseline:
-        save(save_baseline, doc, say)
+        save_good(save_baseline, doc, findings, strict, force, say)
     return Outcome(findings, heading(facts), code, doc)
+
+
+def save_good(path: str, doc: dict, findings: list[Finding], strict: bool, force: bool, say: Say) -> None:
+    """A baseline is what other hosts are held to, and a check that failed there passes nowhere against it
+    (baseline.compare reports only checks that passed in the baseline): a failing run is saved only with --force,
+    and then said so."""
+    bad = [f.id for f in findings if f.status is Status.FAIL or (strict and f.status is Status.WARN)]
+    if not bad:
+        save(path, doc, say)
+        return
+    which = f"{len(bad)} check(s) {'failed or warned' if strict else 'failed'}: {', '.join(bad[:5])}" + \
+        (", ..." if len(bad) > 5 else "")
+    if not force:
+        say(f"--save-baseline {path}: not saved: {which}; a baseline is a good host's run. "
+            "Fix those checks, or add --force to save this run as it is")
+        return
+    save(path, doc, lambda _: None)
+    say(f"saved this run as a baseline in {path}, with --force, although {which}")
 
 
 def level2(facts: Facts) -> list[Finding]:

@@ -1,5 +1,5 @@
 """`rocmkit build` from start to end, below the CLI: a BuildRequest in, the plan made once, then the engine
-and docker client found, the stack resolved, MAX_JOBS sized, the Dockerfile rendered, the image built, checked
+and docker client found, the base image looked up, the stack resolved, MAX_JOBS sized, the Dockerfile rendered, the image built, checked
 against the plan (labels, manifest, SBOM), its SBOM copied out, tagged, pushed, and the result as data (the
 rocmkit.build/v1 document). Progress and warnings go to the caller's Reporter; failures raise RocmkitError."""
 
@@ -53,6 +53,17 @@ def resolve_first(request: BuildRequest, report: Reporter) -> None:
         report.warn("some pins could not be checked before the build (NOT CHECKED above)")
 
 
+def base_first(engine, plan: BuildPlan) -> None:
+    """The base image the Dockerfile starts FROM, looked up before anything slow: an unreachable one fails the
+    build in seconds, not after the resolve and BuildKit's start."""
+    why = engine.unreachable(plan.base_ref)
+    if why:
+        option = "--base-image" if plan.base_image_overridden else f"the stack's base image ({plan.stack.name})"
+        raise Failed(f"base image {plan.base_ref} cannot be reached: {why}: nothing was built",
+                     hint=f"`docker pull {plan.base_ref}` says why (a registry login, a typo in {option}, no "
+                          "network); an image in the engine is used as it is")
+
+
 def build(request: BuildRequest, report: Reporter) -> dict:
     """Build what the request asks for; return the rocmkit.build/v1 document's body."""
     from ..runtime.docker_client import find_cli
@@ -68,6 +79,7 @@ def build(request: BuildRequest, report: Reporter) -> dict:
     engine = Engine.connect()
     info = engine.info()
     cli = find_cli(request.docker_cli)
+    base_first(engine, plan)  # seconds, before the resolve's minute
     if request.resolve_first:
         resolve_first(request, report)
     if request.max_jobs == AUTO:

@@ -175,6 +175,18 @@ class Engine:
             raise UsageError(f"image {ref!r} is not in the Docker engine", hint=hint)
         return info
 
+    def unreachable(self, ref: str) -> str | None:
+        """Why the engine cannot get the image `ref` (None when it can): it holds it, or the registry answers for
+        its manifest (the engine API's /distribution/{ref}/json, with this user's registry logins). Seconds, where
+        a build would find out only when BuildKit pulls it."""
+        if self.image(ref) is not None:
+            return None
+        try:
+            self.client.api.inspect_distribution(ref)
+        except Exception as exc:  # APIError (unknown, unauthorized, no such host) or the client's timeout
+            return getattr(exc, "explanation", None) or _reason(exc)
+        return None
+
     def tag(self, image_id: str, ref: str) -> None:
         repo, tag = split_ref(ref)
         if not self.client.api.tag(image_id, repo, tag, force=True):

@@ -19,7 +19,10 @@ Each rule names the verl source (verl 0.9.1, its default V1 sync trainer and mod
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
+import re
 from dataclasses import dataclass, field
 
 A, R, REF, C = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "critic"
@@ -90,7 +93,14 @@ class Shape:
 
 def problems(get, use_critic: bool = False, use_reference: bool = False) -> list[dict]:
     """Every rule on one composed config; get(key) returns the resolved value or None. Values out of range stop
-    the arithmetic that would use them (no ZeroDivisionError for nnodes=0, no TypeError for a batch of 'abc')."""
+    the arithmetic that would use them (no ZeroDivisionError for nnodes=0, no TypeError for a batch of 'abc').
+    The fixes are checked against every rule together (joint_fixes): each rule alone names values that pass it,
+    and two such fixes (a train batch for one rule, a mini batch for another) may fail together."""
+    found = [p.to_json() for p in _found(get, use_critic, use_reference)]
+    return joint_fixes(found, get, lambda g: _found(g, use_critic, use_reference))
+
+
+def _found(get, use_critic: bool, use_reference: bool) -> list[Problem]:
     s = Shape(get)
     per_node, nodes = s.whole("trainer.n_gpus_per_node"), s.whole("trainer.nnodes")
     train, n = s.whole("data.train_batch_size"), s.whole(f"{R}.n")
@@ -121,7 +131,7 @@ def problems(get, use_critic: bool = False, use_reference: bool = False) -> list
                                   source="vLLM's and SGLang's engine arguments refuse it when the rollout starts"))
     out = s.problems
     if out:  # a value out of range makes the arithmetic below meaningless
-        return [p.to_json() for p in out]
+        return out
     gpus = per_node * nodes
     grpo_like = get("algorithm.adv_estimator") in ("grpo", "grpo_vectorized", "gdpo", "grpo_passk", "rloo",
                                                     "rloo_vectorized")
@@ -149,7 +159,7 @@ def problems(get, use_critic: bool = False, use_reference: bool = False) -> list
             source = f"verl/workers/engine/{engine}/transformer_impl.py, the Ulysses device mesh"
         out.append(Problem("dp", keys + GPUS_KEYS, message, source=source,
                            fix=f"{what_sp(strategy)} one of {_choices(divisors_near(gpus, sp))}"))
-        return [p.to_json() for p in out]
+        return out
     dp = gpus // sp
     where = f"{gpus} GPUs" + (f" / {what_sp(strategy)} {sp}" if sp > 1 else "")
     mb_keys = (f"{A}.ppo_mini_batch_size", f"{R}.n")
@@ -177,7 +187,66 @@ def problems(get, use_critic: bool = False, use_reference: bool = False) -> list
         out += _token_budget(get, sp if strategy != "megatron" else 1)
     if use_critic:
         out += _critic(get, gpus, n)
-    return [p.to_json() for p in out]
+    return out
+
+
+FIX = re.compile(r"([\w.]+)=(\d+(?: or \d+)*)")  # a rule's fix of one key: KEY=V1 or V2 ...
+
+
+def _options(fix) -> tuple[str, list[int]] | None:
+    m = FIX.fullmatch(fix or "")
+    return (m[1], [int(v) for v in m[2].split(" or ")]) if m else None
+
+
+def _micro(key: str) -> bool:
+    return key.endswith("micro_batch_size_per_gpu")
+
+
+def joint_fixes(found: list[dict], get, rules, most_keys: int = 5, budget: int = 2000) -> list[dict]:
+    """The errors' fixes, checked together: each value a rule suggests is tried in the configuration with every
+    rule (rules(get) -> Problems), and where it makes a new error, the fixes of that error are tried on top of it,
+    nearest first (fewest keys changed, then the smallest relative change). The fixes that pass together replace
+    the rules' own; errors no value can fix (the GPU split) are left as they are."""
+    fixable = [p for p in found if p["severity"] == "error" and _options(p["fix"])]
+    if not fixable:
+        return found
+    kept = {(p["rule"], tuple(p["keys"])) for p in found if p["severity"] == "error" and p not in fixable}
+
+    def failing(change: dict) -> list:
+        errors = rules(lambda k: change[k] if k in change else get(k))
+        return [p for p in errors if p.severity == "error" and (p.rule, p.keys) not in kept]
+
+    if len(fixable) == 1:  # one rule's values: keep those that make no new error
+        key, values = _options(fixable[0]["fix"])
+        passing = [v for v in values if not failing({key: v})]
+        if passing:
+            fixable[0]["fix"] = f"{key}={_choices(passing)}"
+            return found
+
+    def cost(change: dict) -> tuple:
+        """A micro batch changes only how a rank's share is cut, not what is trained: batch sizes count first."""
+        far = {k: abs(v - (_int(get(k)) or v)) / max(_int(get(k)) or 1, 1) for k, v in change.items()}
+        batch = [d for k, d in far.items() if not _micro(k)]
+        return len(batch), sum(batch), len(far) - len(batch), sum(far.values()) - sum(batch)
+
+    queue, seen, order, solution = [((0, 0, 0, 0), 0, {})], set(), itertools.count(1), None
+    while queue and budget:
+        budget -= 1
+        change = heapq.heappop(queue)[2]
+        errors = failing(change)
+        if not errors:
+            solution = change
+            break
+        for key, values in filter(None, (_options(p.fix) for p in errors)):
+            for v in values:
+                child = {**change, key: v}
+                if len(child) <= most_keys and (seen_key := tuple(sorted(child.items()))) not in seen:
+                    seen.add(seen_key)
+                    heapq.heappush(queue, (cost(child), next(order), child))
+    for p in fixable:
+        p["fix"] = (" with ".join(f"{k}={solution[k]}" for k in sorted(solution, key=_micro)) + " (these pass every rule together)"
+                    if solution else p["fix"] + " (passes this rule; no nearby values pass every rule together)")
+    return found
 
 
 def what_sp(strategy) -> str:
