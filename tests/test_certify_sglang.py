@@ -85,3 +85,19 @@ def test_a_killed_sglang_scheduler_is_named_not_the_server_ray_saw_die(name, pid
     assert why["summary"] == f"SGLang scheduler_TP1 (pid {pid}) was killed by SIGKILL in step 1"
     assert why["ended"]["signal"] == "SIGKILL" and "Connection" in why["ended"]["by"]
     assert doc["cause"]["process"]["role"].startswith("Ray actor")  # what the certificate said at the time
+
+
+def test_tune_reads_mem_fraction_static_as_sglang_allocates_it():
+    """tune's SGLang memory model against SGLang 0.5.12's own figures on two H200s (the kept crash run's start-up,
+    mem_fraction_static 0.4): weights + KV cache = the fraction of the memory free as the model starts to load."""
+    import re
+
+    from rocmkit.tune import memory
+
+    text = gzip.decompress((DATA / "crash" / "verl-sglang-h200x2-scheduler-sigkill.log.gz").read_bytes()).decode()
+    free = float(re.search(r"TP0\] Load weight begin\. avail mem=([\d.]+) GB", text).group(1))
+    mem = report.sglang_memory(text)
+    gib = 1 << 30  # SGLang's "GB" (get_available_gpu_memory divides by 1 << 30)
+    static = memory.engine_bytes("sglang", 0.4, gpu_bytes=int(143.77 * gib), free_bytes=int(free * gib))
+    assert abs(static / gib - (mem["weights_gb"] + mem["kv_cache_gb"])) < 0.05  # 54.73 predicted, 54.74 allocated
+    assert memory.engine_bytes("vllm", 0.4, gpu_bytes=100, free_bytes=50) == 40  # vLLM: of the whole GPU

@@ -154,6 +154,15 @@ def rollout_static(spec: ModelSpec, *, tp: int) -> int:
     return 2 * spec.params // tp
 
 
+def engine_bytes(rollout: str, fraction: float, *, gpu_bytes: int, free_bytes: int) -> int:
+    """What the rollout engine takes for its weights and KV cache at a gpu_memory_utilization of `fraction`.
+    vLLM (>= 0.7) reads it as a share of the GPU's total memory. SGLang reads it (as mem_fraction_static) as a share
+    of the memory free when its model starts to load: 0.5.12's KV pool is `post_load_free - pre_load_free * (1 -
+    fraction)` (sglang/srt/model_executor/model_runner_kv_cache_mixin.py, profile_max_num_token), so weights + KV
+    = fraction x pre_load_free; on two H200s, 0.4 of 136.83 GB free gave a 54.74 GB KV cache beside 0 GB weights."""
+    return int(fraction * (free_bytes if rollout == "sglang" else gpu_bytes))
+
+
 def kv_bytes(spec: ModelSpec, *, tokens: int, tp: int) -> int:
     """KV cache for `tokens` tokens on one GPU: K and V heads split over TP (replicated when kv_heads < tp)."""
     shards = min(tp, spec.kv_heads)

@@ -153,7 +153,8 @@ def _rollout(job: Job, plan: Plan, budget: int) -> None:
     plan.add("actor_rollout_ref.rollout.gpu_memory_utilization", fraction, why, "guide + arithmetic")
     plan.add("actor_rollout_ref.rollout.max_num_batched_tokens", max(8192, job.seq),
              "above 2048 for throughput, and at least one whole prompt + response", "guide")
-    plan.memory["rollout_engine_gib"] = round(fraction * job.gpu_bytes / GIB, 2)
+    plan.memory["rollout_engine_gib"] = round(memory.engine_bytes(job.rollout, fraction, gpu_bytes=job.gpu_bytes,
+                                                                  free_bytes=int(job.gpu_bytes * HEADROOM)) / GIB, 2)
     plan.memory["rollout_weights_kv_min_gib"] = round(need[tp] / GIB, 2)
 
 
