@@ -10,7 +10,8 @@ The runs, in order (those that need more GPUs than are visible are skipped, and 
     verl-2gpu    rocmkit certify --host --engine verl --gpus 2 --json      (two or more GPUs)
     trl-1gpu     rocmkit certify --host --engine trl --gpus 1 --json
 
-and by name with --only, the shapes of real jobs: verl-2gpu-rollout-tp2, verl-4gpu-rollout-tp2 (`--rollout-tp 2`
+and by name with --only, verl-1gpu-sglang and verl-2gpu-sglang-tp2 (SGLang's rollout, which needs SGLang beside
+verl: benchmarks/gpu_sglang), the shapes of real jobs: verl-2gpu-rollout-tp2, verl-4gpu-rollout-tp2 (`--rollout-tp 2`
 on 2 and 4 GPUs), verl-2gpu-megatron-tp2 (`--backend megatron --tp 2`: verl's Megatron actor, which needs
 megatron-core, mbridge and TransformerEngine) and trl-server-2gpu (`--vllm-mode server --gpus 2`: the server on one
 GPU, the trainer on the other); and verl-2gpu-stall, a hang made on purpose: `--rollout-tp 2` on 2 GPUs with the
@@ -61,6 +62,10 @@ RUNS = {  # name -> (GPUs it needs, the command after `rocmkit`)
     "verl-2gpu-megatron-tp2": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--backend", "megatron",
                                    "--tp", "2", "--json"]),
     "trl-server-2gpu": (2, ["certify", "--host", "--engine", "trl", "--vllm-mode", "server", "--gpus", "2", "--json"]),
+    # verl with an SGLang rollout (needs SGLang beside verl: benchmarks/gpu_sglang)
+    "verl-1gpu-sglang": (1, ["certify", "--host", "--engine", "verl", "--rollout", "sglang", "--gpus", "1", "--json"]),
+    "verl-2gpu-sglang-tp2": (2, ["certify", "--host", "--engine", "verl", "--rollout", "sglang", "--gpus", "2",
+                                 "--rollout-tp", "2", "--json"]),
     # a rollout rank stopped in its forward pass: the stall report must name it and the ranks waiting for it
     "verl-2gpu-stall": (2, ["certify", "--host", "--engine", "verl", "--gpus", "2", "--rollout-tp", "2",
                             "--stall-timeout", "60", "--no-probes", "--json"]),

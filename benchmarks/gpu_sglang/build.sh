@@ -24,6 +24,6 @@ for p in "$out"/dl/p[0-9]; do
   (cd "$out/$n" && sha256sum "p$n") >> "$out/bin/SHA256SUMS"
 done
 rm -rf "$out/dl"
-cp "$here/stash.sh" "$here/install.sh" "$out/bin/"
+cp "$here/stash.sh" "$here/install.sh" "$here/faults.sh" "$out/bin/"
 case $out in /*) ;; *) git check-ignore -q "$out" || echo "/$out/" >> "$(git rev-parse --git-dir)/info/exclude" ;; esac
 ls "$out"
