@@ -73,9 +73,7 @@ def read(script: str, args: list[str], env: dict[str, str], gpus: int | None, ti
         verdicts, where = recipe_check.in_image(invocations, image, check_timeout)
     else:
         verdicts, where = recipe_check.on_host(invocations, None, check_timeout)
-    from ..cli.verl_check import text_lines
-
-    lines = text_lines(invocations, verdicts)
+    lines = recipe_check.text_lines(invocations, verdicts)
     doc = recipe_check.document(invocations, verdicts, where)
     if doc["exit_code"]:
         raise Rejected(f"{script}: verl {doc['verl']} ({where}) rejects the job: {doc['counts']['error']} error(s)",
