@@ -247,7 +247,7 @@ def test_no_bwrap_is_exit_3_naming_the_package(tmp_path):
 
 
 def test_text_output_gives_each_command_its_findings_once(tmp_path):
-    from rocmkit.cli.verl_check import text_lines
+    from rocmkit.verl.recipe_check import text_lines
 
     body = """#!/bin/bash
 for tp in 1 2; do

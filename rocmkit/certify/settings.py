@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..textenum import TextEnum
+from .job import Job
 from .watchdog import STALL_S
 
 
@@ -61,6 +62,7 @@ class Settings:
     engine_defaults: bool = False  # verl: none of the smoke run's start-up cuts (rocmkit/verl/smoke_cuts.py)
     rollout_tp: int = 1  # verl's rollout tensor parallel size: replicas of this many GPUs each
     miles_dir: str = MILES_DIR  # Miles only: its checkout inside the image
+    job: Job | None = None  # verl only: a user's launch script read as a job (certify --script; job.py)
 
     @property
     def builtin(self) -> bool:

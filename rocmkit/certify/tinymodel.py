@@ -69,22 +69,29 @@ def config(size: str = "tiny", seed: int = 0, vocab: int = 512) -> dict:
     return _architecture(size, _tokens(seed, vocab))
 
 
-def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) -> Path:
-    """Write tokenizer + config + random weights to out_dir (deterministic for a seed)."""
-    import torch
+def _save_tokenizer(out_dir: Path, seed: int, vocab: int, max_length: int = 2048):
     from tokenizers import decoders
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}")
-    out_dir = Path(out_dir)
     tok = _tokenizer(seed, vocab)
     tok.decoder = decoders.ByteLevel()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    additional_special_tokens=["<|im_start|>"], padding_side="left",
-                                   model_max_length=2048)
+                                   model_max_length=max_length)
     fast.chat_template = CHATML
     fast.save_pretrained(out_dir)
+    return fast
+
+
+def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) -> Path:
+    """Write tokenizer + config + random weights to out_dir (deterministic for a seed)."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}")
+    out_dir = Path(out_dir)
+    fast = _save_tokenizer(out_dir, seed, vocab)
 
     fields = _architecture(size, len(fast))
     del fields["model_type"]
@@ -92,6 +99,32 @@ def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) ->
     cfg.architectures = [ARCHITECTURE]
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(cfg)
+    model.save_pretrained(out_dir)
+    GenerationConfig(eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id).save_pretrained(out_dir)
+    return out_dir
+
+
+def build_from_config(out_dir: Path, config: dict, seed: int = 0, vocab: int = 512) -> Path:
+    """A random-weight model of a real model's shape (its config.json), with the built-in tokenizer: memory,
+    parallel layout and speed depend on the shape, not the weights. The vocabulary keeps the real size (the
+    embeddings are the real model's); the tokenizer's ids are a small part of it. Weights in the config's dtype
+    (bf16 for the models rocmkit knows), as the real checkpoint is stored."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+
+    out_dir = Path(out_dir)
+    fields = {k: v for k, v in config.items() if k not in ("model_type", "_name_or_path")}
+    fast = _save_tokenizer(out_dir, seed, vocab, max_length=int(config.get("max_position_embeddings") or 2048))
+    fields.update(eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, bos_token_id=None)
+    cfg = AutoConfig.for_model(config["model_type"], **fields)
+    dtype = getattr(torch, str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"), torch.bfloat16)
+    torch.manual_seed(seed)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # made in its dtype: a 7B model in fp32 would need twice the memory to build
+    try:
+        model = AutoModelForCausalLM.from_config(cfg)
+    finally:
+        torch.set_default_dtype(previous)
     model.save_pretrained(out_dir)
     GenerationConfig(eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id).save_pretrained(out_dir)
     return out_dir

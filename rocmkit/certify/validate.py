@@ -16,7 +16,7 @@ def validate(s: Settings) -> Settings:
     """Every option on its own and in combination; paths made absolute. Raises UsageError. The options one engine
     owns are checked by that engine (certify/engines/), and refused by it when another engine was chosen."""
     engine = engines.of(s)
-    if s.steps < MIN_STEPS:
+    if s.steps < (1 if s.job else MIN_STEPS):  # a job's learning is reported, not judged
         raise UsageError(f"--steps {s.steps}: at least {MIN_STEPS} (learning is judged over the first and last quarter)")
     if s.steps > MAX_STEPS:
         raise UsageError(f"--steps {s.steps}: at most {MAX_STEPS} (a smoke run; the built-in task writes rows for each "

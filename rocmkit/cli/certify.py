@@ -12,6 +12,7 @@ from ..certify.settings import SIZES, Backend, Rollout, Settings, VllmMode
 from ..errors import UsageError
 from ..verl.attention import CHOICES as ATTN_CHOICES
 from ..output import dumps
+from ..certify.job import DEFAULT_STEPS as DEFAULT_JOB_STEPS
 from .common import InputFile, json_option
 
 D = Settings()  # the defaults: one place (certify/settings.py), read by the options below
@@ -34,7 +35,9 @@ def _values(enum) -> list[str]:
               help="A local Hugging Face model folder. Default: a tiny Qwen2 model generated in the target.")
 @click.option("--data", type=InputFile(dir_okay=False), default=None,
               help="A parquet file in verl's GSM8K row format. Default: the built-in task.")
-@click.option("--steps", type=int, default=D.steps, show_default=True, help="Training steps (at least 4).")
+@click.option("--steps", type=int, default=None,
+              help=f"Training steps (at least 4). Default: {D.steps}; with --script, {DEFAULT_JOB_STEPS} (a job's "
+                   "learning is reported, not judged: 1 or more).")
 @click.option("--gpus", type=int, default=D.gpus, show_default=True,
               help="GPUs to train on; 0 trains on the CPU. Fewer visible than asked: exit 3 before training.")
 @click.option("--out", type=click.Path(file_okay=False), default=str(D.out), show_default=True,
@@ -104,11 +107,26 @@ def _values(enum) -> list[str]:
               help="With --engine verl: also check that the target's verl composes and validates this `rocmkit tune "
                    "--json` plan (your real job's settings); a rejected plan fails the certificate. A plan without "
                    "algorithm.adv_estimator is refused (exit 2).")
+@click.option("--script", type=InputFile(dir_okay=False, exists=True), default=None, metavar="RUN.sh",
+              help="Certify this verl launch script as a job (--engine verl is implied). It is read as `rocmkit "
+                   "verl-check` reads it (--arg, --env; its GPU queries answer --gpus), and a script verl rejects "
+                   "stops here (exit 2, the same findings). Then main_ppo runs the script's overrides under a smoke "
+                   "budget: --steps steps, no validation, no checkpoint saves, console and file loggers. A model "
+                   "path not on this host is built with random weights from its config.json (--model-config, or "
+                   "rocmkit's model table by the path's last part); data files not on this host are replaced by "
+                   "the built-in task at the script's lengths. The certificate names each stand-in.")
+@click.option("--arg", "script_args", multiple=True, metavar="VALUE",
+              help="With --script: an argument to the script ($1, $2... in order); repeatable.")
+@click.option("--env", "script_env", multiple=True, metavar="NAME=VALUE",
+              help="With --script: a variable for the script, over the caller's environment; repeatable.")
+@click.option("--model-config", type=InputFile(dir_okay=False, exists=True), default=None, metavar="FILE",
+              help="With --script: the config.json of the script's model, built with random weights in its shape "
+                   "(used even when the model folder is on this host).")
 @json_option
 @click.pass_context
 def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, out, force, require_learning, size,
             rollout, rollout_tp, backend, tp, pp, attn, rollout_graphs, engine_defaults, vllm_mode, zero, timeout, stall_timeout, no_probes, progress,
-            dry_run, tune_file, as_json) -> None:
+            dry_run, tune_file, script, script_args, script_env, model_config, as_json) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated inside the
@@ -140,9 +158,19 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
         tuned = tuple(load_overrides(tune_file))
     else:
         tuned = ()
+    job = None
+    if script:
+        job, model, rollout, rollout_tp = read_job(ctx, script, script_args, script_env, model_config, model, data,
+                                                   gpus, image)
+        engine = "verl"
+    elif script_args or script_env or model_config:
+        raise UsageError("--arg, --env and --model-config are for --script")
+    if steps is None:
+        steps = DEFAULT_JOB_STEPS if script else D.steps
     s = Settings(engine=engine, image=image, model=Path(model) if model else None,
-                 data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
-                 require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
+                 data=Path(data) if data else None, steps=steps, job=job, gpus=gpus, out=Path(out),
+                 # a job's learning is reported unless asked for; its verdict is that it runs
+                 require_learning=bool(require_learning) if script else (True if require_learning else None), size=size, rollout=Rollout(rollout),
                  rollout_tp=rollout_tp,
                  timeout=timeout, stall_timeout=stall_timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
                  backend=Backend(backend), tp=tp, pp=pp, vllm_mode=VllmMode(vllm_mode) if vllm_mode else None,
@@ -180,3 +208,45 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
         if hint:
             click.echo(f"hint: {hint}", err=True)
     ctx.exit(outcome.exit_code)
+
+
+def read_job(ctx, script, script_args, script_env, model_config, model, data, gpus, image):
+    """The script read into a job (certify/job.py); verl's rejection printed as verl-check prints it, exit 2.
+    The script's own model folder, rollout and rollout TP become the run's."""
+    import os
+
+    from ..certify import job as job_mod
+
+    if model or data:
+        raise UsageError("--model and --data name the built-in run's inputs; with --script the script names them",
+                         hint="leave them out (a model not on this host: --model-config FILE)")
+    if ctx.get_parameter_source("engine").name != "DEFAULT" and ctx.params["engine"] != "verl":
+        raise UsageError(f"--script certifies a verl launch script: --engine {ctx.params['engine']} cannot run it",
+                         hint="leave out --engine")
+    for name in ("rollout", "rollout_tp"):
+        if ctx.get_parameter_source(name).name != "DEFAULT":
+            raise UsageError(f"--{name.replace('_', '-')}: with --script the script sets it",
+                             hint="change the script's override instead")
+    env = dict(os.environ)
+    for item in script_env:
+        name, eq, value = item.partition("=")
+        if not eq or not name.isidentifier():
+            raise UsageError(f"--env {item}: expected NAME=VALUE")
+        env[name] = value
+    try:
+        job, lines = job_mod.read(script, list(script_args), env, max(1, gpus), 20.0, image, model_config)
+    except job_mod.Rejected as exc:
+        for line in exc.lines:
+            click.echo(line, err=True)
+        raise
+    for line in lines:
+        click.echo(line, err=True)
+    rollout = job.value("actor_rollout_ref.rollout.name") or D.rollout.value
+    tp = job.value("actor_rollout_ref.rollout.tensor_model_parallel_size")
+    if rollout not in _values(Rollout):
+        raise UsageError(f"{script}: actor_rollout_ref.rollout.name={rollout}: certify runs vllm or sglang")
+    try:
+        rollout_tp = int(tp) if tp else 1
+    except ValueError:
+        raise UsageError(f"{script}: actor_rollout_ref.rollout.tensor_model_parallel_size={tp}: not an integer") from None
+    return job, (job.model_path if job.config is None else None), rollout, rollout_tp

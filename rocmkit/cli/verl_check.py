@@ -70,7 +70,7 @@ def verl_check(ctx, files, image, verl_python, timeout, gpus, script_args, scrip
     if as_json:
         echo_json(doc)
     else:
-        for line in text_lines(invocations, verdicts):
+        for line in recipe_check.text_lines(invocations, verdicts):
             click.echo(line)
         c = doc["counts"]
         verdict = "rejected" if c["error"] else "accepted"
@@ -78,23 +78,3 @@ def verl_check(ctx, files, image, verl_python, timeout, gpus, script_args, scrip
                    f"{c['note']} note(s)")
     ctx.exit(doc["exit_code"])
 
-
-def text_lines(invocations, verdicts) -> list[str]:
-    """Each command's header, then its own findings, each said once (a file's findings no longer wait for
-    every header, and a finding two checks make is printed once)."""
-    from ..verl import recipe_check
-
-    out: list[str] = []
-    said: set[tuple] = set()
-    for inv, verdict in zip(invocations, verdicts):
-        out.append(f"{inv.file}:{inv.line or ''}: main_ppo --config-name={inv.config_name}, "
-                   f"{len(inv.overrides)} overrides")
-        for f in recipe_check.findings(inv, verdict):
-            seen = (f.file, f.line, f.severity, f.message)
-            if seen in said:
-                continue
-            said.add(seen)
-            out.append(f"{f.file}:{f.line or ''}: {f.severity}: {f.message}")
-            if f.instead:
-                out.append(f"    instead: {f.instead}")
-    return out

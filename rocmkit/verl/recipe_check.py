@@ -138,6 +138,25 @@ def document(invocations: list[Invocation], verdicts: list[dict], where: str) ->
             "findings": [f.to_json() for f in found], "counts": counts, "exit_code": 1 if counts["error"] else 0}
 
 
+def text_lines(invocations, verdicts) -> list[str]:
+    """Each command's header, then its own findings, each said once (a file's findings no longer wait for
+    every header, and a finding two checks make is printed once)."""
+    out: list[str] = []
+    said: set[tuple] = set()
+    for inv, verdict in zip(invocations, verdicts):
+        out.append(f"{inv.file}:{inv.line or ''}: main_ppo --config-name={inv.config_name}, "
+                   f"{len(inv.overrides)} overrides")
+        for f in findings(inv, verdict):
+            seen = (f.file, f.line, f.severity, f.message)
+            if seen in said:
+                continue
+            said.add(seen)
+            out.append(f"{f.file}:{f.line or ''}: {f.severity}: {f.message}")
+            if f.instead:
+                out.append(f"    instead: {f.instead}")
+    return out
+
+
 # ---- the edge: verl_check.py in the target ----
 
 def _parse(result: proc.Result, where: str) -> list[dict]:

@@ -15,6 +15,7 @@ from ...verl import overrides as verl_overrides
 from ...verl import report as verl_report
 from ...verl import smoke_cuts
 from ...verl import target_steps
+from .. import job as job_mod
 from ..judge import check as judge_check
 from ..settings import Backend, Rollout, Settings
 from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
@@ -49,7 +50,7 @@ class MainPpo(ClusterJob):
 
 class Verl(BuiltinTask):
     name = "verl"
-    options = ("rollout", "rollout_tp", "backend", "tp", "pp", "attn", "rollout_graphs", "engine_defaults", "tune")
+    options = ("rollout", "rollout_tp", "backend", "tp", "pp", "attn", "rollout_graphs", "engine_defaults", "tune", "job")
     extra = "verl"
     first_phase = "starting Ray"
     command_name = "verl's driver (main_ppo)"
@@ -93,12 +94,21 @@ class Verl(BuiltinTask):
                              "--backend megatron")
         if s.tune:
             raise UsageError("--tune checks a verl plan: it needs --engine verl")
+        if s.job:
+            raise UsageError("--script certifies a verl launch script: it needs --engine verl",
+                             hint="leave out --engine, or give --engine verl")
         if s.rollout_tp != 1:
             raise UsageError(f"--rollout-tp {s.rollout_tp} is the tensor parallel size of verl's rollout: it needs "
                              "--engine verl", hint="add --engine verl, or leave out --rollout-tp")
 
     def settings_fields(self, s: Settings) -> dict:
-        return {**super().settings_fields(s), "rollout": s.rollout.value, "rollout_tp": s.rollout_tp,
+        job = {}
+        if s.job:  # the job's own model and data, or what stood in for them
+            said = job_mod.stand_ins(s.job)
+            job = {"job": job_mod.record(s.job, s.steps), "model": s.job.model_path + (
+                " (random weights: a stand-in)" if s.job.config is not None else ""),
+                "data": said[-1] if s.job.builtin_data else ", ".join(s.job.data_files)}
+        return {**super().settings_fields(s), **job, "rollout": s.rollout.value, "rollout_tp": s.rollout_tp,
                 "backend": s.backend.value,
                 "megatron": {"tp": s.tp, "pp": s.pp} if s.backend is Backend.MEGATRON else None,
                 "attn": s.attn, "rollout_graphs": s.rollout_graphs, "engine_defaults": s.engine_defaults,
@@ -130,7 +140,8 @@ class Verl(BuiltinTask):
         return ["verl"]
 
     def configure(self, s: Settings, ws, target) -> dict:
-        return {"target_steps": TARGET_STEPS, "verl_overrides": verl_overrides.overrides(self.run(s, ws, target)),
+        return {"target_steps": TARGET_STEPS, **(self.job_fields(s, ws, target) if s.job else
+                                                 {"verl_overrides": verl_overrides.overrides(self.run(s, ws, target))}),
                 "tune_overrides": list(s.tune),
                 # the setup picks the attention where it can see what imports; the pool check needs vLLM's sleep mode
                 "attention": {"asked": s.attn} if s.backend is Backend.FSDP else None,
@@ -140,6 +151,17 @@ class Verl(BuiltinTask):
                 # SGLang's attention and sampler, chosen where the setup sees which kernels exist (sglang_backends.py)
                 "sglang": s.rollout is Rollout.SGLANG,
                 "megatron": s.backend is Backend.MEGATRON}  # compat.py checks the Megatron packages then
+
+    def job_fields(self, s: Settings, ws, target) -> dict:
+        """certify.json for a user's job: its overrides under the smoke budget, and the stand-ins' recipes."""
+        r, job = self.run(s, ws, target), s.job
+        ours = job_mod.smoke(job, steps=s.steps, gpus=s.gpus, run_dir=str(ws.run_dir), ray_temp_dir=r.ray_temp_dir,
+                             model_dir=str(ws.model_dir), train_file=str(ws.train_file), val_file=str(ws.val_file),
+                             reward_file=str(ws.reward_file))
+        ours += verl_overrides.startup_overrides(r) + (verl_overrides.cpu_overrides() if s.on_cpu else [])
+        return {"verl_overrides": job_mod.merged(job.overrides, ours), "model_config": job.config,
+                "builtin_data": job.builtin_data, "train_rows": job_mod.train_rows(job, s.steps),
+                **({} if job.builtin_data else {"train_file": job.data_files[0]})}
 
     def gpu_need(self, s: Settings, cfg: dict) -> list[dict]:
         """vLLM refuses to start unless gpu_memory_utilization of the GPU is free (vllm/v1/worker/utils.py,
@@ -243,12 +265,13 @@ class Verl(BuiltinTask):
 
     def run_record(self, s: Settings, report: dict, run, ws) -> dict | None:
         log = ws.log.read_text(errors="replace") if ws.log.exists() else ""
-        return {"layout": layout(s), **verl_report.record(report, log, s.rollout_graphs)}
+        job = {"job": job_mod.record(s.job, s.steps)} if s.job else {}
+        return {"layout": layout(s), **job, **verl_report.record(report, log, s.rollout_graphs)}
 
     def summary_lines(self, v: dict | None) -> list[str]:
         if not v:
             return []
-        out = []
+        out = job_lines(v["job"]) if v.get("job") else []
         lay = v.get("layout")
         if lay:
             out.append(f"- layout: {lay['actor']} actor over {lay['data_parallel']} data-parallel rank(s)"
@@ -280,6 +303,13 @@ class Verl(BuiltinTask):
             out.append(f"- sleep mode: {sm['sleeps']} sleeps{split} freed {_span(sm['freed_gib'])} GiB, "
                        f"{_span(sm['still_in_use_gib'])} GiB still in use")
         return out
+
+
+def job_lines(job: dict) -> list[str]:
+    b = job["budget"]
+    return ([f"- job: {job['script']}:{job['line']}, {len(job['overrides'])} overrides; smoke budget: {b['steps']} "
+             f"steps, validation {b['validation']}, loggers {b['loggers']}, checkpoints {b['checkpoints']}"]
+            + [f"- stand-in: {x}" for x in job["stand_ins"]])
 
 
 def sglang_line(doc: dict) -> str:

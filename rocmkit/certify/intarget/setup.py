@@ -85,11 +85,15 @@ def prepare(cfg: dict) -> dict:
         from .. import tinymodel
 
         t = time.perf_counter()
-        tinymodel.build(Path(cfg["model_dir"]), size=cfg["size"], seed=cfg["seed"])
+        if cfg.get("model_config"):  # a job's model that is not on this host: its shape, random weights
+            tinymodel.build_from_config(Path(cfg["model_dir"]), cfg["model_config"], seed=cfg["seed"])
+        else:
+            tinymodel.build(Path(cfg["model_dir"]), size=cfg["size"], seed=cfg["seed"])
         timings["model_s"] = round(time.perf_counter() - t, 3)
     t = time.perf_counter()
     if cfg["builtin_data"]:
-        task.write_dataset(Path(cfg["train_file"]).parent, train_rows=max(64, 4 * cfg["steps"]), seed=cfg["seed"])
+        rows = cfg.get("train_rows") or max(64, 4 * cfg["steps"])  # a job's rows: its batches (job.train_rows)
+        task.write_dataset(Path(cfg["train_file"]).parent, train_rows=rows, seed=cfg["seed"])
     else:  # verl builds a validation set even when validation is off
         Path(cfg["val_file"]).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cfg["train_file"], cfg["val_file"])

@@ -1,0 +1,132 @@
+"""`certify --script`: a user's verl launch script certified as a job (rocmkit/certify/job.py). The pure parts here;
+the CPU run on the verl-cpu stack at the end (a verl example-style GRPO script, a random-weight Qwen2 model built
+from a config.json, the built-in task in place of the script's data files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from provisioned import provisioned
+
+from rocmkit.certify import job as job_mod
+from rocmkit.certify.settings import Settings
+from rocmkit.certify.validate import validate
+from rocmkit.errors import InputFileError, UsageError
+
+DATA = Path(__file__).parent / "data" / "certify_job"
+SCRIPT = DATA / "run_qwen2_tiny_grpo.sh"
+CONFIG = DATA / "qwen2-tiny-config.json"
+
+
+def _job(**kw) -> job_mod.Job:
+    base = dict(script="/s/run.sh", line=3, overrides=("data.train_batch_size=16", "+foo.bar=1",
+                                                       "trainer.logger=['console','wandb']"),
+                model_path="/nowhere/Qwen2.5-0.5B-Instruct", model_config=(("model_type", "qwen2"),),
+                model_source="table", data_files=("/nowhere/train.parquet",), builtin_data=True)
+    return job_mod.Job(**{**base, **kw})
+
+
+def test_certifys_overrides_replace_the_users_keys_and_keep_the_rest():
+    merged = job_mod.merged(("a.b=1", "+foo.bar=1", "trainer.logger=['wandb']", "c=2"),
+                            ["+foo.bar=2", "trainer.logger=['console','file']"])
+    assert merged == ["a.b=1", "c=2", "+foo.bar=2", "trainer.logger=['console','file']"]
+
+
+def test_a_hydra_value_names_files_as_a_list_or_one_path():
+    assert job_mod.files_of("['/a/t.parquet', \"/b/u.parquet\"]") == ["/a/t.parquet", "/b/u.parquet"]
+    assert job_mod.files_of("/a/t.parquet") == ["/a/t.parquet"]
+    assert job_mod.value_of(("x=1", "+x=2", "y=3"), "x") == "2"
+
+
+def test_the_smoke_budget_turns_off_validation_saves_and_external_loggers():
+    ours = job_mod.smoke(_job(), steps=3, gpus=0, run_dir="/r/run", ray_temp_dir="/tmp/ray", model_dir="/r/model",
+                         train_file="/r/data/train.parquet", val_file="/r/data/test.parquet",
+                         reward_file="/r/reward.py")
+    for o in ("trainer.total_training_steps=3", "trainer.test_freq=-1", "trainer.val_before_train=False",
+              "trainer.save_freq=-1", "trainer.default_local_dir=/r/run/checkpoints",
+              "trainer.logger=['console','file']", "trainer.n_gpus_per_node=1",
+              "actor_rollout_ref.model.path=/r/model", "data.train_files=/r/data/train.parquet",
+              "reward.custom_reward_function.path=/r/reward.py"):
+        assert o in ours
+    assert job_mod.train_rows(_job(), 3) == 64 and job_mod.train_rows(_job(overrides=("data.train_batch_size=512",)),
+                                                                        3) == 2048
+    said = job_mod.stand_ins(_job())
+    assert said[0].startswith("model weights: random") and said[1].startswith("data: the built-in digits task")
+
+
+def test_a_model_not_on_the_host_takes_its_shape_from_the_table_or_a_config_file(tmp_path):
+    config, source = job_mod.stand_in_config("run.sh", "/nowhere/Qwen2.5-0.5B-Instruct", None)
+    assert config["hidden_size"] == 896 and config["architectures"] == ["Qwen2ForCausalLM"]
+    assert "Qwen/Qwen2.5-0.5B-Instruct" in source and "params_b" not in config
+    config, source = job_mod.stand_in_config("run.sh", "/nowhere/x", str(CONFIG))
+    assert config["hidden_size"] == 256 and source == str(CONFIG)
+    with pytest.raises(InputFileError) as exc:
+        job_mod.stand_in_config("run.sh", "/nowhere/my-own-model", None)
+    assert "run.sh: actor_rollout_ref.model.path: /nowhere/my-own-model: no such model folder" in exc.value.message
+    assert "--model-config" in exc.value.hint
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 8}))
+    with pytest.raises(UsageError) as exc:
+        job_mod.stand_in_config("run.sh", None, str(bad))
+    assert str(bad) in exc.value.message and "num_hidden_layers" in exc.value.message
+    bad.write_text("{")
+    with pytest.raises(InputFileError) as exc:
+        job_mod.stand_in_config("run.sh", None, str(bad))
+    assert exc.value.message.startswith(f"{bad}: not JSON")
+
+
+def test_a_job_is_the_verl_engines_option():
+    with pytest.raises(UsageError) as exc:
+        validate(Settings(engine="trl", job=_job()))
+    assert "--script certifies a verl launch script" in exc.value.message
+    assert validate(Settings(engine="verl", gpus=0, steps=1, job=_job())).steps == 1  # learning is not judged
+    with pytest.raises(UsageError):
+        validate(Settings(engine="verl", gpus=0, steps=1))
+
+
+# ---- on the verl-cpu stack ----
+
+def verl_cpu_python() -> str:
+    return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
+
+
+def _certify(python: str, *args, timeout=1200):
+    return subprocess.run([python, "-m", "rocmkit", "certify", "--host", "--script", str(SCRIPT), "--gpus", "0",
+                           *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, "CI": "true"})
+
+
+def test_a_script_verl_rejects_is_refused_with_verl_checks_findings(tmp_path):
+    """Eight GPUs asked of the script: verl's own batch rule fails, before anything starts (exit 2)."""
+    python, out = verl_cpu_python(), tmp_path / "c"
+    r = _certify(python, "--arg", "trainer.n_gpus_per_node=8", "--model-config", str(CONFIG), "--out", str(out))
+    assert r.returncode == 2, r.stderr[-3000:]
+    check = subprocess.run([python, "-m", "rocmkit", "verl-check", str(SCRIPT), "--arg", "trainer.n_gpus_per_node=8",
+                            "--gpus", "1"], capture_output=True, text=True, timeout=600)
+    findings = [line for line in check.stdout.splitlines() if ": error: " in line]
+    assert check.returncode == 1 and findings and all(f in r.stderr for f in findings), check.stdout
+    assert "rejects the job" in r.stderr and "Traceback" not in r.stderr and not out.exists()
+
+
+def test_a_verl_example_script_certifies_as_a_job_on_the_cpu(tmp_path):
+    """The script's model and data are not on this host: a random-weight Qwen2 from the config.json and the
+    built-in task stand in, three steps run, and the certificate says so."""
+    out = tmp_path / "c"
+    r = _certify(verl_cpu_python(), "--model-config", str(CONFIG), "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr[-4000:]
+    cert = json.loads(r.stdout)
+    assert cert["verdict"] == "pass" and cert["metrics"]["steps"] == 3
+    job = cert["settings"]["job"]
+    assert job["script"] == str(SCRIPT) and job["budget"]["steps"] == 3 and job["budget"]["validation"] == "off"
+    assert [s.split(":")[0] for s in job["stand_ins"]] == ["model weights", "data"]
+    assert cert["settings"]["learning_required"] is False and cert["engine_run"]["job"] == job
+    command = cert["settings"]["command"]
+    assert "trainer.logger=['console','file']" in command and "trainer.save_freq=-1" in command
+    assert "trainer.logger=[\"console\",\"wandb\"]" not in command and "trainer.test_freq=-1" in command
+    assert "data.max_prompt_length=64" in command  # the script's own shape stays
+    model = json.loads((out / "model" / "config.json").read_text())
+    assert (model["hidden_size"], model["vocab_size"], model["num_hidden_layers"]) == (256, 1024, 2)
+    assert "stand-in: model weights: random" in (out / "certificate.md").read_text()
