@@ -220,8 +220,9 @@ def read_job(ctx, script, script_args, script_env, model_config, model, data, gp
     if model or data:
         raise UsageError("--model and --data name the built-in run's inputs; with --script the script names them",
                          hint="leave them out (a model not on this host: --model-config FILE)")
-    if ctx.get_parameter_source("engine").name != "DEFAULT" and ctx.params["engine"] != "verl":
-        raise UsageError(f"--script certifies a verl launch script: --engine {ctx.params['engine']} cannot run it",
+    asked = ctx.params["engine"]
+    if ctx.get_parameter_source("engine").name != "DEFAULT" and "job" not in engines.get(asked).options:
+        raise UsageError(f"--script certifies a verl launch script: --engine {asked} cannot run it",
                          hint="leave out --engine")
     for name in ("rollout", "rollout_tp"):
         if ctx.get_parameter_source(name).name != "DEFAULT":
