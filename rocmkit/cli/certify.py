@@ -34,7 +34,8 @@ def _values(enum) -> list[str]:
               help="A local Hugging Face model folder. Default: a tiny Qwen2 model generated in the target.")
 @click.option("--data", type=InputFile(dir_okay=False), default=None,
               help="A parquet file in verl's GSM8K row format. Default: the built-in task.")
-@click.option("--steps", type=int, default=D.steps, show_default=True, help="Training steps (at least 4).")
+@click.option("--steps", type=int, default=D.steps, show_default=True, help="Training steps (at least 4). Given, exactly that many run; left out on the built-in task, the run "
+                   "stops once the reward rule holds from step 8 on, or after 16 steps.")
 @click.option("--gpus", type=int, default=D.gpus, show_default=True,
               help="GPUs to train on; 0 trains on the CPU. Fewer visible than asked: exit 3 before training.")
 @click.option("--out", type=click.Path(file_okay=False), default=str(D.out), show_default=True,
@@ -141,7 +142,8 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     else:
         tuned = ()
     s = Settings(engine=engine, image=image, model=Path(model) if model else None,
-                 data=Path(data) if data else None, steps=steps, gpus=gpus, out=Path(out),
+                 data=Path(data) if data else None, steps=steps,
+                 steps_given=ctx.get_parameter_source("steps") is not click.core.ParameterSource.DEFAULT, gpus=gpus, out=Path(out),
                  require_learning=True if require_learning else None, size=size, rollout=Rollout(rollout),
                  rollout_tp=rollout_tp,
                  timeout=timeout, stall_timeout=stall_timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
