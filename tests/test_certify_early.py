@@ -129,3 +129,12 @@ def test_a_step_printed_but_not_yet_filed_when_stopped_is_read_from_the_console(
     ws.log.write_text("step:7 - reward:9.0\nstep:8 - reward:0.8\n")
     steps = flow.read_steps(ws)
     assert sorted(steps) == list(range(1, 9)) and steps[7]["reward"] == pytest.approx(0.7)  # the file wins
+
+
+def test_the_certificates_markdown_says_what_ended_the_run():
+    from rocmkit.certify.certificate import markdown
+
+    cert = json.loads((DATA / "certify" / "verl-h200-fe9814a.json").read_text())
+    assert "ended by" not in markdown(cert)  # kept from before the rule: it says nothing it does not know
+    cert["run"]["ended_by"] = "all 16 steps"
+    assert "\n- ended by: all 16 steps\n" in markdown(cert)
