@@ -5,6 +5,7 @@ stack and writes the table.
 
     python benchmarks/time_to_verdict.py --python .ci-work/venv-verl-cpu/bin/python \\
         [--cases healthy,fixed,rank,weights,data,stall] [--out DIR] [--docs docs/guides/certification.md]
+    python benchmarks/time_to_verdict.py --results tests/data/crash/cpu-time-to-verdict.json --docs ...  # no run
 
 A busy GPU cannot be made on the CPU: its row says so (failure_verdicts.py's busy case measures it on a GPU).
 Writes DIR/results.json and DIR/time-to-verdict.md; with --docs, replaces the table between the file's
@@ -37,20 +38,22 @@ WHAT = {
 MARK = "<!-- time-to-verdict -->"
 
 
-def table(results: list[dict], python: str) -> str:
+def table(results: list[dict]) -> str:
+    """The markdown table of one run of the cases (results.json): seconds from the command to its exit, as a ratio
+    of the healthy run's, and from the fault (the kill or the freeze) to the exit."""
     base = next((r["wall_s"] for r in results if r["case"] == "healthy"), None)
-    rows = ["| case | exit | verdict | seconds to verdict | ÷ healthy | steps | what ended it |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| case | exit | verdict | seconds to verdict | ÷ healthy | after the fault | steps | what ended it |",
+            "|---|---|---|---|---|---|---|---|"]
     for r in results:
         ratio = f"{r['wall_s'] / base:.2f}" if base else "-"
+        after = f"{r['wall_s'] - r['killed_after_s']:.1f}" if r.get("killed_after_s") is not None else "-"
         ended = r.get("ended_by") or r.get("cause") or "-"
         rows.append(f"| {WHAT.get(r['case'], r['case'])} | {r['exit']} | {r['verdict'] or 'refused'} | "
-                    f"{r['wall_s']} | {ratio} | {r.get('steps') if r.get('steps') is not None else '-'} | "
+                    f"{r['wall_s']} | {ratio} | {after} | {r.get('steps') if r.get('steps') is not None else '-'} | "
                     f"{ended[:160].replace('|', '/')} |")
-    rows.append(f"| {WHAT['busy']} | - | - | - | - | - | not made on the CPU: it needs a GPU whose memory another "
-                "process holds (`benchmarks/failure_verdicts.py --cases busy` on a GPU host) |")
-    return (f"Measured with `python benchmarks/time_to_verdict.py --python {python}` on {os.cpu_count()} cores, "
-            "verl on the CPU, one run per case.\n\n" + "\n".join(rows) + "\n")
+    rows.append(f"| {WHAT['busy']} | - | - | - | - | - | - | not made on the CPU: it needs a GPU whose memory "
+                "another process holds (`benchmarks/failure_verdicts.py --cases busy` on a GPU host) |")
+    return "\n".join(rows) + "\n"
 
 
 def into_docs(doc: Path, text: str) -> None:
@@ -69,7 +72,14 @@ def main() -> None:
     ap.add_argument("--cases", default=CASES)
     ap.add_argument("--out", default="bench-time-to-verdict")
     ap.add_argument("--docs", type=Path, default=None, help="a markdown file whose marked table is replaced")
+    ap.add_argument("--results", type=Path, default=None, help="render this kept results.json; run nothing")
     args = ap.parse_args()
+    if args.results:
+        text = table(json.loads(args.results.read_text()))
+        print(text)
+        if args.docs:
+            into_docs(args.docs, text)
+        return
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     # failure_verdicts' own settings for the CPU: no GPU, the only training rank, no more certify options
@@ -79,7 +89,7 @@ def main() -> None:
         results.append(fv.run_case(name, case_args, out))
         print(json.dumps(results[-1], indent=1), flush=True)
         (out / "results.json").write_text(json.dumps(results, indent=1))
-    text = table(results, args.python)
+    text = table(results)
     (out / "time-to-verdict.md").write_text(text)
     print(text)
     if args.docs:
