@@ -116,6 +116,8 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     target (no torch needed on the host for --image), with a task whose reward a policy learns within
     the smoke budget. The certificate passes only if every step ran, every loss is finite, no GPU probe
     failed and (on the built-in task, or with --require-learning) the reward rose by the stated margin.
+    On the built-in task without --steps, the run stops as soon as that rule holds (from step 8 on), and
+    the certificate's run.ended_by says which rule ended the run.
     It records the image (id, repo digests, manifest) or host packages, the device actually used, the
     engine's per-step metrics, rollout and training tokens/s, time per phase, MFU where known, the
     doctor's level-2 GPU probe figures, and every failed or warned probe. The engine's output goes to
