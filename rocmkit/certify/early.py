@@ -5,7 +5,8 @@ same steps and passes the run; the certificate's `run.ended_by` names the rule.
 
 Why stop: in the 19 kept passing runs of the built-in task (verl and TRL, CPU and GPUs) the rule first held at
 step 5 to 9 (8 or 9 from the minimum on) and never failed after it had held, and the peak actor memory at
-step 8 equalled step 16's in every verl run. Steps after the rule holds decide nothing on a stack that passes (docs/guides/certification.md).
+step 8 equalled step 16's in every verl run. Steps after the rule holds decide nothing on a stack that passes
+(docs/guides/certification.md, "When the run stops").
 Why MIN_STEPS 8: each quarter then has two steps, so one step's reward does not decide, and the rollout has
 generated with trained weights synced into it seven times (each step after the first starts with a sync)."""
 

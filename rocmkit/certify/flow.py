@@ -231,6 +231,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     run_started = time.monotonic()
     run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
     timings.lap("run")
+    proof = getattr(follow, "proof", None)  # stopped once learning was proven (early.py), or None
     watched = follow.watch.record()
     display.stage("judging", took=run_seconds(timings, watched["timeline"], run.seconds))  # the certificate's figure
     steps = read_steps(ws)
@@ -243,7 +244,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                "stop": watched["stop"], "longest_silence_s": watched["longest_silence_s"],
                "stall_timeout_s": s.stall_timeout or None, "activity": watched["activity"]}
     if status is RunStatus.FINISHED:  # which rule ended it: the learning proof, or the steps asked
-        run_doc["ended_by"] = early.ended_by(s.steps, getattr(follow, "proof", None))
+        run_doc["ended_by"] = early.ended_by(s.steps, proof)
     if watched["replicas"]:  # several rollout replicas: each one's updates and syncs, apart
         run_doc["replica_timelines"] = watched["replicas"]
     if status is not RunStatus.FINISHED:  # who the run's processes were, and when each ended: the cause's witnesses
@@ -255,7 +256,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     stop = follow.watch.stopped
     why = run_cause(s, engine, ws, run, status, follow, run_started)
     extra = measured + ([check("no stall or engine error", False, stop.message(s.stall_timeout))] if stop else [])
-    proof = getattr(follow, "proof", None)  # stopped once proven: the steps up to the proof are all it asked
+    # stopped once proven: the steps up to the proof are all it asked
     verdict = engine.verdict(replace(s, steps=proof.step) if proof else s, steps, status, run, probes, extra, ws)
     if why:  # "run status: crashed" alone tells nothing: the check says what ended the run
         for c in verdict.checks:
