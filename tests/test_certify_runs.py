@@ -51,6 +51,7 @@ def test_trl_on_cpu_certifies_the_builtin_default(tmp_path):
     assert {c["name"] for c in cert["checks"]} == {"run finished", "all steps ran", "losses finite", "reward rose"}
     mt = cert["metrics"]
     assert mt["steps"] == 12 and mt["reward"]["last"] - mt["reward"]["first"] >= 0.3
+    assert cert["run"]["ended_by"] == "all 12 steps"  # --steps given: exactly that many, however soon it learned
     assert mt["phases_s"]["generation"] > 0 and mt["phases_s"]["reference_log_probs"] > 0 and mt["phases_s"]["update"] > 0
     assert mt["rollout_tokens_per_s"] > 0 and mt["training_tokens_per_s"] > 0
     assert cert["target"]["packages"]["trl"] and cert["run"]["device"] == "cpu"
