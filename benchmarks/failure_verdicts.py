@@ -6,14 +6,18 @@ same script, so each failure's time is also a ratio of it.
     python benchmarks/failure_verdicts.py --gpus 0 --python .ci-work/venv-verl-cpu/bin/python      # the CPU
 
 Cases (each one `rocmkit certify --host --engine verl` with the defaults a user types, plus what the case adds):
-- healthy: nothing added;
+- healthy: nothing added (on the built-in task the run stops once learning is proven);
+- fixed: --steps 16, the healthy run with every step the default allows (what the healthy run took before it
+  stopped once learning was proven);
 - busy: a process of this script holds BUSY_SHARE of GPU 0's memory (a dead job's leftover engine), then the
   default one-GPU command; refused at the setup, before Ray starts;
 - rank: the training rank (Ray actor WorkerDict with RANK = --rank) killed with SIGKILL once step 1 is logged;
 - vllm: the rollout's vLLM engine process (VLLM::EngineCore, else the vLLMHttpServer actor) killed with SIGKILL
   once step 1 is logged;
 - weights: --model, a copy of the built-in model whose safetensors file is cut to half (CPU or GPU);
-- data: --data, a parquet file whose prompt column is named otherwise.
+- data: --data, a parquet file whose prompt column is named otherwise;
+- stall: the training rank stopped with SIGSTOP once step 1 is logged (a frozen trainer: alive, silent, idle),
+  under --stall-timeout STALL_TIMEOUT_S.
 Writes DIR/results.json and prints a table; each case's run folder (certificate, run.log) is kept under DIR.
 """
 
@@ -36,6 +40,9 @@ import psutil
 BUSY_SHARE = 0.9  # of GPU 0: what an orphaned vLLM engine at its default gpu_memory_utilization holds
 STEP_RE = re.compile(r"\bstep:(\d+)\b")
 CASE_TIMEOUT_S = 900
+# The stall case's --stall-timeout: long enough that no healthy CPU step trips it (steps take seconds), short
+# enough that the case's time is mostly the timeout itself, which the table reports beside it.
+STALL_TIMEOUT_S = 60
 
 
 def certify_argv(python: str, out: Path, gpus: int, extra: list[str]) -> list[str]:
@@ -68,8 +75,9 @@ def vllm_server(p) -> bool:
     return " ".join(p.info["cmdline"] or []).startswith("ray::vLLMHttpServer")
 
 
-def kill_at_step(log: Path, step: int, choose, deadline: float, said: dict) -> None:
-    """Once the log shows `step` done, SIGKILL the process `choose` picks (a list of predicates, first found)."""
+def kill_at_step(log: Path, step: int, choose, deadline: float, said: dict, sig=signal.SIGKILL) -> None:
+    """Once the log shows `step` done, send `sig` to the process `choose` picks (a list of predicates, first
+    found): SIGKILL kills it, SIGSTOP freezes it (the watchdog's stall, then proc.run ends it)."""
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace") if log.exists() else ""
         if any(int(n) >= step for n in STEP_RE.findall(text)):
@@ -77,7 +85,7 @@ def kill_at_step(log: Path, step: int, choose, deadline: float, said: dict) -> N
                 p = find(pred)
                 if p:
                     said.update(pid=p.pid, cmdline=" ".join(p.cmdline())[:120], at=time.time())
-                    p.send_signal(signal.SIGKILL)
+                    p.send_signal(sig)
                     return
             said["error"] = "no process to kill was found"
             return
@@ -165,13 +173,18 @@ def run_case(name: str, args, out: Path) -> dict:
         extra += ["--model", str(cut_weights(args.python, out / "inputs" / "cut-model"))]
     if name == "data":
         extra += ["--data", str(wrong_data(args.python, out / "inputs" / "wrong.parquet"))]
+    if name == "fixed":
+        extra += ["--steps", "16"]
+    if name == "stall":
+        extra += ["--stall-timeout", str(STALL_TIMEOUT_S)]
     argv = certify_argv(args.python, folder, gpus, extra)
     start = time.monotonic()
     deadline = start + CASE_TIMEOUT_S
     killer = None
-    if name in ("rank", "vllm"):
-        choose = [rank_process(args.rank)] if name == "rank" else [vllm_process, vllm_server]
-        killer = threading.Thread(target=kill_at_step, args=(folder / "run.log", 1, choose, deadline, said),
+    if name in ("rank", "vllm", "stall"):
+        choose = [vllm_process, vllm_server] if name == "vllm" else [rank_process(args.rank)]
+        sig = signal.SIGSTOP if name == "stall" else signal.SIGKILL
+        killer = threading.Thread(target=kill_at_step, args=(folder / "run.log", 1, choose, deadline, said, sig),
                                   daemon=True)
         killer.start()
     try:
@@ -193,6 +206,7 @@ def run_case(name: str, args, out: Path) -> dict:
     killed_after = round(said["at"] - (time.time() - wall), 1) if "at" in said else None
     return {"case": name, "command": " ".join(argv), "exit": code, "wall_s": round(wall, 1),
             "verdict": cert.get("verdict"), "cause": cause.get("summary") or (said_error or [None])[-1],
+            "steps": (cert.get("metrics") or {}).get("steps"), "ended_by": (cert.get("run") or {}).get("ended_by"),
             "hint": cause.get("hint"),
             "killed": said, "killed_after_s": killed_after,
             "terminal": [x for x in stderr.splitlines() if x.startswith(("error:", "hint:"))][-2:]}

@@ -51,6 +51,7 @@ def test_trl_on_cpu_certifies_the_builtin_default(tmp_path):
     assert {c["name"] for c in cert["checks"]} == {"run finished", "all steps ran", "losses finite", "reward rose"}
     mt = cert["metrics"]
     assert mt["steps"] == 12 and mt["reward"]["last"] - mt["reward"]["first"] >= 0.3
+    assert cert["run"]["ended_by"] == "all 12 steps"  # --steps given: exactly that many, however soon it learned
     assert mt["phases_s"]["generation"] > 0 and mt["phases_s"]["reference_log_probs"] > 0 and mt["phases_s"]["update"] > 0
     assert mt["rollout_tokens_per_s"] > 0 and mt["training_tokens_per_s"] > 0
     assert cert["target"]["packages"]["trl"] and cert["run"]["device"] == "cpu"
@@ -253,7 +254,10 @@ def test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default(tmp_path, 
     cert = json.loads(r.stdout)
     assert cert["verdict"] == "pass" and cert["engine"] == "verl" and cert["device"] == "cpu"
     mt = cert["metrics"]
-    assert mt["steps"] == cert["settings"]["steps"] == len(mt["per_step"])
+    assert mt["steps"] == len(mt["per_step"]) and cert["settings"]["steps"] == 16
+    # the built-in task without --steps stops once learning is proven (certify/early.py), or runs all 16 steps
+    ended = cert["run"]["ended_by"]
+    assert ended == f"all {mt['steps']} steps" or ended.startswith(f"learning proven at step {mt['steps']} (rule: ")
     assert mt["reward"]["last"] - mt["reward"]["first"] >= 0.3
     first = mt["per_step"][0]
     assert {"critic/score/mean", "actor/pg_loss", "timing_s/step", "perf/throughput"} <= set(first)

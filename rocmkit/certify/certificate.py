@@ -183,6 +183,7 @@ def markdown(cert: dict) -> str:
         lines += [
             f"- device: {cert.get('device') or 'not reported'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
             f"wall: {run_seconds(cert.get('timings'), cert.get('timeline'), run.get('wall_s')):.1f} s",
+            *([f"- ended by: {run['ended_by']}"] if run.get("ended_by") else []),
             f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
             f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
             + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),

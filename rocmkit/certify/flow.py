@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import time
+from dataclasses import replace
 
 from ..errors import UsageError
 from ..fileio import write_atomic
@@ -18,7 +19,7 @@ from ..progress import Display
 from ..runtime.container import DOCKER_ERROR
 from . import engines
 from . import metrics as metrics_mod
-from . import busy, cause, watchdog, workspace
+from . import busy, cause, early, watchdog, workspace
 from .certificate import build, run_seconds
 from .intarget import setup as setup_mod
 from .judge import Reason, RunStatus, Status, Verdict, check, not_certified
@@ -223,12 +224,14 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     probes = probe_figures(s, target, deadline)
     timings.lap("probes")
     device = engine.device(s, report)
-    display.stage("training", f"{s.engine}, " + (f"{s.steps} steps on {device}" if engine.setup_in_target
-                                                 else f"on {device}"))
-    follow = watchdog.Follow(display, engine.watch(s), stall_dir=ws.stall_dir)
+    proving = early.applies(s, engine)
+    display.stage("training", f"{s.engine}, " + (f"{'up to ' if proving else ''}{s.steps} steps on {device}"
+                                                 if engine.setup_in_target else f"on {device}"))
+    follow = (early.ProvingFollow if proving else watchdog.Follow)(display, engine.watch(s), stall_dir=ws.stall_dir)
     run_started = time.monotonic()
     run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
     timings.lap("run")
+    proof = getattr(follow, "proof", None)  # stopped once learning was proven (early.py), or None
     watched = follow.watch.record()
     display.stage("judging", took=run_seconds(timings, watched["timeline"], run.seconds))  # the certificate's figure
     steps = read_steps(ws)
@@ -240,6 +243,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     run_doc = {"status": status.value, "exit_code": run.returncode, "wall_s": round(run.seconds, 2),
                "stop": watched["stop"], "longest_silence_s": watched["longest_silence_s"],
                "stall_timeout_s": s.stall_timeout or None, "activity": watched["activity"]}
+    if status is RunStatus.FINISHED:  # which rule ended it: the learning proof, or the steps asked
+        run_doc["ended_by"] = early.ended_by(s.steps, proof)
     if watched["replicas"]:  # several rollout replicas: each one's updates and syncs, apart
         run_doc["replica_timelines"] = watched["replicas"]
     if status is not RunStatus.FINISHED:  # who the run's processes were, and when each ended: the cause's witnesses
@@ -251,7 +256,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     stop = follow.watch.stopped
     why = run_cause(s, engine, ws, run, status, follow, run_started)
     extra = measured + ([check("no stall or engine error", False, stop.message(s.stall_timeout))] if stop else [])
-    verdict = engine.verdict(s, steps, status, run, probes, extra, ws)
+    # stopped once proven: the steps up to the proof are all it asked
+    verdict = engine.verdict(replace(s, steps=proof.step) if proof else s, steps, status, run, probes, extra, ws)
     if why:  # "run status: crashed" alone tells nothing: the check says what ended the run
         for c in verdict.checks:
             if c["name"] == "run finished":
@@ -304,8 +310,8 @@ def stall_hint(stall: dict | None, ws: Workspace) -> str:
 
 def read_steps(ws: Workspace) -> dict[int, dict[str, float]]:
     steps = metrics_mod.read_jsonl(ws.metrics) if ws.metrics.exists() else {}
-    if not steps and ws.log.exists():  # verl without its file logger: fall back to the console lines
-        steps = metrics_mod.read_console(ws.log.read_text(errors="replace"))
+    if ws.log.exists():  # verl without its file logger, or a step it printed but had not yet filed when stopped
+        steps = {**metrics_mod.read_console(ws.log.read_text(errors="replace")), **steps}
     return steps
 
 

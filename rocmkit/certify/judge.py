@@ -88,6 +88,13 @@ def probe_checks(probes: dict | None) -> list[dict]:
     return out
 
 
+def reward_rise(rewards: list[float]) -> tuple[float, float, int]:
+    """The learning rule's figures: the mean reward of the first and of the last quarter of the steps, and the
+    quarter's length. One rule for the verdict and for a run stopped once learning is proven (early.py)."""
+    q = max(1, len(rewards) // 4)
+    return statistics.fmean(rewards[:q]), statistics.fmean(rewards[-q:]), q
+
+
 def judge(steps: dict[int, dict[str, float]], requested: int, run_status: RunStatus, *, require_learning: bool,
           probes: dict | None = None, margin: float = LEARNING_MARGIN, extra: list[dict] = ()) -> Verdict:
     run_status = RunStatus(run_status)
@@ -100,8 +107,7 @@ def judge(steps: dict[int, dict[str, float]], requested: int, run_status: RunSta
     checks.append(check("losses finite", bool(losses) and not bad, f"{len(losses)} loss values; non-finite: {bad}"))
     rewards = m.series(steps, *REWARD_KEYS)
     if len(rewards) >= 4:
-        q = max(1, len(rewards) // 4)
-        first, last = statistics.fmean(rewards[:q]), statistics.fmean(rewards[-q:])
+        first, last, q = reward_rise(rewards)
         checks.append(check("reward rose", last - first >= margin,
                             f"reward {first:.3f} (first {q} steps) -> {last:.3f} (last {q}): {last - first:+.3f}, "
                             f"needs >= +{margin}", required=require_learning))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..fileio import write_atomic
 from ..output import dumps
-from . import picture
+from . import early, picture
 from .certificate import markdown
 from .judge import RunStatus
 from .workspace import Workspace
@@ -27,6 +27,8 @@ class Outcome:
 def run_status(run) -> RunStatus:
     if run.timed_out:
         return RunStatus.TIMED_OUT
+    if run.stopped == early.REASON:  # stopped by rocmkit once the verdict was known: a run that finished
+        return RunStatus.FINISHED
     if run.stopped:
         return RunStatus(run.stopped)  # the watchdog's reason: stalled, or engine error
     return RunStatus.FINISHED if run.returncode == 0 else RunStatus.CRASHED

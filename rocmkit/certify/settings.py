@@ -40,6 +40,7 @@ class Settings:
     model: Path | None = None  # None: the built-in model
     data: Path | None = None  # None: the built-in task
     steps: int = 16
+    steps_given: bool = False  # --steps given: exactly that many; otherwise the built-in task stops once it learned
     gpus: int = 1
     out: Path = Path("rocmkit-certify")
     require_learning: bool | None = None  # None: required only on the built-in task

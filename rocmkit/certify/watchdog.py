@@ -196,6 +196,7 @@ class Watch:
         self.kind, self.detail = START_UP, first_phase
         self.step = 0  # the last step seen
         self.reward: float | None = None
+        self.rewards: dict[int, float] = {}  # each step's reward: the early stop's evidence (early.py)
         self.timeline: list[dict] = [{"phase": START_UP, "detail": first_phase, "at_s": 0.0}]
         # each Ray worker's own update and sync events (rollout replicas interleave in the phase timeline)
         self.replicas: dict[str, list[dict]] = {}
@@ -255,7 +256,9 @@ class Watch:
         if steps:
             n = max(steps)
             values = steps[n]
-            self.reward = next((values[k] for k in ("critic/score/mean", "reward") if k in values), self.reward)
+            reward = next((values[k] for k in ("critic/score/mean", "reward") if k in values), None)
+            if reward is not None:
+                self.reward = self.rewards[n] = reward
             if n > self.step:
                 self.step = n
                 self._enter(ROLLOUT, f"step {n + 1}" if n < self.total else "finishing", now)

@@ -36,8 +36,9 @@ def _values(enum) -> list[str]:
 @click.option("--data", type=InputFile(dir_okay=False), default=None,
               help="A parquet file in verl's GSM8K row format. Default: the built-in task.")
 @click.option("--steps", type=int, default=None,
-              help=f"Training steps (at least 4). Default: {D.steps}; with --script, {DEFAULT_JOB_STEPS} (a job's "
-                   "learning is reported, not judged: 1 or more).")
+              help=f"Training steps (at least 4). Given, exactly that many run; left out on the built-in task, the "
+                   f"run stops once the reward rule holds from step 8 on, or after {D.steps} steps. With --script: "
+                   f"default {DEFAULT_JOB_STEPS} (a job's learning is reported, not judged: 1 or more).")
 @click.option("--gpus", type=int, default=D.gpus, show_default=True,
               help="GPUs to train on; 0 trains on the CPU. Fewer visible than asked: exit 3 before training.")
 @click.option("--out", type=click.Path(file_okay=False), default=str(D.out), show_default=True,
@@ -133,6 +134,8 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     target (no torch needed on the host for --image), with a task whose reward a policy learns within
     the smoke budget. The certificate passes only if every step ran, every loss is finite, no GPU probe
     failed and (on the built-in task, or with --require-learning) the reward rose by the stated margin.
+    On the built-in task without --steps, the run stops as soon as that rule holds (from step 8 on), and
+    the certificate's run.ended_by says which rule ended the run.
     It records the image (id, repo digests, manifest) or host packages, the device actually used, the
     engine's per-step metrics, rollout and training tokens/s, time per phase, MFU where known, the
     doctor's level-2 GPU probe figures, and every failed or warned probe. The engine's output goes to
@@ -168,7 +171,8 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     if steps is None:
         steps = DEFAULT_JOB_STEPS if script else D.steps
     s = Settings(engine=engine, image=image, model=Path(model) if model else None,
-                 data=Path(data) if data else None, steps=steps, job=job, gpus=gpus, out=Path(out),
+                 data=Path(data) if data else None, steps=steps, steps_given=ctx.get_parameter_source("steps") is not click.core.ParameterSource.DEFAULT,
+                 job=job, gpus=gpus, out=Path(out),
                  # a job's learning is reported unless asked for; its verdict is that it runs
                  require_learning=bool(require_learning) if script else (True if require_learning else None), size=size, rollout=Rollout(rollout),
                  rollout_tp=rollout_tp,

@@ -1,0 +1,100 @@
+"""Time to a verdict on the CPU, as a markdown table for the docs: a healthy stack (stopped once learning is
+proven, and with --steps 16 for the fixed-steps figure) and each failure a user meets. The cases are
+failure_verdicts.py's (one way to make each failure); this script picks the CPU's set, runs them with verl's CPU
+stack and writes the table.
+
+    python benchmarks/time_to_verdict.py --python .ci-work/venv-verl-cpu/bin/python \\
+        [--cases healthy,fixed,rank,weights,data,stall] [--out DIR] [--docs docs/guides/certification.md]
+    python benchmarks/time_to_verdict.py --results tests/data/crash/cpu-time-to-verdict.json --docs ...  # no run
+
+A busy GPU cannot be made on the CPU: its row says so (failure_verdicts.py's busy case measures it on a GPU).
+Writes DIR/results.json and DIR/time-to-verdict.md; with --docs, replaces the table between the file's
+`<!-- time-to-verdict -->` markers. Each figure is one run on a shared machine: read the ratios, not the seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # failure_verdicts.py, beside this script
+
+import failure_verdicts as fv  # noqa: E402
+
+CASES = "healthy,fixed,rank,weights,data,stall"
+WHAT = {
+    "healthy": "healthy, the default command",
+    "fixed": "healthy, `--steps 16`",
+    "busy": "busy GPU",
+    "rank": "killed worker (SIGKILL after step 1)",
+    "weights": "bad weights (safetensors cut to half)",
+    "data": "wrong data (no prompt column)",
+    "stall": f"stall (SIGSTOP after step 1, `--stall-timeout {fv.STALL_TIMEOUT_S}`)",
+}
+MARK = "<!-- time-to-verdict -->"
+
+
+def table(results: list[dict]) -> str:
+    """The markdown table of one run of the cases (results.json): seconds from the command to its exit, as a ratio
+    of the healthy run's, and from the fault (the kill or the freeze) to the exit."""
+    base = next((r["wall_s"] for r in results if r["case"] == "healthy"), None)
+    rows = ["| case | exit | verdict | seconds to verdict | ÷ healthy | after the fault | steps | what ended it |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        ratio = f"{r['wall_s'] / base:.2f}" if base else "-"
+        after = f"{r['wall_s'] - r['killed_after_s']:.1f}" if r.get("killed_after_s") is not None else "-"
+        ended = r.get("ended_by") or r.get("cause") or "-"
+        rows.append(f"| {WHAT.get(r['case'], r['case'])} | {r['exit']} | {r['verdict'] or 'refused'} | "
+                    f"{r['wall_s']} | {ratio} | {after} | {r.get('steps') if r.get('steps') is not None else '-'} | "
+                    f"{ended[:160].replace('|', '/')} |")
+    rows.append(f"| {WHAT['busy']} | - | - | - | - | - | - | not made on the CPU: it needs a GPU whose memory "
+                "another process holds (`benchmarks/failure_verdicts.py --cases busy` on a GPU host) |")
+    return "\n".join(rows) + "\n"
+
+
+def into_docs(doc: Path, text: str) -> None:
+    """Replace what lies between the two markers with the table."""
+    old = doc.read_text()
+    pattern = re.compile(re.escape(MARK) + r".*?" + re.escape(MARK), re.S)
+    if len(pattern.findall(old)) != 1:
+        raise SystemExit(f"{doc}: needs exactly one pair of {MARK} markers")
+    doc.write_text(pattern.sub(lambda _: f"{MARK}\n{text}{MARK}", old))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--python", default=os.environ.get("ROCMKIT_VERL_CPU_PYTHON", sys.executable),
+                    help="the Python whose rocmkit and verl (the CPU stack) run the cases")
+    ap.add_argument("--cases", default=CASES)
+    ap.add_argument("--out", default="bench-time-to-verdict")
+    ap.add_argument("--docs", type=Path, default=None, help="a markdown file whose marked table is replaced")
+    ap.add_argument("--results", type=Path, default=None, help="render this kept results.json; run nothing")
+    args = ap.parse_args()
+    if args.results:
+        text = table(json.loads(args.results.read_text()))
+        print(text)
+        if args.docs:
+            into_docs(args.docs, text)
+        return
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    # failure_verdicts' own settings for the CPU: no GPU, the only training rank, no more certify options
+    case_args = argparse.Namespace(gpus=0, rank=0, python=args.python, extra=[])
+    results = []
+    for name in args.cases.split(","):
+        results.append(fv.run_case(name, case_args, out))
+        print(json.dumps(results[-1], indent=1), flush=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+    text = table(results)
+    (out / "time-to-verdict.md").write_text(text)
+    print(text)
+    if args.docs:
+        into_docs(args.docs, text)
+
+
+if __name__ == "__main__":
+    main()
