@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..verl.attention import CHOICES as ATTN_CHOICES
 from ..output import dumps
 from ..certify.job import DEFAULT_STEPS as DEFAULT_JOB_STEPS
-from .common import InputFile, json_option
+from .common import InputFile, json_option, script_environment
 
 D = Settings()  # the defaults: one place (certify/settings.py), read by the options below
 
@@ -217,8 +217,6 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
 def read_job(ctx, script, script_args, script_env, model_config, model, data, gpus, image):
     """The script read into a job (certify/job.py); verl's rejection printed as verl-check prints it, exit 2.
     The script's own model folder, rollout and rollout TP become the run's."""
-    import os
-
     from ..certify import job as job_mod
 
     if model or data:
@@ -232,12 +230,7 @@ def read_job(ctx, script, script_args, script_env, model_config, model, data, gp
         if ctx.get_parameter_source(name).name != "DEFAULT":
             raise UsageError(f"--{name.replace('_', '-')}: with --script the script sets it",
                              hint="change the script's override instead")
-    env = dict(os.environ)
-    for item in script_env:
-        name, eq, value = item.partition("=")
-        if not eq or not name.isidentifier():
-            raise UsageError(f"--env {item}: expected NAME=VALUE")
-        env[name] = value
+    env = script_environment(script_env)
     try:
         job, lines = job_mod.read(script, list(script_args), env, max(1, gpus), 20.0, image, model_config)
     except job_mod.Rejected as exc:

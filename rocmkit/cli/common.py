@@ -51,3 +51,16 @@ def warn(message: str) -> None:
 
 ARCH_HELP = ("Build target: gfx942 (MI300X/MI325X), gfx950 (MI350X/MI355X), a list (gfx942,gfx950) for a multi-arch "
              "image, or cpu for a CPU stack. Default: the stack's only target, when it has one.")
+
+
+def script_environment(items) -> dict[str, str]:
+    """This process's environment with a launch script's `--env NAME=VALUE` items over it (verl-check, certify)."""
+    from ..errors import UsageError
+
+    env = dict(os.environ)
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name.isidentifier():
+            raise UsageError(f"--env {item}: expected NAME=VALUE")
+        env[name] = value
+    return env

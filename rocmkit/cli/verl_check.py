@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 
 import click
 
-from .common import InputFile, echo_json, json_option
+from .common import InputFile, echo_json, json_option, script_environment
 
 
 @click.command("verl-check")
@@ -54,12 +53,7 @@ def verl_check(ctx, files, image, verl_python, timeout, gpus, script_args, scrip
 
     if image and verl_python:
         raise UsageError("--image and --verl-python are alternatives; give one")
-    env = dict(os.environ)
-    for item in script_env:
-        name, eq, value = item.partition("=")
-        if not eq or not name.isidentifier():
-            raise UsageError(f"--env {item}: expected NAME=VALUE")
-        env[name] = value
+    env = script_environment(script_env)
     options = launch_script.ReadOptions(env=env, args=list(script_args), gpus=gpus, timeout=script_timeout)
     invocations = recipe_check.read_files(list(files), options)
     if image:
