@@ -64,17 +64,19 @@ def write_atomic(path: str | os.PathLike, text: str | bytes, *, force: bool = Tr
     return target
 
 
-def check_writable(path: str | os.PathLike, *, hint: str = "choose a path in a folder you can write to") -> None:
+def check_writable(path: str | os.PathLike, *, hint: str = "choose a path in a folder you can write to",
+                   what: str | None = None) -> None:
     """Refuse, before any slow work, a file `write_atomic` could not write: a folder in its place, or a folder it
     cannot make a file in (read-only, /proc, no permission). Asks the file system itself, by making and removing
     a temporary file there: os.access answers for root as if everything were writable."""
     target = Path(path)
+    label = f"{what} {target}" if what else str(target)  # the option that named it, as write_atomic says it
     if target.is_dir():
-        raise UsageError(f"{target}: is a folder, not a file", hint=hint)
+        raise UsageError(f"{label}: is a folder, not a file", hint=hint)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        raise UsageError(f"{target}: cannot write it: {target.parent} takes no new file ({exc.strerror})",
+        raise UsageError(f"{label}: cannot write it: {target.parent} takes no new file ({exc.strerror})",
                          hint=hint) from None
     os.close(fd)
     Path(tmp).unlink(missing_ok=True)

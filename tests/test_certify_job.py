@@ -111,6 +111,7 @@ def test_a_script_verl_rejects_is_refused_with_verl_checks_findings(tmp_path):
     assert "rejects the job" in r.stderr and "Traceback" not in r.stderr and not out.exists()
 
 
+@pytest.mark.engine  # verl and Ray on this host's CPU: one engine at a time (tests/xdistgroups.py)
 def test_a_verl_example_script_certifies_as_a_job_on_the_cpu(tmp_path):
     """The script's model and data are not on this host: a random-weight Qwen2 from the config.json and the
     built-in task stand in, three steps run, and the certificate says so."""

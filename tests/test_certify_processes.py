@@ -39,3 +39,17 @@ def test_a_live_process_stays_alive_in_the_table():
     seen.note(lambda: [os.getpid()])
     seen.note(lambda: [os.getpid()])
     assert seen.find(os.getpid())["gone_s"] is None
+
+
+def test_a_named_ray_actor_is_its_class_whatever_its_title_says_first():
+    """Ray titles a named actor's process with its name until the first method runs: verl's colocated workers
+    ("PXtJRXWorkerDict_0:0", two H200s and the CPU CI) and its SGLang server ("sglang_server_0_0"). A process noted
+    then keeps its role, so the role is the class either way."""
+    from rocmkit.stall.waits import role
+
+    titles = {"ray::PXtJRXWorkerDict_0:0:WorkerDict.__init__": "Ray actor WorkerDict",
+              "ray::WorkerDict.actor_rollout_ref_update_weights": "Ray actor WorkerDict",
+              "ray::sglang_server_0_0:SGLangHttpServer.__init__": "Ray actor SGLangHttpServer",
+              "ray::IDLE": "Ray idle worker", "sglang::scheduler_TP1": "SGLang scheduler_TP1",
+              "VLLM::EngineCore": "vLLM EngineCore"}
+    assert {t: role([t + " " * 40], "python3") for t in titles} == titles

@@ -97,6 +97,10 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
                                              "--save-baseline": bool(save_baseline)}))
     if force and not save_baseline:
         raise UsageError("--force saves a failing run with --save-baseline", hint="add --save-baseline FILE")
+    if save_baseline:  # a path that cannot be written is said before the checks run, not after
+        from ..fileio import check_writable
+
+        check_writable(save_baseline, what="--save-baseline")
     if stalled:
         from .stalled import stalled_report
 

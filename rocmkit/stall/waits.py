@@ -114,7 +114,9 @@ def process_wait(threads: list[dict]) -> tuple[Wait, str]:
 
 ROLES = tuple((re.compile(rx), role) for rx, role in (
     (r"^ray::IDLE", "Ray idle worker"),
-    (r"^ray::(\w+)", r"Ray actor \1"),
+    # a named actor's title carries its name first ("ray::sglang_server_0_0:SGLangHttpServer.__init__") until its
+    # first method: the class is the role either way
+    (r"^ray::(?:\S*:)?(\w+)", r"Ray actor \1"),
     (r"^\S*/raylet(?:\s|$)", "Ray raylet"),  # the program itself, not a worker's --raylet-name=.../raylet
     (r"^\S*/gcs_server(?:\s|$)", "Ray GCS"),
     (r"ray/_private/workers/default_worker\.py", "Ray worker (starting)"),  # before Ray names it ray::...
