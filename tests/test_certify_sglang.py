@@ -47,7 +47,9 @@ def test_the_backends_follow_verl_and_sglang_where_their_kernels_are_installed()
     assert rocm["attention_backend"] == "aiter" and rocm["overrides"] == []
     assert sglang_backends.choose({"rocm": True, "aiter": False})["overrides"] == [
         f"{sglang_backends.KEY}.attention_backend=triton"]
-    assert sglang_backends.memory_share(["actor_rollout_ref.rollout.gpu_memory_utilization=0.4"]) == 0.4
+    assert overrides.rollout_share(["actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+                                    "+actor_rollout_ref.rollout.gpu_memory_utilization=0.4"]) == 0.4
+    assert overrides.rollout_share([]) == overrides.ROLLOUT_MEMORY
 
 
 def test_sglang_logs_at_info_and_its_graphs_are_a_smoke_cut():

@@ -213,7 +213,7 @@ def _name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str
         root.sig.id == "ray.worker_died" and lost.pid is not None and _ray_pid(lines, root) == lost.pid))
     peer = _silent_peer(lost, lines, processes) if first_word else None
     if peer is not None:
-        return _peer_death(peer, lost, lines, events, at)
+        return _silent_death(peer, lines, events, at, witness=lost)
     if root is not None:
         doc = _from_event(root, logs.get(root.file, []), processes, events, at)
         return _silent_death(first, lines, events, at) if _went_first(first, doc, processes) else doc
@@ -283,15 +283,6 @@ def _silent_peer(lost: Event, lines: list[str], processes) -> dict | None:
     return peers[0] if len(peers) == 1 else None
 
 
-def _peer_death(peer: dict, lost: Event, lines: list[str], events: list[Event], at: str) -> dict:
-    ended = {"signal": "SIGKILL", "by": "inferred: it said nothing (no Python error, no crash report) while its "
-             "peer lost the connection to it: " + short(lost.text)[:160]}
-    after = [{"file": e.file, "line": e.line, "text": short(e.text, EVIDENCE_CHARS)} for e in events][:2]
-    return _doc("process.killed", f"{who(peer, peer['pid'])} was killed by SIGKILL{at}", _SIGNAL_HINT, process=peer,
-                ended=ended, evidence=[{"file": lost.file, "line": lost.line, "text": short(lost.text, EVIDENCE_CHARS)}]
-                + after, source=lost.sig.source)
-
-
 def _went_first(first: dict | None, doc: dict, processes) -> bool:
     """Whether a process that ended without a word, before every other, is what killed the one a Ray death line
     names: SGLang's server kills itself once one of its schedulers has died, and Ray reports only the server."""
@@ -308,18 +299,23 @@ def _said(lines: list[str], pid: int) -> list[tuple[int, str]]:
     return [(n, t) for n, t in enumerate(lines, 1) if mark in t[:160]]
 
 
-def _silent_death(proc: dict, lines: list[str], events: list[Event], at: str) -> dict:
+def _silent_death(proc: dict, lines: list[str], events: list[Event], at: str, witness: Event | None = None) -> dict:
+    """A process that ended without a word: found as the first to go, or as the peer a `witness` line (a collective
+    that lost its connection) says went away."""
     pid = proc["pid"]
     own = _said(lines, pid)
     caught = _faulthandler_signal([e for e in events if f" pid={pid})" in e.text[:160]], None)
+    seen = (f"while its peer lost the connection to it: {short(witness.text)[:160]}" if witness else
+            f"it ended {proc['gone_s']:g} s into the run, before every other process")
     ended = ({"signal": caught, "by": "Python's faulthandler report"} if caught else
-             {"signal": "SIGKILL", "by": f"inferred: it ended {proc['gone_s']:g} s into the run, before every other "
-              "process, without an error or a crash report of its own"})
+             {"signal": "SIGKILL", "by": f"inferred: {seen}, without an error or a crash report of its own"})
     after = [{"file": e.file, "line": e.line, "text": short(e.text, EVIDENCE_CHARS)}
              for e in events if e.sig.wrapper][:3]  # what the rest of the job said of it: vLLM's EngineDeadError
     last = [{"file": "run.log", "line": n, "text": short(t, EVIDENCE_CHARS)} for n, t in own[-2:]]
+    said = [{"file": witness.file, "line": witness.line, "text": short(witness.text, EVIDENCE_CHARS)}] if witness else []
     return _doc("process.killed", f"{who(proc, pid)} was killed by {ended['signal']}{at}",
-                _SIGNAL_HINTS.get(ended["signal"], _SIGNAL_HINT), process=proc, ended=ended, evidence=last + after)
+                _SIGNAL_HINTS.get(ended["signal"], _SIGNAL_HINT), process=proc, ended=ended,
+                evidence=said + last + after, source=witness.sig.source if witness else None)
 
 
 def refused(message: str, hint: str | None) -> dict:

@@ -57,11 +57,14 @@ class ProvingFollow(Follow):
     stall, with REASON; a pending fatal line (the engine error rule's grace) is decided first."""
 
     proof: Proof | None = None
+    _judged = 0  # the steps the rule was last applied to: tick runs after every line, a step ends a few times a run
 
     def tick(self, pids=None) -> str | None:
         reason = super().tick(pids)
         if reason is None and self.watch.error_at is None:
-            self.proof = proof(self.watch.rewards)
+            if self.proof is None and len(self.watch.rewards) != self._judged:
+                self._judged = len(self.watch.rewards)
+                self.proof = proof(self.watch.rewards)
             reason = REASON if self.proof else None
         return reason
 

@@ -43,6 +43,14 @@ class VerlRun:
 ROLLOUT_MEMORY = 0.4
 
 
+def rollout_share(overrides: list[str]) -> float:
+    """The rollout's share of each GPU the overrides give it (the last one named), else ROLLOUT_MEMORY. SGLang takes
+    it as mem_fraction_static (verl's launch_server)."""
+    key = "actor_rollout_ref.rollout.gpu_memory_utilization="
+    return next((float(o.split("=", 1)[1]) for o in reversed(overrides) if o.lstrip("+").startswith(key)),
+                ROLLOUT_MEMORY)
+
+
 def overrides(r: VerlRun) -> list[str]:
     """The overrides, in `key=value` form. trainer.n_gpus_per_node and nnodes are filled in here."""
     workers = max(1, r.gpus)

@@ -76,8 +76,3 @@ def choose(found: dict) -> dict:
     return {"attention_backend": attention, "sampling_backend": sampling, "why": "; ".join(why),
             "overrides": overrides}
 
-
-def memory_share(overrides: list[str]) -> float | None:
-    """SGLang's mem_fraction_static: verl passes rollout.gpu_memory_utilization as it (launch_server's args)."""
-    key = "actor_rollout_ref.rollout.gpu_memory_utilization="
-    return next((float(o.split("=", 1)[1]) for o in reversed(overrides) if o.lstrip("+").startswith(key)), None)

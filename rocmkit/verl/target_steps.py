@@ -56,10 +56,11 @@ def before(cfg: dict, report: dict) -> bool:
             return False  # asked for an implementation the target cannot run: the host refuses the run
     if cfg.get("sglang") and cfg["gpus"]:
         from . import sglang_backends
+        from .overrides import rollout_share
 
         found = sglang_backends.probe()
         report["sglang"] = {**sglang_backends.choose(found), "version": found["sglang"], "found": found,
-                            "mem_fraction_static": sglang_backends.memory_share(cfg["verl_overrides"])}
+                            "mem_fraction_static": rollout_share(cfg["verl_overrides"])}
     if cfg.get("sleep_pool"):
         from . import sleep_pool
 

@@ -166,10 +166,7 @@ class Verl(BuiltinTask):
     def gpu_need(self, s: Settings, cfg: dict) -> list[dict]:
         """vLLM refuses to start unless gpu_memory_utilization of the GPU is free (vllm/v1/worker/utils.py,
         "Free memory on device ... on startup is less than desired GPU memory utilization"); the actor beside it."""
-        share = verl_overrides.ROLLOUT_MEMORY
-        for o in [*cfg.get("verl_overrides", []), *cfg.get("tune_overrides", [])]:
-            if o.startswith("actor_rollout_ref.rollout.gpu_memory_utilization="):
-                share = float(o.split("=", 1)[1])
+        share = verl_overrides.rollout_share([*cfg.get("verl_overrides", []), *cfg.get("tune_overrides", [])])
         who = f"verl's {s.rollout.value} rollout takes gpu_memory_utilization {share:g} of the GPU"
         return [{"share": share, "bytes": TRAINER_BYTES, "who": f"{who}, plus {TRAINER_WHO}"}] * s.gpus
 
