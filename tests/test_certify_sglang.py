@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -89,10 +90,27 @@ def test_a_killed_sglang_scheduler_is_named_not_the_server_ray_saw_die(name, pid
     assert doc["cause"]["process"]["role"].startswith("Ray actor")  # what the certificate said at the time
 
 
+def test_a_killed_sglang_scheduler_at_tp1_is_named_by_its_servers_word():
+    """SGLang at TP 1 on one H200, its sglang::scheduler killed with SIGKILL (benchmarks/gpu_sglang/faults.sh kill;
+    the .act file is the kill's own record). SGLang's server says "Subprocess scheduler_0 (pid=N) crashed with exit
+    code -9" and stops itself, but Ray's log monitor printed its report of the server's death one line earlier: the
+    certificate named the server. The server's own word about its child names the scheduler."""
+    name = "verl-sglang-h200-scheduler-sigkill"
+    doc = json.loads((DATA / "crash" / f"{name}.json").read_text())
+    text = gzip.decompress((DATA / "crash" / f"{name}.log.gz").read_bytes()).decode()
+    killed = int(re.search(r"kill sglang::scheduler pid=(\d+)", (DATA / "crash" / f"{name}.act").read_text()).group(1))
+    why = cause.name(status=doc["run"]["status"], returncode=doc["run"]["exit_code"],
+                     logs={"run.log": text.splitlines()}, processes=Processes.from_table(doc["run"]["processes"]),
+                     where="step 1", command="verl's driver (main_ppo)")
+    assert why["kind"] == "sglang.subprocess_crashed"
+    assert why["summary"] == f"SGLang scheduler (pid {killed}) was killed by SIGKILL in step 1"
+    assert why["ended"]["by"].startswith("its parent's word: ") and "Subprocess scheduler_0 (pid=" in why["ended"]["by"]
+    assert doc["cause"]["process"]["role"] == "Ray actor SGLangHttpServer"  # what the certificate said at the time
+
+
 def test_tune_reads_mem_fraction_static_as_sglang_allocates_it():
     """tune's SGLang memory model against SGLang 0.5.12's own figures on two H200s (the kept crash run's start-up,
     mem_fraction_static 0.4): weights + KV cache = the fraction of the memory free as the model starts to load."""
-    import re
 
     from rocmkit.tune import memory
 

@@ -132,3 +132,17 @@ def test_the_cgroup_v2_freezer_is_read_from_the_process_cgroup(tmp_path):
     (proc / "4160" / "cgroup").write_text("4:memory:/x\n0::/\n")  # a v1 hybrid: no cgroup.events at the root
     assert not tree.frozen(4160, str(proc), str(fs))
     assert not tree.frozen(999999, str(proc), str(fs))
+
+
+def test_a_frozen_sglang_scheduler_on_one_h200_is_named_by_its_state():
+    # verl with SGLang at TP 1 on one H200, its sglang::scheduler frozen by the cgroup v2 freezer 15 s after verl's
+    # "ready to fit" (benchmarks/gpu_sglang/faults.sh freeze; freeze.act is the freeze's own record): the trainer
+    # waits on SGLang's HTTP server, which waits on the scheduler, which can answer no one
+    judged, record = _replayed("verl-sglang-freeze.h200")
+    frozen = int((STALL / "verl-sglang-freeze.h200" / "freeze.act").read_text().split("pid=")[1].split()[0])
+    first = judged["lines"][0]
+    assert first.startswith(f"the job waits for pid {frozen} (SGLang scheduler): frozen by the cgroup v2 freezer"), first
+    assert judged["health"] == "stuck"
+    assert record["groups"] == []  # rank 0 of the actor dumped its record: no collective pending, the stacks decide
+    servers = [line for line in judged["lines"] if "Ray actor SGLangHttpServer" in line]
+    assert servers and "waits in a lock or condition" in servers[0]

@@ -202,6 +202,13 @@ def _name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str
         events += found
         exceptions += ended
     root = next((e for e in events if not e.sig.wrapper), None)
+    if root is not None and root.sig.id == "ray.worker_died":
+        # the dead process's own word that a child of its went first ("Subprocess scheduler_0 (pid=N) crashed with
+        # exit code -9": SGLang's server), printed after Ray's report of its death: Ray's log monitor tails each
+        # worker's file on its own, so their order in the driver's log is not the order they happened in
+        dead = _ray_pid(lines, root)
+        root = next((e for e in events if e.file == root.file and e.line > root.line and not e.sig.wrapper
+                     and source_pid(e.text) == dead and e.pid not in (None, dead)), root)
     if root is None:  # the exception a process ended with, unless it only wraps another's death (EngineDeadError)
         root = next((e for e in exceptions if e.sig is None or not e.sig.wrapper), None)
     first = _first_gone(processes, lines)
