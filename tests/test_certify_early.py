@@ -138,3 +138,14 @@ def test_the_certificates_markdown_says_what_ended_the_run():
     assert "ended by" not in markdown(cert)  # kept from before the rule: it says nothing it does not know
     cert["run"]["ended_by"] = "all 16 steps"
     assert "\n- ended by: all 16 steps\n" in markdown(cert)
+
+
+def test_the_default_command_on_an_h200_stopped_at_step_8_and_passed():
+    # `rocmkit certify --host --engine verl --gpus 1`, defaults and probes, on one H200 (2026-11-28): the first GPU
+    # run with the proof; its certificate as written, judged again by the same rule
+    cert = json.loads((DATA / "certify" / "verl-h200-early-stop.json").read_text())
+    assert cert["verdict"] == "pass" and cert["run"]["status"] == "finished"
+    assert cert["run"]["ended_by"].startswith("learning proven at step 8 ")
+    rewards = rewards_of(cert["metrics"]["per_step"])
+    assert sorted(rewards) == list(range(1, 9)) and early.proof(rewards).step == 8
+    assert all(c["passed"] for c in cert["checks"])  # "all steps ran": 8 of the 8 it meant to run
