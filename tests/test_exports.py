@@ -10,7 +10,6 @@ interpreter, since what else is imported decides which object the name holds."""
 from __future__ import annotations
 
 import json
-import pkgutil
 import subprocess
 import sys
 from pathlib import Path

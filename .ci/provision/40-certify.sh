@@ -14,3 +14,7 @@ $pip install -q hydra-core==1.3.2 omegaconf==2.3.0 tensordict==0.10.0 codetiming
   torchdata==0.11.0 dill==0.4.1 ray==2.60.0
 # Certify's packages are provisioned: their tests must run, not skip.
 echo "export ROCMKIT_REQUIRE_CERTIFY=1" >> "$work/env"
+# SGLang 0.5.12's wheel (verl 0.9.1's [sglang] pin, 7.8 MB), not installed: verl-check's SGLang rules are compared
+# with the backends its own server_args.py lists per platform (tests/test_verl_rollout_rules.py)
+$pip download -q --no-deps sglang==0.5.12 -d "$work/upstream"
+echo "export ROCMKIT_SGLANG_WHEEL=$(ls "$work"/upstream/sglang-0.5.12-*.whl)" >> "$work/env"

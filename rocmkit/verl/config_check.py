@@ -20,14 +20,15 @@ import sys
 from pathlib import Path
 
 if __package__:  # rocmkit.verl.config_check
-    from . import batch_rules, typed_values, verl_messages
+    from . import batch_rules, rollout_rules, typed_values, verl_messages
 else:  # a copied file in the target's Python, its rule modules beside it (recipe_check._inputs)
     import batch_rules  # type: ignore[no-redef]
+    import rollout_rules  # type: ignore[no-redef]
     import typed_values  # type: ignore[no-redef]
     import verl_messages  # type: ignore[no-redef]
 
 ROLLOUTS = ("vllm", "sglang", "trtllm")
-RULE_MODULES = (batch_rules, verl_messages, typed_values)  # what must be copied beside this file
+RULE_MODULES = (batch_rules, rollout_rules, verl_messages, typed_values)  # what must be copied beside this file
 
 
 def _config_dir() -> Path | None:
@@ -226,6 +227,7 @@ def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), de
         result["ok"] = not result["errors"]
         return result
     checks = [_rollout_engine, _legacy_reward, lambda c: batch_rules.placement(lambda k: _sel(c, k)),
+              lambda c: rollout_rules.problems(lambda k: _sel(c, k)),
               lambda c: verl_messages.registries(lambda k: _sel(c, k))] + ([_files] if files else [])
     for check in checks:
         _add(result, _errors(check, cfg))
