@@ -67,5 +67,6 @@ def test_readme_verl_recipe_is_the_words_certify_hints():
     install = README.read_text().split("## Install", 1)[1].split("```", 2)[1]
     assert recipe == "python3 -m venv .venv-verl && .venv-verl/bin/pip install '.[verl]' vllm", hint
     assert any(line.split("  #")[0].strip() == recipe for line in install.splitlines()), install
-    assert hint.endswith(", then run certify with .venv-verl/bin/rocmkit")
+    assert ", then run certify with .venv-verl/bin/rocmkit; on AMD GPUs PyPI's vllm is a CUDA build" in hint
+    assert "On AMD GPUs PyPI's `vllm` and `sglang` are CUDA builds" in README.read_text()
     assert "`.venv-verl/bin/rocmkit certify --host --engine verl`" in README.read_text()

