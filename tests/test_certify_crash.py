@@ -369,5 +369,5 @@ def test_the_verl_install_hint_names_a_venv_of_its_own_and_this_rocmkit_source(t
         pytest.skip(f"this Python has verl and vllm: {r.stderr[-300:]}")
     root = Path(__file__).resolve().parents[1]
     assert r.returncode == 3 and "python3 -m venv .venv-verl" in hint
-    assert f".venv-verl/bin/pip install '{root}[verl]' vllm" in hint and "TRL >= 1.13" in hint
+    assert f".venv-verl/bin/pip install '{root}[verl]' 'vllm==0.24.0'" in hint and "TRL >= 1.13" in hint
     assert (root / "pyproject.toml").is_file() and "pip install 'rocmkit[verl]'" not in hint

@@ -4,8 +4,10 @@ exit codes, the test command and links to the manual in docs/ (tests/test_docs.p
 from __future__ import annotations
 
 import re
+import subprocess
 
 import click
+import pytest
 
 import doc_tables
 
@@ -65,8 +67,36 @@ def test_readme_verl_recipe_is_the_words_certify_hints():
     recipe = hint.split("): ", 1)[1].split(", then run certify with ")[0]
     recipe = recipe.replace(f"'{doc_tables.REPO}[verl]'", "'.[verl]'")
     install = README.read_text().split("## Install", 1)[1].split("```", 2)[1]
-    assert recipe == "python3 -m venv .venv-verl && .venv-verl/bin/pip install '.[verl]' vllm", hint
+    assert recipe == "python3 -m venv .venv-verl && .venv-verl/bin/pip install '.[verl]' 'vllm==0.24.0'", hint
     assert any(line.split("  #")[0].strip() == recipe for line in install.splitlines()), install
     assert ", then run certify with .venv-verl/bin/rocmkit; on AMD GPUs PyPI's vllm is a CUDA build" in hint
+    sglang = engines.get("verl").install_hint(Settings(engine="verl", gpus=1, rollout=Rollout("sglang")), "python3")
+    assert "do not resolve together" in sglang and "pip install" not in sglang  # no line that cannot work
     assert "On AMD GPUs PyPI's `vllm` and `sglang` are CUDA builds" in README.read_text()
     assert "`.venv-verl/bin/rocmkit certify --host --engine verl`" in README.read_text()
+
+
+@pytest.mark.slow
+def test_the_readme_verl_venv_resolves_with_a_fresh_venvs_own_pip_to_verls_own_rollout_pin(tmp_path):
+    """The README's verl line, word for word (rocmkit's `.` is this checkout), in a venv made by `python3 -m venv`
+    with the pip it brings (23.x on Debian 12), as pip's dry run: it resolves, to verl 0.9.1 beside the vLLM that
+    verl's own `[vllm]` extra pins (read from verl's metadata in the resolution), without TRL."""
+    import json
+    import shlex
+
+    line = next(x for x in README.read_text().split("## Install", 1)[1].splitlines() if ".venv-verl/bin/pip" in x)
+    make, install = line.split("  #")[0].split(" && ")
+    assert make == "python3 -m venv .venv-verl"
+    venv = tmp_path / ".venv-verl"
+    subprocess.run(["python3", "-m", "venv", str(venv)], check=True, timeout=300)
+    argv = shlex.split(install)
+    assert argv[:2] == [".venv-verl/bin/pip", "install"]
+    report = tmp_path / "report.json"
+    run = subprocess.run([str(venv / "bin/pip"), "install", "--dry-run", "-q", "--report", str(report),
+                          *argv[2:]], cwd=doc_tables.REPO, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = {i["metadata"]["name"].lower(): i["metadata"] for i in json.loads(report.read_text())["install"]}
+    assert got["verl"]["version"] == "0.9.1" and "trl" not in got
+    pins = [r.split(";")[0].strip() for r in got["verl"].get("requires_dist", [])
+            if r.startswith("vllm") and 'extra == "vllm"' in r]
+    assert pins == [f"vllm=={got['vllm']['version']}"], pins

