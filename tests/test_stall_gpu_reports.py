@@ -146,3 +146,16 @@ def test_a_frozen_sglang_scheduler_on_one_h200_is_named_by_its_state():
     assert record["groups"] == []  # rank 0 of the actor dumped its record: no collective pending, the stacks decide
     servers = [line for line in judged["lines"] if "Ray actor SGLangHttpServer" in line]
     assert servers and "waits in a lock or condition" in servers[0]
+
+
+def test_a_frozen_sglang_scheduler_at_tp2_on_two_h200s_is_named_and_its_peer_waits_in_the_collective():
+    # the same at TP 2 on two H200s (faults.sh freeze NAME 0,1): sglang::scheduler_TP1 frozen; its TP-0 peer waits
+    # in SGLang's broadcast_pyobj for it, and both FSDP ranks of the actor dumped a record with nothing pending
+    judged, record = _replayed("verl-sglang-tp2-freeze.h200")
+    frozen = int((STALL / "verl-sglang-tp2-freeze.h200" / "freeze.act").read_text().split("pid=")[1].split()[0])
+    first = judged["lines"][0]
+    assert first.startswith(f"the job waits for pid {frozen} (SGLang scheduler_TP1): frozen by the cgroup v2 "
+                            "freezer"), first
+    assert judged["health"] == "stuck" and record["groups"] == []
+    peer = [line for line in judged["lines"] if "(SGLang scheduler_TP0)" in line]
+    assert peer and "waits in a collective" in peer[0] and "broadcast_pyobj" in peer[0], judged["lines"]
