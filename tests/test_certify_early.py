@@ -149,3 +149,12 @@ def test_the_default_command_on_an_h200_stopped_at_step_8_and_passed():
     rewards = rewards_of(cert["metrics"]["per_step"])
     assert sorted(rewards) == list(range(1, 9)) and early.proof(rewards).step == 8
     assert all(c["passed"] for c in cert["checks"])  # "all steps ran": 8 of the 8 it meant to run
+
+
+def test_the_certificate_says_how_long_the_start_up_took():
+    from rocmkit.certify.certificate import markdown
+
+    cert = json.loads((DATA / "certify" / "verl-h200-early-stop.json").read_text())
+    assert "\n- start-up: 177.7 s, until step 1: first weight sync\n" in markdown(cert)
+    cert["timeline"] = [e for e in cert["timeline"] if e["phase"] == "start-up"]  # a run that never got further
+    assert "start-up:" not in markdown(cert)

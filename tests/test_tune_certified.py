@@ -191,3 +191,27 @@ def test_the_plan_counts_the_weight_sync():
     mem = plan.make(job).memory
     assert mem["weight_sync_breakdown_gib"]["bucket"] == 2.0
     assert mem["weight_sync_peak_gib"] > 2.0
+
+
+def test_a_verl_gpu_certificate_shows_the_actors_peak_beside_tunes_model_and_the_gpu(builtin_model):
+    """What a job's verdict shows: the default command on one H200 (kept), its actor's peak as verl measured it,
+    the memory model's prediction for the same shape, and the GPU's capacity from the setup's read."""
+    from rocmkit.certify.certificate import markdown
+
+    doc = json.loads((REPO / "tests/data/certify/verl-h200-early-stop.json").read_text())
+    side = measured.side_by_side(doc)
+    assert side["step"] == 8 and side["measured_gib"] == 2.08
+    assert abs(side["ratio"] - 1) <= TOLERANCE and side["predicted_gib"] > 0
+    assert side["capacity_gib"] == round(150109880320 / GIB, 2) and side["headroom_gib"] > 130
+    doc["metrics"]["actor_memory"] = side
+    (said,) = [x for x in markdown(doc).splitlines() if x.startswith("- actor memory per GPU")]
+    assert said.startswith("- actor memory per GPU (verl's peak by step 8): 2.08 GiB; rocmkit tune's model: ")
+    # a shape the model cannot take says why; a run with no measured peak has no line
+    trl = json.loads((REPO / "tests/data/certify/gpu-check/trl-1gpu.json").read_text())
+    assert measured.side_by_side(trl) is None and measured.line(None) == []
+    megatron_pp = copy.deepcopy(doc)
+    megatron_pp["settings"]["backend"] = "megatron"
+    megatron_pp["settings"]["command"] = [*doc["settings"]["command"],
+                                          "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2",
+                                          "trainer.n_gpus_per_node=2"]
+    assert "Megatron PP 2" in measured.side_by_side(megatron_pp)["not_compared"]

@@ -18,6 +18,7 @@ from pathlib import PurePath
 
 from .. import __version__, archs
 from ..output import document
+from ..tune import measured
 from ..verl import smoke_cuts
 from . import engines
 from . import metrics as m
@@ -107,6 +108,11 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
     run["wall_s"] = round(run_seconds(timings, timeline, run.get("wall_s")), 2)
     metrics = summarize(steps, {**info, "device": device})
     metrics["per_step"] = per_step(steps)
+    # the actor's measured peak beside tune's model for the same shape, and the GPU's capacity (a job's question:
+    # will it fit, with how much to spare)
+    side = measured.side_by_side({"settings": settings, "metrics": metrics, "setup": setup, "engine": settings["engine"]})
+    if side:
+        metrics["actor_memory"] = side
     return document("certificate", {
         "rocmkit": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -180,14 +186,18 @@ def markdown(cert: dict) -> str:
         lines.append(f"- nothing was trained (of {cert['settings'].get('steps', '?')} steps asked)"
                      + (f"; device: {cert['device']}" if cert.get("device") else ""))
     else:
+        # the start-up (Ray, the workers, the rollout engine) ends at the first phase the watchdog names after it
+        first = next((e for e in cert.get("timeline") or () if e.get("phase") != "start-up"), None)
         lines += [
             f"- device: {cert.get('device') or 'not reported'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
             f"wall: {run_seconds(cert.get('timings'), cert.get('timeline'), run.get('wall_s')):.1f} s",
+            *([f"- start-up: {first['at_s']:.1f} s, until {first['detail']}"] if first else []),
             *([f"- ended by: {run['ended_by']}"] if run.get("ended_by") else []),
             f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
             f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
             + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),
             "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
+            *measured.line(mt.get("actor_memory")),
         ]
     engine = engines.registry().get(cert["engine"])
     lines += engine.summary_lines(cert.get("engine_run")) if engine else []

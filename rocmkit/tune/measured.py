@@ -258,3 +258,39 @@ def compare(name: str, doc: dict) -> Comparison:
     return Comparison(name=name, device=str(doc.get("device", "")), shape=s, step=step,
                       first_sync=sync(adam_on_gpu=False), sync=sync(adam_on_gpu=not s.optimizer_offload),
                       measured_first=measured[0][1], measured_last=measured[-1][1], last_step=measured[-1][0])
+
+
+def side_by_side(doc: dict) -> dict | None:
+    """The actor's peak memory per GPU as verl measured it (at its last step), beside this model's prediction for
+    the same shape and the GPU's capacity: what a job's certificate shows. None for a run with no measured peak
+    (TRL, the CPU); with "not_compared" (why) where the model cannot take the shape."""
+    rows = _measured(doc)
+    if not rows:
+        return None
+    step, peak = rows[-1]
+    out: dict = {"step": step, "measured_gib": round(peak / GIB, 2)}
+    totals = [g["total"] for g in (doc.get("setup") or {}).get("gpu_memory") or [] if g.get("total")]
+    if totals:  # the smallest GPU's; the rollout engine's share is freed while the actor trains (sleep mode)
+        out["capacity_gib"] = round(min(totals) / GIB, 2)
+        out["headroom_gib"] = round(out["capacity_gib"] - out["measured_gib"], 2)
+    try:
+        c = compare("", doc)
+    except NotComparable as exc:
+        out["not_compared"] = str(exc)
+    else:
+        out.update(predicted_gib=round(c.predicted_last.peak / GIB, 2), ratio=round(c.ratio_last, 3))
+    return out
+
+
+def line(side: dict | None) -> list[str]:
+    """The certificate's markdown line for side_by_side's figures."""
+    if not side:
+        return []
+    text = f"- actor memory per GPU (verl's peak by step {side['step']}): {side['measured_gib']} GiB"
+    if "predicted_gib" in side:
+        text += f"; rocmkit tune's model: {side['predicted_gib']} GiB ({side['ratio']:.2f}x)"
+    else:
+        text += f"; rocmkit tune's model not compared: {side['not_compared']}"
+    if "capacity_gib" in side:
+        text += f"; GPU {side['capacity_gib']} GiB, {side['headroom_gib']} GiB above the actor's peak"
+    return [text]
