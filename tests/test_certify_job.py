@@ -131,3 +131,38 @@ def test_a_verl_example_script_certifies_as_a_job_on_the_cpu(tmp_path):
     model = json.loads((out / "model" / "config.json").read_text())
     assert (model["hidden_size"], model["vocab_size"], model["num_hidden_layers"]) == (256, 1024, 2)
     assert "stand-in: model weights: random" in (out / "certificate.md").read_text()
+
+
+def test_a_job_that_ran_out_of_gpu_memory_is_told_tunes_plan_for_it():
+    """The cause of a job's CUDA/HIP out-of-memory gets rocmkit tune's plan for the script's model, GPUs and batch as
+    its fix; where nothing fits, tune's own word on what does not and what would."""
+    from rocmkit.certify import engines
+    from rocmkit.certify.job import Job
+    from rocmkit.certify.settings import Settings
+    from rocmkit.tune import models
+
+    def job(model: str, *extra: str) -> Job:
+        config = {k: v for k, v in models.table()[model].items() if k not in ("source", "params_b", "architecture",
+                                                                               "attention_bias")}
+        return Job(script="run.sh", line=3, overrides=("trainer.n_gpus_per_node=1", "trainer.nnodes=1",
+                                                       "data.max_prompt_length=1024", "data.max_response_length=2048",
+                                                       "actor_rollout_ref.rollout.n=5", "data.train_batch_size=64",
+                                                       "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32",
+                                                       *extra),
+                   model_path=f"/models/{model.split('/')[-1]}", model_config=tuple(config.items()),
+                   model_source="rocmkit's model table", data_files=(), builtin_data=True)
+
+    verl = engines.get("verl")
+    report = {"gpu_memory": [{"index": 0, "name": "NVIDIA H200", "free": 149557477376, "total": 150109880320}]}
+    oom = {"kind": "gpu.oom", "summary": "the GPU ran out of memory in rank 0", "hint": "lower the micro batch"}
+    fits = verl.advise(Settings(engine="verl", gpus=1, job=job("Qwen/Qwen2.5-7B-Instruct")), report, dict(oom))
+    assert fits["hint"].startswith("lower the micro batch; for this job, `rocmkit tune --model /models/Qwen2.5-7B-"
+                                   "Instruct --gpu H200 --gpus-per-node 1 --nodes 1 --prompt-len 1024 --response-len "
+                                   "2048 --n 5 --train-batch 64 --rollout vllm --backend fsdp` plans this job with ")
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2" in fits["tune"]
+    too_big = verl.advise(Settings(engine="verl", gpus=1, job=job("Qwen/Qwen2.5-72B-Instruct")), report, dict(oom))
+    assert "says it cannot fit: " in too_big["tune"] and "GiB more than" in too_big["tune"]
+    # not a job, or not memory: the cause stays as it was
+    assert verl.advise(Settings(engine="verl", gpus=1), report, dict(oom)) == oom
+    crash = {"kind": "process.killed", "summary": "x", "hint": "y"}
+    assert verl.advise(Settings(engine="verl", gpus=1, job=job("Qwen/Qwen2.5-7B-Instruct")), report, crash) == crash

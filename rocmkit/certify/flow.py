@@ -255,6 +255,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
         files["stall"] = str(ws.stall_dir)
     stop = follow.watch.stopped
     why = run_cause(s, engine, ws, run, status, follow, run_started)
+    why = engine.advise(s, report, why) if why else why
     extra = measured + ([check("no stall or engine error", False, stop.message(s.stall_timeout))] if stop else [])
     # stopped once proven: the steps up to the proof are all it asked
     verdict = engine.verdict(replace(s, steps=proof.step) if proof else s, steps, status, run, probes, extra, ws)

@@ -162,6 +162,10 @@ class CertifyEngine:
         """The certificate's markdown lines about the engine's own record."""
         return []
 
+    def advise(self, s: Settings, report: dict, why: dict) -> dict:
+        """The cause of a run that did not finish well, with what the engine knows to add to its fix."""
+        return why
+
     def signatures(self) -> tuple:
         """The engine's own failure signatures (certify/signatures.py's Signature), tried before the shared ones."""
         return ()

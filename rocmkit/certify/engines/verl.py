@@ -25,6 +25,7 @@ from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, Cluster
 # What a verl venv installs for each rollout: SGLang at the release verl 0.9.1's [sglang] extra pins, the one
 # certified (`verl[sglang]` itself does not resolve: its transformers pin differs from SGLang's, docs/stacks.md)
 ROLLOUT_PACKAGE = {Rollout.VLLM: "vllm==0.24.0", Rollout.SGLANG: "sglang==0.5.12"}
+OOM_KINDS = ("gpu.oom", "vllm.pool_oom")  # the causes (signatures.py) a job's plan can fix
 VERL_LR = {"tiny": 5e-3, "0.5b": 2e-5, "user": 1e-5}
 # The built-in answer is a number: 16 tokens hold it with room; a user's data gets verl's usual room.
 VERL_RESPONSE_TOKENS = {"builtin": 16, "user": 32}
@@ -218,6 +219,24 @@ class Verl(BuiltinTask):
                     "stack holds them, `rocmkit build --stack verl-cpu`, then `rocmkit certify --image IMAGE --engine "
                     "verl --gpus 0`; on GPUs, " + venv)
         return venv
+
+    def advise(self, s: Settings, report: dict, why: dict) -> dict:
+        """A job that ran out of GPU memory: rocmkit tune's plan for its model, GPUs and batch is the fix."""
+        gpus = report.get("gpu_memory") or []
+        if s.job is None or why.get("kind") not in OOM_KINDS or not gpus:
+            return why
+        from ...tune import advice, models
+
+        job = s.job
+        try:
+            spec = (models.from_config(job.config, job.model_path or "the script's model", job.model_source or "")
+                    if job.config is not None else models.lookup(job.model_path or ""))
+        except UsageError:
+            return why
+        name = re.sub(r"^(?:NVIDIA|AMD)\s+(?:Instinct\s+)?", "", gpus[0].get("name") or "GPU")
+        tuned = advice.for_job(list(job.overrides), spec, job.model_path or spec.name, name,
+                               min(g["total"] for g in gpus if g.get("total")))
+        return {**why, "hint": f"{why.get('hint') or ''}; for this job, {tuned}".lstrip("; "), "tune": tuned}
 
     def cpu_hint(self) -> str:
         return " (the verl engine needs the verl-cpu stack for that)"
