@@ -108,12 +108,21 @@ def test_acs_capability_is_found_by_walking_the_list(tmp_path):
     assert _bridge(reader, "x", "sys/bus/pci/devices/0000:04:00.0").acs_control is None
 
 
+def started_at() -> str:
+    """The holders' start as the doctor prints it (UTC, the utc fixture): the date only when it is not today."""
+    import time
+
+    when = holdergen.BTIME + 8040  # 2026-11-28 10:14 UTC
+    today = time.gmtime()[:3] == time.gmtime(when)[:3]
+    return time.strftime("%H:%M" if today else "%b %d %H:%M", time.gmtime(when))
+
+
 def test_another_process_holding_vram_warns_naming_it(tmp_path, utc):
     found = check(tmp_path, kfd_procs={31337: {0: 40 << 30, 1: 2 << 30}, 555: {}})
     f = found["gpu.busy"]
     assert f.status == Status.WARN and f.title.startswith("1 other process(es) hold GPU memory: ")
     assert ("GPU 0000:05:00.0: 40.3 GiB of 192.0 GiB in use — pid 31337 (python3 -m vllm.entrypoints.openai.api_s...) "
-            "40.0 GiB, started 10:14; GPU 0000:15:00.0: 2.3 GiB") in f.title
+            f"40.0 GiB, started {started_at()}; GPU 0000:15:00.0: 2.3 GiB") in f.title
     assert "kill <pid>" in f.fix and "amd-smi process" in f.fix and "HIP_VISIBLE_DEVICES" in f.fix
     assert [h["pid"] for h in f.evidence["holders"]] == [31337]  # 555 holds nothing; the doctor (4242) is not other
     assert f.evidence["holders"][0]["source"] == "kfd" and f.evidence["holders"][0]["started"] == holdergen.BTIME + 8040
@@ -127,8 +136,8 @@ def test_a_gpu_others_hold_half_of_fails(tmp_path, utc):
     # utilization (0.4, 55.92 GiB)": the doctor says it before the job starts
     f = check(tmp_path, kfd_procs={4711: {2: 96 << 30}}, cmdlines={4711: "VLLM::EngineCore"})["gpu.busy"]
     assert f.status == Status.FAIL and f.title.startswith("less than half the memory is free on 1 GPU(s): ")
-    assert "GPU 0000:25:00.0: 96.3 GiB of 192.0 GiB in use — pid 4711 (VLLM::EngineCore) 96.0 GiB, started 10:14" \
-        in f.title and "gpu_memory_utilization 0.5" in f.title
+    assert (f"GPU 0000:25:00.0: 96.3 GiB of 192.0 GiB in use — pid 4711 (VLLM::EngineCore) 96.0 GiB, "
+            f"started {started_at()}") in f.title and "gpu_memory_utilization 0.5" in f.title
 
 
 def test_memory_no_visible_process_holds_fails_saying_so(tmp_path):
