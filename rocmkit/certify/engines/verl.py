@@ -222,7 +222,7 @@ class Verl(BuiltinTask):
 
     def advise(self, s: Settings, report: dict, why: dict) -> dict:
         """A job that ran out of GPU memory: rocmkit tune's plan for its model, GPUs and batch is the fix."""
-        gpus = report.get("gpu_memory") or []
+        gpus = [g for g in report.get("gpu_memory") or [] if g.get("total")]
         if s.job is None or why.get("kind") not in OOM_KINDS or not gpus:
             return why
         from ...tune import advice, models
@@ -235,7 +235,7 @@ class Verl(BuiltinTask):
             return why
         name = re.sub(r"^(?:NVIDIA|AMD)\s+(?:Instinct\s+)?", "", gpus[0].get("name") or "GPU")
         tuned = advice.for_job(list(job.overrides), spec, job.model_path or spec.name, name,
-                               min(g["total"] for g in gpus if g.get("total")))
+                               min(g["total"] for g in gpus))
         return {**why, "hint": f"{why.get('hint') or ''}; for this job, {tuned}".lstrip("; "), "tune": tuned}
 
     def cpu_hint(self) -> str:
