@@ -235,6 +235,15 @@ def vf_products() -> list[Product]:
     return [p for a in _table()[0].values() for p in a.products if p.is_vf]
 
 
+def product_for_torch_name(name: str | None) -> Product | None:
+    """The product torch names so (torch.cuda.get_device_name: "AMD Instinct MI300X", "NVIDIA H200")."""
+    for arch in _table()[0].values():
+        for p in arch.products:
+            if name and p.torch_name == name:
+                return p
+    return None
+
+
 def product_named(name: str) -> Product | None:
     for arch in _table()[0].values():
         for p in arch.products:

@@ -196,7 +196,7 @@ def test_the_plan_counts_the_weight_sync():
 def test_a_verl_gpu_certificate_shows_the_actors_peak_beside_tunes_model_and_the_gpu(builtin_model):
     """What a job's verdict shows: the default command on one H200 (kept), its actor's peak as verl measured it,
     the memory model's prediction for the same shape, and the GPU's capacity from the setup's read."""
-    from rocmkit.certify.certificate import markdown
+    from rocmkit.certify.certificate import _memory_line, markdown
 
     doc = json.loads((REPO / "tests/data/certify/verl-h200-early-stop.json").read_text())
     side = measured.side_by_side(doc)
@@ -208,7 +208,7 @@ def test_a_verl_gpu_certificate_shows_the_actors_peak_beside_tunes_model_and_the
     assert said.startswith("- actor memory per GPU (verl's peak by step 8): 2.08 GiB; rocmkit tune's model: ")
     # a shape the model cannot take says why; a run with no measured peak has no line
     trl = json.loads((REPO / "tests/data/certify/gpu-check/trl-1gpu.json").read_text())
-    assert measured.side_by_side(trl) is None and measured.line(None) == []
+    assert measured.side_by_side(trl) is None and _memory_line(None) == []
     megatron_pp = copy.deepcopy(doc)
     megatron_pp["settings"]["backend"] = "megatron"
     megatron_pp["settings"]["command"] = [*doc["settings"]["command"],

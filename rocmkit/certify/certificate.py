@@ -32,13 +32,8 @@ PHASES = {"generation": "timing_s/gen", "reference_log_probs": "timing_s/ref", "
 
 def _peak_tflops(device: str | None, precision: str | None) -> float | None:
     """Datasheet dense peak for the device at the precision trained in, from the arch table."""
-    if not device or precision != "bf16":
-        return None
-    for arch in archs.all_archs().values():
-        for p in arch.products:
-            if p.torch_name == device and p.peak_bf16_tflops:
-                return p.peak_bf16_tflops
-    return None
+    product = archs.product_for_torch_name(device) if precision == "bf16" else None
+    return product.peak_bf16_tflops if product and product.peak_bf16_tflops else None
 
 
 def completion_tokens(row: dict[str, float]) -> float:
@@ -168,6 +163,20 @@ def _result(c: dict) -> str:
     return "yes (reported)" if c["passed"] else "no (reported)"
 
 
+def _memory_line(side: dict | None) -> list[str]:
+    """certificate.md's line for metrics.actor_memory (tune/measured.py, side_by_side)."""
+    if not side:
+        return []
+    text = f"- actor memory per GPU (verl's peak by step {side['step']}): {side['measured_gib']} GiB"
+    if "predicted_gib" in side:
+        text += f"; rocmkit tune's model: {side['predicted_gib']} GiB ({side['ratio']:.2f}x)"
+    else:
+        text += f"; rocmkit tune's model not compared: {side['not_compared']}"
+    if "capacity_gib" in side:
+        text += f"; GPU {side['capacity_gib']} GiB, {side['headroom_gib']} GiB above the actor's peak"
+    return [text]
+
+
 def markdown(cert: dict) -> str:
     cert = upgrade(cert)
     t, mt, run = cert["target"], cert["metrics"], cert["run"]
@@ -197,7 +206,7 @@ def markdown(cert: dict) -> str:
             f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
             + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),
             "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
-            *measured.line(mt.get("actor_memory")),
+            *_memory_line(mt.get("actor_memory")),
         ]
     engine = engines.registry().get(cert["engine"])
     lines += engine.summary_lines(cert.get("engine_run")) if engine else []

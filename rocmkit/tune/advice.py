@@ -30,14 +30,14 @@ def for_job(command: list[str], model: ModelSpec, model_arg: str, gpu_name: str,
         except ValueError:
             shape[field] = default
     rollout = o.get("actor_rollout_ref.rollout.name", "vllm")
+    rollout = rollout if rollout in ("vllm", "sglang") else "vllm"  # what tune plans for
     backend = "megatron" if o.get("actor_rollout_ref.actor.strategy") == "megatron" else "fsdp"
     argv = ["rocmkit", "tune", "--model", model_arg, "--gpu", gpu_name,
             *[x for f, flag in TUNE_FLAG.items() for x in (flag, str(shape[f]))], "--rollout", rollout,
             "--backend", backend]
     said = f"`{shlex.join(argv)}`"
     try:
-        result = plan.make(plan.Job(model, gpu_name, gpu_bytes, rollout=rollout if rollout in ("vllm", "sglang")
-                                    else "vllm", backend=backend, **shape))
+        result = plan.make(plan.Job(model, gpu_name, gpu_bytes, rollout=rollout, backend=backend, **shape))
     except UsageError as exc:
         return f"{said} says it cannot fit: {exc}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else "")
     changed = [x for x in result.overrides() if o.get(x.partition("=")[0]) != x.partition("=")[2]]

@@ -281,16 +281,3 @@ def side_by_side(doc: dict) -> dict | None:
         out.update(predicted_gib=round(c.predicted_last.peak / GIB, 2), ratio=round(c.ratio_last, 3))
     return out
 
-
-def line(side: dict | None) -> list[str]:
-    """The certificate's markdown line for side_by_side's figures."""
-    if not side:
-        return []
-    text = f"- actor memory per GPU (verl's peak by step {side['step']}): {side['measured_gib']} GiB"
-    if "predicted_gib" in side:
-        text += f"; rocmkit tune's model: {side['predicted_gib']} GiB ({side['ratio']:.2f}x)"
-    else:
-        text += f"; rocmkit tune's model not compared: {side['not_compared']}"
-    if "capacity_gib" in side:
-        text += f"; GPU {side['capacity_gib']} GiB, {side['headroom_gib']} GiB above the actor's peak"
-    return [text]

@@ -225,6 +225,7 @@ class Verl(BuiltinTask):
         gpus = [g for g in report.get("gpu_memory") or [] if g.get("total")]
         if s.job is None or why.get("kind") not in OOM_KINDS or not gpus:
             return why
+        from ... import archs
         from ...tune import advice, models
 
         job = s.job
@@ -233,7 +234,8 @@ class Verl(BuiltinTask):
                     if job.config is not None else models.lookup(job.model_path or ""))
         except UsageError:
             return why
-        name = re.sub(r"^(?:NVIDIA|AMD)\s+(?:Instinct\s+)?", "", gpus[0].get("name") or "GPU")
+        product = archs.product_for_torch_name(gpus[0].get("name"))  # tune's --gpu takes the table's name
+        name = product.name if product else gpus[0].get("name") or "GPU"
         tuned = advice.for_job(list(job.overrides), spec, job.model_path or spec.name, name,
                                min(g["total"] for g in gpus))
         return {**why, "hint": f"{why.get('hint') or ''}; for this job, {tuned}".lstrip("; "), "tune": tuned}
