@@ -177,6 +177,16 @@ def _memory_line(side: dict | None) -> list[str]:
     return [text]
 
 
+def _own_time_line(t: dict | None) -> list[str]:
+    """rocmkit's own seconds before the run started, and the GPU probes' (in series before the run in older
+    certificates, beside its start-up since)."""
+    if not t or not t.get("setup_s"):
+        return []
+    probes = (f"; GPU probes {t['probes_beside_s']:.1f} s, beside the run's start-up" if t.get("probes_beside_s")
+              else f"; GPU probes {t['probes_s']:.1f} s" if t.get("probes_s") else "")
+    return [f"- rocmkit before the run: setup {t['setup_s']:.1f} s{probes}"]
+
+
 def markdown(cert: dict) -> str:
     cert = upgrade(cert)
     t, mt, run = cert["target"], cert["metrics"], cert["run"]
@@ -201,6 +211,7 @@ def markdown(cert: dict) -> str:
             f"- device: {cert.get('device') or 'not reported'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
             f"wall: {run_seconds(cert.get('timings'), cert.get('timeline'), run.get('wall_s')):.1f} s",
             *([f"- start-up: {first['at_s']:.1f} s, until {first['detail']}"] if first else []),
+            *_own_time_line(cert.get("timings")),
             *([f"- ended by: {run['ended_by']}"] if run.get("ended_by") else []),
             f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
             f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import threading
 import time
 from dataclasses import replace
 
@@ -115,9 +116,13 @@ def settings_doc(s: Settings, argv: list[str]) -> dict:
 
 # ---- the edges ----
 
+def wants_probes(s: Settings, engine) -> bool:
+    return not s.on_cpu and s.probes and engine.probes
+
+
 def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
     """The doctor's level-2 GPU probes, measured where the run happens. None on the CPU or with --no-probes."""
-    if s.on_cpu or not s.probes or not engines.of(s).probes:
+    if not wants_probes(s, engines.of(s)):
         return None
     if not target.image:
         from ..host.probes import run as probes
@@ -137,6 +142,42 @@ def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
     except ValueError:
         return {"error": "the probes did not run in the image: " + " ".join(out.tail[-3:])}
     return {"findings": [f for f in doc.get("findings", []) if f["id"].startswith("probe")]}
+
+
+class ProbesBeside:
+    """The GPU probes in a thread beside the engine's start-up, which holds no GPU memory for its first tens of
+    seconds (verl on an H200: Ray, the trainer's imports and data for about 75 s; the probes take about 16 s).
+    Figures measured while another process held memory on the probed GPUs (read when the probes end) are kept
+    but not judged: they may be the engine's load, not the GPU's."""
+
+    def __init__(self, s: Settings, target: Target, deadline: float, report: dict):
+        self.doc: dict | None = None
+        self.seconds = 0.0
+        pcis = {m.get("pci") for m in report.get("gpu_memory") or () if m.get("pci")}
+        self.thread = threading.Thread(target=self._measure, args=(s, target, deadline, pcis), daemon=True,
+                                       name="rocmkit-probes")
+        self.thread.start()
+
+    def _measure(self, s: Settings, target: Target, deadline: float, pcis: set[str]) -> None:
+        started = time.monotonic()
+        try:
+            doc = probe_figures(s, target, deadline)
+        except Exception as exc:  # noqa: BLE001 - a probe that breaks is a finding; the run goes on
+            doc = {"error": f"the GPU probes failed: {type(exc).__name__}: {exc}"}
+        self.seconds = time.monotonic() - started
+        if doc is not None and not doc.get("error"):
+            held = [h for h in busy.read_holders() if h.pid != os.getpid() and (not pcis or pcis & set(h.memory))]
+            if held:
+                who = ", ".join(f"pid {h.pid} ({h.comm or '?'})" for h in held[:4])
+                doc["overlap"] = f"measured while {who} held memory on the probed GPUs: reported, not judged"
+        self.doc = doc
+
+    def result(self, deadline: float, timings: Timings) -> dict | None:
+        self.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        timings["probes_beside_s"] = round(self.seconds, 3)
+        if self.thread.is_alive():
+            return {"error": "the GPU probes were still running at the --timeout"}
+        return self.doc
 
 
 class Timings(dict):
@@ -219,18 +260,18 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     if failed_setup:
         return _stop_early(s, ws, base, Verdict(Status.FAIL, failed_setup), report, target, files, None)
 
-    if not s.on_cpu and s.probes and engine.probes:
-        display.stage("probes", "GPU figures where the run happens")
-    probes = probe_figures(s, target, deadline)
-    timings.lap("probes")
+    # the probes measure the GPUs while the engine's start-up (Ray, imports, data) uses none of them
+    beside = ProbesBeside(s, target, deadline, report) if wants_probes(s, engine) else None
     device = engine.device(s, report)
     proving = early.applies(s, engine)
     display.stage("training", f"{s.engine}, " + (f"{'up to ' if proving else ''}{s.steps} steps on {device}"
-                                                 if engine.setup_in_target else f"on {device}"))
+                                                 if engine.setup_in_target else f"on {device}")
+                  + (", the GPU probes beside its start-up" if beside else ""))
     follow = (early.ProvingFollow if proving else watchdog.Follow)(display, engine.watch(s), stall_dir=ws.stall_dir)
     run_started = time.monotonic()
     run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
     timings.lap("run")
+    probes = beside.result(deadline, timings) if beside else None
     proof = getattr(follow, "proof", None)  # stopped once learning was proven (early.py), or None
     watched = follow.watch.record()
     display.stage("judging", took=run_seconds(timings, watched["timeline"], run.seconds))  # the certificate's figure

@@ -78,13 +78,15 @@ def probe_checks(probes: dict | None) -> list[dict]:
     if probes.get("error"):
         return [check("GPU probes ran", False, probes["error"], required=False)]
     out = []
+    overlap = probes.get("overlap")  # another process's load may be in the figures (flow.ProbesBeside)
     for f in probes.get("findings", []):
         status = FindingStatus(f.get("status"))
         if status is FindingStatus.SKIP:
             out.append(check(f["id"], True, f"skipped: {f.get('title', '')}", required=False, skipped=True))
         else:
-            out.append(check(f["id"], status is FindingStatus.PASS, f"{status.value}: {f.get('title', '')}",
-                             required=status is not FindingStatus.WARN))
+            out.append(check(f["id"], status is FindingStatus.PASS, f"{status.value}: {f.get('title', '')}"
+                             + (f" ({overlap})" if overlap else ""),
+                             required=status is not FindingStatus.WARN and not overlap))
     return out
 
 
