@@ -27,18 +27,35 @@ import failure_verdicts as fv  # noqa: E402
 
 CASES = "healthy,fixed,rank,weights,data,stall"
 WHAT = {
-    "healthy": "healthy, the default command",
+    "healthy": "healthy",
     "fixed": "healthy, `--steps 16`",
     "busy": "busy GPU",
     "rank": "killed worker (SIGKILL after step 1)",
+    "vllm": "killed vLLM engine (SIGKILL after step 1)",
     "weights": "bad weights (safetensors cut to half)",
     "data": "wrong data (no prompt column)",
     "stall": f"stall (SIGSTOP after step 1, `--stall-timeout {fv.STALL_TIMEOUT_S}`)",
 }
 MARK = "<!-- time-to-verdict -->"
+GPU_MARK = "<!-- time-to-verdict-gpu -->"
+GPU_CASES = ("healthy", "busy", "rank", "vllm", "weights", "data", "stall")  # the GPU table's rows, run or not
 
 
-def table(results: list[dict]) -> str:
+def options(row: dict) -> str:
+    """A GPU row's own certify options, where they are more than the default command's (the GPU count, the stall
+    timeout, the probes); nothing for the CPU's rows."""
+    words = row.get("command", "").split()
+    if "--gpus" not in words or words[words.index("--gpus") + 1] == "0":
+        return ""
+    keep, skip = [], {"--host", "--engine", "verl", "--out"}
+    for i, w in enumerate(words[words.index("certify") + 1:] if "certify" in words else []):
+        if w in skip or (i and words[words.index("certify") + i] == "--out"):
+            continue
+        keep.append(w)
+    return f" (`{' '.join(keep)}`)"
+
+
+def table(results: list[dict], missing: tuple[str, ...] = ()) -> str:
     """The markdown table of one run of the cases (results.json): seconds from the command to its exit, as a ratio
     of the healthy run's, and from the fault (the kill or the freeze) to the exit."""
     base = next((r["wall_s"] for r in results if r["case"] == "healthy"), None)
@@ -48,21 +65,35 @@ def table(results: list[dict]) -> str:
         ratio = f"{r['wall_s'] / base:.2f}" if base else "-"
         after = f"{r['wall_s'] - r['killed_after_s']:.1f}" if r.get("killed_after_s") is not None else "-"
         ended = r.get("ended_by") or r.get("cause") or "-"
-        rows.append(f"| {WHAT.get(r['case'], r['case'])} | {r['exit']} | {r['verdict'] or 'refused'} | "
+        rows.append(f"| {WHAT.get(r['case'], r['case'])}{options(r)} | {r['exit']} | {r['verdict'] or 'refused'} | "
                     f"{r['wall_s']} | {ratio} | {after} | {r.get('steps') if r.get('steps') is not None else '-'} | "
                     f"{ended[:160].replace('|', '/')} |")
-    rows.append(f"| {WHAT['busy']} | - | - | - | - | - | - | not made on the CPU: it needs a GPU whose memory "
-                "another process holds (`benchmarks/failure_verdicts.py --cases busy` on a GPU host) |")
+    made = {r["case"] for r in results}
+    if "busy" not in made:
+        rows.append(f"| {WHAT['busy']} | - | - | - | - | - | - | not made on the CPU: it needs a GPU whose memory "
+                    "another process holds (`--gpus 1 --cases busy` on a GPU host) |")
+    for case in missing:
+        rows.append(f"| {WHAT.get(case, case)} | - | - | - | - | - | - | not run here yet |")
     return "\n".join(rows) + "\n"
 
 
-def into_docs(doc: Path, text: str) -> None:
+def into_docs(doc: Path, text: str, mark: str = MARK) -> None:
     """Replace what lies between the two markers with the table."""
     old = doc.read_text()
-    pattern = re.compile(re.escape(MARK) + r".*?" + re.escape(MARK), re.S)
+    pattern = re.compile(re.escape(mark) + r".*?" + re.escape(mark), re.S)
     if len(pattern.findall(old)) != 1:
-        raise SystemExit(f"{doc}: needs exactly one pair of {MARK} markers")
-    doc.write_text(pattern.sub(lambda _: f"{MARK}\n{text}{MARK}", old))
+        raise SystemExit(f"{doc}: needs exactly one pair of {mark} markers")
+    doc.write_text(pattern.sub(lambda _: f"{mark}\n{text}{mark}", old))
+
+
+def kept(files: list[Path]) -> list[dict]:
+    """The rows of kept results.json files, in the order of CASES (a GPU table gathers several machine runs); a
+    case that several files have is taken from the first."""
+    rows: list[dict] = []
+    for f in files:
+        rows += [r for r in json.loads(f.read_text()) if r["case"] not in {x["case"] for x in rows}]
+    order = ["healthy", "fixed", "busy", "rank", "vllm", "weights", "data", "stall"]
+    return sorted(rows, key=lambda r: order.index(r["case"]) if r["case"] in order else len(order))
 
 
 def main() -> None:
@@ -72,18 +103,23 @@ def main() -> None:
     ap.add_argument("--cases", default=CASES)
     ap.add_argument("--out", default="bench-time-to-verdict")
     ap.add_argument("--docs", type=Path, default=None, help="a markdown file whose marked table is replaced")
-    ap.add_argument("--results", type=Path, default=None, help="render this kept results.json; run nothing")
+    ap.add_argument("--results", type=Path, nargs="+", default=None,
+                    help="render these kept results.json files as one table; run nothing")
+    ap.add_argument("--gpus", type=int, default=0, help="GPUs for each case (0: the CPU); the busy case needs one")
     args = ap.parse_args()
+    mark = GPU_MARK if args.gpus or (args.results and any("h200" in f.name for f in args.results)) else MARK
     if args.results:
-        text = table(json.loads(args.results.read_text()))
+        rows = kept(args.results)
+        made = {r["case"] for r in rows}
+        text = table(rows, missing=tuple(c for c in GPU_CASES if c not in made) if mark == GPU_MARK else ())
         print(text)
         if args.docs:
-            into_docs(args.docs, text)
+            into_docs(args.docs, text, mark)
         return
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     # failure_verdicts' own settings for the CPU: no GPU, the only training rank, no more certify options
-    case_args = argparse.Namespace(gpus=0, rank=0, python=args.python, extra=[])
+    case_args = argparse.Namespace(gpus=args.gpus, rank=1 if args.gpus > 1 else 0, python=args.python, extra=[])
     results = []
     for name in args.cases.split(","):
         results.append(fv.run_case(name, case_args, out))
@@ -93,7 +129,7 @@ def main() -> None:
     (out / "time-to-verdict.md").write_text(text)
     print(text)
     if args.docs:
-        into_docs(args.docs, text)
+        into_docs(args.docs, text, mark)
 
 
 if __name__ == "__main__":
