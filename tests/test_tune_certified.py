@@ -215,3 +215,23 @@ def test_a_verl_gpu_certificate_shows_the_actors_peak_beside_tunes_model_and_the
                                           "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2",
                                           "trainer.n_gpus_per_node=2"]
     assert "Megatron PP 2" in measured.side_by_side(megatron_pp)["not_compared"]
+
+
+def test_a_jobs_random_weight_stand_in_is_predicted_by_the_config_it_was_built_from(builtin_model):
+    """A `certify --script` job whose model is not on the host names its model "PATH (random weights: a
+    stand-in)": tune's prediction comes from the stand-in's config.json, kept in settings.job."""
+    from rocmkit.certify import job as job_mod
+
+    doc = json.loads((REPO / "tests/data/certify/verl-h200-early-stop.json").read_text())
+    config = {k: v for k, v in models.table()["Qwen/Qwen3-4B"].items() if k not in job_mod.TABLE_ONLY}
+    job = job_mod.Job(script="run.sh", line=3, overrides=(), model_path="/var/tmp/models/Qwen3-4B",
+                      model_config=tuple(sorted({**config, "architectures": ["Qwen3ForCausalLM"]}.items())),
+                      model_source="rocmkit's model table (Qwen/Qwen3-4B)", data_files=(), builtin_data=True)
+    doc["settings"]["model"] = "/var/tmp/models/Qwen3-4B (random weights: a stand-in)"
+    doc["settings"]["job"] = job_mod.record(job, 3)
+    side = measured.side_by_side(doc)
+    assert "not_compared" not in side, side
+    tiny = measured.side_by_side(json.loads((REPO / "tests/data/certify/verl-h200-early-stop.json").read_text()))
+    assert side["predicted_gib"] > 10 * tiny["predicted_gib"]  # a 4B's states, not the tiny model's
+    del doc["settings"]["job"]["model_config"]  # without the recipe the name alone is not a model
+    assert "not_compared" in measured.side_by_side(doc)

@@ -191,4 +191,7 @@ def merged(user: tuple[str, ...], ours: list[str]) -> list[str]:
 
 def record(job: Job, steps: int) -> dict:
     return {"script": job.script, "line": job.line, "overrides": list(job.overrides), "budget": budget(steps),
-            "model": job.model_path if job.config is None else None, "stand_ins": stand_ins(job)}
+            "model": job.model_path if job.config is None else None, "stand_ins": stand_ins(job),
+            # the stand-in's shape, which tune's prediction beside the measured peak is made for
+            **({"model_path": job.model_path, "model_config": job.config, "model_source": job.model_source}
+               if job.config is not None else {})}

@@ -161,6 +161,17 @@ def model_spec(name: str) -> ModelSpec:
         raise NotComparable(str(exc)) from None
 
 
+def _job_model(settings: dict) -> ModelSpec:
+    """The certified model; a job's random-weight stand-in by the config.json it was built from."""
+    job = settings.get("job") or {}
+    if job.get("model_config"):
+        try:
+            return from_config(job["model_config"], str(job.get("model_path")), str(job.get("model_source")))
+        except UsageError as exc:
+            raise NotComparable(str(exc)) from None
+    return model_spec(str(settings.get("model")))
+
+
 def _megatron(o: dict[str, str], gpus: int) -> dict:
     """Shape's Megatron fields from the command's overrides; NotComparable for a layout the estimates do not
     model (rocmkit/tune/memory.py: megatron_step, megatron_weight_sync)."""
@@ -210,7 +221,7 @@ def shape(doc: dict) -> Shape:
     seq = _int(o, "data.max_prompt_length") + _int(o, "data.max_response_length")
     gpus = _int(o, "trainer.n_gpus_per_node") * _int(o, "trainer.nnodes")
     common = dict(
-        model=model_spec(str(settings.get("model"))), model_name=str(settings.get("model")), gpus=gpus,
+        model=_job_model(settings), model_name=str(settings.get("model")), gpus=gpus,
         rollout_tp=_int(o, "actor_rollout_ref.rollout.tensor_model_parallel_size"), micro_batch=micro,
         tokens=_int(o, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu") if dynamic else micro * seq,
         bucket_bytes=_int(o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20)
