@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,41 @@ def test_a_job_is_the_verl_engines_option():
         validate(Settings(engine="verl", gpus=0, steps=1))
 
 
+def test_the_scripts_exports_reach_the_run_under_certifys_own(tmp_path):
+    """The run's environment has the script's exports; certify's own variables (offline, the sleep pool's allocator
+    setting, the flight recorder) win, verl's module list keeps the script's modules, and the certificate's job
+    record says what was passed and what certify changed, and why."""
+    from rocmkit.certify import engines, flow, workspace
+    from rocmkit.certify.target import Target
+
+    exports = (("VLLM_USE_V1", "1"), ("NCCL_DEBUG", "WARN"), ("HF_HUB_OFFLINE", "0"),
+               ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False"), ("TORCH_NCCL_TRACE_BUFFER_SIZE", "0"),
+               ("VERL_USE_EXTERNAL_MODULES", "my_plugin"), ("RAY_DEDUP_LOGS", "0"))
+    s = Settings(engine="verl", gpus=1, steps=3, out=tmp_path / "c", job=_job(env=exports, model_config=None))
+    ws = workspace.layout(s.out, s)
+    argv, env = flow.command(s, ws, Target(image=None, image_id=None, record={}), {"verl_overrides": ["a.b=1"]})
+    assert argv[-1] == "a.b=1"
+    assert (env["VLLM_USE_V1"], env["NCCL_DEBUG"], env["RAY_DEDUP_LOGS"]) == ("1", "WARN", "0")  # the script's
+    assert (env["HF_HUB_OFFLINE"], env["PYTORCH_CUDA_ALLOC_CONF"], env["TORCH_NCCL_TRACE_BUFFER_SIZE"]) == (
+        "1", "expandable_segments:True", "2000")  # certify's own win
+    assert env["VERL_USE_EXTERNAL_MODULES"] == "my_plugin,rocmkit.stall.frdump"
+    job = engines.get("verl").settings_fields(s)["job"]
+    assert job["env"] == {"VLLM_USE_V1": "1", "NCCL_DEBUG": "WARN", "RAY_DEDUP_LOGS": "0"}  # as the script set them
+    changed = {c["name"]: (c["script"], c["run"]) for c in job["env_overridden"]}
+    assert changed == {"HF_HUB_OFFLINE": ("0", "1"),
+                       "PYTORCH_CUDA_ALLOC_CONF": ("expandable_segments:False", "expandable_segments:True"),
+                       "TORCH_NCCL_TRACE_BUFFER_SIZE": ("0", "2000"),
+                       "VERL_USE_EXTERNAL_MODULES": ("my_plugin", "my_plugin,rocmkit.stall.frdump")}
+    assert all(c["why"] for c in job["env_overridden"]) and "offline" in job["env_overridden"][0]["why"]
+    assert engines.get("verl").run_record(s, {}, None, ws)["job"] == job  # the certificate's engine_run says the same
+    said = job_mod.lines(job)
+    assert "- the script's exports: VLLM_USE_V1=1, NCCL_DEBUG=WARN, RAY_DEDUP_LOGS=0" in said
+    assert any(line.startswith("- the script's HF_HUB_OFFLINE=0: the run has 1 (") for line in said)
+    _, plain = flow.command(replace(s, job=_job(model_config=None)), ws, Target(image=None, image_id=None, record={}),
+                            {"verl_overrides": []})
+    assert "VLLM_USE_V1" not in plain and plain["HF_HUB_OFFLINE"] == "1"
+
+
 # ---- on the verl-cpu stack ----
 
 def verl_cpu_python() -> str:
@@ -109,6 +145,26 @@ def test_a_script_verl_rejects_is_refused_with_verl_checks_findings(tmp_path):
     findings = [line for line in check.stdout.splitlines() if ": error: " in line]
     assert check.returncode == 1 and findings and all(f in r.stderr for f in findings), check.stdout
     assert "rejects the job" in r.stderr and "Traceback" not in r.stderr and not out.exists()
+
+
+def test_a_scripts_exports_reach_the_command_but_not_what_env_gave_it(tmp_path):
+    """Real bash in the sandbox, then the dry run's plan: what the script exports before main_ppo is in the command's
+    environment, under certify's own (HF_HUB_OFFLINE); `--env NCCL_DEBUG=WARN`, which the script re-exports
+    unchanged, is not the script's; what it exports after main_ppo is not either."""
+    script = tmp_path / "run.sh"
+    body = SCRIPT.read_text()
+    at = body.index("python3 -m verl.trainer.main_ppo")
+    script.write_text(body[:at] + "export VLLM_USE_V1=1 NCCL_DEBUG=${NCCL_DEBUG:-INFO}\n"
+                      "export HF_HUB_OFFLINE=0\n" + body[at:] + "\nexport LATE=1\n")
+    r = subprocess.run([verl_cpu_python(), "-m", "rocmkit", "certify", "--host", "--script", str(script), "--gpus", "0",
+                        "--env", "NCCL_DEBUG=WARN", "--model-config", str(CONFIG), "--dry-run", "--json", "--out",
+                        str(tmp_path / "c")], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "CI": "true", "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "    the script exports: VLLM_USE_V1=1, HF_HUB_OFFLINE=0\n" in r.stderr  # verl-check's line
+    env = json.loads(r.stdout)["env"]
+    assert env["VLLM_USE_V1"] == "1" and env["HF_HUB_OFFLINE"] == "1"  # certify's own wins
+    assert "NCCL_DEBUG" not in env and "LATE" not in env
 
 
 @pytest.mark.engine  # verl and Ray on this host's CPU: one engine at a time (tests/xdistgroups.py)

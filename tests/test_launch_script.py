@@ -265,3 +265,42 @@ done
     assert lines[1].endswith("error: trainer.test_freq=1 is not passed to main_ppo: the command ends before this "
                              "line (a comment or a missing backslash)") and lines[1].startswith(f"{tmp_path}/run.sh:6:")
     assert "trainer.test_freq=2" in lines[3] and len(lines) == 4
+
+
+EXPORTS = """#!/bin/bash
+set -euo pipefail
+export VLLM_USE_V1=1
+B=2
+export B
+declare -x PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+setenv() { export "$1=$2"; }
+setenv NCCL_DEBUG WARN
+export GIVEN_SAME=$GIVEN_SAME GIVEN_CHANGED=new RUN_NAME="my run"
+NOT_EXPORTED=1
+export HOME=/elsewhere PATH=/opt/bin:$PATH ROCMKIT_MINE=1
+HYDRA_FULL_ERROR=1 python3 -m verl.trainer.main_ppo a.b=1
+export LATE=1
+python3 -m verl.trainer.main_ppo a.b=2
+"""
+
+
+def test_the_variables_a_script_exports_to_main_ppo(tmp_path):
+    """What the script exported (or changed) at each main_ppo call, in the order it set them: not what it was given
+    unchanged, not a variable it left unexported, not one exported after the call, not the sandbox's own."""
+    script = tmp_path / "run.sh"
+    script.write_text(EXPORTS)
+    given = {"PATH": os.environ["PATH"], "HOME": "/home/alice", "GIVEN_SAME": "same", "GIVEN_CHANGED": "old"}
+    first, second = launch_script.read(str(script), EXPORTS, ReadOptions(env=given, cwd=str(tmp_path)))
+    assert list(first.env.items()) == [
+        ("VLLM_USE_V1", "1"), ("B", "2"), ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+        ("NCCL_DEBUG", "WARN"), ("GIVEN_CHANGED", "new"), ("RUN_NAME", "my run"), ("HYDRA_FULL_ERROR", "1")]
+    assert list(second.env) == [*[k for k in first.env if k != "HYDRA_FULL_ERROR"], "LATE"]
+
+    from rocmkit.verl.recipe_check import document, text_lines
+
+    lines = text_lines([first], [{}])
+    assert lines[1] == ("    the script exports: VLLM_USE_V1=1, B=2, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
+                        "NCCL_DEBUG=WARN, GIVEN_CHANGED=new, RUN_NAME='my run', HYDRA_FULL_ERROR=1"), lines
+    assert document([first], [{}], "here")["commands"][0]["env"] == first.env
+    (plain,) = read(tmp_path, "#!/bin/bash\npython3 -m verl.trainer.main_ppo a.b=1\n")
+    assert plain.env == {} and len(text_lines([plain], [{}])) == 1  # nothing exported: no line

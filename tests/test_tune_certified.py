@@ -228,7 +228,7 @@ def test_a_jobs_random_weight_stand_in_is_predicted_by_the_config_it_was_built_f
                       model_config=tuple(sorted({**config, "architectures": ["Qwen3ForCausalLM"]}.items())),
                       model_source="rocmkit's model table (Qwen/Qwen3-4B)", data_files=(), builtin_data=True)
     doc["settings"]["model"] = "/var/tmp/models/Qwen3-4B (random weights: a stand-in)"
-    doc["settings"]["job"] = job_mod.record(job, 3)
+    doc["settings"]["job"] = job_mod.record(job, 3, {})
     side = measured.side_by_side(doc)
     assert "not_compared" not in side, side
     tiny = measured.side_by_side(json.loads((REPO / "tests/data/certify/verl-h200-early-stop.json").read_text()))

@@ -22,6 +22,7 @@ from . import engines
 from . import metrics as metrics_mod
 from . import busy, cause, early, watchdog, workspace
 from .certificate import build, run_seconds
+from .engines.base import OFFLINE_ENV
 from .intarget import setup as setup_mod
 from .judge import Reason, RunStatus, Status, Verdict, check, not_certified
 from .outcome import Outcome, host_facts, run_status, write_certificate
@@ -30,8 +31,6 @@ from .target import NOT_EXECUTABLE, NOT_FOUND, Target, resolve
 from .validate import validate
 from .workspace import Workspace
 
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
 
 
 # ---- pure: what runs ----

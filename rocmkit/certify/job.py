@@ -4,7 +4,10 @@
 The user's overrides are the job. certify adds a smoke budget on top (a few steps, no validation, checkpoints in the
 run folder, console and file loggers) and, where the script's model or data files are not on this host, stand-ins of
 the same shape: a random-weight model built from the architecture's config.json, and the built-in task at the
-script's prompt and response lengths. The certificate names each stand-in."""
+script's prompt and response lengths. The certificate names each stand-in.
+
+The variables the script exports before main_ppo are the job's too: the run gets them, under certify's own (its
+offline, flight-recorder and smoke-run variables), and the certificate names each export certify changed, and why."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from ..errors import InputFileError, UsageError
 MODEL_KEY = "actor_rollout_ref.model.path"
 DATA_KEYS = ("data.train_files", "data.val_files")
 DEFAULT_STEPS = 3  # a job's smoke budget: enough to see every phase run twice after the first step's start-up
+MODULES = "VERL_USE_EXTERNAL_MODULES"  # verl imports each module it names: the script's and certify's all run
 # config.json fields the model table keeps beside the architecture (resources/models.toml), not config.json's own
 TABLE_ONLY = ("source", "params_b", "architecture", "attention_bias")
 
@@ -32,6 +36,7 @@ class Job:
     model_source: str | None  # where the stand-in's shape came from
     data_files: tuple[str, ...]  # the script's train files
     builtin_data: bool  # True: the script's train files are not on this host
+    env: tuple[tuple[str, str], ...] = ()  # what the script exported to main_ppo (launch_script.Invocation.env)
 
     def value(self, key: str) -> str | None:
         return value_of(self.overrides, key)
@@ -90,7 +95,8 @@ def read(script: str, args: list[str], env: dict[str, str], gpus: int | None, ti
     data = files_of(value_of(overrides, "data.train_files"))
     job = Job(script=str(Path(script).resolve()), line=inv.line, overrides=overrides, model_path=model,
               model_config=tuple(sorted(config.items())) if config is not None else None, model_source=source,
-              data_files=tuple(data), builtin_data=not data or not all(os.path.isfile(p) for p in data))
+              data_files=tuple(data), builtin_data=not data or not all(os.path.isfile(p) for p in data),
+              env=tuple(inv.env.items()))
     return job, lines
 
 
@@ -189,9 +195,31 @@ def merged(user: tuple[str, ...], ours: list[str]) -> list[str]:
     return [o for o in user if key(o) not in taken] + ours
 
 
-def record(job: Job, steps: int) -> dict:
+def environment(job: Job, own: dict[str, tuple[str, str]]) -> tuple[dict[str, str], list[dict]]:
+    """The run's environment: the script's exports under certify's own variables (`own`: name -> (value, why)); and
+    each export the run holds otherwise (its name, the script's value, the run's, why). verl's module list keeps the
+    script's modules, then certify's."""
+    env = dict(job.env)
+    changed = []
+    for name, (value, why) in own.items():
+        script = env.get(name)
+        if script is not None and name == MODULES:
+            mine = [m for m in script.split(",") if m]
+            value = ",".join(mine + [m for m in value.split(",") if m and m not in mine])
+        env[name] = value
+        if script is not None and script != value:
+            changed.append({"name": name, "script": script, "run": value, "why": why})
+    return env, changed
+
+
+def record(job: Job, steps: int, own: dict[str, tuple[str, str]]) -> dict:
+    """The certificate's job: `env` is what the run got of the script's exports as the script set them,
+    `env_overridden` what it got otherwise (`own`: certify's variables, as environment() takes them)."""
+    changed = environment(job, own)[1]
+    taken = {c["name"] for c in changed}
     return {"script": job.script, "line": job.line, "overrides": list(job.overrides), "budget": budget(steps),
             "model": job.model_path if job.config is None else None, "stand_ins": stand_ins(job),
+            "env": {k: v for k, v in job.env if k not in taken}, "env_overridden": changed,
             # the stand-in's shape, which tune's prediction beside the measured peak is made for
             **({"model_path": job.model_path, "model_config": job.config, "model_source": job.model_source}
                if job.config is not None else {})}

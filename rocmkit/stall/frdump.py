@@ -24,11 +24,12 @@ POLL_S = 0.5
 BUFFER = "2000"  # entries kept per process (torch's default size when on; a few hundred KiB)
 
 
-def environment(folder: Path, current: dict[str, str]) -> dict[str, str]:
+def environment(folder: Path, current: dict[str, str], create: bool = True) -> dict[str, str]:
     """What a job's processes need for their records: the recorder on (gloo's and NCCL's/RCCL's names), NCCL's own
     dump when its watchdog times out (into `folder`, named ...-rank<N> by torch), and this module's folder. A value
-    the user set already (`current`) is left as it is. Creates `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
+    the user set already (`current`) is left as it is. Creates `folder` (unless `create` is False: a record of it)."""
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
     env = {"TORCH_FR_BUFFER_SIZE": BUFFER, "TORCH_NCCL_TRACE_BUFFER_SIZE": BUFFER, "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
            "TORCH_FR_DUMP_TEMP_FILE": str(folder / "timeout-rank"),
            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(folder / "timeout-rank")}

@@ -6,8 +6,9 @@ torchrun are recording stand-ins, so what is read is the exact argv bash hands t
 caller's environment, `--env`, `--arg` and `--gpus` in place of what the script reads from outside. This
 module turns those records into Invocations: the entry module found in each recorded command, the Hydra
 flags read, and each override traced back to the line that wrote it (the first traced command whose
-expanded words hold its exact text, then the nearest line of the script that spells its key). A plain
-overrides file (one `key=value` a line) is read without bash.
+expanded words hold its exact text, then the nearest line of the script that spells its key), and the
+variables the script exported to the call, in the order it set them. A plain overrides file (one `key=value`
+a line) is read without bash.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class Invocation:
     problems: list[tuple[str, int, str]] = field(default_factory=list)  # (severity, line, message)
     cwd: str | None = None
     argv: list[str] = field(default_factory=list)  # the whole recorded command, stand-in name first
+    # What the script exported to this command: set or changed against the environment it was given (ReadOptions'
+    # env, $HOME private), without the sandbox's own variables; in the order the script set them.
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -201,6 +205,20 @@ def _invocation(path: str, script: str, record: Record, at: int, lines: _Lines) 
     return inv
 
 
+def _in_order(env: dict[str, str], trace: list[Traced]) -> dict[str, str]:
+    """The variables in the order of the first traced command that names them (`export A=1`, `B=2`)."""
+    if not env:
+        return env
+    named = re.compile(r"(?<![\w$])(" + "|".join(map(re.escape, env)) + r")(?![\w])")
+    first: dict[str, tuple[int, int]] = {}
+    for n, t in enumerate(trace[:TRACE_WORDS_KEEP]):
+        for m in named.finditer(t.text):
+            first.setdefault(m.group(1), (n, m.start()))
+        if len(first) == len(env):
+            break
+    return dict(sorted(env.items(), key=lambda kv: (first.get(kv[0], (len(trace), 0)), kv[0])))
+
+
 def _strays(script: str, run: Run, lines: _Lines) -> list[tuple[int, int, str]]:
     """Overrides bash ran as a command of their own (`reward.num_workers=2 trainer.nnodes=1`, then "command not
     found"): a comment or a missing backslash ended the main_ppo command before them. Each with the number of
@@ -247,6 +265,7 @@ def read_script(path: str, text: str, options: ReadOptions | None = None) -> lis
         at = entry_at(r.argv) if _is_runner(r) else None
         if at is not None:
             found.append(_invocation(path, path, r, at, lines))
+            found[-1].env = _in_order(script_sandbox.exported(r.env, run.given), run.trace)
     if not found:
         ran = sorted({what for r in run.records if _is_runner(r) and (what := _runs(r))})
         if run.timed_out:

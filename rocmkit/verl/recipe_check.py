@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -134,18 +135,20 @@ def document(invocations: list[Invocation], verdicts: list[dict], where: str) ->
     counts = {s: sum(f.severity == s for f in found) for s in SEVERITIES}
     return {"schema": SCHEMA, "target": where, "verl": next((v.get("verl") for v in verdicts), None),
             "commands": [{"file": inv.file, "line": inv.line, "config_name": inv.config_name,
-                          "overrides": [o.to_json() for o in inv.overrides]} for inv in invocations],
+                          "overrides": [o.to_json() for o in inv.overrides], "env": inv.env} for inv in invocations],
             "findings": [f.to_json() for f in found], "counts": counts, "exit_code": 1 if counts["error"] else 0}
 
 
 def text_lines(invocations, verdicts) -> list[str]:
-    """Each command's header, then its own findings, each said once (a file's findings no longer wait for
-    every header, and a finding two checks make is printed once)."""
+    """Each command's header and the variables the script exported to it, then its own findings, each said once (a
+    file's findings no longer wait for every header, and a finding two checks make is printed once)."""
     out: list[str] = []
     said: set[tuple] = set()
     for inv, verdict in zip(invocations, verdicts):
         out.append(f"{inv.file}:{inv.line or ''}: main_ppo --config-name={inv.config_name}, "
                    f"{len(inv.overrides)} overrides")
+        if inv.env:
+            out.append("    the script exports: " + ", ".join(f"{k}={shlex.quote(v)}" for k, v in inv.env.items()))
         for f in findings(inv, verdict):
             seen = (f.file, f.line, f.severity, f.message)
             if seen in said:

@@ -13,6 +13,9 @@ process tree, killed with rocmkit and at a deadline.
 The line each command ran from is kept two ways: a DEBUG trap exports $LINENO to the commands bash starts
 (a stand-in records it), and xtrace, with $LINENO in PS4, writes every expanded command to a FIFO that a
 thread here reads (bounded, so a looping script cannot fill memory).
+
+A runner's stand-in (python, torchrun) also records the variables exported to it (bash's `compgen -e`): what
+the script exported before main_ppo, read against the environment the sandbox was given (`exported`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ MARK = "\x01"
 TRACE_RE = re.compile(r"^(\++)\x01(\d+)\x01([^\x01]*)\x01 ?(.*)$", re.S)
 # The DEBUG trap's own commands, traced one level deeper than the command they precede.
 TRAP_RE = re.compile(r"^(ROCMKIT_LINE=\d+|ROCMKIT_SOURCE=[^\n]*|\[\[ \w* = \*x\* \]\])$")
+# Variables the sandbox, the prelude or bash itself set (ROCMKIT_* too): never the script's exports.
+OWN_VARIABLES = ("HOME", "PATH", "BASH_ENV", "BASH_XTRACEFD", "PS4", "PWD", "OLDPWD", "SHLVL", "_", "SHELLOPTS",
+                 "BASHOPTS")
 
 PRELUDE = r"""# rocmkit verl-check: read by bash (BASH_ENV) before the launch script; see script_sandbox.py
 unset BASH_ENV
@@ -60,12 +66,14 @@ ulimit() { builtin ulimit "$@" 2>/dev/null || true; }  # a node's limits, not th
 
 @dataclass
 class Record:
-    """One call of a stand-in: its name, the script line (and file) it ran from, bash's $PWD, its arguments."""
+    """One call of a stand-in: its name, the script line (and file) it ran from, bash's $PWD, its arguments, and
+    for a runner (python, torchrun) the variables exported to it."""
     name: str
     line: int
     source: str
     cwd: str
     argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -85,6 +93,7 @@ class Run:
     seconds: float
     stderr: list[str] = field(default_factory=list)  # bash's own messages and the script's stderr (the last lines)
     last: Traced | None = None  # the last command traced (what ran when the deadline came)
+    given: dict[str, str] = field(default_factory=dict)  # the environment bash was started with
 
 
 def _bwrap(path: str | None) -> str:
@@ -153,14 +162,24 @@ def _last_of(tail: bytes) -> list[Traced]:
 
 def _read_records(folder: Path) -> list[Record]:
     out = []
-    for f in sorted(folder.iterdir(), key=lambda p: float(p.name.split(".", 2)[0] + "." + p.name.split(".")[1]))[
-             :RECORDS_KEEP]:
+    calls = [f for f in folder.iterdir() if not f.name.endswith(".env")]
+    for f in sorted(calls, key=lambda p: float(p.name.split(".", 2)[0] + "." + p.name.split(".")[1]))[:RECORDS_KEEP]:
         parts = f.read_bytes().decode("utf-8", "replace").split("\0")
         if len(parts) < 5 or parts[-1] != "":  # a record cut short at the deadline
             continue
         name, line, source, cwd, *argv = parts[:-1]
-        out.append(Record(name, int(line) if line.isdigit() else 0, source, cwd, argv))
+        env = f.with_name(f.name + ".env")  # written before the record: whole when the record is
+        pairs = env.read_bytes().decode("utf-8", "replace").split("\0")[:-1] if env.exists() else []
+        out.append(Record(name, int(line) if line.isdigit() else 0, source, cwd, argv,
+                          dict(p.split("=", 1) for p in pairs if "=" in p)))
     return out
+
+
+def exported(env: dict[str, str], given: dict[str, str]) -> dict[str, str]:
+    """What a call's environment has that the one bash was given lacks or holds otherwise: the script's exports,
+    without the sandbox's and bash's own variables."""
+    return {k: v for k, v in env.items()
+            if k not in OWN_VARIABLES and not k.startswith("ROCMKIT_") and given.get(k) != v}
 
 
 def _binds_over_real(bin_dir: Path, path_dirs: list[str]) -> list[str]:
@@ -250,7 +269,7 @@ def run(script: str, args: list[str], env: dict[str, str], cwd: str, gpus: int, 
         return Run(records=_read_records(Path(tmp) / "records"), trace=trace, exit_status=result.returncode,
                    timed_out=result.timed_out, seconds=time.monotonic() - started,
                    stderr=said + (result.tail[-20:] if len(said) >= 2000 else []),
-                   last=(_last_of(tail) or trace or [None])[-1])
+                   last=(_last_of(tail) or trace or [None])[-1], given=inner)
 
 
 def gpu_queries(records: list[Record]) -> list[Record]:

@@ -2,16 +2,23 @@
 # rocmkit verl-check's stand-in for a command that would touch the world (python, ray, torchrun, downloads,
 # GPU tools, file changes) while a launch script runs in its sandbox (rocmkit/verl/script_sandbox.py).
 # One file, linked under each name; what it does depends on the name it was called by. Every call is
-# recorded (name, the script's line, the working directory, the arguments) for rocmkit to read afterwards.
-# It runs no real python, touches no file outside its record directory, and answers GPU queries with
-# ROCMKIT_SANDBOX_GPUS. It uses bash builtins only (and `cat` for tee), so the other stand-ins never run it.
+# recorded (name, the script's line, the working directory, the arguments) for rocmkit to read afterwards;
+# a runner's call (python, torchrun) also leaves the variables exported to it, in a file of the same name and
+# .env, written first. It runs no real python, touches no file outside its record directory, and answers GPU
+# queries with ROCMKIT_SANDBOX_GPUS. It uses bash builtins only (and `cat` for tee), so the other stand-ins
+# never run it.
 set +xeu
 name=${0##*/}
 gpus=${ROCMKIT_SANDBOX_GPUS:-8}
 record() {
-    local dir=${ROCMKIT_SANDBOX_RECORDS:-}
+    local dir=${ROCMKIT_SANDBOX_RECORDS:-} at var
     [[ -n $dir && -d $dir ]] || return 0
-    printf '%s\0' "$name" "${ROCMKIT_LINE:-0}" "${ROCMKIT_SOURCE:-}" "$PWD" "$@" >"$dir/$EPOCHREALTIME.$$.$RANDOM"
+    at=$dir/$EPOCHREALTIME.$$.$RANDOM
+    case $name in
+    python* | torchrun)
+        for var in $(compgen -e); do printf '%s=%s\0' "$var" "${!var}"; done >"$at.env" ;;
+    esac
+    printf '%s\0' "$name" "${ROCMKIT_LINE:-0}" "${ROCMKIT_SOURCE:-}" "$PWD" "$@" >"$at"
 }
 record "$@"
 

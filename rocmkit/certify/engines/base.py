@@ -23,6 +23,9 @@ TRAINER_BYTES = 2 << 30
 TRAINER_WHO = "2 GiB for the trainer (its model, optimizer and GPU context)"
 # What every run needs in the target before the engine's own modules (top-level import names).
 BASE_MODULES = ["rocmkit", "torch", "transformers", "tokenizers", "pyarrow"]
+# What every run's command has in its environment (flow.command; where an engine sets one, its value is kept).
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
 
 
 @dataclass(frozen=True)

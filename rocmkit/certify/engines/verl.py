@@ -13,12 +13,13 @@ from ...stall import frdump, testhook
 from ...verl import attention
 from ...verl import overrides as verl_overrides
 from ...verl import report as verl_report
-from ...verl import smoke_cuts
+from ...verl import sleep_pool, smoke_cuts
 from ...verl import target_steps
 from .. import job as job_mod
+from .. import workspace
 from ..judge import check as judge_check
 from ..settings import Backend, Rollout, Settings
-from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
+from .base import BASE_MODULES, OFFLINE_ENV, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
 
 # verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
 # learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
@@ -106,7 +107,8 @@ class Verl(BuiltinTask):
         job = {}
         if s.job:  # the job's own model and data, or what stood in for them
             said = job_mod.stand_ins(s.job)
-            job = {"job": job_mod.record(s.job, s.steps), "model": s.job.model_path + (
+            own = self.own_environment(s, workspace.layout(s.out, s), create=False)  # the folder take() lays out
+            job = {"job": job_mod.record(s.job, s.steps, own), "model": s.job.model_path + (
                 " (random weights: a stand-in)" if s.job.config is not None else ""),
                 "data": said[-1] if s.job.builtin_data else ", ".join(s.job.data_files)}
         return {**super().settings_fields(s), **job, "rollout": s.rollout.value, "rollout_tp": s.rollout_tp,
@@ -127,8 +129,8 @@ class Verl(BuiltinTask):
             model_dir=str(ws.model_dir), train_file=str(ws.train_file), val_file=str(ws.val_file),
             reward_file=str(ws.reward_file), gpus=s.gpus, steps=s.steps, rollout=s.rollout.value, lr=VERL_LR[size],
             max_response_length=VERL_RESPONSE_TOKENS["builtin" if s.data is None else "user"],
-            ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}", backend=s.backend.value, train_tp=s.tp,
-            train_pp=s.pp, rollout_graphs=s.rollout_graphs, tensor_parallel=s.rollout_tp,
+            ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}" if target else None, backend=s.backend.value,
+            train_tp=s.tp, train_pp=s.pp, rollout_graphs=s.rollout_graphs, tensor_parallel=s.rollout_tp,
             engine_defaults=s.engine_defaults)
 
     def required_modules(self, s: Settings) -> list[str]:
@@ -171,11 +173,19 @@ class Verl(BuiltinTask):
         who = f"verl's {s.rollout.value} rollout takes gpu_memory_utilization {share:g} of the GPU"
         return [{"share": share, "bytes": TRAINER_BYTES, "who": f"{who}, plus {TRAINER_WHO}"}] * s.gpus
 
-    def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
+    def own_environment(self, s: Settings, ws, target=None, create: bool = True) -> dict[str, tuple[str, str]]:
+        """certify's own variables of the run, each with why it sets them: a job's exports of the same names give way
+        to them (job.environment). create=False makes nothing: the certificate's record of them."""
         env = verl_overrides.environment(self.run(s, ws, target), str(ws.metrics))
-        modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+        own = {k: (v, "every certify run has it: the hub offline, output unbuffered, tokenizers without threads")
+               for k, v in OFFLINE_ENV.items()}
+        own.update({k: (v, "vLLM's sleep-mode pool needs it (rocmkit/verl/sleep_pool.py)" if k in sleep_pool.VARIABLES
+                        else "the smoke run's own setting (rocmkit/verl/overrides.py environment())")
+                    for k, v in env.items()})
+        modules = [m for m in env.get(job_mod.MODULES, "").split(",") if m]
         if not s.on_cpu:  # the flight recorder of every rank, dumped when a stall report is taken (stall/frdump.py)
-            env.update(frdump.environment(ws.stall_dir / "flight-recorder", os.environ))
+            recorder = frdump.environment(ws.stall_dir / "flight-recorder", os.environ, create)
+            own.update({k: (v, "certify's flight recorder, read by its stall report") for k, v in recorder.items()})
             modules.append(frdump.__name__)
         hook = os.environ.get(testhook.VAR)
         if hook:  # a test's hang in a known place (rocmkit/stall/testhook.py); refused here if malformed
@@ -183,10 +193,15 @@ class Verl(BuiltinTask):
                 testhook.parse(hook)
             except ValueError as exc:
                 raise UsageError(str(exc), hint="unset it: it is for rocmkit's own tests") from None
-            env[testhook.VAR] = hook
+            own[testhook.VAR] = (hook, "a rocmkit test's hang")
             modules.append(testhook.__name__)
         if modules:
-            env["VERL_USE_EXTERNAL_MODULES"] = ",".join(modules)
+            own[job_mod.MODULES] = (",".join(modules), "certify's modules run in every process of the run")
+        return own
+
+    def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
+        own = self.own_environment(s, ws, target)
+        env = job_mod.environment(s.job, own)[0] if s.job else {k: v for k, (v, _) in own.items()}
         return [target.python, "-m", "verl.trainer.main_ppo", *cfg.get("run_overrides", cfg["verl_overrides"])], env
 
     def after_setup(self, cfg: dict, report: dict) -> bool:
@@ -291,13 +306,13 @@ class Verl(BuiltinTask):
 
     def run_record(self, s: Settings, report: dict, run, ws) -> dict | None:
         log = ws.log.read_text(errors="replace") if ws.log.exists() else ""
-        job = {"job": job_mod.record(s.job, s.steps)} if s.job else {}
+        job = {"job": job_mod.record(s.job, s.steps, self.own_environment(s, ws, create=False))} if s.job else {}
         return {"layout": layout(s), **job, **verl_report.record(report, log, s.rollout_graphs)}
 
     def summary_lines(self, v: dict | None) -> list[str]:
         if not v:
             return []
-        out = job_lines(v["job"]) if v.get("job") else []
+        out = job_mod.lines(v["job"]) if v.get("job") else []
         lay = v.get("layout")
         if lay:
             out.append(f"- layout: {lay['actor']} actor over {lay['data_parallel']} data-parallel rank(s)"
@@ -329,13 +344,6 @@ class Verl(BuiltinTask):
             out.append(f"- sleep mode: {sm['sleeps']} sleeps{split} freed {_span(sm['freed_gib'])} GiB, "
                        f"{_span(sm['still_in_use_gib'])} GiB still in use")
         return out
-
-
-def job_lines(job: dict) -> list[str]:
-    b = job["budget"]
-    return ([f"- job: {job['script']}:{job['line']}, {len(job['overrides'])} overrides; smoke budget: {b['steps']} "
-             f"steps, validation {b['validation']}, loggers {b['loggers']}, checkpoints {b['checkpoints']}"]
-            + [f"- stand-in: {x}" for x in job["stand_ins"]])
 
 
 def sglang_line(doc: dict) -> str:
