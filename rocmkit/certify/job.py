@@ -223,3 +223,15 @@ def record(job: Job, steps: int, own: dict[str, tuple[str, str]]) -> dict:
             # the stand-in's shape, which tune's prediction beside the measured peak is made for
             **({"model_path": job.model_path, "model_config": job.config, "model_source": job.model_source}
                if job.config is not None else {})}
+
+
+def lines(job: dict) -> list[str]:
+    """certificate.md's lines about the job (the certificate's engine_run.job)."""
+    b = job["budget"]
+    return ([f"- job: {job['script']}:{job['line']}, {len(job['overrides'])} overrides; smoke budget: {b['steps']} "
+             f"steps, validation {b['validation']}, loggers {b['loggers']}, checkpoints {b['checkpoints']}"]
+            + [f"- stand-in: {x}" for x in job["stand_ins"]]
+            + ([f"- the script's exports: {', '.join(f'{k}={v}' for k, v in job['env'].items())}"]
+               if job.get("env") else [])
+            + [f"- the script's {c['name']}={c['script']}: the run has {c['run']} ({c['why']})"
+               for c in job.get("env_overridden", [])])
