@@ -1,15 +1,18 @@
-"""Time to a verdict on the CPU, as a markdown table for the docs: a healthy stack (stopped once learning is
-proven, and with --steps 16 for the fixed-steps figure) and each failure a user meets. The cases are
-failure_verdicts.py's (one way to make each failure); this script picks the CPU's set, runs them with verl's CPU
-stack and writes the table.
+"""Time to a verdict, on the CPU and on GPUs, as markdown tables for the docs: a healthy stack (stopped once learning
+is proven, and with --steps 16 for the fixed-steps figure) and each failure a user meets. The cases are
+failure_verdicts.py's (one way to make each failure); this script runs them with verl's CPU stack (or, with
+--gpus, verl on a GPU host) and writes the table.
 
     python benchmarks/time_to_verdict.py --python .ci-work/venv-verl-cpu/bin/python \\
         [--cases healthy,fixed,rank,weights,data,stall] [--out DIR] [--docs docs/guides/certification.md]
     python benchmarks/time_to_verdict.py --results tests/data/crash/cpu-time-to-verdict.json --docs ...  # no run
+    python benchmarks/time_to_verdict.py --gpus 1 --cases healthy,busy,weights,data --python python3  # a GPU host
+    python benchmarks/time_to_verdict.py --gpu-table --results $(cat tests/data/crash/gpu-time-to-verdict.files) \\
+        --docs docs/guides/certification.md  # the GPU table from the kept GPU runs
 
 A busy GPU cannot be made on the CPU: its row says so (failure_verdicts.py's busy case measures it on a GPU).
 Writes DIR/results.json and DIR/time-to-verdict.md; with --docs, replaces the table between the file's
-`<!-- time-to-verdict -->` markers. Each figure is one run on a shared machine: read the ratios, not the seconds.
+`<!-- time-to-verdict -->` markers (the GPU table: `<!-- time-to-verdict-gpu -->`). Each figure is one run on a shared machine: read the ratios, not the seconds.
 """
 
 from __future__ import annotations
@@ -96,6 +99,13 @@ def kept(files: list[Path]) -> list[dict]:
     return sorted(rows, key=lambda r: order.index(r["case"]) if r["case"] in order else len(order))
 
 
+def render(files: list[Path], gpu: bool) -> str:
+    """The table of kept results files; the GPU table names the cases no GPU run has made."""
+    rows = kept(files)
+    made = {r["case"] for r in rows}
+    return table(rows, missing=tuple(c for c in GPU_CASES if c not in made) if gpu else ())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--python", default=os.environ.get("ROCMKIT_VERL_CPU_PYTHON", sys.executable),
@@ -106,12 +116,12 @@ def main() -> None:
     ap.add_argument("--results", type=Path, nargs="+", default=None,
                     help="render these kept results.json files as one table; run nothing")
     ap.add_argument("--gpus", type=int, default=0, help="GPUs for each case (0: the CPU); the busy case needs one")
+    ap.add_argument("--gpu-table", action="store_true",
+                    help="with --results: they are GPU hosts' runs; render (and put in --docs) the GPU table")
     args = ap.parse_args()
-    mark = GPU_MARK if args.gpus or (args.results and any("h200" in f.name for f in args.results)) else MARK
+    mark = GPU_MARK if args.gpus or args.gpu_table else MARK
     if args.results:
-        rows = kept(args.results)
-        made = {r["case"] for r in rows}
-        text = table(rows, missing=tuple(c for c in GPU_CASES if c not in made) if mark == GPU_MARK else ())
+        text = render(args.results, gpu=mark == GPU_MARK)
         print(text)
         if args.docs:
             into_docs(args.docs, text, mark)

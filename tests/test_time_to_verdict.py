@@ -37,3 +37,19 @@ def test_every_failure_has_a_row_and_each_verdict_is_the_expected_one():
     assert results["rank"]["verdict"] == results["stall"]["verdict"] == "fail"
     assert results["weights"]["exit"] == results["data"]["exit"] == 2
     assert "busy GPU" in ttv.table([]) and "not made on the CPU" in ttv.table([])
+
+
+def test_the_docs_gpu_table_is_the_scripts_rendering_of_the_kept_gpu_runs():
+    """The GPU table: the kept GPU hosts' runs (one H200: healthy, busy, refused inputs; two H200s: the kills), the
+    stall named as not run."""
+    ttv = bench()
+    files = [REPO / f for f in (REPO / "tests/data/crash/gpu-time-to-verdict.files").read_text().split()]
+    text = DOC.read_text()
+    [between] = re.findall(re.escape(ttv.GPU_MARK) + r"\n(.*?)" + re.escape(ttv.GPU_MARK), text, re.S)
+    assert between == ttv.render(files, gpu=True), "stale: python benchmarks/time_to_verdict.py --gpu-table ..."
+    rows = {r["case"]: r for r in ttv.kept(files)}
+    assert rows["healthy"]["verdict"] == "pass" and "--gpus 1" in rows["healthy"]["command"]
+    assert "--no-probes" not in rows["healthy"]["command"]  # the default command: the probes ran beside start-up
+    assert rows["busy"]["exit"] == 3 and rows["weights"]["exit"] == rows["data"]["exit"] == 2
+    assert rows["rank"]["verdict"] == rows["vllm"]["verdict"] == "fail"
+    assert "| stall (SIGSTOP after step 1, `--stall-timeout 60`) | - |" in between and "not run here yet" in between
