@@ -174,6 +174,28 @@ RAY_ADDRESS='http://127.0.0.1:8265' ray job submit --working-dir . -- python3 -m
     assert inv.problems == [("note", 2, "nvidia-smi: answered 8 GPUs, an assumption (--gpus N sets it)")]
 
 
+def test_a_probe_for_another_vendors_accelerator_fails_as_on_a_gpu_host(tmp_path):
+    """verl's newer examples pick their device with `python3 -c 'import torch_npu'` and, on an NPU, raise the GPU count
+    and memory share; on a GPU host that import fails, and the script keeps its GPU settings."""
+    body = """#!/usr/bin/env bash
+set -euo pipefail
+DEVICE=${DEVICE:-$(python3 -c 'import torch_npu' 2>/dev/null && echo npu || echo gpu)}
+HPU=$(python3 -c "from habana_frameworks.torch import hpu" 2>/dev/null && echo yes || echo no)
+TORCH=$(python3 -c 'import torch' && echo yes || echo no)
+NGPUS_PER_NODE=${NGPUS_PER_NODE:-8}
+UTIL=0.6
+case "${DEVICE}" in
+    npu) NGPUS_PER_NODE=16; UTIL=0.9 ;;
+esac
+python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=${NGPUS_PER_NODE} \\
+    actor_rollout_ref.rollout.gpu_memory_utilization=$UTIL +x.device=$DEVICE +x.hpu=$HPU +x.torch=$TORCH
+"""
+    (inv,) = read(tmp_path, body, gpus=8)
+    assert [o.text for o in inv.overrides] == [
+        "trainer.n_gpus_per_node=8", "actor_rollout_ref.rollout.gpu_memory_utilization=0.6", "+x.device=gpu",
+        "+x.hpu=no", "+x.torch=yes"]
+
+
 def test_a_looping_script_is_stopped_at_its_deadline(tmp_path):
     body = "#!/bin/bash\nray start --head\nuntil [ -f /tmp/ray_ready ]; do\n    sleep 5\ndone\n" \
            "python3 -m verl.trainer.main_ppo a.b=1\n"

@@ -21,7 +21,7 @@ job() {
   case "$1" in
     qwen3-4b)  # Qwen3-4B, GRPO, FSDP; the script's own knobs for one GPU
       SCRIPT=examples/grpo_trainer/run_qwen3_4b_fsdp.sh
-      FLAGS=(--env DEVICE=gpu --env NGPUS_PER_NODE=1 --env ROLLOUT_TP=1 --env ROLLOUT_GPU_MEM_UTIL=0.4
+      FLAGS=(--env NGPUS_PER_NODE=1 --env ROLLOUT_TP=1 --env ROLLOUT_GPU_MEM_UTIL=0.4
              --env TRAIN_BATCH_SIZE=32 --env PPO_MINI_BATCH_SIZE=16 --env MAX_PROMPT_LENGTH=256
              --env MAX_RESPONSE_LENGTH=256 --env MODEL_PATH=/var/tmp/models/Qwen3-4B
              # as published the job dies in verl 0.9.1's vLLM server: enable_chunked_prefill=False with max_model_len
@@ -41,7 +41,7 @@ job() {
              --env MAX_PROMPT_LENGTH=256 --env MAX_RESPONSE_LENGTH=256 --env MODEL_PATH=/var/tmp/models/Qwen3-8B) ;;
     qwen3-8b-oom)  # Qwen3-8B, GRPO, FSDP, no offload (the script's GPU default): expected to run out of GPU memory
       SCRIPT=examples/grpo_trainer/run_qwen3_8b_fsdp.sh
-      FLAGS=(--env DEVICE=gpu --env NGPUS_PER_NODE=1 --env ROLLOUT_TP=1 --env TRAIN_BATCH_SIZE=32
+      FLAGS=(--env NGPUS_PER_NODE=1 --env ROLLOUT_TP=1 --env TRAIN_BATCH_SIZE=32
              --env PPO_MINI_BATCH_SIZE=16 --env MAX_PROMPT_LENGTH=256 --env MAX_RESPONSE_LENGTH=256
              --env MODEL_PATH=/var/tmp/models/Qwen3-8B) ;;
     *) echo "go.sh: unknown job $1 (qwen3-4b qwen2.5-7b qwen3-8b-lora qwen3-8b-oom)" >&2; return 2 ;;

@@ -66,6 +66,15 @@ python | python[0-9] | python[0-9].[0-9] | python[0-9].[0-9][0-9])
         *) break ;;
         esac
     done
+    # Another vendor's accelerator library (verl's examples pick their device with
+    # `python3 -c 'import torch_npu'`): not on a GPU host, so the probe fails as it would there.
+    for m in torch_npu torch_mlu torch_musa habana_frameworks; do
+        re="(^|[^[:alnum:]_.])(import|from)[[:space:]]+$m([^[:alnum:]_]|$)"
+        if [[ $code =~ $re ]]; then
+            echo "ModuleNotFoundError: No module named '$m'" >&2
+            exit 1
+        fi
+    done
     if [[ $code == *device_count* ]]; then
         echo "$gpus"
     elif [[ $code == *is_available* ]]; then
