@@ -371,3 +371,30 @@ def test_the_verl_install_hint_names_a_venv_of_its_own_and_this_rocmkit_source(t
     assert r.returncode == 3 and "python3 -m venv .venv-verl" in hint
     assert f".venv-verl/bin/pip install '{root}[verl]' 'vllm==0.24.0'" in hint and "TRL >= 1.13" in hint
     assert (root / "pyproject.toml").is_file() and "pip install 'rocmkit[verl]'" not in hint
+
+
+def test_a_verl_example_script_whose_rollout_dies_in_init_is_named_by_the_exception_it_raised():
+    """verl's own examples/grpo_trainer/run_qwen3_4b_fsdp.sh (v0.9.0), certified as a job on one H200 (random
+    Qwen3-4B weights): it sets enable_chunked_prefill=False and leaves max_model_len unset, and verl 0.9.1's vLLM
+    server, raising max_num_batched_tokens of its frozen config to the model's 40960, dies in __init__. Ray prints
+    that actor's traceback with no "Traceback" line, and the driver's copy of it after Ray's ActorDiedError: the
+    certificate of the run (before this rule) named only Hydra's closing line."""
+    why, kept = _replay_gpu("verl-h200-job-qwen3-4b-frozen-config")
+    assert kept["kind"] == "hydra.job_failed"  # what the run itself said
+    assert why["kind"] == "exception" and why["process"]["pid"] == 6181
+    assert why["summary"].startswith("an error in Ray actor vLLMHttpServer (pid 6181)")
+    assert why["summary"].endswith("dataclasses.FrozenInstanceError: Field 'max_num_batched_tokens' is frozen and "
+                                   "cannot be modified")
+    assert any("self.config.max_num_batched_tokens = self.config.max_model_len" in e["text"] for e in why["evidence"])
+
+
+def test_a_traceback_ends_at_its_last_exception_not_its_first():
+    """A chained exception (and Ray's copy of a remote traceback) continues after the first exception line; the
+    process's next ordinary line ends it."""
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>',
+             "KeyError: 'x'", "", "During handling of the above exception, another exception occurred:", "",
+             "Traceback (most recent call last):", '  File "a.py", line 3, in <module>',
+             "    raise RuntimeError('the real one')", "RuntimeError: the real one",
+             "INFO 11-29 02:14:04 [loop.py:1] shutting down", "ValueError: printed later, in passing"]
+    _, ended = cause.scan(lines, "run.log")
+    assert [e.text for e in ended] == ["RuntimeError: the real one"]

@@ -37,6 +37,11 @@ _CLASS_RE = re.compile(r"class_name: (?:\S*\.)?(\w+)\s")  # ActorDiedError's "cl
 _TRACEBACK = "Traceback (most recent call last)"
 _KILLED_BY_RE = re.compile(r"\bwas killed by (SIG[A-Z0-9]+)\b")
 _EXCEPTION_RE = dict(FATAL)["python.exception"]
+# Ray's actor that failed in __init__ prints its traceback's frames after this, with no "Traceback" line
+_CREATION_TASK = "Exception raised in creation task:"
+# lines that continue a traceback after an exception line: frames, code, carets, the chained-exception words
+_RAY_PREFIX_RE = re.compile(r"^\(\w+ pid=\d+[^)]*\) ?|^\(pid=\d+[^)]*\) ?")  # the text after it keeps its indent
+_GOES_ON_RE = re.compile(r"^(?:\s|$|Traceback|The above exception|During handling|\^)")
 TRACEBACK_SPAN = 400  # lines after a traceback's start within which its exception line is looked for
 # Ray's words for a worker that ended without telling it why: the connection dropped (a signal or a native crash)
 ABRUPT_RE = re.compile(r"connection error code 2\. End of file|exits unexpectedly\. Worker exits with an exit code None")
@@ -70,11 +75,15 @@ def scan(lines: list[str], file: str, extra: tuple = ()) -> tuple[list[Event], l
         if sig:
             named = signatures.field(text, sig).get("pid")
             found.append(Event(file, i, text, sig, int(named) if named and named.isdigit() else pid))
-        if _TRACEBACK in text:
+        if _TRACEBACK in text or _CREATION_TASK in text:
             open_tb[pid] = i
-        elif pid in open_tb and i - open_tb[pid] <= TRACEBACK_SPAN and _EXCEPTION_RE.search(short(text)):
-            last_exception[pid] = Event(file, i, text, sig, pid)
-            del open_tb[pid]
+        elif pid in open_tb and i - open_tb[pid] <= TRACEBACK_SPAN:
+            said = short(text)
+            if _EXCEPTION_RE.search(said):  # the traceback may go on: a chained one, or Ray's copy of a remote one
+                last_exception[pid] = Event(file, i, text, sig, pid)
+            elif (pid in last_exception and last_exception[pid].line > open_tb[pid]
+                  and not _GOES_ON_RE.match(_RAY_PREFIX_RE.sub("", _ANSI_RE.sub("", text)))):
+                del open_tb[pid]  # the process says something else: its traceback has ended
     return found, sorted(last_exception.values(), key=lambda e: e.line)
 
 
