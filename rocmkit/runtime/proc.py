@@ -89,6 +89,30 @@ def _become_subreaper() -> None:
 
 
 _SUBREAPER = False
+_PRCTL = None  # libc's prctl, loaded before any fork: the child only calls it
+
+
+def _dies_with_us() -> Callable[[], None] | None:
+    """For a run's child, in it before exec: SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG). run()
+    waits in that thread for the child's end, so this fires only when rocmkit itself is killed (kill -9, the
+    kernel's OOM killer, a batch system's hard limit): a run whose watcher is gone would go on holding its GPUs.
+    Linux only; elsewhere None."""
+    global _PRCTL
+    if not sys.platform.startswith("linux"):
+        return None
+    if _PRCTL is None:
+        try:
+            import ctypes
+
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            return None
+    prctl = _PRCTL
+
+    def set_death_signal() -> None:
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+    return set_death_signal
 # The trees of the runs and Background processes alive in this process: a run adopts only what is no other's.
 # The lock is held from a child's start to its tree's registration, and while a run picks what to adopt, so no
 # run sees another's child before that child has its tree.
@@ -239,7 +263,8 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path |
         stdin = None if passthrough else subprocess.PIPE if input_text is not None else subprocess.DEVNULL
         child, tree = _start(argv, adopt=True, stdin=stdin, stdout=piped,
                              stderr=piped if apart else (None if passthrough else subprocess.STDOUT),
-                             env=env, cwd=cwd, text=True, errors="replace", bufsize=1, start_new_session=not interactive)
+                             env=env, cwd=cwd, text=True, errors="replace", bufsize=1, start_new_session=not interactive,
+                             preexec_fn=_dies_with_us())
         watch = _Watch(child, tree, started + timeout if timeout else None, received, stop_when)
         try:
             if input_text is not None:

@@ -277,8 +277,45 @@ def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), de
         if target is HFModelConfig and not files:
             continue
         _add(result, _errors(section(name, target), cfg))
+    if files:  # verl's server check needs the model's config.json
+        _add(result, _errors(lambda c: vllm_server(c, omega_conf_to_dataclass, HFModelConfig), cfg))
     result["ok"] = not result["errors"]
     return result
+
+
+def vllm_server(cfg, to_dataclass, model_class) -> list:
+    """verl's vLLM server's own check of its config and the model's (vLLMHttpServer._validate_configs), which runs
+    when the rollout starts, minutes into the job: asked here of the same dataclasses. Nothing where the rollout is
+    not vLLM's, vLLM does not import, or the model's files are not here (a hub name)."""
+    from omegaconf import OmegaConf
+
+    r = "actor_rollout_ref.rollout"
+    if _sel(cfg, f"{r}.name") != "vllm":
+        return []
+    try:
+        from verl.workers.rollout.vllm_rollout.vllm_async_server import vLLMHttpServer
+        server = object.__new__(vLLMHttpServer)  # its __init__ starts the engine: only the check is wanted
+        server.config = to_dataclass(OmegaConf.select(cfg, r))
+        server.model_config = to_dataclass(OmegaConf.select(cfg, "actor_rollout_ref.model"), model_class)
+    except Exception:  # noqa: BLE001 - no vLLM here, or a model verl's own conversion already reported
+        return []
+    try:
+        server._validate_configs()
+    except Exception as exc:  # noqa: BLE001 - the server would stop here: the finding
+        said = f"{type(exc).__module__}.{type(exc).__name__}: {exc}".removeprefix("builtins.")
+        keys, fix = [f"{r}.max_model_len"], None
+        if "max_num_batched_tokens" in str(exc) and not _sel(cfg, f"{r}.enable_chunked_prefill", True):
+            longest = server.config.max_model_len  # what the check had set before it failed
+            keys = [f"{r}.enable_chunked_prefill", f"{r}.max_num_batched_tokens", f"{r}.max_model_len"]
+            fix = (f"{r}.max_model_len at most {_sel(cfg, f'{r}.max_num_batched_tokens')} (the prompt and response "
+                   f"lengths), {r}.max_num_batched_tokens at least {longest}, or enable_chunked_prefill=True")
+            said = (f"enable_chunked_prefill=False needs max_num_batched_tokens >= max_model_len ({longest}), and "
+                    f"verl raises it on a frozen config: {said}")
+        message = f"verl's vLLM server stops at its start: {said}"
+        return [{"rule": "vllm-server", "keys": keys, "severity": "error", "fix": fix, "message": message,
+                 "source": "verl/workers/rollout/vllm_rollout/vllm_async_server.py, vLLMHttpServer._validate_configs",
+                 "text": f"{keys[0]}: {message}"}]
+    return []
 
 
 def _safe(fn, cfg) -> bool:
