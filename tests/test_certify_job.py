@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from provisioned import provisioned
 
 from rocmkit.certify import job as job_mod
-from rocmkit.certify.settings import Settings
+from rocmkit.certify.settings import Backend, Settings
 from rocmkit.certify.validate import validate
 from rocmkit.errors import InputFileError, UsageError
 
@@ -125,6 +126,33 @@ def test_the_scripts_exports_reach_the_run_under_certifys_own(tmp_path):
 
 
 # ---- on the verl-cpu stack ----
+
+def test_a_megatron_script_runs_with_its_config_and_the_megatron_backend(tmp_path):
+    """verl's Megatron examples run main_ppo --config-name=ppo_megatron_trainer (or model_engine=megatron): the job
+    runs with that config, as the Megatron backend (its start-up cuts, modules and memory model), and the backend is
+    the script's word, not an option."""
+    from rocmkit.certify import flow
+    from rocmkit.certify.target import Target
+    from rocmkit.certify.workspace import layout
+
+    megatron = _job(config_name="ppo_megatron_trainer", config_path=None)
+    assert job_mod.backend(megatron) == "megatron"
+    assert job_mod.config_args(megatron) == ["--config-name=ppo_megatron_trainer"]
+    engine_only = _job(overrides=("model_engine=megatron", "data.train_batch_size=16"))
+    assert job_mod.backend(engine_only) == "megatron" and job_mod.config_args(engine_only) == []
+    assert job_mod.backend(_job()) == "fsdp" and job_mod.config_args(_job(config_path="conf")) == ["--config-path=conf"]
+    s = validate(Settings(engine="verl", gpus=1, job=megatron, backend=Backend.MEGATRON, out=tmp_path / "c"))
+    ws = layout(s.out, s)
+    cfg = flow.config(s, ws, Target(image=None, image_id=None, record={}))
+    argv, _ = flow.command(s, ws, Target(image=None, image_id=None, record={}), cfg)
+    assert argv[1:4] == ["-m", "verl.trainer.main_ppo", "--config-name=ppo_megatron_trainer"]
+    assert cfg["config_name"] == "ppo_megatron_trainer"
+    assert not any("fsdp_config.use_torch_compile" in o for o in argv)  # FSDP's start-up cut is not a Megatron one
+    r = subprocess.run([sys.executable, "-m", "rocmkit", "certify", "--host", "--script", str(SCRIPT), "--backend",
+                        "megatron", "--gpus", "0", "--out", str(tmp_path / "d")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "--backend: with --script the script sets it" in r.stderr
+
 
 def verl_cpu_python() -> str:
     return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")

@@ -37,6 +37,8 @@ class Job:
     data_files: tuple[str, ...]  # the script's train files
     builtin_data: bool  # True: the script's train files are not on this host
     env: tuple[tuple[str, str], ...] = ()  # what the script exported to main_ppo (launch_script.Invocation.env)
+    config_name: str = "ppo_trainer"  # main_ppo's --config-name (verl's Megatron examples: ppo_megatron_trainer)
+    config_path: str | None = None  # its --config-path, as bash passed it
 
     def value(self, key: str) -> str | None:
         return value_of(self.overrides, key)
@@ -44,6 +46,18 @@ class Job:
     @property
     def config(self) -> dict | None:
         return dict(self.model_config) if self.model_config is not None else None
+
+
+def backend(job: Job) -> str:
+    """The actor's training backend the script asks for: Megatron by verl's Megatron config or engine, else FSDP."""
+    engine = job.value("model_engine") or job.value("actor_rollout_ref.actor.strategy") or ""
+    return "megatron" if "megatron" in job.config_name or engine == "megatron" else "fsdp"
+
+
+def config_args(job: Job) -> list[str]:
+    """main_ppo's config arguments, as the script gave them (before the overrides)."""
+    return ([f"--config-path={job.config_path}"] if job.config_path else []) + (
+        [f"--config-name={job.config_name}"] if job.config_name != "ppo_trainer" else [])
 
 
 def value_of(overrides, key: str) -> str | None:
@@ -94,6 +108,7 @@ def read(script: str, args: list[str], env: dict[str, str], gpus: int | None, ti
         config, source = stand_in_config(script, model, model_config)
     data = files_of(value_of(overrides, "data.train_files"))
     job = Job(script=str(Path(script).resolve()), line=inv.line, overrides=overrides, model_path=model,
+              config_name=inv.config_name, config_path=inv.config_path,
               model_config=tuple(sorted(config.items())) if config is not None else None, model_source=source,
               data_files=tuple(data), builtin_data=not data or not all(os.path.isfile(p) for p in data),
               env=tuple(inv.env.items()))

@@ -163,8 +163,8 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
         tuned = ()
     job = None
     if script:
-        job, model, rollout, rollout_tp = read_job(ctx, script, script_args, script_env, model_config, model, data,
-                                                   gpus, image)
+        job, model, rollout, rollout_tp, backend, tp, pp = read_job(ctx, script, script_args, script_env, model_config,
+                                                                    model, data, gpus, image)
         engine = "verl"
     elif script_args or script_env or model_config:
         raise UsageError("--arg, --env and --model-config are for --script")
@@ -226,7 +226,7 @@ def read_job(ctx, script, script_args, script_env, model_config, model, data, gp
     if ctx.get_parameter_source("engine").name != "DEFAULT" and "job" not in engines.get(asked).options:
         raise UsageError(f"--script certifies a verl launch script: --engine {asked} cannot run it",
                          hint="leave out --engine")
-    for name in ("rollout", "rollout_tp"):
+    for name in ("rollout", "rollout_tp", "backend", "tp", "pp"):
         if ctx.get_parameter_source(name).name != "DEFAULT":
             raise UsageError(f"--{name.replace('_', '-')}: with --script the script sets it",
                              hint="change the script's override instead")
@@ -247,4 +247,10 @@ def read_job(ctx, script, script_args, script_env, model_config, model, data, gp
         rollout_tp = int(tp) if tp else 1
     except ValueError:
         raise UsageError(f"{script}: actor_rollout_ref.rollout.tensor_model_parallel_size={tp}: not an integer") from None
-    return job, (job.model_path if job.config is None else None), rollout, rollout_tp
+    megatron = [job.value(f"actor_rollout_ref.actor.megatron.{k}_model_parallel_size") or "1"
+                for k in ("tensor", "pipeline")]
+    if not all(x.isdigit() for x in megatron):
+        raise UsageError(f"{script}: actor_rollout_ref.actor.megatron's TP and PP ({', '.join(megatron)}): "
+                         "not integers")
+    return (job, (job.model_path if job.config is None else None), rollout, rollout_tp, job_mod.backend(job),
+            *map(int, megatron))

@@ -163,6 +163,7 @@ class Verl(BuiltinTask):
                              reward_file=str(ws.reward_file))
         ours += verl_overrides.startup_overrides(r) + (verl_overrides.cpu_overrides() if s.on_cpu else [])
         return {"verl_overrides": job_mod.merged(job.overrides, ours), "model_config": job.config,
+                "config_args": job_mod.config_args(job), "config_name": job.config_name,
                 "builtin_data": job.builtin_data, "train_rows": job_mod.train_rows(job, s.steps),
                 **({} if job.builtin_data else {"train_file": job.data_files[0]})}
 
@@ -202,7 +203,8 @@ class Verl(BuiltinTask):
     def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
         own = self.own_environment(s, ws, target)
         env = job_mod.environment(s.job, own)[0] if s.job else {k: v for k, (v, _) in own.items()}
-        return [target.python, "-m", "verl.trainer.main_ppo", *cfg.get("run_overrides", cfg["verl_overrides"])], env
+        return [target.python, "-m", "verl.trainer.main_ppo", *cfg.get("config_args", []),
+                *cfg.get("run_overrides", cfg["verl_overrides"])], env
 
     def after_setup(self, cfg: dict, report: dict) -> bool:
         if not report:
