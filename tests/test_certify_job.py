@@ -244,6 +244,11 @@ def test_a_job_that_ran_out_of_gpu_memory_is_told_tunes_plan_for_it():
                                    "Instruct --gpu H200 --gpus-per-node 1 --nodes 1 --prompt-len 1024 --response-len "
                                    "2048 --n 5 --train-batch 64 --rollout vllm --backend fsdp` plans this job with ")
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2" in fits["tune"]
+    # the job's own algorithm and shape are not advice (tune plans GRPO; this job's estimator is left as it is)
+    assert "algorithm.adv_estimator" not in fits["tune"] and "trainer.nnodes" not in fits["tune"]
+    rloo = verl.advise(Settings(engine="verl", gpus=1, job=job("Qwen/Qwen2.5-7B-Instruct",
+                                                                "algorithm.adv_estimator=rloo")), report, dict(oom))
+    assert "algorithm.adv_estimator=grpo" not in rloo["tune"] and "actor_rollout_ref.rollout.n=" not in rloo["tune"]
     too_big = verl.advise(Settings(engine="verl", gpus=1, job=job("Qwen/Qwen2.5-72B-Instruct")), report, dict(oom))
     assert "says it cannot fit: " in too_big["tune"] and "GiB more than" in too_big["tune"]
     # not a job, or not memory: the cause stays as it was

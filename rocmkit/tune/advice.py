@@ -15,6 +15,7 @@ from .models import ModelSpec
 SHAPE = {"gpus_per_node": ("trainer.n_gpus_per_node", 8), "nodes": ("trainer.nnodes", 1),
          "prompt_len": ("data.max_prompt_length", 512), "response_len": ("data.max_response_length", 512),
          "n": ("actor_rollout_ref.rollout.n", 1), "train_batch": ("data.train_batch_size", 1024)}
+DESCRIBES_THE_JOB = {key for key, _ in SHAPE.values()} | {"algorithm.adv_estimator", "actor_rollout_ref.rollout.name"}
 TUNE_FLAG = {"gpus_per_node": "--gpus-per-node", "nodes": "--nodes", "prompt_len": "--prompt-len",
              "response_len": "--response-len", "n": "--n", "train_batch": "--train-batch"}
 
@@ -40,5 +41,7 @@ def for_job(command: list[str], model: ModelSpec, model_arg: str, gpu_name: str,
         result = plan.make(plan.Job(model, gpu_name, gpu_bytes, rollout=rollout, backend=backend, **shape))
     except UsageError as exc:
         return f"{said} says it cannot fit: {exc}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else "")
-    changed = [x for x in result.overrides() if o.get(x.partition("=")[0]) != x.partition("=")[2]]
+    # the job's own shape and algorithm are what was planned for, not advice: an RLOO job is not told to run GRPO
+    changed = [x for x in result.overrides() if x.partition("=")[0] not in DESCRIBES_THE_JOB
+               and o.get(x.partition("=")[0]) != x.partition("=")[2]]
     return f"{said} plans this job with " + (", ".join(changed) if changed else "the settings it already has")
