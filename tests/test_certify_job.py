@@ -255,3 +255,31 @@ def test_a_job_that_ran_out_of_gpu_memory_is_told_tunes_plan_for_it():
     assert verl.advise(Settings(engine="verl", gpus=1), report, dict(oom)) == oom
     crash = {"kind": "process.killed", "summary": "x", "hint": "y"}
     assert verl.advise(Settings(engine="verl", gpus=1, job=job("Qwen/Qwen2.5-7B-Instruct")), report, crash) == crash
+
+
+def test_a_jobs_data_files_are_checked_for_the_columns_its_own_keys_name(tmp_path):
+    """A job's own parquet files: the prompt column its data.prompt_key names, the data source its
+    data.reward_fn_key names and reward_model (verl's naive reward manager reads reward_model.ground_truth and
+    non_tensor_batch[reward_fn_key]), checked in the setup before anything starts; each train file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rocmkit.certify import inputs
+
+    good, bad = tmp_path / "gsm8k.parquet", tmp_path / "other.parquet"
+    pq.write_table(pa.table({"question": ["1+1?"], "data_source": ["gsm8k"],
+                             "reward_model": [{"ground_truth": "2"}]}), good)
+    pq.write_table(pa.table({"question": ["1+1?"], "source": ["x"]}), bad)
+
+    def problems(*overrides: str, files=(good,)) -> list[str]:
+        job = _job(overrides=overrides, data_files=tuple(map(str, files)), builtin_data=False)
+        return inputs.problems({"builtin_model": True, "builtin_data": False, "train_file": str(files[0]),
+                                "data_files": list(map(str, files)), "data_columns": job_mod.data_columns(job)})
+
+    assert problems("data.prompt_key=question") == []
+    (said,) = problems()  # verl's default prompt key
+    assert "has no column 'prompt'" in said and "the run reads prompt, data_source, reward_model" in said
+    (said,) = problems("data.prompt_key=question", "data.reward_fn_key=ability")
+    assert "has no column 'ability'" in said
+    (said,) = problems("data.prompt_key=question", files=(good, bad))  # the second train file
+    assert said.startswith(f"{bad} has no column 'data_source', 'reward_model'")

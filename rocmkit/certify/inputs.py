@@ -86,5 +86,7 @@ def problems(cfg: dict) -> list[str]:
     if not cfg.get("builtin_model"):
         out += model_problems(Path(cfg["model_dir"]))
     if not cfg.get("builtin_data"):
-        out += data_problems(Path(cfg["train_file"]))
+        columns = tuple(cfg.get("data_columns") or COLUMNS)  # a job's: its own data.prompt_key and reward_fn_key
+        for f in cfg.get("data_files") or [cfg["train_file"]]:
+            out += data_problems(Path(f), columns)
     return out

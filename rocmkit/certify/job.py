@@ -48,6 +48,13 @@ class Job:
         return dict(self.model_config) if self.model_config is not None else None
 
 
+def data_columns(job: Job) -> list[str]:
+    """The columns verl reads from the job's data files: the prompt (data.prompt_key), and for its reward the data
+    source (data.reward_fn_key) and the ground truth (reward_model; verl's reward loop, naive manager)."""
+    return [job.value("data.prompt_key") or "prompt", job.value("data.reward_fn_key") or "data_source",
+            "reward_model"]
+
+
 def backend(job: Job) -> str:
     """The actor's training backend the script asks for: Megatron by verl's Megatron config or engine, else FSDP."""
     engine = job.value("model_engine") or job.value("actor_rollout_ref.actor.strategy") or ""

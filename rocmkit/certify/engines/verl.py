@@ -165,7 +165,8 @@ class Verl(BuiltinTask):
         return {"verl_overrides": job_mod.merged(job.overrides, ours), "model_config": job.config,
                 "config_args": job_mod.config_args(job), "config_name": job.config_name,
                 "builtin_data": job.builtin_data, "train_rows": job_mod.train_rows(job, s.steps),
-                **({} if job.builtin_data else {"train_file": job.data_files[0]})}
+                **({} if job.builtin_data else {"train_file": job.data_files[0], "data_files": list(job.data_files),
+                                                "data_columns": job_mod.data_columns(job)})}
 
     def gpu_need(self, s: Settings, cfg: dict) -> list[dict]:
         """vLLM refuses to start unless gpu_memory_utilization of the GPU is free (vllm/v1/worker/utils.py,
