@@ -239,8 +239,11 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                                 None))
         if report.get("input_problems"):
             raise UsageError("; ".join(report["input_problems"]),
-                             hint="nothing was started; give a whole model folder (--model) and a parquet file with "
-                                  "the columns named (--data)")
+                             hint="nothing was started; " + (
+                                 "fix the script's model folder, its data.train_files, or the keys naming their "
+                                 "columns (data.prompt_key, data.reward_fn_key)" if s.job else
+                                 "give a whole model folder (--model) and a parquet file with the columns named "
+                                 "(--data)"))
         problem = setup_problem(s, target, res.returncode, report, lines, cfg.get("gpu_need", []))
         if problem:
             message, hint = problem
