@@ -108,8 +108,10 @@ def _compose_error(exc: Exception) -> str:
     return f"{exc} ({cause})" if cause is not exc else str(exc)
 
 
-def check(overrides: list[str], files: bool = True, config_name: str = "ppo_trainer") -> dict:
-    """files=False checks the configuration alone (rocmkit tune): no data, reward or model files are read."""
+def check(overrides: list[str], files: bool = True, config_name: str = "ppo_trainer", server: bool = True) -> dict:
+    """files=False checks the configuration alone (rocmkit tune): no data, reward or model files are read.
+    server=False leaves out verl's vLLM server check (vllm_server: a second or more of imports), for configurations
+    rocmkit wrote itself."""
     from hydra.errors import HydraException
 
     if _config_dir() is None:
@@ -122,7 +124,8 @@ def check(overrides: list[str], files: bool = True, config_name: str = "ppo_trai
     except HydraException as exc:
         result["errors"].append(f"compose: {_compose_error(exc)}")
         return result
-    return validate(cfg, result, files, keys=_keys(overrides), default_of=_defaults(config_name, overrides))
+    return validate(cfg, result, files, keys=_keys(overrides), default_of=_defaults(config_name, overrides),
+                    server=server)
 
 
 def _errors(check, cfg) -> list:
@@ -186,7 +189,8 @@ def _files(cfg) -> list[str]:
     return out
 
 
-def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), default_of=None) -> dict:
+def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), default_of=None,
+             server: bool = True) -> dict:
     """Everything after the compose, into result["errors"] (and the rules' findings into result["problems"]).
     resolved: cfg has no interpolation left and may be read as it is (the differential test's many settings).
     keys: those the user set, whose values are checked against the types verl declares (typed_values);
@@ -277,7 +281,7 @@ def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), de
         if target is HFModelConfig and not files:
             continue
         _add(result, _errors(section(name, target), cfg))
-    if files:  # verl's server check needs the model's config.json
+    if files and server:  # verl's server check needs the model's config.json
         _add(result, _errors(lambda c: vllm_server(c, omega_conf_to_dataclass, HFModelConfig), cfg))
     result["ok"] = not result["errors"]
     return result

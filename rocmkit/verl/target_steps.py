@@ -78,7 +78,8 @@ def after(cfg: dict, report: dict, background=None) -> None:
     chosen = (report.get("attention") or {}).get("chosen")
     sglang = (report.get("sglang") or {}).get("overrides", [])
     report["verl_validation"] = check(cfg["verl_overrides"] + attention_overrides(chosen) + sglang,
-                                      config_name=cfg.get("config_name", "ppo_trainer"))
+                                      config_name=cfg.get("config_name", "ppo_trainer"),
+                                      server="config_name" in cfg)  # a user's job, not rocmkit's own run
     if cfg.get("tune_overrides"):  # the user's tuned plan, as configuration only (its model is not here)
         report["tune_validation"] = check(cfg["tune_overrides"], files=False)  # the plan carries its algorithm
     report["timings"]["verl_check_s"] = round(time.perf_counter() - t, 3)
