@@ -115,7 +115,9 @@ def _values(enum) -> list[str]:
                    "budget: --steps steps, no validation, no checkpoint saves, console and file loggers. A model "
                    "path not on this host is built with random weights from its config.json (--model-config, or "
                    "rocmkit's model table by the path's last part); data files not on this host are replaced by "
-                   "the built-in task at the script's lengths. The certificate names each stand-in.")
+                   "the built-in task at the script's lengths. The certificate names each stand-in. The script's "
+                   "exported variables, its --config-name and its backend (Megatron or FSDP) go with the job; "
+                   "--rollout, --rollout-tp, --backend, --tp and --pp are the script's to set.")
 @click.option("--arg", "script_args", multiple=True, metavar="VALUE",
               help="With --script: an argument to the script ($1, $2... in order); repeatable.")
 @click.option("--env", "script_env", multiple=True, metavar="NAME=VALUE",
