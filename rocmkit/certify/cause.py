@@ -40,7 +40,6 @@ _EXCEPTION_RE = dict(FATAL)["python.exception"]
 # Ray's actor that failed in __init__ prints its traceback's frames after this, with no "Traceback" line
 _CREATION_TASK = "Exception raised in creation task:"
 # lines that continue a traceback after an exception line: frames, code, carets, the chained-exception words
-_RAY_PREFIX_RE = re.compile(r"^\(\w+ pid=\d+[^)]*\) ?|^\(pid=\d+[^)]*\) ?")  # the text after it keeps its indent
 _GOES_ON_RE = re.compile(r"^(?:\s|$|Traceback|The above exception|During handling|\^)")
 TRACEBACK_SPAN = 400  # lines after a traceback's start within which its exception line is looked for
 # Ray's words for a worker that ended without telling it why: the connection dropped (a signal or a native crash)
@@ -56,6 +55,11 @@ class Event:
     text: str
     sig: signatures.Signature | None  # None: an exception line with no known signature
     pid: int | None  # the process that printed it (Ray's prefix) or that it names (Ray's "pid: N")
+
+
+def _indented(line: str) -> str:
+    """A line without Ray's "(Actor pid=N) " prefix, its indent kept (short() strips both)."""
+    return _SOURCE_RE.sub("", _ANSI_RE.sub("", line)).removeprefix(" ")
 
 
 def source_pid(line: str) -> int | None:
@@ -82,7 +86,7 @@ def scan(lines: list[str], file: str, extra: tuple = ()) -> tuple[list[Event], l
             if _EXCEPTION_RE.search(said):  # the traceback may go on: a chained one, or Ray's copy of a remote one
                 last_exception[pid] = Event(file, i, text, sig, pid)
             elif (pid in last_exception and last_exception[pid].line > open_tb[pid]
-                  and not _GOES_ON_RE.match(_RAY_PREFIX_RE.sub("", _ANSI_RE.sub("", text)))):
+                  and not _GOES_ON_RE.match(_indented(text))):
                 del open_tb[pid]  # the process says something else: its traceback has ended
     return found, sorted(last_exception.values(), key=lambda e: e.line)
 

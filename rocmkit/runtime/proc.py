@@ -73,23 +73,32 @@ def _signals_noted() -> Iterator[list[int]]:
             signal.signal(s, handler)
 
 
+def _prctl():
+    """libc's prctl, loaded once (before any fork: a child only calls it); None off Linux or where it is missing."""
+    global _PRCTL
+    if _PRCTL is None and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _PRCTL = False
+    return _PRCTL or None
+
+
 def _become_subreaper() -> None:
     """Descendants orphaned by their parent (a crashed driver's Ray daemons) are re-parented to rocmkit
     instead of init, so the cleanup still finds them. Linux only; elsewhere nothing changes."""
     global _SUBREAPER
-    if _SUBREAPER or not sys.platform.startswith("linux"):
+    prctl = _prctl()
+    if _SUBREAPER or prctl is None:
         return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
+    prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     _SUBREAPER = True
 
 
 _SUBREAPER = False
-_PRCTL = None  # libc's prctl, loaded before any fork: the child only calls it
+_PRCTL = None
 
 
 def _dies_with_us() -> Callable[[], None] | None:
@@ -97,17 +106,9 @@ def _dies_with_us() -> Callable[[], None] | None:
     waits in that thread for the child's end, so this fires only when rocmkit itself is killed (kill -9, the
     kernel's OOM killer, a batch system's hard limit): a run whose watcher is gone would go on holding its GPUs.
     Linux only; elsewhere None."""
-    global _PRCTL
-    if not sys.platform.startswith("linux"):
+    prctl = _prctl()
+    if prctl is None:
         return None
-    if _PRCTL is None:
-        try:
-            import ctypes
-
-            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            return None
-    prctl = _PRCTL
 
     def set_death_signal() -> None:
         prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
