@@ -104,6 +104,17 @@ def test_the_architecture_is_the_built_in_models_or_the_users(tmp_path):
     assert architecture({"builtin_model": False, "model_dir": str(tmp_path / "missing")}) is None
 
 
+def test_a_jobs_stand_in_is_inspected_as_its_own_class_not_the_built_in_models(tmp_path):
+    """A job whose model is not on the host gets random weights in its real shape, built later in the setup: the
+    inspection beside the setup must warm that class (on the H200, a Qwen3-8B job's warmed Qwen2ForCausalLM)."""
+    from rocmkit.certify.job import stand_in_config
+    from rocmkit.verl.target_steps import architecture
+
+    config, _ = stand_in_config("run.sh", "/models/Qwen3-8B", None)
+    cfg = {"builtin_model": True, "model_config": config, "model_dir": str(tmp_path / "model")}
+    assert architecture(cfg) == "Qwen3ForCausalLM" != ARCH
+
+
 def test_an_inspection_that_dies_is_reported_and_the_setup_goes_on():
     import sys
 

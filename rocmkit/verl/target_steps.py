@@ -25,13 +25,15 @@ def start(cfg: dict):
 
 
 def architecture(cfg: dict) -> str | None:
-    """The model's class as vLLM looks it up: the built-in model's, or the first in the user's config.json."""
-    if cfg.get("builtin_model"):
+    """The model's class as vLLM looks it up: the first in the config.json the model is (or will be) built from:
+    a job's stand-in's (`model_config`, written later in the setup), the user's folder's, else the built-in's."""
+    if cfg.get("builtin_model") and not cfg.get("model_config"):
         from ..certify.tinymodel import ARCHITECTURE
 
         return ARCHITECTURE
     try:
-        names = json.loads((Path(cfg["model_dir"]) / "config.json").read_text()).get("architectures") or []
+        doc = cfg.get("model_config") or json.loads((Path(cfg["model_dir"]) / "config.json").read_text())
+        names = doc.get("architectures") or []
     except (OSError, ValueError, AttributeError):
         return None  # the run's own loading says what is wrong with the model; vLLM inspects it then
     return names[0] if names and isinstance(names[0], str) else None
