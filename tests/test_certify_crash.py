@@ -389,6 +389,36 @@ def test_a_verl_example_script_whose_rollout_dies_in_init_is_named_by_the_except
     assert any("self.config.max_num_batched_tokens = self.config.max_model_len" in e["text"] for e in why["evidence"])
 
 
+def test_a_job_whose_own_workers_filled_the_gpu_before_vllm_started_is_told_it_does_not_fit():
+    """verl's own examples/grpo_trainer/run_qwen3_8b_fsdp.sh (v0.9.0: no offload, gpu_memory_utilization 0.6),
+    certified as a job on one H200 (random Qwen3-8B weights): the actor and reference workers held 63 GiB when vLLM
+    started, and vLLM refused. The run's certificate blamed "another process" and told the user to look for an
+    orphaned engine; the GPU was free at the setup, so it is the job that does not fit, and tune's plan is the fix."""
+    from rocmkit.certify import engines
+    from rocmkit.certify.job import Job
+    from rocmkit.certify.settings import Settings
+
+    why, kept = _replay_gpu("verl-h200-job-qwen3-8b-vllm-start")
+    assert kept["kind"] == why["kind"] == "vllm.free_memory_at_start" and "another process" in kept["summary"]
+    doc = json.loads((DATA / "verl-h200-job-qwen3-8b-vllm-start.json").read_text())
+    j = doc["settings"]["job"]
+    job = Job(script=j["script"], line=j["line"], overrides=tuple(j["overrides"]), model_path=j["model_path"],
+              model_config=tuple(j["model_config"].items()), model_source=j["model_source"], data_files=(),
+              builtin_data=True)
+    told = engines.get("verl").advise(Settings(engine="verl", gpus=1, job=job), doc["setup"], why)
+    assert told["summary"].startswith("the job does not fit on this GPU: starting the rollout, vLLM (Ray actor "
+                                      "vLLMHttpServer, pid 8287) wanted 83.88 GiB (gpu_memory_utilization 0.6 of "
+                                      "139.8 GiB) and found 76.35 GiB free")
+    assert told["memory"] == {"wanted_gib": 83.88, "free_gib": 76.35, "total_gib": 139.8, "utilization": 0.6,
+                              "free_at_setup_gib": 139.29, "held_by_the_job_gib": 62.94}
+    assert "orphaned" not in told["hint"] and "gpu_memory_utilization below 0.55" in told["hint"]
+    assert "for this job, `rocmkit tune --model /var/tmp/models/Qwen3-8B --gpu H200 " in told["hint"]
+    assert "actor_rollout_ref.actor.fsdp_config.param_offload=True" in told["tune"]
+    # a GPU that lacked the room at the setup already: another process may hold it, the engine's words stand
+    busy = {**doc["setup"], "gpu_memory": [{**doc["setup"]["gpu_memory"][0], "free": 70 * 2**30}]}
+    assert engines.get("verl").advise(Settings(engine="verl", gpus=1, job=job), busy, why) == why
+
+
 def test_a_traceback_ends_at_its_last_exception_not_its_first():
     """A chained exception (and Ray's copy of a remote traceback) continues after the first exception line; the
     process's next ordinary line ends it."""

@@ -16,7 +16,7 @@ from ...verl import report as verl_report
 from ...verl import sleep_pool, smoke_cuts
 from ...verl import target_steps
 from .. import job as job_mod
-from .. import workspace
+from .. import own_memory, workspace
 from ..judge import check as judge_check
 from ..settings import Backend, Rollout, Settings
 from .base import BASE_MODULES, OFFLINE_ENV, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
@@ -239,9 +239,12 @@ class Verl(BuiltinTask):
         return venv
 
     def advise(self, s: Settings, report: dict, why: dict) -> dict:
-        """A job that ran out of GPU memory: rocmkit tune's plan for its model, GPUs and batch is the fix."""
+        """A job that ran out of GPU memory (or filled it before vLLM could start): rocmkit tune's plan for its
+        model, GPUs and batch is the fix."""
         gpus = [g for g in report.get("gpu_memory") or [] if g.get("total")]
-        if s.job is None or why.get("kind") not in OOM_KINDS or not gpus:
+        why = own_memory.explain(why, gpus)  # vLLM refused to start because the run itself filled the GPU
+        filled = why.get("kind") == own_memory.KIND and "memory" in why  # by the job, not by another process
+        if s.job is None or not (why.get("kind") in OOM_KINDS or filled) or not gpus:
             return why
         from ... import archs
         from ...tune import advice, models
