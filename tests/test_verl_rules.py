@@ -146,6 +146,39 @@ def verl_python() -> str:
     return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
 
 
+ADVANTAGE = """
+import json
+import numpy as np
+import torch
+from verl.trainer.ppo import core_algos
+rewards = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.5]])  # one response a prompt, its reward on the last token
+out = {}
+for family in ("grpo", "rloo"):
+    fn = getattr(core_algos, f"compute_{family}_outcome_advantage")
+    adv, _ = fn(token_level_rewards=rewards, response_mask=torch.ones_like(rewards), index=np.array(["a", "b"]))
+    out[family] = [round(float(x), 4) for x in adv[:, 0]]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def verl_advantages() -> dict:
+    out = subprocess.run([verl_python(), "-c", ADVANTAGE], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("estimator, family", [("grpo", "grpo"), ("rloo", "rloo"), ("rloo_vectorized", "rloo")])
+def test_one_response_a_prompt_is_warned_citing_the_estimators_own_function_which_verl_runs(estimator, family,
+                                                                                             verl_advantages):
+    """n=1 under a group estimator: verl's own GRPO and RLOO functions, given one response a prompt, return the raw
+    reward as the advantage (what the warning says); the warning cites the function the job's estimator runs."""
+    get = getter(**{f"{R}.n": 1, "algorithm.adv_estimator": estimator})
+    warning = rule(batch_rules.problems(get), "group")
+    assert f"compute_{family}_outcome_advantage" in warning["message"] and f"{family.upper()} then takes" in warning["message"]
+    assert verl_advantages[family] == [1.0, 0.5]  # the rewards themselves
+
+
 def overrides_file(tmp_path: Path, name: str, **change) -> tuple[Path, dict[str, int]]:
     """BASE with some values changed (KEY=VALUE, '.' written '__'), one a line; and each key's line."""
     values = {**BASE, **{k.replace("__", "."): str(v) for k, v in change.items()}}

@@ -136,13 +136,16 @@ def _found(get, use_critic: bool, use_reference: bool) -> list[Problem]:
     grpo_like = get("algorithm.adv_estimator") in ("grpo", "grpo_vectorized", "gdpo", "grpo_passk", "rloo",
                                                     "rloo_vectorized")
     if grpo_like and n == 1:
+        estimator = get("algorithm.adv_estimator")
+        family = "rloo" if estimator.startswith("rloo") else "grpo"  # GRPO's variants share its group rule
         out.append(Problem("group", (f"{R}.n", "algorithm.adv_estimator"),
-                           f"{R}.n=1 with algorithm.adv_estimator={get('algorithm.adv_estimator')}: each prompt's "
-                           "group is one response, so there is no group baseline to compare it with (GRPO then takes "
-                           "the raw reward as the advantage)",
-                           fix=f"{R}.n=4 or more (GRPO's groups), or algorithm.adv_estimator=reinforce_plus_plus",
+                           f"{R}.n=1 with algorithm.adv_estimator={estimator}: each prompt's group is one response, "
+                           f"so there is no group baseline to compare it with ({family.upper()} then takes the raw "
+                           "reward as the advantage)",
+                           fix=f"{R}.n=4 or more (a group for each prompt), or "
+                               "algorithm.adv_estimator=reinforce_plus_plus",
                            severity="warning",
-                           source="verl/trainer/ppo/core_algos.py, compute_grpo_outcome_advantage"))
+                           source=f"verl/trainer/ppo/core_algos.py, compute_{family}_outcome_advantage"))
     out += _kl(get)
     if gpus % sp:
         if strategy == "megatron":  # verl's words where validate_config has them (fixed micro batches)
