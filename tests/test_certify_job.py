@@ -283,3 +283,26 @@ def test_a_jobs_data_files_are_checked_for_the_columns_its_own_keys_name(tmp_pat
     assert "has no column 'ability'" in said
     (said,) = problems("data.prompt_key=question", files=(good, bad))  # the second train file
     assert said.startswith(f"{bad} has no column 'data_source', 'reward_model'")
+
+
+def test_a_start_up_cut_never_replaces_what_the_script_sets(tmp_path):
+    """verl's examples/grpo_trainer/run_qwen3_4b_fsdp.sh sets rollout.enforce_eager=False: the H200 certificate of
+    that job (tests/data/certify/verl-h200-job-qwen3-4b.json) ran it eager all the same, a smoke run's cut. A job's
+    own settings are the job: the cuts apply only to keys its script leaves to verl."""
+    from rocmkit.certify import engines
+    from rocmkit.verl import smoke_cuts
+
+    kept = json.loads((Path(__file__).parent / "data" / "certify" / "verl-h200-job-qwen3-4b.json").read_text())
+    own = tuple(kept["settings"]["job"]["overrides"])
+    assert "actor_rollout_ref.rollout.enforce_eager=False" in own
+    assert any(c["name"].startswith("eager rollout") for c in kept["settings"]["smoke_cuts"])  # what it did then
+    s = Settings(engine="verl", gpus=1, out=tmp_path / "run", job=_job(overrides=own))
+    cuts = engines.get("verl").settings_fields(s)["smoke_cuts"]
+    said = [o for c in cuts for o in c["overrides"]]
+    assert not any(o.startswith("actor_rollout_ref.rollout.enforce_eager=") for o in said), said
+    assert "transfer_queue.backend.SimpleStorage.num_data_storage_units=1" in said  # a key the script leaves to verl
+    # a + prefix sets the same key; a cut left with no override of its own is not applied (nor listed)
+    only = smoke_cuts.cuts(backend="fsdp", rollout="vllm", tensor_parallel=1, on_cpu=False, rollout_graphs=False,
+                           engine_defaults=False,
+                           job_keys=frozenset({"actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend"}))
+    assert not any("uni executor" in c.name for c in only) and len(only) == 3

@@ -32,6 +32,7 @@ class VerlRun:
     rollout_graphs: bool = False  # the rollout's compile and CUDA/HIP graphs (certify --rollout-graphs)
     engine_defaults: bool = False  # none of the smoke run's start-up cuts (certify --engine-defaults; smoke_cuts.py)
     ray_temp_dir: str | None = None  # a short path: Ray's socket paths must stay under 107 bytes
+    job_keys: frozenset[str] = frozenset()  # the keys a user's script sets: no start-up cut replaces them
 
     @property
     def on_cpu(self) -> bool:
@@ -116,7 +117,8 @@ def attention_overrides(attn: str | None) -> list[str]:
 def startup_cuts(r: VerlRun) -> list[smoke_cuts.Cut]:
     """What a smoke run does not need at start-up (smoke_cuts.py names each, with the option that restores it)."""
     return smoke_cuts.cuts(backend=r.backend, rollout=r.rollout, tensor_parallel=r.tensor_parallel,
-                           on_cpu=r.on_cpu, rollout_graphs=r.rollout_graphs, engine_defaults=r.engine_defaults)
+                           on_cpu=r.on_cpu, rollout_graphs=r.rollout_graphs, engine_defaults=r.engine_defaults,
+                           job_keys=r.job_keys)
 
 
 def startup_overrides(r: VerlRun) -> list[str]:

@@ -13,7 +13,7 @@ Keys and defaults are verl 0.9.1's and vLLM 0.24's (the sources cited at each cu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 RESTORE_ALL = "--engine-defaults"
 
@@ -32,11 +32,23 @@ class Cut:
                 "why": self.why, "restored_by": list(self.restore)}
 
 
+def key_of(override: str) -> str:
+    """The config key a Hydra override sets (`+a.b=1`, `++a.b=1`, `a.b=1` all set a.b)."""
+    return override.partition("=")[0].lstrip("+~")
+
+
 def cuts(*, backend: str, rollout: str, tensor_parallel: int, on_cpu: bool, rollout_graphs: bool,
-         engine_defaults: bool) -> list[Cut]:
-    """The cuts that apply to this run; none with --engine-defaults."""
+         engine_defaults: bool, job_keys: frozenset[str] = frozenset()) -> list[Cut]:
+    """The cuts that apply to this run; none with --engine-defaults. A user's job keeps what its script sets: a cut
+    never replaces a key in `job_keys` (verl's examples set enforce_eager=False, and that is the job's own word)."""
     if engine_defaults:
         return []
+    out = [replace(c, overrides=tuple(o for o in c.overrides if key_of(o) not in job_keys))
+           for c in _all(backend, rollout, tensor_parallel, on_cpu, rollout_graphs)]
+    return [c for c in out if c.overrides]
+
+
+def _all(backend: str, rollout: str, tensor_parallel: int, on_cpu: bool, rollout_graphs: bool) -> list[Cut]:
     out = []
     if backend == "fsdp":
         # verl/workers/engine/fsdp/transformer_impl.py:183-187 compiles entropy_from_logits (dynamic=True) when

@@ -118,7 +118,7 @@ class Verl(BuiltinTask):
                 # what the smoke run changed from the stack's defaults to start faster, each with its restoring option
                 "smoke_cuts": smoke_cuts.records(smoke_cuts.cuts(
                     backend=s.backend.value, rollout=s.rollout.value, tensor_parallel=s.rollout_tp, on_cpu=s.on_cpu,
-                    rollout_graphs=s.rollout_graphs, engine_defaults=s.engine_defaults))}
+                    rollout_graphs=s.rollout_graphs, engine_defaults=s.engine_defaults, job_keys=job_keys(s)))}
 
     # ---- the target ----
 
@@ -131,7 +131,8 @@ class Verl(BuiltinTask):
             max_response_length=VERL_RESPONSE_TOKENS["builtin" if s.data is None else "user"],
             ray_temp_dir=f"/tmp/rocmkit-ray-{target.run_id[:8]}" if target else None, backend=s.backend.value,
             train_tp=s.tp, train_pp=s.pp, rollout_graphs=s.rollout_graphs, tensor_parallel=s.rollout_tp,
-            engine_defaults=s.engine_defaults)
+            engine_defaults=s.engine_defaults,
+            job_keys=job_keys(s))
 
     def required_modules(self, s: Settings) -> list[str]:
         return (BASE_MODULES + ["verl", "hydra", "ray", s.rollout.value]
@@ -376,6 +377,11 @@ def layout(s: Settings) -> dict:
     else:
         out["data_parallel"] = gpus
     return out
+
+
+def job_keys(s: Settings) -> frozenset[str]:
+    """The keys a user's script sets (certify --script): the start-up cuts leave them as the script has them."""
+    return frozenset(smoke_cuts.key_of(o) for o in s.job.overrides) if s.job else frozenset()
 
 
 def rollout_tp_checks(s: Settings) -> None:
