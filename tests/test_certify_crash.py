@@ -414,6 +414,11 @@ def test_a_job_whose_own_workers_filled_the_gpu_before_vllm_started_is_told_it_d
     assert "orphaned" not in told["hint"] and "gpu_memory_utilization below 0.55" in told["hint"]
     assert "for this job, `rocmkit tune --model /var/tmp/models/Qwen3-8B --gpu H200 " in told["hint"]
     assert "actor_rollout_ref.actor.fsdp_config.param_offload=True" in told["tune"]
+    assert "host" not in told["tune"]  # the kept setup did not read the host's memory: tune's check left out
+    # the H200 host had 128 GiB: the plan's offloads (FSDP2's CPU offload of an 8B's states) do not fit it
+    on_host = engines.get("verl").advise(Settings(engine="verl", gpus=1, job=job),
+                                         {**doc["setup"], "host_memory": 128 * 2**30}, why)
+    assert "; but verl's offloads need " in on_host["tune"] and "of the run's host" in on_host["tune"]
     # a GPU that lacked the room at the setup already: another process may hold it, the engine's words stand
     busy = {**doc["setup"], "gpu_memory": [{**doc["setup"]["gpu_memory"][0], "free": 70 * 2**30}]}
     assert engines.get("verl").advise(Settings(engine="verl", gpus=1, job=job), busy, why) == why

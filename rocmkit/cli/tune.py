@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import shlex
-from pathlib import Path
 
 import click
 
 from ..errors import UsageError
 from ..output import document
+from ..tune import host
 from .common import echo_json, json_option, warn
 
 
@@ -34,24 +33,6 @@ def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
     d = devices[0]
     # Partitions of one GPU share its HBM: a job on all of them gets memory / partitions each.
     return f"{d.product.name} ({d.partition_mode or 'SPX'})", d.product.memory_gib * GIB // max(1, d.mode_partitions)
-
-
-def host_memory(gib: int | None, root: str) -> tuple[int | None, str, bool]:
-    """(bytes, where the figure comes from or why there is none, whether the user named it) for the host check."""
-    from ..tune.memory import GIB
-
-    if gib is not None:
-        return gib * GIB, f"the host of --host-memory-gib {gib}", True
-    path = Path(root) / "proc" / "meminfo"
-    try:
-        m = re.search(r"^MemTotal:\s+([0-9]+) kB", path.read_text(), re.M)
-    except OSError as exc:
-        m, why = None, f"{path} cannot be read ({exc.strerror})"
-    else:
-        why = f"{path} has no MemTotal"
-    if m is None:
-        return None, f"{why}; --host-memory-gib N checks the plan against a host of N GiB", False
-    return int(m.group(1)) * 1024, "this host" if root == "/" else f"the host captured in {root}", False
 
 
 @click.command("tune")
@@ -121,7 +102,7 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
         raise UsageError("--model and --gpu are required", hint="e.g. rocmkit tune --model Qwen2-7B-Instruct --gpu MI300X")
     spec = models.lookup(model)
     gpu_name, gpu_bytes = gpu_memory(gpu, root)
-    host_bytes, host_source, host_declared = host_memory(host_memory_gib, root)
+    host_bytes, host_source, host_declared = host.memory(host_memory_gib, root)
     job = plan.Job(spec, gpu_name, gpu_bytes, gpus_per_node=gpus_per_node, nodes=nodes, prompt_len=prompt_len,
                    response_len=response_len, n=rollouts, train_batch=train_batch, rollout=rollout, backend=backend,
                    micro_batch=micro_batch, seq_len=seq_len, grad_ckpt=grad_ckpt, host_bytes=host_bytes,

@@ -20,9 +20,11 @@ TUNE_FLAG = {"gpus_per_node": "--gpus-per-node", "nodes": "--nodes", "prompt_len
              "response_len": "--response-len", "n": "--n", "train_batch": "--train-batch"}
 
 
-def for_job(command: list[str], model: ModelSpec, model_arg: str, gpu_name: str, gpu_bytes: int) -> str:
+def for_job(command: list[str], model: ModelSpec, model_arg: str, gpu_name: str, gpu_bytes: int,
+            host_bytes: int | None = None) -> str:
     """The tune command for this job's shape and what its plan changes in the job's settings; or, where nothing
-    fits, tune's own word on what does not and what would."""
+    fits, tune's own word on what does not and what would. `host_bytes`: the run's host memory, which the plan's
+    CPU offloads must fit (tune's own check); None leaves it unchecked."""
     o = verl_overrides(command)
     shape = {}
     for field, (key, default) in SHAPE.items():
@@ -38,10 +40,13 @@ def for_job(command: list[str], model: ModelSpec, model_arg: str, gpu_name: str,
             "--backend", backend]
     said = f"`{shlex.join(argv)}`"
     try:
-        result = plan.make(plan.Job(model, gpu_name, gpu_bytes, rollout=rollout, backend=backend, **shape))
+        result = plan.make(plan.Job(model, gpu_name, gpu_bytes, rollout=rollout, backend=backend, **shape,
+                                    host_bytes=host_bytes, host_source="the run's host"))
     except UsageError as exc:
         return f"{said} says it cannot fit: {exc}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else "")
     # the job's own shape and algorithm are what was planned for, not advice: an RLOO job is not told to run GRPO
     changed = [x for x in result.overrides() if x.partition("=")[0] not in DESCRIBES_THE_JOB
                and o.get(x.partition("=")[0]) != x.partition("=")[2]]
-    return f"{said} plans this job with " + (", ".join(changed) if changed else "the settings it already has")
+    planned = f"{said} plans this job with " + (", ".join(changed) if changed else "the settings it already has")
+    host = next((n for n in result.notes if n.startswith(plan.HOST_MISFIT)), None)
+    return planned + (f"; but {host[len(plan.HOST_MISFIT):]}" if host else "")

@@ -27,6 +27,7 @@ HOST_USABLE = 0.70
 HOST_PARTS = {"weights_fp32": "fp32 weights", "grads_fp32": "fp32 gradients", "adamw_fp32": "AdamW's fp32 moments",
               "weights_bf16": "bf16 weights",
               "master_weights_and_adamw_fp32": "fp32 master weights and AdamW's moments"}
+HOST_MISFIT = "DOES NOT FIT THE HOST: "  # the note that leads a plan whose offloads the host cannot hold
 
 
 @dataclass
@@ -349,7 +350,7 @@ def _host(job: Job, plan: Plan) -> None:
     hint = f"{spread}, or nodes with at least {_gib(int(est.peak / HOST_USABLE))} of memory"
     if job.host_declared:
         raise UsageError(what, hint=hint)
-    plan.notes.insert(0, f"DOES NOT FIT THE HOST: {what}; {hint}")
+    plan.notes.insert(0, f"{HOST_MISFIT}{what}; {hint}")
 
 
 def _asked_step(job: Job, plan: Plan) -> None:

@@ -259,7 +259,7 @@ class Verl(BuiltinTask):
         product = archs.product_for_torch_name(gpus[0].get("name"))  # tune's --gpu takes the table's name
         name = product.name if product else gpus[0].get("name") or "GPU"
         tuned = advice.for_job(list(job.overrides), spec, job.model_path or spec.name, name,
-                               min(g["total"] for g in gpus))
+                               min(g["total"] for g in gpus), host_bytes=report.get("host_memory"))
         return {**why, "hint": f"{why.get('hint') or ''}; for this job, {tuned}".lstrip("; "), "tune": tuned}
 
     def cpu_hint(self) -> str:

@@ -113,6 +113,9 @@ def main(config_path: str) -> None:
         import torch
 
         report["devices"] = devices(torch)
+        from ...tune import host
+
+        report["host_memory"] = host.memory(None)[0]  # what verl's CPU offloads pin: tune's advice checks it
         report["timings"]["import_torch_s"] = round(time.perf_counter() - t, 3)
         from .. import inputs
 
