@@ -235,3 +235,20 @@ def test_a_jobs_random_weight_stand_in_is_predicted_by_the_config_it_was_built_f
     assert side["predicted_gib"] > 10 * tiny["predicted_gib"]  # a 4B's states, not the tiny model's
     del doc["settings"]["job"]["model_config"]  # without the recipe the name alone is not a model
     assert "not_compared" in measured.side_by_side(doc)
+
+
+def test_what_the_model_does_not_count_is_said_not_predicted():
+    """A LoRA job (verl's examples/tuning/lora/run_qwen3_8b_fsdp.sh) and one stepping AdamW without foreach
+    (examples/rollout_correction/run_qwen2_5_7b_fsdp.sh as benchmarks/gpu_jobs runs it) are not the steps the model
+    counts: their certificates say "not compared" and why, never a figure for another step."""
+    kept = json.loads((REPO / "tests" / "data" / "certify" / "verl-h200-job-qwen3-4b.json").read_text())
+    assert "predicted_gib" in measured.side_by_side(kept)
+    for extra, says in (("actor_rollout_ref.model.lora_rank=64", "LoRA (actor_rollout_ref.model.lora_rank=64)"),
+                        ("actor_rollout_ref.actor.optim.override_optimizer_config={foreach:False}",
+                         "AdamW without foreach")):
+        doc = {**kept, "settings": {**kept["settings"], "command": [*kept["settings"]["command"], extra]}}
+        side = measured.side_by_side(doc)
+        assert "predicted_gib" not in side and side["not_compared"].startswith(says), side
+    plain = {**kept, "settings": {**kept["settings"], "command": [*kept["settings"]["command"],
+                                                                   "actor_rollout_ref.model.lora_rank=0"]}}
+    assert "predicted_gib" in measured.side_by_side(plain)

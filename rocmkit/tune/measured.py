@@ -22,6 +22,7 @@ what the model counts.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import partial
 
@@ -216,6 +217,14 @@ def shape(doc: dict) -> Shape:
     if not settings.get("gpus"):
         raise NotComparable("a CPU run")
     o = verl_overrides(settings.get("command") or [])
+    # what the model does not count: its states are every parameter's, its optimizer step torch's foreach AdamW
+    rank = o.get("actor_rollout_ref.model.lora_rank", "0")  # verl's default: 0, no LoRA
+    if rank not in ("0", "null", "None"):
+        raise NotComparable(f"LoRA (actor_rollout_ref.model.lora_rank={rank}): "
+                            "the model counts full-parameter training's gradients and AdamW states")
+    if re.search(r"\bforeach\s*:\s*false\b", o.get("actor_rollout_ref.actor.optim.override_optimizer_config", ""), re.I):
+        raise NotComparable("AdamW without foreach (override_optimizer_config foreach:False): the model counts "
+                            "foreach AdamW's fp32 copy of the parameters at the optimizer step")
     dynamic = _flag(o, "actor_rollout_ref.actor.use_dynamic_bsz")
     micro = 0 if dynamic else _int(o, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
     seq = _int(o, "data.max_prompt_length") + _int(o, "data.max_response_length")
