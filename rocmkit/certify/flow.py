@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import threading
 import time
 from dataclasses import replace
 
@@ -21,6 +20,7 @@ from ..runtime.container import DOCKER_ERROR
 from . import engines
 from . import metrics as metrics_mod
 from . import busy, cause, early, watchdog, workspace
+from .beside import Beside
 from .certificate import build, run_seconds
 from .engines.base import OFFLINE_ENV
 from .intarget import setup as setup_mod
@@ -54,9 +54,9 @@ def command(s: Settings, ws: Workspace, target: Target, cfg: dict) -> tuple[list
     return argv, {**OFFLINE_ENV, **env}
 
 
-def setup_command(s: Settings, ws: Workspace, target: Target) -> list[str]:
+def setup_command(s: Settings, ws: Workspace, target: Target, part: str = "all") -> list[str]:
     modules = engines.of(s).required_modules(s)
-    return [target.python, "-c", setup_mod.BOOTSTRAP, ",".join(modules), str(ws.config)]
+    return [target.python, "-c", setup_mod.BOOTSTRAP, ",".join(modules), str(ws.config), part]
 
 
 def setup_problem(s: Settings, target: Target, returncode: int | None, report: dict,
@@ -143,42 +143,6 @@ def probe_figures(s: Settings, target: Target, deadline: float) -> dict | None:
     return {"findings": [f for f in doc.get("findings", []) if f["id"].startswith("probe")]}
 
 
-class ProbesBeside:
-    """The GPU probes in a thread beside the engine's start-up, which holds no GPU memory for its first tens of
-    seconds (verl on an H200: Ray, the trainer's imports and data for about 75 s; the probes take about 16 s).
-    Figures measured while another process held memory on the probed GPUs (read when the probes end) are kept
-    but not judged: they may be the engine's load, not the GPU's."""
-
-    def __init__(self, s: Settings, target: Target, deadline: float, report: dict):
-        self.doc: dict | None = None
-        self.seconds = 0.0
-        pcis = {m.get("pci") for m in report.get("gpu_memory") or () if m.get("pci")}
-        self.thread = threading.Thread(target=self._measure, args=(s, target, deadline, pcis), daemon=True,
-                                       name="rocmkit-probes")
-        self.thread.start()
-
-    def _measure(self, s: Settings, target: Target, deadline: float, pcis: set[str]) -> None:
-        started = time.monotonic()
-        try:
-            doc = probe_figures(s, target, deadline)
-        except Exception as exc:  # noqa: BLE001 - a probe that breaks is a finding; the run goes on
-            doc = {"error": f"the GPU probes failed: {type(exc).__name__}: {exc}"}
-        self.seconds = time.monotonic() - started
-        if doc is not None and not doc.get("error"):
-            held = [h for h in busy.read_holders() if h.pid != os.getpid() and (not pcis or pcis & set(h.memory))]
-            if held:
-                who = ", ".join(f"pid {h.pid} ({h.comm or '?'})" for h in held[:4])
-                doc["overlap"] = f"measured while {who} held memory on the probed GPUs: reported, not judged"
-        self.doc = doc
-
-    def result(self, deadline: float, timings: Timings) -> dict | None:
-        self.thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        timings["probes_beside_s"] = round(self.seconds, 3)
-        if self.thread.is_alive():
-            return {"error": "the GPU probes were still running at the --timeout"}
-        return self.doc
-
-
 class Timings(dict):
     """Seconds spent in each part of the certification, for the certificate (and the overhead benchmark)."""
 
@@ -220,38 +184,21 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
 
     report: dict = {}
     files = {}
+    split = engine.setup_in_target and bool(cfg.get("target_steps")) and not s.dry_run  # slow checks beside the run
     if engine.setup_in_target:
-        display.stage("setup", f"in {target.describe()}: imports, GPUs, model and data")
-        lines: list[str] = []
-        res = target.run(setup_command(s, ws, target), env, ws,
-                         timeout=max(1.0, deadline - time.monotonic()), on_line=lines.append, log_path=ws.setup_log,
-                         what="the certification's setup")
-        report = setup_mod.parse(lines)
+        display.stage("setup", f"in {target.describe()}: " + ("imports, GPUs, model and data" if not split else
+                                                              "torch, GPUs, model and data; the checks beside the run"))
+        res, report, lines = _setup_part(s, ws, target, env, deadline, "first" if split else "all")
         timings.lap("setup")
         if engine.after_setup(cfg, report):  # verl: the setup chose the attention, the command takes it
             inner, _ = command(s, ws, target, cfg)
             argv = base["settings"]["command"] = engine.target_argv(s, target, inner, env, ws)
+            write_atomic(ws.config, json.dumps(cfg, indent=1) + "\n")  # the checks beside validate the run's own
         files["setup_log"] = str(ws.setup_log)
-        if res.timed_out:
-            return _stop_early(s, ws, base, not_certified(Reason.TIMEOUT, [check("setup finished", False,
-                               f"setup still running at the --timeout of {s.timeout} s")]), report, target, files,
-                               (f"the certification ran past --timeout {s.timeout} s during setup and was stopped",
-                                None))
-        if report.get("input_problems"):
-            raise UsageError("; ".join(report["input_problems"]),
-                             hint="nothing was started; " + (
-                                 "fix the script's model folder, its data.train_files, or the keys naming their "
-                                 "columns (data.prompt_key, data.reward_fn_key)" if s.job else
-                                 "give a whole model folder (--model) and a parquet file with the columns named "
-                                 "(--data)"))
-        problem = setup_problem(s, target, res.returncode, report, lines, cfg.get("gpu_need", []))
-        if problem:
-            message, hint = problem
-            verdict = not_certified(Reason.SETUP, [check("target can run the check", False, message)])
-            return _stop_early(s, ws, base, verdict, report, target, files, (message, hint))
-        rejection = engine.configuration_rejection(report)
-        if rejection:
-            raise UsageError(rejection[0], hint=rejection[1])
+        refused = _setup_refusal(s, engine, target, ws, base, files, res, report, lines, cfg.get("gpu_need", []),
+                                 judge_checks=False)
+        if refused:
+            return refused
     measured = engine.extra_checks(report)  # what the setup measured beside the run's checks
     failed_setup = setup_checks(report, measured)
     if s.dry_run:
@@ -262,18 +209,30 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     if failed_setup:
         return _stop_early(s, ws, base, Verdict(Status.FAIL, failed_setup), report, target, files, None)
 
-    # the probes measure the GPUs while the engine's start-up (Ray, imports, data) uses none of them
-    beside = ProbesBeside(s, target, deadline, report) if wants_probes(s, engine) else None
+    # the setup's slow checks, then the GPU probes, while the engine's start-up (Ray, imports, data) uses no GPU
+    probes_wanted = wants_probes(s, engine)
+    side = Beside(checks=(lambda until: _setup_part(s, ws, target, env, until, "beside")) if split else None,
+                  refuses=lambda checked: _beside_refuses(s, engine, target, checked),
+                  probes=(lambda: probe_figures(s, target, deadline)) if probes_wanted else None,
+                  pcis={m.get("pci") for m in report.get("gpu_memory") or () if m.get("pci")},
+                  deadline=deadline) if split or probes_wanted else None
     device = engine.device(s, report)
     proving = early.applies(s, engine)
     display.stage("training", f"{s.engine}, " + (f"{'up to ' if proving else ''}{s.steps} steps on {device}"
                                                  if engine.setup_in_target else f"on {device}")
-                  + (", the GPU probes beside its start-up" if beside else ""))
+                  + (f", {_beside_words(split, probes_wanted)} beside its start-up" if side else ""))
     follow = (early.ProvingFollow if proving else watchdog.Follow)(display, engine.watch(s), stall_dir=ws.stall_dir)
+    follow.also_stop = side.stop_reason if split else None
     run_started = time.monotonic()
     run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
     timings.lap("run")
-    probes = beside.result(deadline, timings) if beside else None
+    probes = side.result(deadline, timings) if side else None
+    if split:
+        later = side.checked[1] if side.checked else {}
+        report = {**report, **later, "timings": {**report.get("timings", {}), **later.get("timings", {})}}
+        if side.refused:  # a check beside the start-up failed: the run was stopped, the check's outcome stands
+            return _refused_beside(s, engine, target, ws, base, files, side, report, run)
+        measured = engine.extra_checks(report)
     proof = getattr(follow, "proof", None)  # stopped once learning was proven (early.py), or None
     watched = follow.watch.record()
     display.stage("judging", took=run_seconds(timings, watched["timeline"], run.seconds))  # the certificate's figure
@@ -324,10 +283,87 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
 
 
+def _setup_part(s: Settings, ws: Workspace, target: Target, env: dict, deadline: float, part: str):
+    """One part of the setup in the target (intarget/setup.py's PARTS): its result, report and output lines."""
+    lines: list[str] = []
+    log = ws.setup_log if part != "beside" else ws.setup_log.with_name("setup-beside.log")
+    res = target.run(setup_command(s, ws, target, part), env, ws, timeout=max(1.0, deadline - time.monotonic()),
+                     on_line=lines.append, log_path=log,
+                     what="the certification's setup" + (" beside the run" if part == "beside" else ""))
+    return res, setup_mod.parse(lines), lines
+
+
+def _setup_refusal(s: Settings, engine, target: Target, ws: Workspace, base: dict, files: dict, res, report: dict,
+                   lines: list[str], need, *, judge_checks: bool, run: dict | None = None) -> Outcome | None:
+    """The outcome of a setup (or of its part beside the run, `run` then says how the run was stopped) that refuses
+    the target; None when it does not. `judge_checks`: the engine's own checks (vLLM's sleep-mode pool) fail it."""
+    stopped = f"; the run was stopped {run['wall_s']:.0f} s into its start-up" if run else ""
+    if res.timed_out:
+        return _stop_early(s, ws, base, not_certified(Reason.TIMEOUT, [check("setup finished", False,
+                           f"setup still running at the --timeout of {s.timeout} s")]), report, target, files,
+                           (f"the certification ran past --timeout {s.timeout} s during setup and was stopped", None),
+                           run=run)
+    if report.get("input_problems"):
+        raise UsageError("; ".join(report["input_problems"]),
+                         hint="nothing was started; " + (
+                             "fix the script's model folder, its data.train_files, or the keys naming their "
+                             "columns (data.prompt_key, data.reward_fn_key)" if s.job else
+                             "give a whole model folder (--model) and a parquet file with the columns named "
+                             "(--data)"))
+    problem = setup_problem(s, target, res.returncode, report, lines, need)
+    if problem:
+        message, hint = problem
+        verdict = not_certified(Reason.SETUP, [check("target can run the check", False, message)])
+        return _stop_early(s, ws, base, verdict, report, target, files, (message, (hint or "") + stopped), run=run)
+    rejection = engine.configuration_rejection(report)
+    if rejection:
+        raise UsageError(rejection[0], hint=rejection[1].replace("nothing was launched", "the run was stopped")
+                         if run else rejection[1])
+    failed = setup_checks(report, engine.extra_checks(report)) if judge_checks else []
+    if failed:
+        return _stop_early(s, ws, base, Verdict(Status.FAIL, failed), report, target, files, None, run=run)
+    return None
+
+
+def _beside_refuses(s: Settings, engine, target: Target, checked) -> str | None:
+    """Why the setup's part beside the run refuses the target (the run is then stopped), or None. Pure."""
+    res, report, lines = checked
+    if res.timed_out:
+        return "the setup's checks beside the run ran past the --timeout"
+    problem = setup_problem(s, target, res.returncode, report, lines)
+    rejection = engine.configuration_rejection(report)
+    failed = setup_checks(report, engine.extra_checks(report))
+    return (problem[0] if problem else rejection[0] if rejection else
+            "; ".join(c["detail"] for c in failed) if failed else None)
+
+
+def _refused_beside(s: Settings, engine, target: Target, ws: Workspace, base: dict, files: dict, side: Beside,
+                    report: dict, run) -> Outcome:
+    """The certificate of a run stopped because a check beside its start-up failed: the check's own outcome."""
+    files["setup_beside_log"] = str(ws.setup_log.with_name("setup-beside.log"))
+    if ws.log.exists():  # the run's start-up, up to its stop
+        files["log"] = str(ws.log)
+    doc = {"status": "stopped", "exit_code": run.returncode, "wall_s": round(run.seconds, 2),
+           "stopped_by": f"a setup check beside its start-up: {side.refused}"}
+    if side.checked is not None:
+        res, _, lines = side.checked
+        out = _setup_refusal(s, engine, target, ws, base, files, res, report, lines, (), judge_checks=True, run=doc)
+        if out is not None:
+            return out
+    message = side.refused or "the setup's checks beside the run did not finish"
+    verdict = not_certified(Reason.SETUP, [check("target can run the check", False, message)])
+    return _stop_early(s, ws, base, verdict, report, target, files, (message, None), run=doc)
+
+
+def _beside_words(checks: bool, probes: bool) -> str:
+    return " and ".join(w for w, on in (("the setup's checks", checks), ("the GPU probes", probes)) if on)
+
+
 def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report: dict, target: Target, files: dict,
-                error: tuple[str, str | None] | None) -> Outcome:
-    """A certificate for a check that never trained (setup or deadline), unless this is a dry run."""
-    cert = build(**base, verdict=verdict, run={"status": "not started", "exit_code": None, "wall_s": 0.0},
+                error: tuple[str, str | None] | None, run: dict | None = None) -> Outcome:
+    """A certificate for a check that never trained (setup or deadline; or a run stopped at its start-up, `run`),
+    unless this is a dry run."""
+    cert = build(**base, verdict=verdict, run=run or {"status": "not started", "exit_code": None, "wall_s": 0.0},
                  device=engines.of(s).device(s, report) if report.get("devices") else None, setup=report,
                  notes=target.notes + folder_notes(ws), files=files,
                  cause=cause.refused(*(error or ("; ".join(c["detail"] for c in verdict.checks if not c["passed"]),

@@ -382,6 +382,7 @@ class Follow:
         self._sample, self._last_sample = sample, None  # the run's processes' counters (activity.py)
         self.every_s = activity.sample_every(watch.stall_s)
         self.processes = Processes()  # who each process was, for the cause of a crash (cause.py)
+        self.also_stop = None  # another reason to stop the run, asked on every tick (a setup check beside it)
 
     def before_stop(self, pids: list[int]) -> None:
         """proc.run's on_stop: the stall report on the run's processes as they stand. Never raises: a report that
@@ -407,7 +408,7 @@ class Follow:
         if pids is not None:
             self.processes.note(pids)
             self._read_work(pids)
-        reason = self.watch.check()
+        reason = self.watch.check() or (self.also_stop() if self.also_stop else None)
         self._show()
         return reason
 

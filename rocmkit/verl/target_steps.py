@@ -1,8 +1,10 @@
-"""The verl engine's steps of certify's setup, run inside the target by name (certify.json's `target_steps`):
-first, vLLM's model inspection started in the background (rocmkit/certify/intarget/vllm_modelinfo.py); before the
-model and data are written, the packages that break verl, the actor's attention and vLLM's sleep-mode pool;
-after, verl's own validation of the run's overrides (and of a `rocmkit tune` plan), and the inspection's end.
-Each fills the setup's report; `before` returns False when the run must not start."""
+"""The verl engine's steps of certify's setup, run inside the target by name (certify.json's `target_steps`).
+What the run's command needs (`choose`: the actor's attention, SGLang's backends) runs in the setup's first part,
+before the run; the slow checks run beside the run's start-up (the setup's "beside" part; intarget/setup.py):
+`start`, vLLM's model inspection in the background (rocmkit/certify/intarget/vllm_modelinfo.py); `before`, the
+packages that break verl and vLLM's sleep-mode pool; `after`, verl's own validation of the run's overrides (and of
+a `rocmkit tune` plan), and the inspection's end. Each fills the setup's report; `choose` and `before` return False
+when the run must not start (or must be stopped)."""
 
 from __future__ import annotations
 
@@ -39,13 +41,9 @@ def architecture(cfg: dict) -> str | None:
     return names[0] if names and isinstance(names[0], str) else None
 
 
-def before(cfg: dict, report: dict) -> bool:
-    t = time.perf_counter()
-    conflicts = compat.conflicts(megatron=bool(cfg.get("megatron")))
-    report["timings"]["compat_s"] = round(time.perf_counter() - t, 3)
-    if conflicts:
-        report["conflicts"] = conflicts
-        return False
+def choose(cfg: dict, report: dict) -> bool:
+    """What the run's command takes from the target: the actor's attention and SGLang's backends. False when the
+    attention asked for by name cannot run here."""
     if cfg.get("attention"):
         from . import attention
 
@@ -63,6 +61,17 @@ def before(cfg: dict, report: dict) -> bool:
         found = sglang_backends.probe()
         report["sglang"] = {**sglang_backends.choose(found), "version": found["sglang"], "found": found,
                             "mem_fraction_static": rollout_share(cfg["verl_overrides"])}
+    return True
+
+
+def before(cfg: dict, report: dict) -> bool:
+    """The packages that break verl and vLLM's sleep-mode pool; False when such a package is installed."""
+    t = time.perf_counter()
+    conflicts = compat.conflicts(megatron=bool(cfg.get("megatron")))
+    report["timings"]["compat_s"] = round(time.perf_counter() - t, 3)
+    if conflicts:
+        report["conflicts"] = conflicts
+        return False
     if cfg.get("sleep_pool"):
         from . import sleep_pool
 
@@ -79,7 +88,9 @@ def after(cfg: dict, report: dict, background=None) -> None:
     t = time.perf_counter()
     chosen = (report.get("attention") or {}).get("chosen")
     sglang = (report.get("sglang") or {}).get("overrides", [])
-    report["verl_validation"] = check(cfg["verl_overrides"] + attention_overrides(chosen) + sglang,
+    # beside the run, the first part's choices are in the run's overrides (certify.json's run_overrides)
+    overrides = cfg.get("run_overrides") or cfg["verl_overrides"] + attention_overrides(chosen) + sglang
+    report["verl_validation"] = check(overrides,
                                       config_name=cfg.get("config_name", "ppo_trainer"),
                                       server="config_name" in cfg)  # a user's job, not rocmkit's own run
     if cfg.get("tune_overrides"):  # the user's tuned plan, as configuration only (its model is not here)

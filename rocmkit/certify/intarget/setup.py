@@ -27,8 +27,12 @@ BOOTSTRAP = (
     "print('" + MARK + "' + json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'missing': missing}), flush=True)\n"
     "if not missing:\n"
     "    from rocmkit.certify.intarget.setup import main\n"
-    "    main(sys.argv[2])\n"
+    "    main(*sys.argv[2:])\n"
 )
+# The parts a setup can run (certify.json's `target_steps` splits it): "all" in one process; or "first", what the
+# run's command needs (torch, the GPUs, the engine's choices, the model and data), and then "beside", the slow
+# checks (the engine's imports and own checks), run beside the run's start-up and stopping it if one fails.
+PARTS = ("all", "first", "beside")
 
 
 def emit(doc: dict) -> None:
@@ -102,52 +106,60 @@ def prepare(cfg: dict) -> dict:
     return timings
 
 
-def main(config_path: str) -> None:
+def main(config_path: str, part: str = "all") -> None:
     cfg = json.loads(Path(config_path).read_text())
+    first, beside = part in ("all", "first"), part in ("all", "beside")
     report: dict = {"timings": {}}
     background = None
     try:
         steps = importlib.import_module(cfg["target_steps"]) if cfg.get("target_steps") else None
-        background = steps.start(cfg) if steps is not None else None  # beside everything below
+        if beside and steps is not None:
+            background = steps.start(cfg)  # beside everything below
         t = time.perf_counter()
         import torch
 
-        report["devices"] = devices(torch)
-        from ...tune import host
-
-        report["host_memory"] = host.memory(None)[0]  # what verl's CPU offloads pin: tune's advice checks it
         report["timings"]["import_torch_s"] = round(time.perf_counter() - t, 3)
-        from .. import inputs
+        if first:
+            report["devices"] = devices(torch)
+            from ...tune import host
 
-        report["input_problems"] = inputs.problems(cfg)
-        if report["input_problems"]:
-            emit(report)  # the user's model or data cannot work: the host says which file and why
-            return
-        if cfg["gpus"] > report["devices"]["visible"]:
-            emit(report)  # the host stops here: no training on a device that was not asked for
-            return
-        if cfg["gpus"] and cfg.get("gpu_need"):
-            report["gpu_memory"] = gpu_memory(torch, cfg["gpus"])
-            if short_of_memory(report["gpu_memory"], cfg["gpu_need"]):
-                emit(report)  # another process holds what the run needs: the host names it, nothing starts
+            report["host_memory"] = host.memory(None)[0]  # what verl's CPU offloads pin: tune's advice checks it
+            from .. import inputs
+
+            report["input_problems"] = inputs.problems(cfg)
+            if report["input_problems"]:
+                emit(report)  # the user's model or data cannot work: the host says which file and why
                 return
-        t = time.perf_counter()
-        errors = {}
-        for name in cfg["imports"]:
-            try:
-                __import__(name)
-            except Exception as exc:  # noqa: BLE001 - a broken install is a finding, reported by name
-                errors[name] = f"{type(exc).__name__}: {exc}"
-        report["import_errors"] = errors
-        report["timings"]["import_engine_s"] = round(time.perf_counter() - t, 3)
-        if errors:
-            emit(report)
+            if cfg["gpus"] > report["devices"]["visible"]:
+                emit(report)  # the host stops here: no training on a device that was not asked for
+                return
+            if cfg["gpus"] and cfg.get("gpu_need"):
+                report["gpu_memory"] = gpu_memory(torch, cfg["gpus"])
+                if short_of_memory(report["gpu_memory"], cfg["gpu_need"]):
+                    emit(report)  # another process holds what the run needs: the host names it, nothing starts
+                    return
+        if beside:
+            t = time.perf_counter()
+            errors = {}
+            for name in cfg["imports"]:
+                try:
+                    __import__(name)
+                except Exception as exc:  # noqa: BLE001 - a broken install is a finding, reported by name
+                    errors[name] = f"{type(exc).__name__}: {exc}"
+            report["import_errors"] = errors
+            report["timings"]["import_engine_s"] = round(time.perf_counter() - t, 3)
+            if errors:
+                emit(report)
+                return
+        if first and steps is not None and not steps.choose(cfg, report):
+            emit(report)  # the engine's choice cannot run here (an attention asked for by name): the host says why
             return
-        if steps is not None and not steps.before(cfg, report):
+        if beside and steps is not None and not steps.before(cfg, report):
             emit(report)  # the engine's own check refused the target: the host says why
             return
-        report["timings"].update(prepare(cfg))
-        if steps is not None:
+        if first:
+            report["timings"].update(prepare(cfg))
+        if beside and steps is not None:
             steps.after(cfg, report, background)
         report["ok"] = True
     except Exception as exc:  # noqa: BLE001 - reported to the host, which says what went wrong
@@ -160,4 +172,4 @@ def main(config_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

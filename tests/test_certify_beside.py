@@ -1,16 +1,18 @@
-"""The GPU probes run beside the engine's start-up (certify/flow.py ProbesBeside): their figures reach the verdict
-as before, unless another process held memory on the probed GPUs when they ended; then they are reported, not
-judged. The GPU evidence (the same probes alone and beside, one H200) is in tests/test_certify_h200_before_after.py."""
+"""What runs beside the engine's start-up (certify/beside.py): the setup's slow checks, then the GPU probes. The
+probes' figures reach the verdict as before, unless another process held memory on the probed GPUs when they
+ended; then they are reported, not judged. A check that fails stops the run (the watchdog asks `stop_reason`) and
+the probes do not run. The GPU evidence for the probes (alone and beside, one H200) is in
+tests/test_certify_h200_before_after.py; the whole flow on the CPU, with verl, in tests/test_certify_split_setup.py."""
 
 from __future__ import annotations
 
 import os
 import time
 
+from rocmkit.certify import beside as beside_mod
 from rocmkit.certify import busy, flow
 from rocmkit.certify.certificate import _own_time_line
 from rocmkit.certify.judge import RunStatus, judge
-from rocmkit.certify.settings import Settings
 from rocmkit.host.facts.gpu_holders import Holder
 
 PCI = "0000:19:00.0"
@@ -28,13 +30,16 @@ def _beside(monkeypatch, holders: list[Holder], doc: dict | None = None, seconds
         time.sleep(seconds)
         return {"figures": {"gpus": []}, "findings": [dict(f) for f in FINDINGS]} if doc is None else doc
 
-    monkeypatch.setattr(flow, "probe_figures", figures)
     monkeypatch.setattr(busy, "read_holders", lambda: holders)
     timings = flow.Timings()
-    beside = flow.ProbesBeside(Settings(gpus=1), None, time.monotonic() + 30,
-                               {"gpu_memory": [{"index": 0, "pci": PCI}]})
+    beside = _probes(lambda: figures(None, None, None), pcis={PCI})
     assert beside.thread.is_alive()  # the caller goes on (to start the engine) while the probes measure
     return beside.result(time.monotonic() + 30, timings), timings
+
+
+def _probes(probes, pcis=frozenset(), checks=None, refuses=lambda checked: None) -> beside_mod.Beside:
+    return beside_mod.Beside(checks=checks, refuses=refuses, probes=probes, pcis=set(pcis),
+                             deadline=time.monotonic() + 30)
 
 
 def test_probes_measured_on_a_gpu_nobody_else_holds_are_judged(monkeypatch):
@@ -58,8 +63,7 @@ def test_probes_that_break_are_a_finding_and_the_run_goes_on(monkeypatch):
     def broken(s, target, deadline):
         raise RuntimeError("CUDA error: unspecified launch failure")
 
-    monkeypatch.setattr(flow, "probe_figures", broken)
-    beside = flow.ProbesBeside(Settings(gpus=1), None, time.monotonic() + 30, {})
+    beside = _probes(lambda: broken(None, None, None))
     doc = beside.result(time.monotonic() + 30, flow.Timings())
     assert doc == {"error": "the GPU probes failed: RuntimeError: CUDA error: unspecified launch failure"}
     v = judge({1: {"loss": 0.1}}, 1, RunStatus.FINISHED, require_learning=False, probes=doc)
@@ -67,8 +71,7 @@ def test_probes_that_break_are_a_finding_and_the_run_goes_on(monkeypatch):
 
 
 def test_probes_still_running_at_the_deadline_are_named(monkeypatch):
-    monkeypatch.setattr(flow, "probe_figures", lambda s, t, d: time.sleep(3))
-    beside = flow.ProbesBeside(Settings(gpus=1), None, time.monotonic() + 30, {})
+    beside = _probes(lambda: time.sleep(3))
     doc = beside.result(time.monotonic() + 0.2, flow.Timings())
     assert doc == {"error": "the GPU probes were still running at the --timeout"}
 
@@ -78,4 +81,36 @@ def test_the_certificate_says_rocmkits_own_time_before_the_run():
         "- rocmkit before the run: setup 24.7 s; GPU probes 16.5 s"]
     assert _own_time_line({"setup_s": 9.2, "probes_s": 0.0, "probes_beside_s": 16.1}) == [
         "- rocmkit before the run: setup 9.2 s; GPU probes 16.1 s, beside the run's start-up"]
+    assert _own_time_line({"setup_s": 8.4, "checks_beside_s": 17.2, "probes_beside_s": 16.1}) == [
+        "- rocmkit before the run: setup 8.4 s; beside the run's start-up: the setup's checks 17.2 s, GPU probes 16.1 s"]
     assert _own_time_line({"setup_s": 0.0}) == [] and _own_time_line(None) == []
+
+
+def test_a_check_that_fails_beside_the_run_stops_it_and_the_probes_do_not_run(monkeypatch):
+    ran = []
+    monkeypatch.setattr(busy, "read_holders", lambda: [])
+    side = _probes(lambda: ran.append("probes") or {"findings": []}, checks=lambda until: ("res", {"conflicts": 1}, []),
+                   refuses=lambda checked: "trl 1.13.0 is installed beside verl" if checked[1].get("conflicts") else None)
+    assert side.result(time.monotonic() + 30, timings := flow.Timings()) is None
+    assert side.stop_reason() == beside_mod.STOPPED and side.refused == "trl 1.13.0 is installed beside verl"
+    assert ran == [] and "checks_beside_s" in timings and "probes_beside_s" in timings
+
+
+def test_checks_that_pass_are_kept_and_the_probes_follow_them(monkeypatch):
+    order = []
+    monkeypatch.setattr(busy, "read_holders", lambda: [])
+    side = _probes(lambda: order.append("probes") or {"findings": []},
+                   checks=lambda until: order.append("checks") or ("res", {"verl_validation": {"ok": True}}, []))
+    assert side.stop_reason() is None  # the run goes on while they work
+    assert side.result(time.monotonic() + 30, flow.Timings()) == {"findings": []}
+    assert order == ["checks", "probes"] and side.checked[1] == {"verl_validation": {"ok": True}}
+
+
+def test_checks_that_cannot_run_stop_the_run_saying_why():
+    def broken(until):
+        raise OSError("[Errno 24] Too many open files")
+
+    side = _probes(None, checks=broken)
+    side.result(time.monotonic() + 30, flow.Timings())
+    assert side.refused == ("the setup's checks beside the run could not run: OSError: [Errno 24] Too many open "
+                            "files") and side.stop_reason() == beside_mod.STOPPED
