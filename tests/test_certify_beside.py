@@ -1,12 +1,12 @@
-"""What runs beside the engine's start-up (certify/beside.py): the setup's slow checks, then the GPU probes. The
+"""What runs beside the engine's start-up (certify/beside.py): the GPU probes, then the setup's slow checks. The
 probes' figures reach the verdict as before, unless another process held memory on the probed GPUs when they
-ended; then they are reported, not judged. A check that fails stops the run (the watchdog asks `stop_reason`) and
-the probes do not run. The GPU evidence for the probes (alone and beside, one H200) is in
-tests/test_certify_h200_before_after.py; the whole flow on the CPU, with verl, in tests/test_certify_split_setup.py."""
+ended; then they are reported, not judged. A check that fails stops the run (the watchdog asks `stop_reason`). The GPU evidence for the probes (alone and beside, one H200) is in
+tests/test_certify_h200_before_after.py; the whole flow on the CPU, with verl, in tests/test_certify_engines.py and test_certify_runs.py."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from rocmkit.certify import beside as beside_mod
@@ -71,6 +71,7 @@ def test_probes_that_break_are_a_finding_and_the_run_goes_on(monkeypatch):
 
 
 def test_probes_still_running_at_the_deadline_are_named(monkeypatch):
+    monkeypatch.setattr(beside_mod, "GRACE_S", 0.1)  # the wait ends a little after the deadline
     beside = _probes(lambda: time.sleep(3))
     doc = beside.result(time.monotonic() + 0.2, flow.Timings())
     assert doc == {"error": "the GPU probes were still running at the --timeout"}
@@ -86,24 +87,24 @@ def test_the_certificate_says_rocmkits_own_time_before_the_run():
     assert _own_time_line({"setup_s": 0.0}) == [] and _own_time_line(None) == []
 
 
-def test_a_check_that_fails_beside_the_run_stops_it_and_the_probes_do_not_run(monkeypatch):
-    ran = []
-    monkeypatch.setattr(busy, "read_holders", lambda: [])
-    side = _probes(lambda: ran.append("probes") or {"findings": []}, checks=lambda until: ("res", {"conflicts": 1}, []),
-                   refuses=lambda checked: "trl 1.13.0 is installed beside verl" if checked[1].get("conflicts") else None)
-    assert side.result(time.monotonic() + 30, timings := flow.Timings()) is None
-    assert side.stop_reason() == beside_mod.STOPPED and side.refused == "trl 1.13.0 is installed beside verl"
-    assert ran == [] and "checks_beside_s" in timings and "probes_beside_s" in timings
-
-
-def test_checks_that_pass_are_kept_and_the_probes_follow_them(monkeypatch):
+def test_the_probes_come_first_then_the_checks_and_a_failed_check_stops_the_run(monkeypatch):
     order = []
     monkeypatch.setattr(busy, "read_holders", lambda: [])
     side = _probes(lambda: order.append("probes") or {"findings": []},
-                   checks=lambda until: order.append("checks") or ("res", {"verl_validation": {"ok": True}}, []))
-    assert side.stop_reason() is None  # the run goes on while they work
-    assert side.result(time.monotonic() + 30, flow.Timings()) == {"findings": []}
-    assert order == ["checks", "probes"] and side.checked[1] == {"verl_validation": {"ok": True}}
+                   checks=lambda until: order.append("checks") or ("res", {"conflicts": 1}, []),
+                   refuses=lambda checked: "trl 1.13.0 is installed beside verl" if checked[1].get("conflicts") else None)
+    assert side.result(time.monotonic() + 30, timings := flow.Timings()) == {"findings": []}
+    assert order == ["probes", "checks"] and "checks_beside_s" in timings and "probes_beside_s" in timings
+    assert side.stop_reason() == beside_mod.STOPPED and side.refused == "trl 1.13.0 is installed beside verl"
+
+
+def test_checks_that_pass_are_kept_and_the_run_goes_on():
+    gate = threading.Event()
+    side = _probes(None, checks=lambda until: gate.wait(10) and ("res", {"verl_validation": {"ok": True}}, []))
+    assert side.thread.is_alive() and side.stop_reason() is None  # the run goes on while they work
+    gate.set()
+    assert side.result(time.monotonic() + 30, flow.Timings()) is None
+    assert side.stop_reason() is None and side.checked[1] == {"verl_validation": {"ok": True}}
 
 
 def test_checks_that_cannot_run_stop_the_run_saying_why():

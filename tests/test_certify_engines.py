@@ -161,7 +161,7 @@ def test_mbridge_beside_a_megatron_core_without_its_model_type_is_named_for_mega
 def test_a_verl_target_with_trl_installed_is_refused_before_training(tmp_path):
     """The verl-cpu stack's Python (verl 0.9.1, vLLM's CPU build, no TRL) with the certify extra's TRL put on its
     path: `certify --engine verl --dry-run` stops in the setup, exit 3, naming TRL and the fix; without it, the
-    same dry run passes (test_certify_runs)."""
+    same dry run passes (test_certify_runs). A real run stops as soon as the check beside its start-up says so."""
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")
     site = tmp_path / "site"
@@ -176,6 +176,25 @@ def test_a_verl_target_with_trl_installed_is_refused_before_training(tmp_path):
                        env=env, cwd=REPO)
     assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]
     assert "is installed beside verl" in r.stderr and "pip uninstall trl" in r.stderr
+    # a real certification finds it beside the run's start-up (certify/beside.py): the run is stopped at once and
+    # the certificate is the one the setup gave before (exit 3, the same words), with no process of the run left
+    out = tmp_path / "real"
+    r = subprocess.run([python, "-m", "rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "0",
+                        "--out", str(out), "--json"], capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]
+    cert = json.loads(r.stdout)
+    assert cert["verdict"] == "not certified: setup" and "is installed beside verl" in cert["cause"]["summary"]
+    assert cert["run"]["status"] == "stopped" and cert["run"]["stopped_by"].startswith("a setup check beside its")
+    assert "the run was stopped" in cert["cause"]["hint"] and (out / "setup-beside.log").exists()
+    assert cert["run"]["wall_s"] < 120  # stopped in its start-up, not run to its end
+    left = []
+    for proc_dir in Path("/proc").iterdir():
+        try:
+            if proc_dir.name.isdigit() and str(out) in (proc_dir / "cmdline").read_bytes().decode(errors="replace"):
+                left.append(proc_dir.name)
+        except OSError:
+            continue
+    assert not left, f"processes of the stopped run still running: {left}"
 
 
 # ---- verl's rollout tensor parallelism ----

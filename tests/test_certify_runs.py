@@ -264,6 +264,9 @@ def test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default(tmp_path, 
     assert mt["rollout_tokens_per_s"] > 0 and mt["training_tokens_per_s"] > 0
     assert cert["target"]["packages"]["verl"] == "0.9.1" and cert["setup"]["devices"]["visible"] == 0
     assert "verl.trainer.main_ppo" in " ".join(cert["settings"]["command"])
+    # the setup's slow checks ran beside the run's start-up (certify/beside.py): verl validated the run's overrides
+    assert cert["timings"]["checks_beside_s"] > 0 and cert["setup"]["verl_validation"]["ok"]
+    assert "import_engine_s" in cert["setup"]["timings"] and (out / "setup-beside.log").exists()
     # this venv is installed as the image installs rocmkit, without matplotlib (a host-only dependency): the
     # certificate is written all the same, and says why it has no picture
     assert "picture" not in cert["files"] and not (out / "certificate.svg").exists()

@@ -229,8 +229,9 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     probes = side.result(deadline, timings) if side else None
     if split:
         later = side.checked[1] if side.checked else {}
+        files["setup_beside_log"] = str(ws.setup_log.with_name("setup-beside.log"))
         report = {**report, **later, "timings": {**report.get("timings", {}), **later.get("timings", {})}}
-        if side.refused:  # a check beside the start-up failed: the run was stopped, the check's outcome stands
+        if side.refused and not run.timed_out:  # a check beside the start-up failed: the run was stopped for it
             return _refused_beside(s, engine, target, ws, base, files, side, report, run)
         measured = engine.extra_checks(report)
     proof = getattr(follow, "proof", None)  # stopped once learning was proven (early.py), or None
@@ -340,7 +341,6 @@ def _beside_refuses(s: Settings, engine, target: Target, checked) -> str | None:
 def _refused_beside(s: Settings, engine, target: Target, ws: Workspace, base: dict, files: dict, side: Beside,
                     report: dict, run) -> Outcome:
     """The certificate of a run stopped because a check beside its start-up failed: the check's own outcome."""
-    files["setup_beside_log"] = str(ws.setup_log.with_name("setup-beside.log"))
     if ws.log.exists():  # the run's start-up, up to its stop
         files["log"] = str(ws.log)
     doc = {"status": "stopped", "exit_code": run.returncode, "wall_s": round(run.seconds, 2),
