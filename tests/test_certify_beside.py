@@ -83,7 +83,7 @@ def test_the_certificate_says_rocmkits_own_time_before_the_run():
     assert _own_time_line({"setup_s": 9.2, "probes_s": 0.0, "probes_beside_s": 16.1}) == [
         "- rocmkit before the run: setup 9.2 s; GPU probes 16.1 s, beside the run's start-up"]
     assert _own_time_line({"setup_s": 8.4, "checks_beside_s": 17.2, "probes_beside_s": 16.1}) == [
-        "- rocmkit before the run: setup 8.4 s; beside the run's start-up: the setup's checks 17.2 s, GPU probes 16.1 s"]
+        "- rocmkit before the run: setup 8.4 s; beside the run's start-up: GPU probes 16.1 s, the setup's checks 17.2 s"]
     assert _own_time_line({"setup_s": 0.0}) == [] and _own_time_line(None) == []
 
 

@@ -182,9 +182,9 @@ def _own_time_line(t: dict | None) -> list[str]:
     certificates, beside its start-up since)."""
     if not t or not t.get("setup_s"):
         return []
-    if t.get("checks_beside_s"):  # the setup's slow checks, then the probes, beside the run's start-up
-        side = [f"the setup's checks {t['checks_beside_s']:.1f} s"] + (
-            [f"GPU probes {t['probes_beside_s']:.1f} s"] if t.get("probes_beside_s") else [])
+    if t.get("checks_beside_s"):  # the probes, then the setup's slow checks, beside the run's start-up
+        side = ([f"GPU probes {t['probes_beside_s']:.1f} s"] if t.get("probes_beside_s") else []) + [
+            f"the setup's checks {t['checks_beside_s']:.1f} s"]
         return [f"- rocmkit before the run: setup {t['setup_s']:.1f} s; beside the run's start-up: {', '.join(side)}"]
     probes = (f"; GPU probes {t['probes_beside_s']:.1f} s, beside the run's start-up" if t.get("probes_beside_s")
               else f"; GPU probes {t['probes_s']:.1f} s" if t.get("probes_s") else "")

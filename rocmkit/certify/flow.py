@@ -209,7 +209,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     if failed_setup:
         return _stop_early(s, ws, base, Verdict(Status.FAIL, failed_setup), report, target, files, None)
 
-    # the setup's slow checks, then the GPU probes, while the engine's start-up (Ray, imports, data) uses no GPU
+    # the GPU probes, then the setup's slow checks, while the engine's start-up (Ray, imports, data) uses no GPU
     probes_wanted = wants_probes(s, engine)
     side = Beside(checks=(lambda until: _setup_part(s, ws, target, env, until, "beside")) if split else None,
                   refuses=lambda checked: _beside_refuses(s, engine, target, checked),
@@ -232,6 +232,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
         files["setup_beside_log"] = str(ws.setup_log.with_name("setup-beside.log"))
         report = {**report, **later, "timings": {**report.get("timings", {}), **later.get("timings", {})}}
         if side.refused and not run.timed_out:  # a check beside the start-up failed: the run was stopped for it
+            display.done()
             return _refused_beside(s, engine, target, ws, base, files, side, report, run)
         measured = engine.extra_checks(report)
     proof = getattr(follow, "proof", None)  # stopped once learning was proven (early.py), or None
@@ -356,7 +357,7 @@ def _refused_beside(s: Settings, engine, target: Target, ws: Workspace, base: di
 
 
 def _beside_words(checks: bool, probes: bool) -> str:
-    return " and ".join(w for w, on in (("the setup's checks", checks), ("the GPU probes", probes)) if on)
+    return " and ".join(w for w, on in (("the GPU probes", probes), ("the setup's checks", checks)) if on)
 
 
 def _stop_early(s: Settings, ws: Workspace, base: dict, verdict: Verdict, report: dict, target: Target, files: dict,
