@@ -1,7 +1,8 @@
 """What runs beside the engine's start-up (certify/beside.py): the GPU probes, then the setup's slow checks. The
 probes' figures reach the verdict as before, unless another process held memory on the probed GPUs when they
-ended; then they are reported, not judged. A check that fails stops the run (the watchdog asks `stop_reason`). The GPU evidence for the probes (alone and beside, one H200) is in
-tests/test_certify_h200_before_after.py; the whole flow on the CPU, with verl, in tests/test_certify_engines.py and test_certify_runs.py."""
+ended; then they are reported, not judged. A check that fails stops the run (the watchdog asks `stop_reason`).
+The GPU evidence for the probes (alone and beside, one H200) is in tests/test_certify_h200_before_after.py; the
+whole flow on the CPU, with verl, in tests/test_certify_engines.py and test_certify_runs.py."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def test_the_certificate_says_rocmkits_own_time_before_the_run():
     assert _own_time_line({"setup_s": 9.2, "probes_s": 0.0, "probes_beside_s": 16.1}) == [
         "- rocmkit before the run: setup 9.2 s; GPU probes 16.1 s, beside the run's start-up"]
     assert _own_time_line({"setup_s": 8.4, "checks_beside_s": 17.2, "probes_beside_s": 16.1}) == [
-        "- rocmkit before the run: setup 8.4 s; beside the run's start-up: GPU probes 16.1 s, the setup's checks 17.2 s"]
+        "- rocmkit before the run: setup 8.4 s; beside the run's start-up: GPU probes 16.1 s, the setup's checks "
+        "17.2 s"]
     assert _own_time_line({"setup_s": 0.0}) == [] and _own_time_line(None) == []
 
 
@@ -91,8 +93,9 @@ def test_the_probes_come_first_then_the_checks_and_a_failed_check_stops_the_run(
     order = []
     monkeypatch.setattr(busy, "read_holders", lambda: [])
     side = _probes(lambda: order.append("probes") or {"findings": []},
-                   checks=lambda until: order.append("checks") or ("res", {"conflicts": 1}, []),
-                   refuses=lambda checked: "trl 1.13.0 is installed beside verl" if checked[1].get("conflicts") else None)
+                   checks=lambda until, stop: order.append("checks") or ("res", {"conflicts": 1}, []),
+                   refuses=lambda checked: "trl 1.13.0 is installed beside verl" if checked[1].get("conflicts")
+                   else None)
     assert side.result(time.monotonic() + 30, timings := flow.Timings()) == {"findings": []}
     assert order == ["probes", "checks"] and "checks_beside_s" in timings and "probes_beside_s" in timings
     assert side.stop_reason() == beside_mod.STOPPED and side.refused == "trl 1.13.0 is installed beside verl"
@@ -100,7 +103,7 @@ def test_the_probes_come_first_then_the_checks_and_a_failed_check_stops_the_run(
 
 def test_checks_that_pass_are_kept_and_the_run_goes_on():
     gate = threading.Event()
-    side = _probes(None, checks=lambda until: gate.wait(10) and ("res", {"verl_validation": {"ok": True}}, []))
+    side = _probes(None, checks=lambda until, stop: gate.wait(10) and ("res", {"verl_validation": {"ok": True}}, []))
     assert side.thread.is_alive() and side.stop_reason() is None  # the run goes on while they work
     gate.set()
     assert side.result(time.monotonic() + 30, flow.Timings()) is None
@@ -108,10 +111,27 @@ def test_checks_that_pass_are_kept_and_the_run_goes_on():
 
 
 def test_checks_that_cannot_run_stop_the_run_saying_why():
-    def broken(until):
+    def broken(until, stop):
         raise OSError("[Errno 24] Too many open files")
 
     side = _probes(None, checks=broken)
     side.result(time.monotonic() + 30, flow.Timings())
     assert side.refused == ("the setup's checks beside the run could not run: OSError: [Errno 24] Too many open "
                             "files") and side.stop_reason() == beside_mod.STOPPED
+
+
+def test_certify_ending_before_the_run_does_stops_the_checks_through_their_runner():
+    """A signal to certify (or an error) while the checks run: `cancel` makes the runner's stop_when say so, the
+    runner stops the process (and removes its container), and the thread is waited for."""
+    said = []
+
+    def checks(until, stop):
+        while (reason := stop([])) is None:  # the runner asks stop_when several times a second
+            time.sleep(0.05)
+        said.append(reason)
+        return ("res", {}, [])
+
+    side = _probes(None, checks=checks)
+    started = time.monotonic()
+    side.cancel()
+    assert said == [beside_mod.CANCELLED] and not side.thread.is_alive() and time.monotonic() - started < 5

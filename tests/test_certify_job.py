@@ -304,5 +304,6 @@ def test_a_start_up_cut_never_replaces_what_the_script_sets(tmp_path):
     # a + prefix sets the same key; a cut left with no override of its own is not applied (nor listed)
     only = smoke_cuts.cuts(backend="fsdp", rollout="vllm", tensor_parallel=1, on_cpu=False, rollout_graphs=False,
                            engine_defaults=False,
-                           job_keys=frozenset({"actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend"}))
+                           job_keys=frozenset({"actor_rollout_ref.rollout.engine_kwargs.vllm."
+                                               "distributed_executor_backend"}))
     assert not any("uni executor" in c.name for c in only) and len(only) == 3

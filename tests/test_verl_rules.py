@@ -175,7 +175,8 @@ def test_one_response_a_prompt_is_warned_citing_the_estimators_own_function_whic
     reward as the advantage (what the warning says); the warning cites the function the job's estimator runs."""
     get = getter(**{f"{R}.n": 1, "algorithm.adv_estimator": estimator})
     warning = rule(batch_rules.problems(get), "group")
-    assert f"compute_{family}_outcome_advantage" in warning["message"] and f"{family.upper()} then takes" in warning["message"]
+    assert f"compute_{family}_outcome_advantage" in warning["message"]
+    assert f"{family.upper()} then takes" in warning["message"]
     assert verl_advantages[family] == [1.0, 0.5]  # the rewards themselves
 
 

@@ -22,12 +22,15 @@ from . import busy
 
 STOPPED = "setup check failed"  # the run's stop reason when a check beside it failed
 GRACE_S = 10.0  # past the deadline, for the thread's own runner to stop what it started
+CANCELLED = "certify is ending"  # the checks' stop reason when certify ends before the run does
 
 
 class Beside:
-    def __init__(self, *, checks: Callable[[float], tuple] | None, refuses: Callable[[tuple], str | None],
+    def __init__(self, *, checks: Callable[[float, Callable], tuple] | None, refuses: Callable[[tuple], str | None],
                  probes: Callable[[], dict | None] | None, pcis: set[str], deadline: float):
+        # checks(deadline, stop_when): stop_when is the runner's (runtime/proc.py), asked while the part runs
         self.checks, self.refuses, self.probes, self.pcis = checks, refuses, probes, pcis
+        self.cancelled = threading.Event()
         self.checked: tuple | None = None  # what `checks` returned: (the process's result, its report, its lines)
         self.refused: str | None = None  # why a check refused the target, once it has
         self.doc: dict | None = None  # the probes' document
@@ -38,10 +41,10 @@ class Beside:
     def _work(self, deadline: float) -> None:
         if self.probes is not None:
             self._measure()
-        if self.checks is not None:
+        if self.checks is not None and not self.cancelled.is_set():
             started = time.monotonic()
             try:
-                self.checked = self.checks(deadline)
+                self.checked = self.checks(deadline, lambda pids: CANCELLED if self.cancelled.is_set() else None)
                 self.refused = self.refuses(self.checked)
             except Exception as exc:  # noqa: BLE001 - a check that cannot run stops the run, saying why
                 self.refused = f"the setup's checks beside the run could not run: {type(exc).__name__}: {exc}"
@@ -61,6 +64,12 @@ class Beside:
                 who = ", ".join(f"pid {h.pid} ({h.comm or '?'})" for h in held[:4])
                 doc["overlap"] = f"measured while {who} held memory on the probed GPUs: reported, not judged"
         self.doc = doc
+
+    def cancel(self) -> None:
+        """certify is ending without the run's end (a signal, an error): the checks' process (and its container)
+        is stopped by its runner, and the thread waited for, a few seconds at most."""
+        self.cancelled.set()
+        self.thread.join(timeout=GRACE_S)
 
     def stop_reason(self) -> str | None:
         """The watchdog's extra reason to stop the run: a check beside it failed."""

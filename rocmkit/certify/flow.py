@@ -211,7 +211,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
 
     # the GPU probes, then the setup's slow checks, while the engine's start-up (Ray, imports, data) uses no GPU
     probes_wanted = wants_probes(s, engine)
-    side = Beside(checks=(lambda until: _setup_part(s, ws, target, env, until, "beside")) if split else None,
+    side = Beside(checks=(lambda until, stop: _setup_part(s, ws, target, env, until, "beside", stop))
+                  if split else None,
                   refuses=lambda checked: _beside_refuses(s, engine, target, checked),
                   probes=(lambda: probe_figures(s, target, deadline)) if probes_wanted else None,
                   pcis={m.get("pci") for m in report.get("gpu_memory") or () if m.get("pci")},
@@ -224,7 +225,12 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     follow = (early.ProvingFollow if proving else watchdog.Follow)(display, engine.watch(s), stall_dir=ws.stall_dir)
     follow.also_stop = side.stop_reason if split else None
     run_started = time.monotonic()
-    run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
+    try:
+        run = engine.execute(s, target, ws, inner, env, timeout=max(1.0, deadline - time.monotonic()), follow=follow)
+    except BaseException:  # a signal or an error ends certify: what runs beside the run goes with it
+        if side:
+            side.cancel()
+        raise
     timings.lap("run")
     probes = side.result(deadline, timings) if side else None
     if split:
@@ -285,12 +291,12 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     return Outcome(exit_code=verdict.exit_code, certificate=cert, error=error, files=files, folder=ws.root)
 
 
-def _setup_part(s: Settings, ws: Workspace, target: Target, env: dict, deadline: float, part: str):
+def _setup_part(s: Settings, ws: Workspace, target: Target, env: dict, deadline: float, part: str, stop_when=None):
     """One part of the setup in the target (intarget/setup.py's PARTS): its result, report and output lines."""
     lines: list[str] = []
     log = ws.setup_log if part != "beside" else ws.setup_log.with_name("setup-beside.log")
     res = target.run(setup_command(s, ws, target, part), env, ws, timeout=max(1.0, deadline - time.monotonic()),
-                     on_line=lines.append, log_path=log,
+                     on_line=lines.append, log_path=log, stop_when=stop_when,
                      what="the certification's setup" + (" beside the run" if part == "beside" else ""))
     return res, setup_mod.parse(lines), lines
 

@@ -6,7 +6,8 @@ the usual cause, are another process holding the GPU (an orphaned engine of an e
 actor and reference workers before the rollout: with no offload they hold the model, in fp32, when vLLM starts.
 certify checked the GPUs free at its setup; when vLLM then finds less free than it wanted, the memory went to the
 run's own processes. On an H200 a Qwen3-8B job (verl's examples/grpo_trainer/run_qwen3_8b_fsdp.sh, no offload)
-found 76.35 of 139.8 GiB free: 62.94 GiB held by its own workers (139.29 free at the setup) (tests/data/crash/verl-h200-job-qwen3-8b-*).
+found 76.35 of 139.8 GiB free: 62.94 GiB held by its own workers (139.29 free at the setup)
+(tests/data/crash/verl-h200-job-qwen3-8b-*).
 Pure: the cause and the setup's memory read in, a cause out.
 """
 

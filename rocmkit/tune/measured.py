@@ -222,7 +222,8 @@ def shape(doc: dict) -> Shape:
     if rank not in ("0", "null", "None"):
         raise NotComparable(f"LoRA (actor_rollout_ref.model.lora_rank={rank}): "
                             "the model counts full-parameter training's gradients and AdamW states")
-    if re.search(r"\bforeach\s*:\s*false\b", o.get("actor_rollout_ref.actor.optim.override_optimizer_config", ""), re.I):
+    optim = o.get("actor_rollout_ref.actor.optim.override_optimizer_config", "")
+    if re.search(r"\bforeach\s*:\s*false\b", optim, re.I):
         raise NotComparable("AdamW without foreach (override_optimizer_config foreach:False): the model counts "
                             "foreach AdamW's fp32 copy of the parameters at the optimizer step")
     dynamic = _flag(o, "actor_rollout_ref.actor.use_dynamic_bsz")
