@@ -436,6 +436,9 @@ def test_a_traceback_ends_at_its_last_exception_not_its_first():
     assert [e.text for e in ended] == ["RuntimeError: the real one"]
 
 
+RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent", "dashboard/agent.py", "runtime_env/agent/main.py")
+
+
 @pytest.mark.slow
 @pytest.mark.engine
 def test_certify_killed_outright_leaves_no_run_behind(tmp_path, ray_host):
@@ -456,10 +459,21 @@ def test_certify_killed_outright_leaves_no_run_behind(tmp_path, ray_host):
         child.kill()
         child.wait(timeout=30)
         killed = time.monotonic()
-        while _leftovers(started, out, tag) and time.monotonic() < killed + 60:
+
+        def run_left() -> list[str]:  # Ray's agents aside (below)
+            return [line for line in _leftovers(started, out, tag) if not any(a in line for a in RAY_AGENTS)]
+
+        while run_left() and time.monotonic() < killed + 60:
             time.sleep(0.5)
         # without the death signal the driver went on until its next write to the closed pipe failed (50 s here)
-        assert _leftovers(started, out, tag) == [] and time.monotonic() - killed < 20, time.monotonic() - killed
+        assert run_left() == [] and time.monotonic() - killed < 20, (time.monotonic() - killed, run_left())
+        # Ray's dashboard and runtime-env agents follow their raylet by Ray's own rule (ray/_private/
+        # process_watcher.py): a raylet that died without "SIGTERM" in its log is first reported to the GCS, which
+        # is gone too, and the GCS client retries until its reconnect timeout (60 s) before the agent exits. On a
+        # loaded CI machine they outlived the 60 s above once; they hold no GPU memory, and they do go.
+        while _leftovers(started, out, tag) and time.monotonic() < killed + 150:
+            time.sleep(1.0)
+        assert _leftovers(started, out, tag) == [], time.monotonic() - killed
     finally:
         if child.poll() is None:
             child.kill()
