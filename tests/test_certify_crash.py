@@ -424,6 +424,30 @@ def test_a_job_whose_own_workers_filled_the_gpu_before_vllm_started_is_told_it_d
     assert engines.get("verl").advise(Settings(engine="verl", gpus=1, job=job), busy, why) == why
 
 
+def test_an_error_raised_in_a_ray_task_is_named_with_the_actor_that_raised_it():
+    """verl's own examples/tuning/lora/run_qwen3_8b_fsdp.sh (v0.9.0, Qwen3-8B + LoRA rank 64) certified as a job on
+    one H200: the first weight sync died in the actor's worker, and only verl's driver printed the traceback, with
+    Ray's (coloured) "RayTaskError(NotImplementedError): ray::WorkerDict.actor_rollout_update_weights() (pid=12934"
+    lines in it. The run's certificate named no process; verl-check now refuses the job before it starts."""
+    why, kept = _replay_gpu("verl-h200-job-qwen3-8b-lora-weight-sync")
+    assert kept["process"] is None  # what the run's certificate said, before Ray's coloured lines were read
+    assert why["summary"] == ("an error in rank 0 (pid 12934, Ray actor WorkerDict) running actor_rollout_update_"
+                              "weights in step 2: log-probs and update: NotImplementedError: offload_to_cpu=True and "
+                              "NO_SHARD is not supported yet")
+    assert why["process"]["pid"] == 12934
+    # the same job's overrides, as certify read them from the script: verl-check's rule names it, with the fix
+    from rocmkit.verl import rollout_rules
+
+    doc = json.loads((DATA / "verl-h200-job-qwen3-8b-lora-weight-sync.json").read_text())
+    values = dict(o.split("=", 1) for o in doc["settings"]["job"]["overrides"])
+    typed = {"actor_rollout_ref.model.lora_rank": int(values["actor_rollout_ref.model.lora_rank"]),
+             "actor_rollout_ref.rollout.layered_summon": values["actor_rollout_ref.rollout.layered_summon"] == "True",
+             "trainer.n_gpus_per_node": int(values["trainer.n_gpus_per_node"]),
+             "trainer.nnodes": int(values["trainer.nnodes"]), "actor_rollout_ref.actor.strategy": "fsdp"}
+    found = [p for p in rollout_rules.problems(typed.get, on="cuda") if p["rule"] == "lora-layered-summon-one-gpu"]
+    assert found and why["error"].split(": ", 1)[1] in found[0]["message"]
+
+
 def test_a_traceback_ends_at_its_last_exception_not_its_first():
     """A chained exception (and Ray's copy of a remote traceback) continues after the first exception line; the
     process's next ordinary line ends it."""

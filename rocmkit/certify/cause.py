@@ -388,7 +388,11 @@ def _from_event(root: Event, lines: list[str], processes, events: list[Event], a
         ended = {"signal": sig.signal, "by": short(root.text)[:120]}
     elif (killed := _KILLED_BY_RE.search(root.text)) is not None:  # a launcher that saw its child's exit status
         ended = {"signal": killed.group(1), "by": "its parent's word: " + short(root.text)[:120]}
-    where_ = f" in {who(proc, pid)}" if pid else ""
+    task = ""
+    if pid is None and sig is None and (raised := _raised_by(root, events)) is not None:
+        pid, task = raised
+        proc = _process(processes, pid, lines)
+    where_ = f" in {who(proc, pid)}{task}" if pid else ""
     title = sig.title if sig else "an error"
     said = (signatures.field(root.text, sig).get("what") if sig else None) or short(root.text)
     summary = f"{title}{where_}{at}: {said[:240]}"
@@ -397,6 +401,24 @@ def _from_event(root: Event, lines: list[str], processes, events: list[Event], a
                source=sig.source if sig else None)
     doc["error"] = short(root.text)
     return doc
+
+
+def _raised_by(root: Event, events: list[Event]) -> tuple[int, str] | None:
+    """The Ray task an exception printed in the driver's log was raised in: the innermost of Ray's "RayTaskError(X):
+    ray::Actor.method() (pid=N" lines of its traceback (each remote call adds one, outermost first), as its pid and
+    " running method"."""
+    near = [e for e in events if e.file == root.file and e.sig.id == "ray.task_error"
+            and 0 < root.line - e.line <= TRACEBACK_LINES]
+    if not near:
+        return None
+    said = signatures.field(near[-1].text, near[-1].sig)
+    if not said.get("pid"):
+        return None
+    method = (said.get("task") or "").rpartition(".")[2]
+    return int(said["pid"]), f" running {method}" if method else ""
+
+
+TRACEBACK_LINES = 400  # how far above an exception its traceback's Ray lines may be (a deep one: ~100 lines)
 
 
 _EXCEPTION_HINT = "the traceback above it in the log says where it came from; the certificate's evidence has its end"

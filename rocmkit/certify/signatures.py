@@ -50,10 +50,12 @@ SIGNATURES: tuple[Signature, ...] = (
          "the verl job failed (Hydra's closing line: the cause is above it)",
          "read the last exception before this line; HYDRA_FULL_ERROR=1 prints Hydra's full stack",
          _GH + "verl-project/verl/issues/1013", wrapper=True),
-    # the pid is the process of the task that raised (verl's driver), not the worker that died
+    # the pid is the process of the task that raised (verl's driver), not the worker that died; Ray colours the
+    # task's name on a terminal and in its log monitor's copy (ESC[36m ray::Actor.method() ESC[39m)
     _sig("ray.task_error",
          r"(?:\bray\.exceptions\.RayTaskError(?:\((?P<cause>\w+)\))?|\bUnhandled error \(suppress with "
-         r"'RAY_IGNORE_UNHANDLED_ERRORS=1'\)): ray::(?P<task>\S+?)(?:\(\))? \(pid=(?P<pid>\d+)",
+         r"'RAY_IGNORE_UNHANDLED_ERRORS=1'\)): (?:\x1b\[[0-9;]*m)?ray::(?P<task>[^\s\x1b(]+)(?:\(\))?"
+         r"(?:\x1b\[[0-9;]*m)? \(pid=(?P<pid>\d+)",
          "a Ray task raised an exception (the cause is the last exception of the traceback that follows)",
          "read the last exception after this line (its name is in `cause`); it names what happened",
          _GH + "Jiayi-Pan/TinyZero/issues/58", wrapper=True),
