@@ -12,7 +12,7 @@ rm -rf "$work"; mkdir -p "$work"
 export VLLM_CACHE_ROOT=$work/vllm-cache TRITON_CACHE_DIR=$work/triton-cache
 export PYTHONPATH=${PYTHONPATH/$PWD/$code}
 t0=$SECONDS
-python3 -m rocmkit certify --host --engine verl --gpus 1 --out "$work/run" > "$work/console.txt" 2>&1
+(cd "$work" && python3 -m rocmkit certify --host --engine verl --gpus 1 --out "$work/run") > "$work/console.txt" 2>&1
 echo "$name: certify rc=$? in $((SECONDS - t0)) s (rocmkit from $code)"
 tail -25 "$work/console.txt"
 cp "$work/console.txt" "$work/run/"
