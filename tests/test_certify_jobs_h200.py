@@ -3,6 +3,11 @@ vLLM 0.24.0, torch 2.11.0+cu130; random weights in the published models' shapes)
 
 - verl-h200-job-qwen3-4b.json: examples/grpo_trainer/run_qwen3_4b_fsdp.sh, `STEPS=2 go.sh qwen3-4b`: PASS, 2 steps
 - verl-h200-job-qwen3-4b-3-steps-timeout.json: the same job at the default 3 steps, `TIMEOUT=500`: stopped in step 3
+- verl-h200-job-qwen2.5-7b.json: examples/rollout_correction/run_qwen2_5_7b_fsdp.sh (RLOO), `STEPS=2 go.sh
+  qwen2.5-7b`: PASS, 2 steps, 121.67 GiB of the GPU's 139.8 at the actor's peak
+- tests/data/crash/verl-h200-job-qwen3-8b-lora-weight-sync.*: examples/tuning/lora/run_qwen3_8b_fsdp.sh on one GPU:
+  died at the first weight sync (verl's LoRA summon on one FSDP1 GPU; replayed in tests/test_certify_crash.py, and
+  refused before the run by verl-check's rule, tests/test_verl_rollout_rules.py)
 - tests/data/crash/verl-h200-job-qwen3-8b-vllm-start.*: examples/grpo_trainer/run_qwen3_8b_fsdp.sh, no offload:
   vLLM could not start beside the job's own workers (replayed in tests/test_certify_crash.py)
 """
@@ -68,3 +73,24 @@ def test_the_scripts_own_knobs_shaped_the_job_and_certifys_budget_replaced_its_s
     assert "trainer.save_freq=20" in job["overrides"]
     assert job["budget"]["checkpoints"].startswith("none (trainer.save_freq=-1")
     assert job["budget"]["validation"] == "off" and job["budget"]["loggers"] == "console and file"
+
+
+def test_verls_qwen2_5_7b_rloo_example_certifies_as_a_job_with_its_peak_and_why_tune_does_not_compare_it():
+    """The 7B on one GPU needs verl's optimizer offload and AdamW without foreach (go.sh's --arg, after the script's
+    own arguments, as a user would add them): its peak leaves 18 GiB of the H200. tune's model counts foreach
+    AdamW's fp32 copy of the parameters, so the certificate says why it does not compare rather than a figure for
+    another optimizer."""
+    c = cert("job-qwen2.5-7b")
+    job = c["settings"]["job"]
+    assert c["verdict"] == "pass" and job["script"].endswith("examples/rollout_correction/run_qwen2_5_7b_fsdp.sh")
+    shape = job["model_config"]
+    assert shape["architectures"] == ["Qwen2ForCausalLM"] and shape["num_hidden_layers"] == 28
+    assert "algorithm.adv_estimator=rloo" in job["overrides"] and "trainer.n_gpus_per_node=1" in job["overrides"]
+    steps = {r["step"]: {k: v for k, v in r.items() if k != "step"} for r in c["metrics"]["per_step"]}
+    assert judge(steps, 2, RunStatus(c["run"]["status"]), require_learning=False).passed
+    side = c["metrics"]["actor_memory"]
+    assert side["measured_gib"] == 121.67 and side["headroom_gib"] == 18.13 and "predicted_gib" not in side
+    assert side["not_compared"].startswith("AdamW without foreach")
+    assert measured.side_by_side(c) == side
+    md = markdown(c)
+    assert "rocmkit tune's model not compared: AdamW without foreach" in md and "- ended by: all 2 steps" in md
