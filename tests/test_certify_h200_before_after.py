@@ -15,6 +15,14 @@ on one H200 with the learning proof's early stop, before and after:
   `benchmarks/time_to_verdict.py --gpus 1 --cases healthy`), the probes beside verl's start-up; 269.3 s whole
 - verl-h200-default-2026-11-29.json: main 6227de6, the same command on the same machine kind the day after; 310.5 s
 
+and the setup in two parts (the second beside verl's start-up), in one machine session, in this order, through
+`benchmarks/gpu_default/certify_default.sh NAME [ROCMKIT_DIR]` (fresh vLLM and Triton caches each):
+
+- verl-h200-one-session-two-part-a.json, -b.json: main 38a3330, the first and second runs of the session; 300.7 and
+  305.1 s whole
+- verl-h200-one-session-6227de6.json: main 6227de6 (the setup in one part, before the run), the session's fifth run
+  (two jobs ran between); 264.5 s whole
+
 Both judged again by today's judge; the split is the benchmark's own (certify_overhead.from_timeline)."""
 
 from __future__ import annotations
@@ -115,3 +123,33 @@ def test_the_same_default_command_the_next_day_passed_with_the_same_figures_and_
     assert sync["after"] - sync["before"] > 0.75 * grew > 0  # verl's start-up, not rocmkit's share, took the time
     own = {n: c["timings"]["setup_s"] for n, c in (("before", before), ("after", after))}
     assert own["after"] - own["before"] < 5  # 25.0 -> 29.0 s
+
+
+def test_the_setup_in_two_parts_cut_rocmkits_share_by_two_seconds_and_did_not_make_the_default_faster():
+    """Issue 58, one session: the setup's second part beside verl's start-up took 2 s off rocmkit's share in series
+    (22.8 -> 20.9 and 20.6 s: the first part now pays transformers' import in the built-in model's step, which vLLM's
+    import paid before), and both runs with it took longer than the one without: verl's Ray start 21.9 -> 24.6 and
+    28.7 s while the checks ran beside it, the first weight sync 170 -> 198 and 208 s. The runs were not interleaved
+    (two parts first, one part last): the order may explain part of it, and the gain the split was for is not
+    there. The probe figures agree within 3 % across the three runs, none overlapped."""
+    one = cert("one-session-6227de6")
+    two = [cert("one-session-two-part-a"), cert("one-session-two-part-b")]
+    for c in [one, *two]:
+        assert c["verdict"] == "pass" and c["run"]["ended_by"].startswith("learning proven at step 8")
+        assert "overlap" not in c["probes"]
+        for probe in PROBES:
+            a, b = _figure(one, probe), _figure(c, probe)
+            assert abs(b - a) / a < 0.03, (probe, a, b)
+    assert "checks_beside_s" not in one["timings"] and all(c["timings"]["checks_beside_s"] > 20 for c in two)
+    assert all(0 < one["timings"]["setup_s"] - c["timings"]["setup_s"] < 3 for c in two)
+    assert all(c["timings"]["whole_s"] > one["timings"]["whole_s"] + 30 for c in two)
+
+    def at(c, detail):
+        return next(e["at_s"] for e in c["timeline"] if e["detail"] == detail)
+
+    assert all(at(c, "starting the trainer") > at(one, "starting the trainer") + 2 for c in two)
+    assert all(at(c, "step 1: first weight sync") > at(one, "step 1: first weight sync") + 25 for c in two)
+    first = two[0]["setup"]["timings"]
+    assert first["model_s"] > 3 * one["setup"]["timings"]["model_s"]  # 3.1 -> 10.4 s: transformers' import moved
+    assert "- rocmkit before the run: setup 20.9 s; beside the run's start-up: GPU probes 17.3 s, the setup's " \
+           "checks 25.8 s" in markdown(two[0])
