@@ -79,6 +79,7 @@ class Shape:
     backend: str = "fsdp"  # or "megatron"
     tp: int = 1  # Megatron's tensor and pipeline parallel sizes
     pp: int = 1
+    foreach: bool = True  # torch's AdamW over all tensors at once (override_optimizer_config foreach:False: not)
 
     @property
     def dp(self) -> int:
@@ -217,15 +218,13 @@ def shape(doc: dict) -> Shape:
     if not settings.get("gpus"):
         raise NotComparable("a CPU run")
     o = verl_overrides(settings.get("command") or [])
-    # what the model does not count: its states are every parameter's, its optimizer step torch's foreach AdamW
+    # what the model does not count: its states are every parameter's (no LoRA)
     rank = o.get("actor_rollout_ref.model.lora_rank", "0")  # verl's default: 0, no LoRA
     if rank not in ("0", "null", "None"):
         raise NotComparable(f"LoRA (actor_rollout_ref.model.lora_rank={rank}): "
                             "the model counts full-parameter training's gradients and AdamW states")
     optim = o.get("actor_rollout_ref.actor.optim.override_optimizer_config", "")
-    if re.search(r"\bforeach\s*:\s*false\b", optim, re.I):
-        raise NotComparable("AdamW without foreach (override_optimizer_config foreach:False): the model counts "
-                            "foreach AdamW's fp32 copy of the parameters at the optimizer step")
+    foreach = not re.search(r"\bforeach\s*:\s*false\b", optim, re.I)
     dynamic = _flag(o, "actor_rollout_ref.actor.use_dynamic_bsz")
     micro = 0 if dynamic else _int(o, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
     seq = _int(o, "data.max_prompt_length") + _int(o, "data.max_response_length")
@@ -234,7 +233,7 @@ def shape(doc: dict) -> Shape:
         model=_job_model(settings), model_name=str(settings.get("model")), gpus=gpus,
         rollout_tp=_int(o, "actor_rollout_ref.rollout.tensor_model_parallel_size"), micro_batch=micro,
         tokens=_int(o, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu") if dynamic else micro * seq,
-        bucket_bytes=_int(o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20)
+        bucket_bytes=_int(o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20, foreach=foreach)
     if backend == "megatron":  # FSDP's strategy, checkpointing and fsdp_config are not read
         return Shape(**common, **_megatron(o, gpus))
     strategy = o.get("actor_rollout_ref.actor.strategy", VERL_DEFAULTS["actor_rollout_ref.actor.strategy"])
@@ -273,7 +272,7 @@ def compare(name: str, doc: dict) -> Comparison:
                        param_offload=s.param_offload, optimizer_offload=s.optimizer_offload)
     else:
         step = memory.actor_step(s.model, tokens=s.tokens, grad_ckpt=s.grad_ckpt, shards=s.gpus,
-                                 offload=s.offload_policy)
+                                 offload=s.offload_policy, foreach=s.foreach, fsdp1=s.fsdp1)
         sync = partial(memory.weight_sync, s.model, shards=s.gpus, bucket_bytes=s.bucket_bytes, fsdp1=s.fsdp1,
                        param_offload=s.param_offload)
     return Comparison(name=name, device=str(doc.get("device", "")), shape=s, step=step,

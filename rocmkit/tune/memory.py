@@ -8,7 +8,9 @@ Training step, per GPU, the peak of three moments:
   forward end   states + bf16 working weights + saved activations + bf16 logits
   backward      states + working weights + saved activations + logits' backward + the output layer's gradient
   optimizer     states + gradients + AdamW's temporary (torch's foreach AdamW holds one fp32 copy of the
-                parameters, the sqrt of the second moment, while it steps)
+                parameters, the sqrt of the second moment, while it steps; without foreach it steps one tensor
+                at a time and holds two fp32 temporaries of the largest: FSDP1's root unit, which keeps the
+                embeddings, the untied output layer and the final norm, or FSDP2's largest parameter)
   states        fp32 master weights 4P + AdamW's two fp32 moments 8P, divided over the FSDP shards
   gradients     fp32, 4P, sharded the same way
 Activations saved per token and layer (bf16 compute, flash/sdpa attention, SwiGLU MLP), counted from what
@@ -79,14 +81,34 @@ def saved_activations(spec: ModelSpec, *, tokens: int, grad_ckpt: bool, residual
     return tokens * spec.layers * per_layer
 
 
+def largest_step_tensor(spec: ModelSpec, *, fsdp1: bool = False) -> int:
+    """Elements of the largest tensor AdamW steps: FSDP1 flattens each unit's parameters into one (verl wraps each
+    decoder layer, verl/utils/fsdp_utils.py get_fsdp_wrap_policy; the root unit keeps the rest), FSDP2 and one GPU
+    keep every parameter its own."""
+    if fsdp1:
+        return max(spec.embedding_params + spec.hidden, spec.layer_params)
+    return max(spec.vocab * spec.hidden, spec.hidden * max(spec.intermediate, spec.q_dim))
+
+
+def adamw_temporary(spec: ModelSpec, *, shards: int = 1, foreach: bool = True, fsdp1: bool = False) -> int:
+    """Bytes AdamW allocates while it steps (torch/optim/adam.py): foreach, the sqrt of every second moment at once
+    (_multi_tensor_adam); one tensor at a time, its sqrt and that divided by the bias correction
+    (_single_tensor_adam: `denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`)."""
+    if foreach:
+        return 4 * spec.params // shards
+    return 2 * 4 * largest_step_tensor(spec, fsdp1=fsdp1) // shards
+
+
 def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: bool = False,
-               shards: int = 1, offload: bool = False) -> Estimate:
+               shards: int = 1, offload: bool = False, foreach: bool = True, fsdp1: bool = False) -> Estimate:
     """Peak bytes on one GPU of one actor training step on `tokens` tokens.
 
     plain: one GPU, fp32 weights under bf16 autocast, torch AdamW (what benchmarks/tune_memory.py measures).
     Otherwise verl's FSDP2 actor: fp32 master weights sharded over `shards` GPUs, bf16 compute weights
     gathered a layer at a time (two in flight with prefetch), bf16 activations; `offload` is FSDP2's CPU
-    offload policy (states, gradients and the optimizer step live on the host).
+    offload policy (states, gradients and the optimizer step live on the host). foreach: torch's AdamW over
+    all tensors at once (its default on GPUs), else one at a time (`override_optimizer_config={foreach:False}`);
+    fsdp1: which tensors it steps without foreach (largest_step_tensor).
     """
     p = spec.params
     activations = saved_activations(spec, tokens=tokens, grad_ckpt=grad_ckpt, residual_bytes=4 if plain else 2)
@@ -107,7 +129,8 @@ def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: b
                          "activations": activations, "logits": tokens * spec.vocab * logits_bytes,
                          "output_layer_grad": 4 * output_layer // (1 if plain else shards)}, "backward")
     optimizer = Estimate({"master_weights_and_adam": states, "grads": grads,
-                          "adamw_temporary": 0 if offload else 4 * p // shards}, "optimizer step")
+                          "adamw_temporary": 0 if offload else adamw_temporary(spec, shards=shards, foreach=foreach,
+                                                                               fsdp1=fsdp1)}, "optimizer step")
     return max((forward, backward, optimizer), key=lambda e: e.peak)
 
 
