@@ -13,7 +13,7 @@ from rocmkit.verl import report as verl_report
 from rocmkit.certify.settings import Backend, Settings
 from rocmkit.certify.validate import validate as check
 from rocmkit.verl import smoke_cuts
-from rocmkit.verl.overrides import VerlRun, environment, overrides, startup_cuts
+from rocmkit.verl.overrides import VerlRun, environment, overrides, run_overrides, startup_cuts
 from rocmkit.errors import UsageError
 
 NO_FA = {"flash_attn": None, "error": "ModuleNotFoundError: No module named 'flash_attn'", "transformers_fa2": False,
@@ -57,13 +57,13 @@ def test_the_chosen_attention_reaches_the_run_command():
     base = overrides(VerlRun(model_dir="/m", train_file="/t", val_file="/v", reward_file="/r", gpus=1))
     assert not any("attn_implementation" in o for o in base)
     cfg = {"verl_overrides": base, "attention": {"asked": "auto"}, "gpus": 1}
-    fa = verl_report.run_overrides(cfg, {"attention": attention.choose("auto", False, FA)})
+    fa = run_overrides(cfg, {"attention": attention.choose("auto", False, FA)})
     assert fa[-1] == "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"
     assert "actor_rollout_ref.model.use_remove_padding=False" not in fa  # verl's packed path needs flash-attn
-    sdpa = verl_report.run_overrides(cfg, {})  # no report from an older rocmkit in the target: SDPA, which runs
+    sdpa = run_overrides(cfg, {})  # no report from an older rocmkit in the target: SDPA, which runs
     assert sdpa[-2:] == ["+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
                          "actor_rollout_ref.model.use_remove_padding=False"]
-    assert verl_report.run_overrides({**cfg, "attention": None}, {"attention": FA}) == base  # Megatron
+    assert run_overrides({**cfg, "attention": None}, {"attention": FA}) == base  # Megatron
 
 
 @pytest.mark.parametrize(("kw", "says"), [

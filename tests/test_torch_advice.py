@@ -1,5 +1,5 @@
 """certify on a host whose torch cannot see the GPUs asked for: the hint names the torch found and the command
-that installs the right one (rocmkit/certify/torch_advice.py, called from flow.setup_problem).
+that installs the right one (rocmkit/certify/torch_advice.py, called from refusal.setup_problem).
 
 The `devices` shapes are what setup.devices() reports: from a real certificate (CUDA torch on an H100), from
 this machine's own torch (a CPU build), and from setup.devices() run on a stand-in for ROCm's torch, which
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import treegen
-from rocmkit.certify import flow, torch_advice
+from rocmkit.certify import refusal, torch_advice
 from rocmkit.certify.intarget import setup
 from rocmkit.certify.settings import Settings
 from rocmkit.certify.target import Target
@@ -121,10 +121,10 @@ def test_a_host_without_amd_gpus_is_told_to_use_the_cpu(tmp_path):
 
 
 def test_certify_setup_problem_gives_the_advice():
-    """The branch of flow.setup_problem that stops a run asking for more GPUs than torch sees, on this host."""
+    """The branch of refusal.setup_problem that stops a run asking for more GPUs than torch sees, on this host."""
     s = Settings(engine="verl", gpus=1)
     target = Target(image=None, image_id=None, record={})
-    message, hint = flow.setup_problem(s, target, 0, {"devices": cuda_devices()}, [])
+    message, hint = refusal.setup_problem(s, target, 0, {"devices": cuda_devices()}, [])
     assert message.startswith("asked for 1 GPU(s), but torch 2.11.0+cu130 (built for CUDA 13.0)")
     assert hint.startswith("nothing was trained; ") and "verl-cpu stack" in hint
     if torch_advice.host()["amd_gpus"]:

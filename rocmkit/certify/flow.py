@@ -8,7 +8,6 @@ target and the runner."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import time
 from dataclasses import replace
@@ -16,18 +15,18 @@ from dataclasses import replace
 from ..errors import UsageError
 from ..fileio import write_atomic
 from ..progress import Display
-from ..runtime.container import DOCKER_ERROR
 from . import engines
 from . import metrics as metrics_mod
-from . import busy, cause, early, watchdog, workspace
+from . import cause, early, watchdog, workspace
 from .beside import Beside
 from .certificate import build, run_seconds
 from .engines.base import OFFLINE_ENV
 from .intarget import setup as setup_mod
 from .judge import Reason, RunStatus, Status, Verdict, check, not_certified
 from .outcome import Outcome, host_facts, run_status, write_certificate
+from .refusal import refusal, setup_checks
 from .settings import Settings
-from .target import NOT_EXECUTABLE, NOT_FOUND, Target, resolve
+from .target import Target, resolve
 from .validate import validate
 from .workspace import Workspace
 
@@ -57,54 +56,6 @@ def command(s: Settings, ws: Workspace, target: Target, cfg: dict) -> tuple[list
 def setup_command(s: Settings, ws: Workspace, target: Target, part: str = "all") -> list[str]:
     modules = engines.of(s).required_modules(s)
     return [target.python, "-c", setup_mod.BOOTSTRAP, ",".join(modules), str(ws.config), part]
-
-
-def setup_problem(s: Settings, target: Target, returncode: int | None, report: dict,
-                  tail: list[str], need: list[dict] = ()) -> tuple[str, str] | None:
-    """Why the target cannot run the check (message, hint), or None. Pure, but for torch_advice.host() (this
-    host's /dev/kfd, KFD topology and ROCm version), read only when torch sees fewer GPUs than asked, and the
-    processes holding GPU memory, read only when a GPU is short of it (`need`: certify.json's gpu_need)."""
-    where = f"the image {target.image}" if target.image else f"this host's Python ({target.python})"
-    said = " | ".join(line for line in tail[-6:] if line.strip())
-    if target.image and returncode == DOCKER_ERROR:
-        return (f"the Docker engine could not start a container of {target.image}: {said}",
-                "check the engine (`docker info`) and the device flags (`rocmkit run IMAGE --print`)")
-    if not report:
-        if target.image and returncode in (NOT_EXECUTABLE, NOT_FOUND):
-            return (f"{where} has no python3 to run", "certify an image built by `rocmkit build`")
-        return (f"the setup could not run in {where} (exit {returncode}): {said}",
-                "run the setup's command by hand: `rocmkit certify --dry-run` prints it")
-    if report.get("missing"):
-        missing = ", ".join(report["missing"])
-        hint = ("certify an image built by `rocmkit build` from a stack that has the "
-                f"{s.engine} engine (`rocmkit stacks`)" if target.image else
-                engines.of(s).install_hint(s, target.python))
-        return f"{where} lacks {missing}", hint
-    dev = report.get("devices")
-    if dev and s.gpus > dev["visible"]:
-        from . import torch_advice
-
-        built = f"HIP {dev['hip']}" if dev.get("hip") else (f"CUDA {dev['cuda']}" if dev.get("cuda") else "the CPU only")
-        env = ", ".join(f"{k}={v!r}" for k, v in dev.get("visible_env", {}).items())
-        return (f"asked for {s.gpus} GPU(s), but torch {dev['torch']} (built for {built}) in {where} sees "
-                f"{dev['visible']}" + (f" ({env})" if env else ""),
-                "nothing was trained; " + torch_advice.hint(dev, torch_advice.host(), python=target.python,
-                                                            image=target.image, cpu_note=engines.of(s).cpu_hint()))
-    memory = report.get("gpu_memory")
-    if memory and need and setup_mod.short_of_memory(memory, need):  # the holders are read only then
-        return busy.problem(memory, need, busy.read_holders(), exclude_pids=(os.getpid(),))
-    return engines.of(s).setup_refusal(report)
-
-
-def setup_checks(report: dict, extra: list[dict]) -> list[dict]:
-    """Failures of a target that has everything installed (the engine's own checks among them, `extra`): these are
-    the stack's, so they fail the certificate."""
-    out = []
-    if report.get("import_errors"):
-        out.append(check("engine imports", False, "; ".join(f"{k}: {v}" for k, v in report["import_errors"].items())))
-    elif report.get("error"):
-        out.append(check("setup ran", False, report["error"]))
-    return out + [c for c in extra if not c["passed"]]
 
 
 def settings_doc(s: Settings, argv: list[str]) -> dict:
@@ -213,7 +164,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     probes_wanted = wants_probes(s, engine)
     side = Beside(checks=(lambda until, stop: _setup_part(s, ws, target, env, until, "beside", stop))
                   if split else None,
-                  refuses=lambda checked: _beside_refuses(s, engine, target, checked),
+                  refuses=lambda checked: getattr(refusal(s, engine, target, *checked), "message", None),
                   probes=(lambda: probe_figures(s, target, deadline)) if probes_wanted else None,
                   pcis={m.get("pci") for m in report.get("gpu_memory") or () if m.get("pci")},
                   deadline=deadline) if split or probes_wanted else None
@@ -304,45 +255,29 @@ def _setup_part(s: Settings, ws: Workspace, target: Target, env: dict, deadline:
 def _setup_refusal(s: Settings, engine, target: Target, ws: Workspace, base: dict, files: dict, res, report: dict,
                    lines: list[str], need, *, judge_checks: bool, run: dict | None = None) -> Outcome | None:
     """The outcome of a setup (or of its part beside the run, `run` then says how the run was stopped) that refuses
-    the target; None when it does not. `judge_checks`: the engine's own checks (vLLM's sleep-mode pool) fail it."""
+    the target; None when it does not."""
+    why = refusal(s, engine, target, res, report, lines, need, judge_checks=judge_checks)
+    if why is None:
+        return None
     stopped = f"; the run was stopped {run['wall_s']:.0f} s into its start-up" if run else ""
-    if res.timed_out:
-        return _stop_early(s, ws, base, not_certified(Reason.TIMEOUT, [check("setup finished", False,
-                           f"setup still running at the --timeout of {s.timeout} s")]), report, target, files,
+    if why.kind == "timeout":
+        return _stop_early(s, ws, base, not_certified(Reason.TIMEOUT, [check("setup finished", False, why.message)]),
+                           report, target, files,
                            (f"the certification ran past --timeout {s.timeout} s during setup and was stopped", None),
                            run=run)
-    if report.get("input_problems"):
-        raise UsageError("; ".join(report["input_problems"]),
-                         hint="nothing was started; " + (
-                             "fix the script's model folder, its data.train_files, or the keys naming their "
-                             "columns (data.prompt_key, data.reward_fn_key)" if s.job else
-                             "give a whole model folder (--model) and a parquet file with the columns named "
-                             "(--data)"))
-    problem = setup_problem(s, target, res.returncode, report, lines, need)
-    if problem:
-        message, hint = problem
-        verdict = not_certified(Reason.SETUP, [check("target can run the check", False, message)])
-        return _stop_early(s, ws, base, verdict, report, target, files, (message, (hint or "") + stopped), run=run)
-    rejection = engine.configuration_rejection(report)
-    if rejection:
-        raise UsageError(rejection[0], hint=rejection[1].replace("nothing was launched", "the run was stopped")
-                         if run else rejection[1])
-    failed = setup_checks(report, engine.extra_checks(report)) if judge_checks else []
-    if failed:
-        return _stop_early(s, ws, base, Verdict(Status.FAIL, failed), report, target, files, None, run=run)
-    return None
-
-
-def _beside_refuses(s: Settings, engine, target: Target, checked) -> str | None:
-    """Why the setup's part beside the run refuses the target (the run is then stopped), or None. Pure."""
-    res, report, lines = checked
-    if res.timed_out:
-        return "the setup's checks beside the run ran past the --timeout"
-    problem = setup_problem(s, target, res.returncode, report, lines)
-    rejection = engine.configuration_rejection(report)
-    failed = setup_checks(report, engine.extra_checks(report))
-    return (problem[0] if problem else rejection[0] if rejection else
-            "; ".join(c["detail"] for c in failed) if failed else None)
+    if why.kind == "input":
+        raise UsageError(why.message, hint="nothing was started; " + (
+            "fix the script's model folder, its data.train_files, or the keys naming their columns (data.prompt_key, "
+            "data.reward_fn_key)" if s.job else "give a whole model folder (--model) and a parquet file with the "
+            "columns named (--data)"))
+    if why.kind == "problem":
+        verdict = not_certified(Reason.SETUP, [check("target can run the check", False, why.message)])
+        return _stop_early(s, ws, base, verdict, report, target, files, (why.message, (why.hint or "") + stopped),
+                           run=run)
+    if why.kind == "rejection":
+        raise UsageError(why.message, hint=why.hint.replace("nothing was launched", "the run was stopped")
+                         if run else why.hint)
+    return _stop_early(s, ws, base, Verdict(Status.FAIL, list(why.failed)), report, target, files, None, run=run)
 
 
 def _refused_beside(s: Settings, engine, target: Target, ws: Workspace, base: dict, files: dict, side: Beside,

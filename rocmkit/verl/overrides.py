@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import sleep_pool, smoke_cuts
+from . import attention, sleep_pool, smoke_cuts
 
 CPU_PLATFORM_MODULE = "rocmkit.verl.cpu_platform"
 
@@ -199,3 +199,17 @@ def environment(r: VerlRun, metrics_file: str) -> dict[str, str]:
     env.update(sleep_pool.environment(r.rollout, r.on_cpu))
     env.update(smoke_cuts.environment(startup_cuts(r)))
     return env
+
+
+def attention_choice(asked: str, on_cpu: bool, report: dict) -> dict:
+    """The setup's choice; a target whose rocmkit predates --attn reports none, and auto then means SDPA."""
+    return report.get("attention") or attention.choose(asked, on_cpu, None)
+
+
+def run_overrides(cfg: dict, report: dict) -> list[str]:
+    """The run's overrides: the ones validated in the setup, with the chosen attention's and SGLang's backends."""
+    sglang = (report.get("sglang") or {}).get("overrides", [])
+    if not cfg.get("attention"):  # Megatron: megatron-core's own attention
+        return cfg["verl_overrides"] + sglang
+    chosen = attention_choice(cfg["attention"]["asked"], cfg["gpus"] == 0, report)["chosen"]
+    return cfg["verl_overrides"] + attention_overrides(chosen) + sglang

@@ -9,7 +9,6 @@ import re
 from . import attention
 from . import sleep_pool
 from ..certify.judge import check
-from .overrides import attention_overrides
 from ..certify.watchdog import source
 
 # vLLM 0.24.0's own lines (vllm/v1/worker/gpu_model_runner.py:6657, vllm/compilation/monitor.py:20 and 53,
@@ -36,20 +35,6 @@ TF_CONFIG_RE = re.compile(r"TF config: TransformerConfig\(.*")
 TF_IMPL_RE = re.compile(r"\btransformer_impl='(\w+)'")
 TF_ATTENTION_RE = re.compile(r"\battention_backend=<AttnBackend\.(\w+)")
 TF_SEQUENCE_PARALLEL_RE = re.compile(r"\bsequence_parallel=(True|False)")
-
-
-def attention_choice(asked: str, on_cpu: bool, report: dict) -> dict:
-    """The setup's choice; a target whose rocmkit predates --attn reports none, and auto then means SDPA."""
-    return report.get("attention") or attention.choose(asked, on_cpu, None)
-
-
-def run_overrides(cfg: dict, report: dict) -> list[str]:
-    """The run's overrides: the ones validated in the setup, with the chosen attention's and SGLang's backends."""
-    sglang = (report.get("sglang") or {}).get("overrides", [])
-    if not cfg.get("attention"):  # Megatron: megatron-core's own attention
-        return cfg["verl_overrides"] + sglang
-    chosen = attention_choice(cfg["attention"]["asked"], cfg["gpus"] == 0, report)["chosen"]
-    return cfg["verl_overrides"] + attention_overrides(chosen) + sglang
 
 
 def refusal(report: dict) -> tuple[str, str] | None:

@@ -83,13 +83,11 @@ def before(cfg: dict, report: dict) -> bool:
 
 def after(cfg: dict, report: dict, background=None) -> None:
     from .config_check import check
-    from .overrides import attention_overrides
+    from .overrides import run_overrides
 
     t = time.perf_counter()
-    chosen = (report.get("attention") or {}).get("chosen")
-    sglang = (report.get("sglang") or {}).get("overrides", [])
     # beside the run, the first part's choices are in the run's overrides (certify.json's run_overrides)
-    overrides = cfg.get("run_overrides") or cfg["verl_overrides"] + attention_overrides(chosen) + sglang
+    overrides = cfg.get("run_overrides") or run_overrides(cfg, report)
     report["verl_validation"] = check(overrides,
                                       config_name=cfg.get("config_name", "ppo_trainer"),
                                       server="config_name" in cfg)  # a user's job, not rocmkit's own run

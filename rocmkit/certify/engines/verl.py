@@ -211,7 +211,7 @@ class Verl(BuiltinTask):
     def after_setup(self, cfg: dict, report: dict) -> bool:
         if not report:
             return False
-        cfg["run_overrides"] = verl_report.run_overrides(cfg, report)  # the setup chose the attention
+        cfg["run_overrides"] = verl_overrides.run_overrides(cfg, report)  # the setup chose the attention
         return True
 
     def install_hint(self, s: Settings, python: str) -> str:
