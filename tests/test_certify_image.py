@@ -133,6 +133,33 @@ def test_a_signal_to_rocmkit_alone_removes_the_container(tmp_path, verl_cpu_imag
     assert not containers()
 
 
+def test_a_container_left_by_a_certify_killed_outright_is_removed_by_the_next_and_named(tmp_path, verl_cpu_image):
+    """SIGKILL to certify leaves nothing in it to remove its containers: they keep running (on a GPU host, with
+    their GPU memory). The next certify of an image removes them and says so in its notes (here a --dry-run, which
+    resolves the target the same way)."""
+    log = (tmp_path / "killed.log").open("w")
+    p = subprocess.Popen([sys.executable, "-m", "rocmkit", "certify", "--image", verl_cpu_image, "--engine", "verl",
+                          "--gpus", "0", "--out", str(tmp_path / "run"), "--progress", "plain"],
+                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while "certify: training" not in (tmp_path / "killed.log").read_text() and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(5)
+    left = containers("io.rocmkit.owner")
+    assert left, (tmp_path / "killed.log").read_text()[-2000:]
+    os.killpg(p.pid, signal.SIGKILL)  # certify and anything in its session; the containers' clients die with it
+    p.wait(timeout=30)
+    time.sleep(2)
+    assert set(left) <= set(containers("io.rocmkit.owner")), "the kill removed the containers: nothing to test"
+    r = rocmkit("certify", "--image", verl_cpu_image, "--engine", "verl", "--gpus", "0", "--dry-run",
+                "--out", str(tmp_path / "next"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    notes = json.loads(r.stdout)["notes"]
+    said = [n for n in notes if n.startswith("removed container ")]
+    assert len(said) == len(left) and all(f"rocmkit process {p.pid}, which started it, is gone" in n for n in said)
+    assert not set(left) & set(containers("io.rocmkit.owner"))
+
+
 def test_a_folder_holding_a_users_files_is_refused_and_left_byte_identical(tmp_path, no_torch_image):
     out = tmp_path / "mine"
     out.mkdir()

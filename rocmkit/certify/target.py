@@ -84,7 +84,9 @@ def resolve(s: Settings) -> Target:
     info = engine.require_image(s.image, hint="build it (rocmkit build) or pull it (docker pull) first; `docker images` "
                                               "lists what is there")
     docker = run_cli()
-    notes = []
+    from ..runtime.container import reap_orphans
+
+    notes = reap_orphans(engine)  # a certify killed outright leaves its containers, and their GPU memory
     try:
         manifest = engine.read_json(info.id, MANIFEST_PATH)
         if manifest is None:

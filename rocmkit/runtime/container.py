@@ -19,6 +19,9 @@ from . import intarget, proc
 
 DEFAULT_SHM = "16g"
 RUN_LABEL = "io.rocmkit.run"  # every container rocmkit starts carries one: io.rocmkit.run=<the run's id>
+# ... and the rocmkit process that started it, "<boot id> <pid> <start time in clock ticks>": a container whose
+# process is gone (certify killed by SIGKILL cannot remove its own) is found and removed by the next certify
+OWNER_LABEL = "io.rocmkit.owner"
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ def run_container(image: str, command: list[str], *, what: str, timeout: float |
     if host_code:
         intarget.check_engine_local()
     label = proc.new_run_label()
-    labels = {RUN_LABEL: label, "io.rocmkit.what": what}
+    labels = {RUN_LABEL: label, "io.rocmkit.what": what, OWNER_LABEL: owner()}
     firsts: list[int] = []
 
     def inside() -> list[int]:
@@ -191,3 +194,51 @@ def remove_containers(label: str) -> list[str]:
     except EnvironmentMissing:
         return []
     return engine.remove_labelled(f"{RUN_LABEL}={label}")
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _started(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot (/proc/PID/stat, field 22): with the pid, it names the
+    process even after its pid is reused. None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner(pid: int | None = None) -> str:
+    """This process's (or pid's) OWNER_LABEL value."""
+    pid = os.getpid() if pid is None else pid
+    return f"{_boot_id()} {pid} {_started(pid) or 0}"
+
+
+def orphaned(value: str) -> int | None:
+    """The pid of the rocmkit process named by an OWNER_LABEL value when it is gone from this host (its boot, its
+    pid with that start time); None when it lives, or was another host's (an engine shared between hosts)."""
+    try:
+        boot, pid, started = value.split()
+    except ValueError:
+        return None
+    if boot != _boot_id() or not pid.isdigit():
+        return None
+    return None if _started(int(pid)) == started else int(pid)
+
+
+def reap_orphans(engine) -> list[str]:
+    """Remove the containers rocmkit started whose rocmkit process is gone (killed by SIGKILL, it could not remove
+    them, and they may hold GPU memory): one sentence for each, for the certificate's notes."""
+    said = []
+    for c in engine.labelled(OWNER_LABEL):
+        pid = orphaned(c["labels"].get(OWNER_LABEL, ""))
+        if pid is None or not engine.remove(c["id"]):
+            continue
+        said.append(f"removed container {c['name']} ({c['labels'].get('io.rocmkit.what', 'rocmkit')}, "
+                    f"{c['status']}, created {c['created']}): rocmkit process {pid}, which started it, is gone")
+    return said

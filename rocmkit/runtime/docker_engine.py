@@ -234,15 +234,25 @@ class Engine:
 
     def remove_labelled(self, label: str) -> list[str]:
         """Force-remove every container (running or not) carrying `label` ("key=value"); their ids."""
-        removed = []
-        for c in self.client.containers.list(all=True, filters={"label": label}):
-            try:
-                c.remove(force=True)
-                removed.append(c.id)
-            except Exception as exc:  # noqa: BLE001 - one that is already gone is fine
-                if "No such container" not in str(exc) and "is already in progress" not in str(exc):
-                    raise
-        return removed
+        return [c.id for c in self.client.containers.list(all=True, filters={"label": label}) if self.remove(c)]
+
+    def remove(self, container) -> bool:
+        """Force-remove one container (an id or the client's object); False when it was already gone."""
+        try:
+            (self.client.containers.get(container) if isinstance(container, str) else container).remove(force=True)
+        except Exception as exc:  # noqa: BLE001 - one that is already gone is fine
+            if "No such container" not in str(exc) and "is already in progress" not in str(exc) \
+                    and "404" not in str(exc):
+                raise
+            return False
+        return True
+
+    def labelled(self, label: str) -> list[dict]:
+        """Every container (running or not) carrying `label` ("key" or "key=value"): id, name, labels, status and
+        when it was created."""
+        return [{"id": c.id, "name": c.name, "labels": dict(c.labels or {}), "status": c.status,
+                 "created": str(c.attrs.get("Created", ""))[:19]}
+                for c in self.client.containers.list(all=True, filters={"label": label})]
 
     def labelled_pids(self, label: str) -> list[int]:
         """The host pid of each running container carrying `label` ("key=value")."""
