@@ -105,9 +105,10 @@ class Verl(BuiltinTask):
 
     def settings_fields(self, s: Settings) -> dict:
         job = {}
+        ws = workspace.layout(s.out, s)  # the folder take() lays out
         if s.job:  # the job's own model and data, or what stood in for them
             said = job_mod.stand_ins(s.job)
-            own = self.own_environment(s, workspace.layout(s.out, s), create=False)  # the folder take() lays out
+            own = self.own_environment(s, ws, create=False)
             job = {"job": job_mod.record(s.job, s.steps, own), "model": s.job.model_path + (
                 " (random weights: a stand-in)" if s.job.config is not None else ""),
                 "data": said[-1] if s.job.builtin_data else ", ".join(s.job.data_files)}
@@ -116,9 +117,7 @@ class Verl(BuiltinTask):
                 "megatron": {"tp": s.tp, "pp": s.pp} if s.backend is Backend.MEGATRON else None,
                 "attn": s.attn, "rollout_graphs": s.rollout_graphs, "engine_defaults": s.engine_defaults,
                 # what the smoke run changed from the stack's defaults to start faster, each with its restoring option
-                "smoke_cuts": smoke_cuts.records(smoke_cuts.cuts(
-                    backend=s.backend.value, rollout=s.rollout.value, tensor_parallel=s.rollout_tp, on_cpu=s.on_cpu,
-                    rollout_graphs=s.rollout_graphs, engine_defaults=s.engine_defaults, job_keys=job_keys(s)))}
+                "smoke_cuts": smoke_cuts.records(verl_overrides.startup_cuts(self.run(s, ws, None)))}
 
     # ---- the target ----
 
