@@ -404,21 +404,14 @@ def _from_event(root: Event, lines: list[str], processes, events: list[Event], a
 
 
 def _raised_by(root: Event, events: list[Event]) -> tuple[int, str] | None:
-    """The Ray task an exception printed in the driver's log was raised in: the innermost of Ray's "RayTaskError(X):
-    ray::Actor.method() (pid=N" lines of its traceback (each remote call adds one, outermost first), as its pid and
-    " running method"."""
-    near = [e for e in events if e.file == root.file and e.sig.id == "ray.task_error"
-            and 0 < root.line - e.line <= TRACEBACK_LINES]
-    if not near:
+    """The Ray task an exception in the driver's log was raised in: the innermost "RayTaskError(X): ray::Actor.method()
+    (pid=N" line of its traceback (each remote call adds one, outermost first), as its pid and " running method"."""
+    near = [signatures.field(e.text, e.sig) for e in events if e.file == root.file
+            and e.sig.id == "ray.task_error" and 0 < root.line - e.line <= TRACEBACK_SPAN]
+    if not near or not near[-1].get("pid"):
         return None
-    said = signatures.field(near[-1].text, near[-1].sig)
-    if not said.get("pid"):
-        return None
-    method = (said.get("task") or "").rpartition(".")[2]
-    return int(said["pid"]), f" running {method}" if method else ""
-
-
-TRACEBACK_LINES = 400  # how far above an exception its traceback's Ray lines may be (a deep one: ~100 lines)
+    method = (near[-1].get("task") or "").rpartition(".")[2]
+    return int(near[-1]["pid"]), f" running {method}" if method else ""
 
 
 _EXCEPTION_HINT = "the traceback above it in the log says where it came from; the certificate's evidence has its end"
