@@ -32,7 +32,7 @@ def test_an_owner_is_orphaned_only_when_its_process_is_gone_from_this_host():
     assert container.orphaned(value) == pid
     # the same pid alive again with another start time is another process: the owner is gone
     me = container.owner().split()
-    assert container.orphaned(f"{me[0]} {me[1]} {int(me[2]) + 1}") == int(me[1])
+    assert container.orphaned(f"{me[0]} {me[1]} {float(me[2]) + 1:.2f}") == int(me[1])
     assert container.orphaned(f"another-boot {pid} 12345") is None  # another host's (a shared engine)
     assert container.orphaned("") is None and container.orphaned("a b") is None
 

@@ -19,7 +19,7 @@ from . import intarget, proc
 
 DEFAULT_SHM = "16g"
 RUN_LABEL = "io.rocmkit.run"  # every container rocmkit starts carries one: io.rocmkit.run=<the run's id>
-# ... and the rocmkit process that started it, "<boot id> <pid> <start time in clock ticks>": a container whose
+# ... and the rocmkit process that started it, "<boot id> <pid> <start time>": a container whose
 # process is gone (certify killed by SIGKILL cannot remove its own) is found and removed by the next certify
 OWNER_LABEL = "io.rocmkit.owner"
 
@@ -204,13 +204,15 @@ def _boot_id() -> str:
 
 
 def _started(pid: int) -> str | None:
-    """A process's start time in clock ticks since boot (/proc/PID/stat, field 22): with the pid, it names the
-    process even after its pid is reused. None when there is no such process."""
+    """When a process started, as psutil reads it (the runner's own way to tell a process from a later one with its
+    pid, runtime/proc.py); None when it is gone (a zombie is)."""
+    import psutil
+
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        p = psutil.Process(pid)
+        return None if p.status() == psutil.STATUS_ZOMBIE else f"{p.create_time():.2f}"
+    except psutil.Error:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
 
 
 def owner(pid: int | None = None) -> str:
