@@ -5,6 +5,11 @@ tests/test_certify_runs.py; the H100 documents are judged in tests/test_certify_
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from rocmkit.verl import attention
@@ -16,7 +21,7 @@ from rocmkit.verl import smoke_cuts
 from rocmkit.verl.overrides import VerlRun, environment, overrides, run_overrides, startup_cuts
 from rocmkit.errors import UsageError
 
-NO_FA = {"flash_attn": None, "error": "ModuleNotFoundError: No module named 'flash_attn'", "transformers_fa2": False,
+NO_FA = {"flash_attn": None, "error": "ModuleNotFoundError: No module named 'flash_attn'", "transformers_fa2": None,
          "usable": False}
 FA = {"flash_attn": "2.8.3", "error": None, "transformers_fa2": True, "usable": True}
 
@@ -51,6 +56,18 @@ def test_only_a_named_implementation_the_target_cannot_run_is_refused():
 def test_the_probe_on_this_machine_finds_no_usable_flash_attention():
     found = attention.probe(gpus=0)  # no GPU here: even an installed flash_attn could not run
     assert found["usable"] is False and found["error"]
+
+
+def test_without_flash_attn_the_probe_leaves_transformers_unimported():
+    """Its import is most of the probe's time on a GPU host, and without flash_attn its answer changes nothing."""
+    code = ("import importlib.util, json, sys; from rocmkit.verl import attention; found = attention.probe(gpus=1); "
+            "print(json.dumps([importlib.util.find_spec('flash_attn') is None, found, 'transformers' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    absent, found, imported = json.loads(done.stdout)
+    assert absent, "this test needs a Python without flash_attn"
+    assert found == {**NO_FA, "error": found["error"]} and "flash_attn" in found["error"]
+    assert imported is False
 
 
 def test_the_chosen_attention_reaches_the_run_command():

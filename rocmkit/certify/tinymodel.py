@@ -19,6 +19,12 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Qwen2.5-0.5B (896 hidden, 24 layers, 14/2 heads) for GPU benchmarks.
 SIZES = {"tiny": (256, 512, 2, 4, 2), "0.5b": (896, 4864, 24, 14, 2)}
 ARCHITECTURE = "Qwen2ForCausalLM"  # config.json's `architectures`, what an engine looks up
+INIT_STD = 0.02  # Qwen2Config's initializer_range
+# config.json's other fields, as transformers' Qwen2Config defaults them (a hub checkpoint's spelling: rope_theta,
+# torch_dtype, which transformers 5 still reads)
+QWEN2_DEFAULTS = {"attention_dropout": 0.0, "hidden_act": "silu", "max_window_layers": 28, "rms_norm_eps": 1e-06,
+                  "rope_theta": 10000.0, "sliding_window": None, "torch_dtype": "float32", "use_cache": True,
+                  "use_sliding_window": False}
 
 
 def _corpus(seed: int) -> list[str]:
@@ -69,38 +75,89 @@ def config(size: str = "tiny", seed: int = 0, vocab: int = 512) -> dict:
     return _architecture(size, _tokens(seed, vocab))
 
 
-def _save_tokenizer(out_dir: Path, seed: int, vocab: int, max_length: int = 2048):
+def _save_tokenizer(out_dir: Path, seed: int, vocab: int, max_length: int = 2048) -> tuple[int, int, int]:
+    """tokenizer.json and tokenizer_config.json as a model hub's checkpoints carry them, which every transformers
+    release reads (4.x and 5.x write different files of their own); the `tokenizers` package only, so the built-in
+    model's setup imports no transformers. Returns (tokens, eos id, pad id)."""
+    import json
+
     from tokenizers import decoders
-    from transformers import PreTrainedTokenizerFast
 
     tok = _tokenizer(seed, vocab)
     tok.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   additional_special_tokens=["<|im_start|>"], padding_side="left",
-                                   model_max_length=max_length)
-    fast.chat_template = CHATML
-    fast.save_pretrained(out_dir)
-    return fast
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tok.save(str(out_dir / "tokenizer.json"))
+    eos, pad, extra = SPECIAL[2], SPECIAL[0], [SPECIAL[1]]
+    added = {str(tok.token_to_id(t)): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
+                                       "single_word": False, "special": True} for t in SPECIAL}
+    doc = {"added_tokens_decoder": added, "additional_special_tokens": extra, "bos_token": None,
+           "chat_template": CHATML, "clean_up_tokenization_spaces": False, "eos_token": eos,
+           "model_max_length": max_length, "pad_token": pad, "padding_side": "left",
+           "tokenizer_class": "PreTrainedTokenizerFast"}
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(doc, indent=2) + "\n")
+    special = {"additional_special_tokens": extra, "eos_token": eos, "pad_token": pad}
+    (out_dir / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
+    return tok.get_vocab_size(), tok.token_to_id(eos), tok.token_to_id(pad)
+
+
+def _generation_config(out_dir: Path, eos: int, pad: int) -> None:
+    import json
+
+    (out_dir / "generation_config.json").write_text(json.dumps({"eos_token_id": eos, "pad_token_id": pad}) + "\n")
+
+
+def _weights(fields: dict, pad: int, seed: int) -> dict:
+    """Qwen2ForCausalLM's state dict as transformers initialises it (`_init_weights`: linear weights and the
+    embedding N(0, initializer_range), the padding token's embedding row and the biases zero, the RMSNorm weights
+    one) and saves it (the output layer tied to the embedding, so not stored), fp32, deterministic for a seed."""
+    import torch
+
+    hidden, inter, heads, kv = (fields[k] for k in ("hidden_size", "intermediate_size", "num_attention_heads",
+                                                     "num_key_value_heads"))
+    head_dim, std = hidden // heads, INIT_STD
+    gen = torch.Generator().manual_seed(seed)
+
+    def normal(*shape):
+        return torch.empty(*shape).normal_(0.0, std, generator=gen)
+
+    embed = normal(fields["vocab_size"], hidden)
+    embed[pad].zero_()
+    out = {"model.embed_tokens.weight": embed, "model.norm.weight": torch.ones(hidden)}
+    for i in range(fields["num_hidden_layers"]):
+        at = f"model.layers.{i}."
+        out |= {at + "input_layernorm.weight": torch.ones(hidden),
+                at + "post_attention_layernorm.weight": torch.ones(hidden),
+                at + "self_attn.q_proj.weight": normal(heads * head_dim, hidden),
+                at + "self_attn.q_proj.bias": torch.zeros(heads * head_dim),
+                at + "self_attn.k_proj.weight": normal(kv * head_dim, hidden),
+                at + "self_attn.k_proj.bias": torch.zeros(kv * head_dim),
+                at + "self_attn.v_proj.weight": normal(kv * head_dim, hidden),
+                at + "self_attn.v_proj.bias": torch.zeros(kv * head_dim),
+                at + "self_attn.o_proj.weight": normal(hidden, heads * head_dim),
+                at + "mlp.gate_proj.weight": normal(inter, hidden),
+                at + "mlp.up_proj.weight": normal(inter, hidden),
+                at + "mlp.down_proj.weight": normal(hidden, inter)}
+    return out
 
 
 def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) -> Path:
-    """Write tokenizer + config + random weights to out_dir (deterministic for a seed)."""
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    """Write tokenizer + config + random weights to out_dir (deterministic for a seed), in the files a model hub's
+    Qwen2 checkpoint has, with torch, `tokenizers` and `safetensors` only: importing transformers cost a GPU host 7 s
+    of certify's setup."""
+    import json
+
+    from safetensors.torch import save_file
 
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}")
     out_dir = Path(out_dir)
-    fast = _save_tokenizer(out_dir, seed, vocab)
-
-    fields = _architecture(size, len(fast))
-    del fields["model_type"]
-    cfg = Qwen2Config(**fields, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, bos_token_id=None)
-    cfg.architectures = [ARCHITECTURE]
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(cfg)
-    model.save_pretrained(out_dir)
-    GenerationConfig(eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id).save_pretrained(out_dir)
+    tokens, eos, pad = _save_tokenizer(out_dir, seed, vocab)
+    fields = _architecture(size, tokens)
+    doc = {"architectures": [ARCHITECTURE], **fields, **QWEN2_DEFAULTS, "bos_token_id": None, "eos_token_id": eos,
+           "pad_token_id": pad, "initializer_range": INIT_STD}
+    (out_dir / "config.json").write_text(json.dumps(dict(sorted(doc.items())), indent=2) + "\n")
+    save_file(_weights(fields, pad, seed), str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    _generation_config(out_dir, eos, pad)
     return out_dir
 
 
@@ -110,12 +167,12 @@ def build_from_config(out_dir: Path, config: dict, seed: int = 0, vocab: int = 5
     embeddings are the real model's); the tokenizer's ids are a small part of it. Weights in the config's dtype
     (bf16 for the models rocmkit knows), as the real checkpoint is stored."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     out_dir = Path(out_dir)
     fields = {k: v for k, v in config.items() if k not in ("model_type", "_name_or_path")}
-    fast = _save_tokenizer(out_dir, seed, vocab, max_length=int(config.get("max_position_embeddings") or 2048))
-    fields.update(eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, bos_token_id=None)
+    _, eos, pad = _save_tokenizer(out_dir, seed, vocab, max_length=int(config.get("max_position_embeddings") or 2048))
+    fields.update(eos_token_id=eos, pad_token_id=pad, bos_token_id=None)
     cfg = AutoConfig.for_model(config["model_type"], **fields)
     dtype = getattr(torch, str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"), torch.bfloat16)
     torch.manual_seed(seed)
@@ -132,5 +189,5 @@ def build_from_config(out_dir: Path, config: dict, seed: int = 0, vocab: int = 5
     del model
     if device.type == "cuda":
         torch.cuda.empty_cache()  # the setup's process ends next; nothing of it stays on the GPU the run needs
-    GenerationConfig(eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id).save_pretrained(out_dir)
+    _generation_config(out_dir, eos, pad)
     return out_dir

@@ -3,7 +3,7 @@
 verl 0.9.1 asks transformers for flash_attention_2 unless told otherwise (verl/workers/config/model.py:185,
 `override_config.get("attn_implementation", "flash_attention_2")`), and a target without a working flash-attn
 then dies when the first worker loads the model, minutes into the run. So the setup looks inside the target:
-`probe()` imports flash_attn there and asks transformers whether it would dispatch to it; `choose()` (pure)
+`probe()` imports flash_attn there and, where it imports, asks transformers whether it would dispatch to it; `choose()` (pure)
 turns what was asked and what was found into the implementation, and why; `refusal()` (pure) is the error
 for an explicit choice the target cannot run. The host reads the choice from the setup's report.
 """
@@ -25,6 +25,8 @@ def probe(gpus: int) -> dict:
         doc["flash_attn"] = getattr(flash_attn, "__version__", "?")
     except Exception as exc:  # noqa: BLE001 - any failure (absent, wrong arch, ABI) means it cannot run
         doc["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        doc["usable"] = False
+        return doc  # transformers' answer changes nothing then, and importing it cost a GPU host 3 s of the setup
     try:
         from transformers.utils import is_flash_attn_2_available
 
