@@ -406,8 +406,9 @@ def test_a_job_whose_own_workers_filled_the_gpu_before_vllm_started_is_told_it_d
               model_config=tuple(j["model_config"].items()), model_source=j["model_source"], data_files=(),
               builtin_data=True)
     told = engines.get("verl").advise(Settings(engine="verl", gpus=1, job=job), doc["setup"], why)
-    assert told["summary"].startswith("the job does not fit on this GPU: starting the rollout, vLLM (Ray actor "
-                                      "vLLMHttpServer, pid 8287) wanted 83.88 GiB (gpu_memory_utilization 0.6 of "
+    # the engine core that raised it, nested in its Ray actor's log prefix (the run's certificate named the actor)
+    assert told["summary"].startswith("the job does not fit on this GPU: starting the rollout, vLLM (vLLM "
+                                      "EngineCore, pid 8597) wanted 83.88 GiB (gpu_memory_utilization 0.6 of "
                                       "139.8 GiB) and found 76.35 GiB free")
     assert told["memory"] == {"wanted_gib": 83.88, "free_gib": 76.35, "total_gib": 139.8, "utilization": 0.6,
                               "free_at_setup_gib": 139.29, "held_by_the_job_gib": 62.94}
@@ -444,8 +445,44 @@ def test_an_error_raised_in_a_ray_task_is_named_with_the_actor_that_raised_it():
              "actor_rollout_ref.rollout.layered_summon": values["actor_rollout_ref.rollout.layered_summon"] == "True",
              "trainer.n_gpus_per_node": int(values["trainer.n_gpus_per_node"]),
              "trainer.nnodes": int(values["trainer.nnodes"]), "actor_rollout_ref.actor.strategy": "fsdp"}
-    found = [p for p in rollout_rules.problems(typed.get, on="cuda") if p["rule"] == "lora-layered-summon-one-gpu"]
+    found = [p for p in rollout_rules.problems(typed.get, on="cuda") if p["rule"] == "lora-fsdp1-weight-sync"]
     assert found and why["error"].split(": ", 1)[1] in found[0]["message"]
+
+
+def test_an_empty_lora_adapter_is_named_a_minute_after_vllms_engine_raised_not_at_the_deadline():
+    """The same LoRA example with layered_summon=False (the fix verl-check first suggested), one H200: verl sent vLLM
+    an adapter with no LoRA tensors, vLLM's engine core logged StopIteration from add_lora and verl waited for the
+    sync. The run's certificate said only "ran past --timeout 540 s in step 1: weight sync" (290 s after the error);
+    its log now stops the run a minute after the error, naming the engine core and where it raised."""
+    from rocmkit.certify import watchdog
+    from rocmkit.verl import rollout_rules
+
+    name = "verl-h200-job-qwen3-8b-lora-empty-adapter"
+    kept = json.loads((DATA / f"{name}.json").read_text())
+    assert kept["cause"]["kind"] == "timed out" and not kept["cause"]["evidence"]
+    lines = gzip.decompress((DATA / f"{name}.log.gz").read_bytes()).decode().splitlines()
+    clock = [0.0]
+    watch = watchdog.Watch(2, clock=lambda: clock[0])
+    for text in lines[:-1]:  # the last line is rocmkit's own, at the deadline
+        clock[0] += 0.01
+        watch.line(text)
+        assert watch.check() is None
+    assert watch.detail == "step 1: weight sync" and watchdog.short(watch.error_line) == "StopIteration"
+    clock[0] += watchdog.ERROR_GRACE_S
+    assert watch.check() == "engine error"
+    why = cause.name(status="engine error", returncode=None, logs={"run.log": lines},
+                     processes=Processes.from_table(kept["run"]["processes"]), where="step 1: weight sync")
+    assert why["summary"] == "an error in vLLM EngineCore (pid 14565) in step 1: weight sync: StopIteration"
+    assert any("_create_merged_loras_inplace" in e["text"] for e in why["evidence"])
+    # verl-check refuses the job's settings before anything starts, with the fix verl's own code agrees with
+    values = dict(o.split("=", 1) for o in kept["settings"]["job"]["overrides"])
+    assert values["actor_rollout_ref.rollout.layered_summon"] == "False"
+    typed = {"actor_rollout_ref.model.lora_rank": int(values["actor_rollout_ref.model.lora_rank"]),
+             "actor_rollout_ref.rollout.layered_summon": False, "trainer.n_gpus_per_node": 1, "trainer.nnodes": 1,
+             "actor_rollout_ref.actor.strategy": "fsdp"}
+    found = [p for p in rollout_rules.problems(typed.get, on="cuda") if p["rule"] == "lora-fsdp1-weight-sync"]
+    assert "empty adapter" in found[0]["message"] and "StopIteration" in found[0]["message"]
+    assert found[0]["fix"].startswith("actor_rollout_ref.actor.strategy=fsdp2")
 
 
 def test_a_traceback_ends_at_its_last_exception_not_its_first():

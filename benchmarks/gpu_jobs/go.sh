@@ -40,10 +40,11 @@ job() {
       SCRIPT=examples/tuning/lora/run_qwen3_8b_fsdp.sh
       FLAGS=(--env NGPUS_PER_NODE=1 --env ROLLOUT_TP=1 --env TRAIN_BATCH_SIZE=32 --env PPO_MINI_BATCH_SIZE=16
              --env MAX_PROMPT_LENGTH=256 --env MAX_RESPONSE_LENGTH=256 --env MODEL_PATH=/var/tmp/models/Qwen3-8B
-             # as published, on one GPU the job dies at its first weight sync (H200, 236 s in: verl's LoRA summon
-             # falls back to offload_to_cpu=True, which FSDP1 refuses for NO_SHARD); verl-check now refuses it, and
-             # its fix is this argument
-             --arg actor_rollout_ref.rollout.layered_summon=False) ;;
+             # under FSDP1 (the script's default) verl 0.9.1's weight sync collects no LoRA tensors: on one H200 the
+             # job died at its first weight sync as published (layered_summon: FSDP refuses offload_to_cpu for
+             # NO_SHARD), and with layered_summon=False vLLM was sent an empty adapter (StopIteration in add_lora)
+             # while verl waited; verl's collect_lora_params returns them under FSDP2 (tests/lora_sync_oracle.py)
+             --arg actor_rollout_ref.actor.strategy=fsdp2) ;;
     qwen3-8b-oom)  # Qwen3-8B, GRPO, FSDP, no offload (the script's GPU default): expected to run out of GPU memory
       SCRIPT=examples/grpo_trainer/run_qwen3_8b_fsdp.sh
       FLAGS=(--env NGPUS_PER_NODE=1 --env ROLLOUT_TP=1 --env TRAIN_BATCH_SIZE=32

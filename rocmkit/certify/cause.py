@@ -63,8 +63,9 @@ def _indented(line: str) -> str:
 
 
 def source_pid(line: str) -> int | None:
-    m = _SOURCE_RE.match(line)
-    return int(m.group(2)) if m else None
+    """A line's pid: Ray's prefix's, or the one nested in it: "(vLLMHttpServer pid=1) (EngineCore pid=2) ..."."""
+    m = _NESTED_RE.match(line) or _SOURCE_RE.match(line)
+    return int(m.group(m.lastindex)) if m else None
 
 
 def scan(lines: list[str], file: str, extra: tuple = ()) -> tuple[list[Event], list[Event]]:

@@ -48,8 +48,10 @@ FATAL = tuple((name, re.compile(rx)) for name, rx in (
     # Ray's autoscaler monitor, every 35 s, for a task or actor no node of the cluster can ever hold: certify's
     # Ray is a local instance of fixed size, so the request never runs and the job waits for it forever
     ("ray.infeasible", r"No available node types can fulfill resource request"),
-    # the last line of an unhandled exception's traceback (counted only after a traceback, see Watch.line)
-    ("python.exception", r"(?:^|[\])] )(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::|$)"),
+    # the last line of an unhandled exception's traceback (counted only after a traceback, see Watch.line); the
+    # builtins not named *Error: StopIteration is what vLLM's engine raised for verl's empty LoRA adapter
+    ("python.exception", r"(?:^|[\])] )(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration)"
+                         r"(?::|$)"),
 ))
 
 # Lines a job prints on a timer while it waits: they say a process is alive, not that the run moves. Counted as

@@ -10,10 +10,12 @@ starts, minutes into the job (after Ray, the actor and the reference model):
 - SGLang's attention and sampling backends on the target's platform: its NVIDIA kernels (fa3, flashinfer, ...)
   do not exist on ROCm (gfx942, gfx950), where verl picks `aiter` (sglang/srt/server_args.py lists the backends
   by platform: ATTENTION_BACKEND_CHOICES, SAMPLING_BACKEND_CHOICES);
-- a LoRA job's weight sync on one GPU with FSDP1 and `layered_summon`: verl's layered summon finds no LoRA
-  tensors under FSDP1 and falls back to `summon_full_params(offload_to_cpu=True)`, which FSDP refuses for NO_SHARD,
-  the only strategy on one GPU (verl/utils/fsdp_utils.py, collect_lora_params): the job dies at its first weight
-  sync, after the whole start-up (verl's examples/tuning/lora/run_qwen3_8b_fsdp.sh on one H200: at 236 s).
+- a LoRA job's weight sync with FSDP1 (`actor_rollout_ref.actor.strategy=fsdp`): verl 0.9.1's
+  collect_lora_params (verl/utils/fsdp_utils.py) finds no LoRA tensors under FSDP1, on one rank or two. With
+  `layered_summon` it falls back to `summon_full_params(offload_to_cpu=True)`, which FSDP refuses on one GPU
+  (NO_SHARD); without it the rollout is sent an empty adapter, and vLLM's `add_lora` raises StopIteration in its
+  engine while verl waits. verl's examples/tuning/lora/run_qwen3_8b_fsdp.sh on one H200 met both, at its first
+  weight sync. Under FSDP2 the same function returns every LoRA tensor.
 
 Pure and stdlib only, like batch_rules: config_check.py imports it beside itself in the target Python.
 """
@@ -84,7 +86,7 @@ def platform() -> str:
 def problems(get, on: str | None = None) -> list[dict]:
     """Every rule on one composed config; get(key) returns the resolved value or None; on: "rocm" or "cuda"
     (default: the target's, platform())."""
-    found = _heads(get) + _lora_summon(get)
+    found = _heads(get) + _lora_fsdp1(get)
     if get(f"{R}.name") == "sglang":
         kwargs = get(KW) or {}
         found += _overrides(get, dict(kwargs)) + _backends(dict(kwargs), on or platform())
@@ -121,20 +123,28 @@ def _heads(get) -> list[Problem]:
                     f"start with an assertion", fix=f"a TP of {', '.join(str(n) for n in ok if n <= 16)}", source=source)]
 
 
-def _lora_summon(get) -> list[Problem]:
-    gpus = (get("trainer.n_gpus_per_node") or 0) * (get("trainer.nnodes") or 0)
-    if not ((get("actor_rollout_ref.model.lora_rank") or 0) > 0 and get(f"{R}.layered_summon") is True and gpus == 1
-            and get("actor_rollout_ref.actor.strategy") == "fsdp" and not get("actor_rollout_ref.model.lora.merge")):
+def _lora_fsdp1(get) -> list[Problem]:
+    if not ((get("actor_rollout_ref.model.lora_rank") or 0) > 0 and get("actor_rollout_ref.actor.strategy") == "fsdp"
+            and not get("actor_rollout_ref.model.lora.merge")):
         return []
-    return [Problem("lora-layered-summon-one-gpu", (f"{R}.layered_summon",),
-                    f"{R}.layered_summon=True on one GPU with FSDP1 (actor_rollout_ref.actor.strategy=fsdp): verl's "
-                    "layered summon finds no LoRA tensors there and falls back to summoning the whole model with "
-                    "offload_to_cpu=True, which FSDP refuses on one GPU (NO_SHARD): the job dies at its first weight "
-                    "sync with \"NotImplementedError: offload_to_cpu=True and NO_SHARD is not supported yet\"",
-                    fix=f"{R}.layered_summon=False (on one GPU the whole model is on it already), or "
-                    "actor_rollout_ref.actor.strategy=fsdp2, or two GPUs or more",
+    gpus = (get("trainer.n_gpus_per_node") or 0) * (get("trainer.nnodes") or 0)
+    if get(f"{R}.layered_summon") is True and gpus == 1:
+        dies = ("its layered summon then falls back to summoning the whole model with offload_to_cpu=True, which "
+                "FSDP refuses on one GPU (NO_SHARD): the job dies at its first weight sync with \"NotImplementedError: "
+                "offload_to_cpu=True and NO_SHARD is not supported yet\"")
+        keys = (f"{R}.layered_summon", "actor_rollout_ref.actor.strategy")
+    else:
+        dies = ("the rollout is sent an empty adapter at the first weight sync: vLLM's add_lora raises StopIteration "
+                "in its engine, and verl waits for the sync until the deadline")
+        keys = ("actor_rollout_ref.actor.strategy",)
+    return [Problem("lora-fsdp1-weight-sync", keys,
+                    "LoRA with FSDP1 (actor_rollout_ref.actor.strategy=fsdp): verl's weight sync collects no LoRA "
+                    f"tensors under FSDP1; {dies}",
+                    fix="actor_rollout_ref.actor.strategy=fsdp2 (verl's weight sync returns every LoRA tensor under "
+                    "FSDP2)",
                     source="verl/utils/fsdp_utils.py, collect_lora_params; torch/distributed/fsdp/"
-                    "_unshard_param_utils.py, _validate_unshard_params_args")]
+                    "_unshard_param_utils.py, _validate_unshard_params_args; vllm/lora/model_manager.py, "
+                    "_create_merged_loras_inplace")]
 
 
 def _overrides(get, kwargs: dict) -> list[Problem]:
