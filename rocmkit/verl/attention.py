@@ -3,9 +3,9 @@
 verl 0.9.1 asks transformers for flash_attention_2 unless told otherwise (verl/workers/config/model.py:185,
 `override_config.get("attn_implementation", "flash_attention_2")`), and a target without a working flash-attn
 then dies when the first worker loads the model, minutes into the run. So the setup looks inside the target:
-`probe()` imports flash_attn there and, where it imports, asks transformers whether it would dispatch to it; `choose()` (pure)
-turns what was asked and what was found into the implementation, and why; `refusal()` (pure) is the error
-for an explicit choice the target cannot run. The host reads the choice from the setup's report.
+`probe()` imports flash_attn there and, where it imports, asks transformers whether it would dispatch to it;
+`choose()` (pure) turns what was asked and what was found into the implementation, and why; `refusal()` (pure) is
+the error for an explicit choice the target cannot run. The host reads the choice from the setup's report.
 """
 
 from __future__ import annotations
