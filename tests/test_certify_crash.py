@@ -485,6 +485,24 @@ def test_an_empty_lora_adapter_is_named_a_minute_after_vllms_engine_raised_not_a
     assert found[0]["fix"].startswith("actor_rollout_ref.actor.strategy=fsdp2")
 
 
+def test_a_run_stopped_at_its_deadline_names_the_last_error_its_log_shows():
+    """What the LoRA run's certificate said was "ran past --timeout 540 s in step 1: weight sync" and "give it more
+    time". The same stop, named again from its log: the error in vLLM's engine core that the run waited on."""
+    name = "verl-h200-job-qwen3-8b-lora-empty-adapter"
+    kept = json.loads((DATA / f"{name}.json").read_text())
+    lines = gzip.decompress((DATA / f"{name}.log.gz").read_bytes()).decode().splitlines()
+    why = cause.name(status="timed out", returncode=None, logs={"run.log": lines}, timeout_s=540,
+                     processes=Processes.from_table(kept["run"]["processes"]), where="step 1: weight sync")
+    assert why["kind"] == "timed out"
+    assert why["summary"] == (f"{kept['cause']['summary']}; the log's last error before that: an error in vLLM "
+                              "EngineCore (pid 14565): StopIteration")
+    assert why["hint"].startswith("the run may have waited on that error") and "--timeout" in why["hint"]
+    assert why["evidence"][-1]["text"] == "StopIteration" and why["error"] == "StopIteration"
+    # a run stopped with nothing raised in its log keeps the stop's own words
+    quiet = cause.name(status="timed out", returncode=None, logs={"run.log": ["step:1 - reward:0.1"]}, timeout_s=5)
+    assert quiet["summary"] == "the certification ran past --timeout 5 s and was stopped" and "error" not in quiet
+
+
 def test_a_traceback_ends_at_its_last_exception_not_its_first():
     """A chained exception (and Ray's copy of a remote traceback) continues after the first exception line; the
     process's next ordinary line ends it."""

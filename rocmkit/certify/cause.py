@@ -1,95 +1,42 @@
-"""Why a run did not finish well, named in one place for every engine (verl, TRL, Miles), on the host and in
-images: which process (role, rank, pid), how it ended (an exit code, or a signal by name), the first real error
-across its processes, the kernel's word where readable, and what to do. The certificate's `cause`, the first
-line of certificate.md, the terminal's `error:`/`hint:` and the picture's mark all come from here.
+"""Why a run did not finish well, named in one place for every engine (verl, TRL, Miles), on the host and in images:
+which process (role, rank, pid), how it ended (an exit code, or a signal by name), the first real error across its
+processes, the kernel's word where readable, and what to do. The certificate's `cause`, the first line of
+certificate.md, the terminal's `error:`/`hint:` and the picture's mark all come from here.
 
 How the cause is chosen, the way torch elastic picks its "Root Cause (first observed failure)":
-1. a process of the run that the kernel's OOM killer killed (`Out of memory: Killed process <pid>`): the host
-   ran out of memory, whatever the engines said after;
-2. else the earliest line that matches a known signature (signatures.py, plus the engine's own) and is not a
-   wrapper: Ray's RayTaskError and ActorDiedError, Hydra's "Error executing job", vLLM's "Engine core
-   initialization failed" only carry the cause, printed earlier by the process that failed;
+1. a process of the run that the kernel's OOM killer killed (`Out of memory: Killed process <pid>`): the host ran
+   out of memory, whatever the engines said after;
+2. else the earliest line that matches a known signature (signatures.py, plus the engine's own) and is not a wrapper:
+   Ray's RayTaskError and ActorDiedError, Hydra's "Error executing job", vLLM's "Engine core initialization failed"
+   only carry the cause, printed earlier by the process that failed;
 3. else the exception each process ended with (the last line of its last traceback), the earliest first;
-4. else the process that ended seconds before every other (vLLM's EngineDeadError names no pid: the engine core
-   that died does, by ending first), named from what the watchdog noted of it;
+4. else the process that ended seconds before every other (vLLM's EngineDeadError names no pid: the engine core that
+   died does, by ending first), named from what the watchdog noted of it;
 5. else what ended the command itself: its signal, or its exit code and last lines.
-The GPU faults the kernel logged during the run (the doctor's patterns) are kept beside the cause, and name it
-where 1-3 found nothing. A stalled run and a run past --timeout are named by the watchdog's stop and the stall report (flow.py passes
-them in). Pure: the caller reads the logs, the processes seen and the kernel log; this module decides.
+The GPU faults the kernel logged during the run (the doctor's patterns) are kept beside the cause, and name it where
+1-3 found nothing. A stalled run and a run past --timeout are named by the watchdog's stop and the stall report
+(flow.py passes them in), with the log's last exception beside it. Pure: the caller reads the logs, the processes
+seen and the kernel log; this module decides.
 """
 
 from __future__ import annotations
 
 import re
 import signal as signals
-from dataclasses import dataclass
 
 from . import signatures
 from .judge import RunStatus
+from .logscan import NESTED_RE, TRACEBACK, TRACEBACK_SPAN, Event, scan, source_pid
 from .processes import UNNAMED
-from .watchdog import _ANSI_RE, _SOURCE_RE, FATAL, short
+from .watchdog import _ANSI_RE, _SOURCE_RE, short
 
 EVIDENCE_LINES = 8  # the most lines of evidence a cause keeps
 EVIDENCE_CHARS = 1000  # of each: Ray's death message runs to 900
 _RAY_PID_RE = re.compile(r"\bWorker PID: (\d+)|^\s*pid: (\d+)\s*$")
-_NESTED_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((\w+) pid=(\d+)[^)]*\)(?:\x1b\[[0-9;]*m)* \((\w+) pid=(\d+)\)")
 _CLASS_RE = re.compile(r"class_name: (?:\S*\.)?(\w+)\s")  # ActorDiedError's "class_name: create_...<locals>.WorkerDict"
-_TRACEBACK = "Traceback (most recent call last)"
 _KILLED_BY_RE = re.compile(r"\bwas killed by (SIG[A-Z0-9]+)\b")
-_EXCEPTION_RE = dict(FATAL)["python.exception"]
-# Ray's actor that failed in __init__ prints its traceback's frames after this, with no "Traceback" line
-_CREATION_TASK = "Exception raised in creation task:"
-# lines that continue a traceback after an exception line: frames, code, carets, the chained-exception words
-_GOES_ON_RE = re.compile(r"^(?:\s|$|Traceback|The above exception|During handling|\^)")
-TRACEBACK_SPAN = 400  # lines after a traceback's start within which its exception line is looked for
 # Ray's words for a worker that ended without telling it why: the connection dropped (a signal or a native crash)
 ABRUPT_RE = re.compile(r"connection error code 2\. End of file|exits unexpectedly\. Worker exits with an exit code None")
-
-
-@dataclass(frozen=True)
-class Event:
-    """One line of a log that says something of the failure."""
-
-    file: str  # "run.log", "server.log", "kernel log"
-    line: int  # 1-based, in that file
-    text: str
-    sig: signatures.Signature | None  # None: an exception line with no known signature
-    pid: int | None  # the process that printed it (Ray's prefix) or that it names (Ray's "pid: N")
-
-
-def _indented(line: str) -> str:
-    """A line without Ray's "(Actor pid=N) " prefix, its indent kept (short() strips both)."""
-    return _SOURCE_RE.sub("", _ANSI_RE.sub("", line)).removeprefix(" ")
-
-
-def source_pid(line: str) -> int | None:
-    """A line's pid: Ray's prefix's, or the one nested in it: "(vLLMHttpServer pid=1) (EngineCore pid=2) ..."."""
-    m = _NESTED_RE.match(line) or _SOURCE_RE.match(line)
-    return int(m.group(m.lastindex)) if m else None
-
-
-def scan(lines: list[str], file: str, extra: tuple = ()) -> tuple[list[Event], list[Event]]:
-    """The lines matching a signature (wrappers included), and the exception each process ended with: the last
-    line of each process's last traceback (by Ray's pid prefix; unprefixed lines are the command's own)."""
-    found: list[Event] = []
-    last_exception: dict[int | None, Event] = {}
-    open_tb: dict[int | None, int] = {}  # process -> line of its open traceback's start
-    for i, text in enumerate(lines, 1):
-        pid = source_pid(text)
-        sig = signatures.match(text, extra)
-        if sig:
-            named = signatures.field(text, sig).get("pid")
-            found.append(Event(file, i, text, sig, int(named) if named and named.isdigit() else pid))
-        if _TRACEBACK in text or _CREATION_TASK in text:
-            open_tb[pid] = i
-        elif pid in open_tb and i - open_tb[pid] <= TRACEBACK_SPAN:
-            said = short(text)
-            if _EXCEPTION_RE.search(said):  # the traceback may go on: a chained one, or Ray's copy of a remote one
-                last_exception[pid] = Event(file, i, text, sig, pid)
-            elif (pid in last_exception and last_exception[pid].line > open_tb[pid]
-                  and not _GOES_ON_RE.match(_indented(text))):
-                del open_tb[pid]  # the process says something else: its traceback has ended
-    return found, sorted(last_exception.values(), key=lambda e: e.line)
 
 
 def signal_name(number: int) -> str:
@@ -122,7 +69,7 @@ def _process(processes, pid: int | None, lines: list[str] = ()) -> dict | None:
             break
     if actor is None:  # vLLM's own processes, inside a Ray actor's lines: "(vLLMHttpServer pid=1) (EngineCore pid=2)"
         for text in lines:
-            m = _NESTED_RE.search(text[:200])
+            m = NESTED_RE.search(text[:200])
             if m and int(m.group(4)) == pid:
                 return {**(found or {"pid": pid, "rank": None}), "role": f"vLLM {m.group(3)}",
                         "parent": f"Ray actor {m.group(1)} pid {m.group(2)}"}
@@ -195,11 +142,12 @@ def _name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str
     if status is RunStatus.FINISHED:
         return None
     if status is RunStatus.TIMED_OUT:
-        return _doc("timed out", f"the certification ran past --timeout {timeout_s:g} s{at} and was stopped",
-                    "give it more time (--timeout), or look in the log for what it was waiting on")
+        return _last_error(_doc("timed out", f"the certification ran past --timeout {timeout_s:g} s{at} and was "
+                                "stopped", "give it more time (--timeout), or look in the log for what it was waiting "
+                                "on"), logs, processes, extra)
     if status is RunStatus.STALLED:
-        return _doc("stalled", stop_message or f"the run stalled{at}", stop_hint,
-                    evidence=[{"file": "run.log", "text": x} for x in (stop or {}).get("lines", [])[-4:]])
+        return _last_error(_doc("stalled", stop_message or f"the run stalled{at}", stop_hint, evidence=[
+            {"file": "run.log", "text": x} for x in (stop or {}).get("lines", [])[-4:]]), logs, processes, extra)
     main = next(iter(logs), "run.log")
     lines = logs.get(main, [])
     oom = _oom_kill(list(kernel), processes)
@@ -404,6 +352,20 @@ def _from_event(root: Event, lines: list[str], processes, events: list[Event], a
     return doc
 
 
+def _last_error(doc: dict, logs: dict[str, list[str]], processes, extra: tuple) -> dict:
+    """A run stopped while waiting, with the last exception its log shows: what it may have waited on (an error in
+    a process that went on living, as vLLM's engine core after a failed weight load), named beside the stop."""
+    last = max((e for file, lines in logs.items() for e in scan(lines, file, extra)[1]), key=lambda e: e.line,
+               default=None)
+    if last is None:
+        return doc
+    said = _from_event(last, logs[last.file], processes, [], "")
+    return {**doc, "summary": f"{doc['summary']}; the log's last error before that: {said['summary']}",
+            "hint": "the run may have waited on that error (the evidence has its traceback)" + (
+                f"; otherwise {doc['hint']}" if doc["hint"] else ""),
+            "evidence": said["evidence"] + doc["evidence"][-2:], "error": said["error"]}
+
+
 def _raised_by(root: Event, events: list[Event]) -> tuple[int, str] | None:
     """The Ray task an exception in the driver's log was raised in: the innermost "RayTaskError(X): ray::Actor.method()
     (pid=N" line of its traceback (each remote call adds one, outermost first), as its pid and " running method"."""
@@ -428,7 +390,7 @@ def _around(event: Event, lines: list[str], events: list[Event] = ()) -> list[di
         if source_pid(text) != who_ or not text.strip():
             continue
         before.insert(0, (n, text))
-        if _TRACEBACK in text or len(before) >= EVIDENCE_LINES // 2:
+        if TRACEBACK in text or len(before) >= EVIDENCE_LINES // 2:
             break
     if event.sig is not None:
         before = []  # a known signature says it in one line; what came before is the process's own chatter
