@@ -76,6 +76,7 @@ def test_a_container_left_by_a_killed_rocmkit_is_removed_and_a_living_ones_is_ke
         assert len(said) == 1 and f"rocmkit process {starter.pid}, which started it, is gone" in said[0]
         assert "(orphan test, running, created " in said[0]
         assert engine.client.containers.get(living.id).status == "running"  # its rocmkit lives: kept
+        assert engine.remove(living.id) and not engine.remove(living.id)  # the engine's NotFound: already gone
     finally:
         if starter.poll() is None:
             os.killpg(starter.pid, signal.SIGKILL)

@@ -238,11 +238,14 @@ class Engine:
 
     def remove(self, container) -> bool:
         """Force-remove one container (an id or the client's object); False when it was already gone."""
+        from docker.errors import APIError, NotFound
+
         try:
             (self.client.containers.get(container) if isinstance(container, str) else container).remove(force=True)
-        except Exception as exc:  # noqa: BLE001 - one that is already gone is fine
-            if "No such container" not in str(exc) and "is already in progress" not in str(exc) \
-                    and "404" not in str(exc):
+        except NotFound:
+            return False  # already gone
+        except APIError as exc:
+            if exc.status_code != 409:  # the engine's conflict for a forced removal: another one is under way
                 raise
             return False
         return True
