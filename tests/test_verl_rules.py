@@ -239,10 +239,14 @@ def test_verl_check_says_what_verl_asserts_after_start_up_on_the_keys_line_once(
     no_engine = tmp_path / "no-engine.txt"  # rollout.name is mandatory in verl: one error, not two
     no_engine.write_text("".join(f"{k}={v}\n" for k, v in BASE.items() if k != f"{R}.name"))
     # validate_config's last check imports vLLM for a LoRA rank (verl's examples/tuning/*-lora_*): without a usable
-    # vLLM it is a note, not "verl could not check this configuration"
-    lora, _ = overrides_file(tmp_path, "lora.txt", actor_rollout_ref__model__lora_rank=32)
+    # vLLM it is a note, not "verl could not check this configuration"; under FSDP2, since LoRA under FSDP1 is an
+    # error of its own (rollout_rules.py)
+    lora, _ = overrides_file(tmp_path, "lora.txt", actor_rollout_ref__model__lora_rank=32,
+                             actor_rollout_ref__actor__strategy="fsdp2")
+    lora1, _ = overrides_file(tmp_path, "lora-fsdp1.txt", actor_rollout_ref__model__lora_rank=32)
     out = subprocess.run([sys.executable, "-m", "rocmkit", "verl-check", "--verl-python", verl_python(), "--json",
-                          *(str(p) for p, _ in files.values()), str(grpo_n1), str(no_engine), str(lora)],
+                          *(str(p) for p, _ in files.values()), str(grpo_n1), str(no_engine), str(lora),
+                          str(lora1)],
                          capture_output=True, text=True,
                          timeout=900, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert out.returncode == 1, out.stderr
@@ -267,6 +271,8 @@ def test_verl_check_says_what_verl_asserts_after_start_up_on_the_keys_line_once(
     assert warning["severity"] == "warning" and warning["line"] == n1_lines[f"{R}.n"]
     assert "no group baseline" in warning["message"]
     assert [f["severity"] for f in by_file.get("lora.txt", [])] in ([], ["note"]), by_file["lora.txt"]
+    errors = [f for f in by_file["lora-fsdp1.txt"] if f["severity"] == "error"]
+    assert [f["key"] for f in errors] == ["actor_rollout_ref.actor.strategy"] and "empty adapter" in errors[0]["message"]
 
 
 @pytest.mark.slow
