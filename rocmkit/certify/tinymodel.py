@@ -5,6 +5,7 @@ eos tokens, vocab padded to a multiple of 128, head_dim 64)."""
 
 from __future__ import annotations
 
+import json
 import math
 from functools import cache
 from pathlib import Path
@@ -79,8 +80,6 @@ def _save_tokenizer(out_dir: Path, seed: int, vocab: int, max_length: int = 2048
     """tokenizer.json and tokenizer_config.json as a model hub's checkpoints carry them, which every transformers
     release reads (4.x and 5.x write different files of their own); the `tokenizers` package only, so the built-in
     model's setup imports no transformers. Returns (tokens, eos id, pad id)."""
-    import json
-
     from tokenizers import decoders
 
     tok = _tokenizer(seed, vocab)
@@ -101,8 +100,6 @@ def _save_tokenizer(out_dir: Path, seed: int, vocab: int, max_length: int = 2048
 
 
 def _generation_config(out_dir: Path, eos: int, pad: int) -> None:
-    import json
-
     (out_dir / "generation_config.json").write_text(json.dumps({"eos_token_id": eos, "pad_token_id": pad}) + "\n")
 
 
@@ -144,8 +141,6 @@ def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) ->
     """Write tokenizer + config + random weights to out_dir (deterministic for a seed), in the files a model hub's
     Qwen2 checkpoint has, with torch, `tokenizers` and `safetensors` only: importing transformers cost a GPU host 7 s
     of certify's setup."""
-    import json
-
     from safetensors.torch import save_file
 
     if size not in SIZES:

@@ -131,15 +131,16 @@ def _lora_fsdp1(get) -> list[Problem]:
     layered = get(f"{R}.layered_summon") is True
     empty = ("the rollout is sent an empty adapter at the first weight sync (vLLM's add_lora raises StopIteration "
              "in its engine, and verl waits for the sync until the deadline)")
+    keys = ("actor_rollout_ref.actor.strategy",)
     if layered and gpus == 1:
         dies = ("its layered summon then falls back to summoning the whole model with offload_to_cpu=True, which "
                 "FSDP refuses on one GPU (NO_SHARD): the job dies at its first weight sync with \"NotImplementedError: "
                 "offload_to_cpu=True and NO_SHARD is not supported yet\"")
+        keys = (f"{R}.layered_summon", *keys)
     elif layered:
         dies = f"its layered summon's fallback failed on two CPU ranks, or {empty}"
     else:
         dies = empty
-    keys = ((f"{R}.layered_summon",) if layered and gpus == 1 else ()) + ("actor_rollout_ref.actor.strategy",)
     return [Problem("lora-fsdp1-weight-sync", keys,
                     "LoRA with FSDP1 (actor_rollout_ref.actor.strategy=fsdp): verl's weight sync collects no LoRA "
                     f"tensors under FSDP1; {dies}",
