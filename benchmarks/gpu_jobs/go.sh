@@ -12,6 +12,7 @@ RUNS=${RUNS:-/var/tmp/jobs}
 HOMES=${HOMES:-/var/tmp/jobhome}
 TIMEOUT=${TIMEOUT:-540}
 STEPS=${STEPS:-3}  # certify's --steps (a job's default is 3; on a cold host Qwen3-4B's third step ends past 600 s)
+read -ra EXTRA <<< "${EXTRA:-}"  # more of certify's flags for every job, e.g. EXTRA="--arg key=value"
 
 # Every job: one GPU, the model path a folder that is not there whose last part names the table entry (certify builds
 # random weights of that shape), the data left as the script has it ($HOME/data/... is not on the host: the built-in
@@ -84,7 +85,7 @@ for name in "$@"; do
   rm -rf "$run"  # a previous run's results came back in its call's $OUT; its model would fill the disk
   mkdir -p "$HOMES/$name"
   cmd=(python3 -m rocmkit certify --script "$SCRIPT" "${FLAGS[@]}" --gpus 1 --out "$run" --progress plain
-       --timeout "$TIMEOUT" --steps "$STEPS")
+       --timeout "$TIMEOUT" --steps "$STEPS" "${EXTRA[@]}")
   echo "=== $name: (cd .stash-jobs/0 && HOME=$HOMES/$name $(printf '%q ' "${cmd[@]}"))"
   t0=$SECONDS
   (cd "$J" && HOME=$HOMES/$name "${cmd[@]}") 2>&1 | tee "$OUT/$name.console.txt"
