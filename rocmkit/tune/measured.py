@@ -38,6 +38,7 @@ MEGATRON = "actor_rollout_ref.actor.megatron"
 VERL_DEFAULTS = {
     "actor_rollout_ref.actor.strategy": "fsdp",  # FSDP1; fsdp2 must be asked for
     "actor_rollout_ref.actor.use_dynamic_bsz": "False",
+    "actor_rollout_ref.model.lora_rank": "0",  # no LoRA
     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "16384",
     "actor_rollout_ref.model.enable_gradient_checkpointing": "True",
     "actor_rollout_ref.actor.fsdp_config.param_offload": "False",
@@ -80,6 +81,7 @@ class Shape:
     tp: int = 1  # Megatron's tensor and pipeline parallel sizes
     pp: int = 1
     foreach: bool = True  # torch's AdamW over all tensors at once (override_optimizer_config foreach:False: not)
+    lora_rank: int = 0  # LoRA adapters of this rank on every linear layer (0: full-parameter training)
 
     @property
     def dp(self) -> int:
@@ -141,6 +143,24 @@ def _int(overrides: dict[str, str], key: str) -> int:
         return int(value)
     except ValueError:
         raise NotComparable(f"{key}={value}: not an integer") from None
+
+
+def lora_rank(o: dict[str, str]) -> int:
+    """The LoRA rank of the job (0: full-parameter), NotComparable for adapters the model does not count: other
+    target modules than verl's default ("all-linear"), excluded modules, a pre-trained adapter's own rank."""
+    value = o.get("actor_rollout_ref.model.lora_rank")
+    rank = 0 if value in ("null", "None") else _int(o, "actor_rollout_ref.model.lora_rank")
+    adapter = o.get("actor_rollout_ref.model.lora_adapter_path", "null")
+    if adapter not in ("null", "None", ""):
+        raise NotComparable(f"a LoRA adapter loaded from {adapter}: its rank and modules are the adapter's")
+    if not rank:
+        return 0
+    targets = o.get("actor_rollout_ref.model.target_modules", "all-linear")
+    if targets != "all-linear":
+        raise NotComparable(f"LoRA on target_modules={targets}: the model counts verl's default, all-linear")
+    if o.get("actor_rollout_ref.model.exclude_modules", "null") not in ("null", "None", "[]"):
+        raise NotComparable("LoRA with exclude_modules: the model counts every linear layer but the output")
+    return rank
 
 
 def model_spec(name: str) -> ModelSpec:
@@ -218,11 +238,7 @@ def shape(doc: dict) -> Shape:
     if not settings.get("gpus"):
         raise NotComparable("a CPU run")
     o = verl_overrides(settings.get("command") or [])
-    # what the model does not count: its states are every parameter's (no LoRA)
-    rank = o.get("actor_rollout_ref.model.lora_rank", "0")  # verl's default: 0, no LoRA
-    if rank not in ("0", "null", "None"):
-        raise NotComparable(f"LoRA (actor_rollout_ref.model.lora_rank={rank}): "
-                            "the model counts full-parameter training's gradients and AdamW states")
+    lora = lora_rank(o)
     optim = o.get("actor_rollout_ref.actor.optim.override_optimizer_config", "")
     foreach = not re.search(r"\bforeach\s*:\s*false\b", optim, re.I)
     dynamic = _flag(o, "actor_rollout_ref.actor.use_dynamic_bsz")
@@ -233,8 +249,13 @@ def shape(doc: dict) -> Shape:
         model=_job_model(settings), model_name=str(settings.get("model")), gpus=gpus,
         rollout_tp=_int(o, "actor_rollout_ref.rollout.tensor_model_parallel_size"), micro_batch=micro,
         tokens=_int(o, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu") if dynamic else micro * seq,
-        bucket_bytes=_int(o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20, foreach=foreach)
+        bucket_bytes=_int(o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20,
+        foreach=foreach, lora_rank=lora)
+    if lora and common["model"].experts:
+        raise NotComparable("LoRA on a mixture-of-experts model: the model counts adapters on dense layers")
     if backend == "megatron":  # FSDP's strategy, checkpointing and fsdp_config are not read
+        if lora:
+            raise NotComparable("LoRA with Megatron: the model counts LoRA under FSDP")
         return Shape(**common, **_megatron(o, gpus))
     strategy = o.get("actor_rollout_ref.actor.strategy", VERL_DEFAULTS["actor_rollout_ref.actor.strategy"])
     if strategy not in ("fsdp", "fsdp2"):
@@ -272,9 +293,9 @@ def compare(name: str, doc: dict) -> Comparison:
                        param_offload=s.param_offload, optimizer_offload=s.optimizer_offload)
     else:
         step = memory.actor_step(s.model, tokens=s.tokens, grad_ckpt=s.grad_ckpt, shards=s.gpus,
-                                 offload=s.offload_policy, foreach=s.foreach, fsdp1=s.fsdp1)
+                                 offload=s.offload_policy, foreach=s.foreach, fsdp1=s.fsdp1, lora_rank=s.lora_rank)
         sync = partial(memory.weight_sync, s.model, shards=s.gpus, bucket_bytes=s.bucket_bytes, fsdp1=s.fsdp1,
-                       param_offload=s.param_offload)
+                       param_offload=s.param_offload, lora_rank=s.lora_rank)
     return Comparison(name=name, device=str(doc.get("device", "")), shape=s, step=step,
                       first_sync=sync(adam_on_gpu=False), sync=sync(adam_on_gpu=not s.optimizer_offload),
                       measured_first=measured[0][1], measured_last=measured[-1][1], last_step=measured[-1][0])

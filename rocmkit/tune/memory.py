@@ -99,8 +99,17 @@ def adamw_temporary(spec: ModelSpec, *, shards: int = 1, foreach: bool = True, f
     return 2 * 4 * largest_step_tensor(spec, fsdp1=fsdp1) // shards
 
 
+def lora_adamw_temporary(spec: ModelSpec, rank: int, *, shards: int = 1, foreach: bool = True) -> int:
+    """adamw_temporary for LoRA's adapters: foreach, the sqrt of all their second moments; else two fp32
+    temporaries of the largest adapter matrix."""
+    if foreach:
+        return 4 * spec.lora_params(rank) // shards
+    return 2 * 4 * max(rank * max(a, b) for a, b in spec.lora_linears()) // shards
+
+
 def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: bool = False,
-               shards: int = 1, offload: bool = False, foreach: bool = True, fsdp1: bool = False) -> Estimate:
+               shards: int = 1, offload: bool = False, foreach: bool = True, fsdp1: bool = False,
+               lora_rank: int = 0) -> Estimate:
     """Peak bytes on one GPU of one actor training step on `tokens` tokens.
 
     plain: one GPU, fp32 weights under bf16 autocast, torch AdamW (what benchmarks/tune_memory.py measures).
@@ -109,13 +118,19 @@ def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: b
     offload policy (states, gradients and the optimizer step live on the host). foreach: torch's AdamW over
     all tensors at once (its default on GPUs), else one at a time (`override_optimizer_config={foreach:False}`);
     fsdp1: which tensors it steps without foreach (largest_step_tensor).
+    lora_rank: LoRA (verl's actor_rollout_ref.model.lora_rank, peft's "all-linear" adapters): the base weights
+    stay fp32 and frozen (verl casts the adapters to the base's dtype), gradients and AdamW's moments are the
+    adapters' alone, and the output layer, frozen, has no weight gradient. The reference is the actor with its
+    adapters off (verl's ref_in_actor): no second model.
     """
     p = spec.params
+    adapters = spec.lora_params(lora_rank) if lora_rank else 0
+    trained = adapters or p  # what has gradients and AdamW moments
     activations = saved_activations(spec, tokens=tokens, grad_ckpt=grad_ckpt, residual_bytes=4 if plain else 2)
     logits_bytes = PLAIN_LOGITS_BYTES if plain else VERL_LOGITS_BYTES
     output_layer = spec.vocab * spec.hidden
-    states = 0 if offload else (4 + 8) * p // shards
-    grads = 0 if offload else 4 * p // shards
+    states = 0 if offload else (4 * (p + adapters) + 8 * trained) // shards
+    grads = 0 if offload else 4 * trained // shards
     if plain:
         # autocast's cached bf16 casts live until the forward's autocast region ends; without checkpointing
         # autograd keeps them for the backward as well, with it only the recomputed layer's are rebuilt.
@@ -127,15 +142,17 @@ def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: b
                         "activations": activations, "logits": tokens * spec.vocab * 2}, "forward end")
     backward = Estimate({"master_weights_and_adam": states, "working_weights_bf16": bwd_weights,
                          "activations": activations, "logits": tokens * spec.vocab * logits_bytes,
-                         "output_layer_grad": 4 * output_layer // (1 if plain else shards)}, "backward")
+                         "output_layer_grad": 0 if lora_rank else 4 * output_layer // (1 if plain else shards)},
+                        "backward")
     optimizer = Estimate({"master_weights_and_adam": states, "grads": grads,
-                          "adamw_temporary": 0 if offload else adamw_temporary(spec, shards=shards, foreach=foreach,
-                                                                               fsdp1=fsdp1)}, "optimizer step")
+                          "adamw_temporary": 0 if offload else
+                          lora_adamw_temporary(spec, lora_rank, shards=shards, foreach=foreach) if lora_rank else
+                          adamw_temporary(spec, shards=shards, foreach=foreach, fsdp1=fsdp1)}, "optimizer step")
     return max((forward, backward, optimizer), key=lambda e: e.peak)
 
 
 def weight_sync(spec: ModelSpec, *, shards: int = 1, bucket_bytes: int = VERL_SYNC_BUCKET, fsdp1: bool = True,
-                param_offload: bool = False, adam_on_gpu: bool = True) -> Estimate:
+                param_offload: bool = False, adam_on_gpu: bool = True, lora_rank: int = 0) -> Estimate:
     """Peak bytes on one GPU of the actor's process while verl 0.9.1 sends its weights to the colocated vLLM
     (ActorRolloutRefWorker.update_weights, naive checkpoint engine): once before the first step, then after
     every update. What its code allocates beside what stays resident:
@@ -152,10 +169,12 @@ def weight_sync(spec: ModelSpec, *, shards: int = 1, bucket_bytes: int = VERL_SY
                    gradients are gone (verl's train-mode context calls zero_grad, set_to_none, on exit).
     With param_offload, FSDP1 loads the weights for state_dict() and offloads them before sending: the peak is
     the larger of that moment (weights + copies) and the sending one (copies + bucket).
+    lora_rank: the adapters' weights beside the base's, and AdamW's moments of the adapters alone (actor_step).
     """
     p = spec.params
-    weights = 4 * p // shards
-    adam = 8 * p // shards if adam_on_gpu else 0
+    lora = spec.lora_params(lora_rank) if lora_rank else 0
+    weights = 4 * (p + lora) // shards
+    adam = 8 * (lora or p) // shards if adam_on_gpu else 0
     copies = weights if fsdp1 else 0
     sending = Estimate({"weights_fp32": 0 if param_offload else weights, "adamw_moments": adam,
                         "state_dict_copies": copies, "gathered_param": 4 * spec.largest_tensor if shards > 1 else 0,
@@ -299,7 +318,8 @@ def megatron_weight_sync(spec: ModelSpec, *, tp: int, pp: int = 1, dp: int = 1,
 
 
 def host_offload(spec: ModelSpec, *, backend: str, gpus_per_node: int, gpus: int, param_offload: bool,
-                 optimizer_offload: bool, offload_policy: bool = False, tp: int = 1, pp: int = 1) -> Estimate:
+                 optimizer_offload: bool, offload_policy: bool = False, tp: int = 1, pp: int = 1,
+                 lora_rank: int = 0) -> Estimate:
     """Host memory on one node for what verl keeps there, by part (verl 0.9.1's FSDP engine and Megatron utils).
 
     FSDP trains fp32 weights (fsdp.yaml model_dtype: fp32) sharded over every GPU of the job, so a node holds
@@ -308,9 +328,11 @@ def host_offload(spec: ModelSpec, *, backend: str, gpus_per_node: int, gpus: int
     (4P) and the moments there throughout, and verl then ignores the two others. Megatron's param_offload moves
     the bf16 weights (2P over TP x PP; every data-parallel rank holds its own copy) and optimizer_offload the
     distributed optimizer's fp32 master weights and moments (12P over every GPU). All of it is pinned memory,
-    which the kernel cannot swap out.
+    which the kernel cannot swap out. With LoRA (FSDP) the gradients and moments are the adapters' alone.
     """
     p = spec.params
+    adapters = spec.lora_params(lora_rank) if lora_rank else 0
+    trained = adapters or p
 
     def node_share(total: int) -> int:
         return total * gpus_per_node // gpus
@@ -323,10 +345,11 @@ def host_offload(spec: ModelSpec, *, backend: str, gpus_per_node: int, gpus: int
             parts["master_weights_and_adamw_fp32"] = node_share(12 * p)
         return Estimate(parts, "between phases")
     if offload_policy:
-        parts = {"weights_fp32": node_share(4 * p), "grads_fp32": node_share(4 * p), "adamw_fp32": node_share(8 * p)}
+        parts = {"weights_fp32": node_share(4 * (p + adapters)), "grads_fp32": node_share(4 * trained),
+                 "adamw_fp32": node_share(8 * trained)}
         return Estimate(parts, "throughout")
     if param_offload:
-        parts["weights_fp32"] = node_share(4 * p)
+        parts["weights_fp32"] = node_share(4 * (p + adapters))
     if optimizer_offload:
-        parts["adamw_fp32"] = node_share(8 * p)
+        parts["adamw_fp32"] = node_share(8 * trained)
     return Estimate(parts, "between phases")

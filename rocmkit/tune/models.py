@@ -82,6 +82,17 @@ class ModelSpec:
         mlp = self.experts * 2 * self.moe_intermediate * h if self.experts else h * self.intermediate
         return max(self.vocab * h, self.q_dim * h, mlp)
 
+    def lora_linears(self) -> list[tuple[int, int]]:
+        """(in, out) of each linear layer of one decoder layer that LoRA adapts with peft's target_modules
+        "all-linear" (verl's default: every nn.Linear but the output layer): q, k, v, o and the gated MLP's three.
+        Dense models only (an MoE's experts are not nn.Linear in every implementation)."""
+        h, i = self.hidden, self.intermediate
+        return [(h, self.q_dim), (h, self.kv_dim), (h, self.kv_dim), (self.q_dim, h), (h, i), (h, i), (i, h)]
+
+    def lora_params(self, rank: int) -> int:
+        """Parameters LoRA of this rank adds (A: rank x in, B: out x rank, for every adapted linear)."""
+        return self.layers * sum(rank * (a + b) for a, b in self.lora_linears())
+
     @property
     def kv_bytes_per_token(self) -> int:
         """The rollout engine's KV cache: 2 (K and V) x layers x kv_heads x head_dim x 2 bytes (bf16)."""
