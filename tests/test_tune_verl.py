@@ -58,6 +58,9 @@ def grid() -> list[plan.Plan]:
                         plans.append(plan.make(job))
                     except UsageError:
                         continue  # does not fit (tested in test_tune.py): nothing to check
+    for model in MODELS[:3]:  # LoRA (FSDP, dense models): the plan adds lora_rank and FSDP2
+        job = plan.Job(models.lookup(model), "MI300X", gpu_bytes("MI300X"), lora_rank=64)
+        plans.append(plan.make(job))
     return plans
 
 

@@ -61,6 +61,8 @@ def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
               help="The inference engine that generates the responses (actor_rollout_ref.rollout.name).")
 @click.option("--backend", type=click.Choice(["fsdp", "megatron"]), default="fsdp", show_default=True,
               help="The actor's training backend: FSDP, or Megatron (verl 0.9's model_engine=megatron).")
+@click.option("--lora-rank", type=click.IntRange(0), default=0, show_default=True,
+              help="LoRA adapters of this rank (actor_rollout_ref.model.lora_rank; 0: full-parameter training).")
 @click.option("--micro-batch", type=click.IntRange(1), default=None, help="Ask about one step: sequences per micro batch.")
 @click.option("--seq-len", type=click.IntRange(1), default=None, help="Ask about one step: tokens per sequence.")
 @click.option("--grad-ckpt/--no-grad-ckpt", default=None, help="Ask about one step: with or without checkpointing.")
@@ -73,7 +75,7 @@ def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
 @click.option("--gpus", "gpus_count", type=int, default=None, hidden=True)
 @json_option
 def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollouts, train_batch, rollout, backend,
-         micro_batch, seq_len, grad_ckpt, host_memory_gib, verl_python, list_models, gpus_count, as_json) -> None:
+         lora_rank, micro_batch, seq_len, grad_ckpt, host_memory_gib, verl_python, list_models, gpus_count, as_json) -> None:
     """Compute verl settings for a model on a set of GPUs, each with its reason and source.
 
     From the model's config (parameters, layers, hidden size, KV heads, vocabulary) and the GPU's memory, a
@@ -105,7 +107,8 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
     host_bytes, host_source, host_declared = host.memory(host_memory_gib, root)
     job = plan.Job(spec, gpu_name, gpu_bytes, gpus_per_node=gpus_per_node, nodes=nodes, prompt_len=prompt_len,
                    response_len=response_len, n=rollouts, train_batch=train_batch, rollout=rollout, backend=backend,
-                   micro_batch=micro_batch, seq_len=seq_len, grad_ckpt=grad_ckpt, host_bytes=host_bytes,
+                   micro_batch=micro_batch, seq_len=seq_len, grad_ckpt=grad_ckpt, lora_rank=lora_rank,
+                   host_bytes=host_bytes,
                    host_source=host_source, host_declared=host_declared)
     result = plan.make(job)
     misfit = result.notes[0] if result.host["fits"] is False else None

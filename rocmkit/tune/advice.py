@@ -7,6 +7,7 @@ import shlex
 
 from ..errors import UsageError
 from . import plan
+from . import measured
 from .measured import verl_overrides
 from .models import ModelSpec
 
@@ -15,7 +16,8 @@ from .models import ModelSpec
 SHAPE = {"gpus_per_node": ("trainer.n_gpus_per_node", 8), "nodes": ("trainer.nnodes", 1),
          "prompt_len": ("data.max_prompt_length", 512), "response_len": ("data.max_response_length", 512),
          "n": ("actor_rollout_ref.rollout.n", 1), "train_batch": ("data.train_batch_size", 1024)}
-DESCRIBES_THE_JOB = {key for key, _ in SHAPE.values()} | {"algorithm.adv_estimator", "actor_rollout_ref.rollout.name"}
+DESCRIBES_THE_JOB = {key for key, _ in SHAPE.values()} | {"algorithm.adv_estimator", "actor_rollout_ref.rollout.name",
+                                                          "actor_rollout_ref.model.lora_rank"}
 TUNE_FLAG = {"gpus_per_node": "--gpus-per-node", "nodes": "--nodes", "prompt_len": "--prompt-len",
              "response_len": "--response-len", "n": "--n", "train_batch": "--train-batch"}
 
@@ -35,13 +37,17 @@ def for_job(command: list[str], model: ModelSpec, model_arg: str, gpu_name: str,
     rollout = o.get("actor_rollout_ref.rollout.name", "vllm")
     rollout = rollout if rollout in ("vllm", "sglang") else "vllm"  # what tune plans for
     backend = "megatron" if o.get("actor_rollout_ref.actor.strategy") == "megatron" else "fsdp"
+    try:
+        lora, unmodelled = measured.lora_rank(o), ""
+    except measured.NotComparable as exc:  # adapters tune does not count: planned as full-parameter training
+        lora, unmodelled = 0, f" (planned as full-parameter training: {exc})"
     argv = ["rocmkit", "tune", "--model", model_arg, "--gpu", gpu_name,
             *[x for f, flag in TUNE_FLAG.items() for x in (flag, str(shape[f]))], "--rollout", rollout,
-            "--backend", backend]
-    said = f"`{shlex.join(argv)}`"
+            "--backend", backend, *(["--lora-rank", str(lora)] if lora else [])]
+    said = f"`{shlex.join(argv)}`{unmodelled}"
     try:
         result = plan.make(plan.Job(model, gpu_name, gpu_bytes, rollout=rollout, backend=backend, **shape,
-                                    host_bytes=host_bytes, host_source="the run's host"))
+                                    lora_rank=lora, host_bytes=host_bytes, host_source="the run's host"))
     except UsageError as exc:
         return f"{said} says it cannot fit: {exc}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else "")
     # the job's own shape and algorithm are what was planned for, not advice: an RLOO job is not told to run GRPO

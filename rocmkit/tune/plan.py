@@ -58,6 +58,7 @@ class Job:
     micro_batch: int | None = None  # asked for: the single step to report
     seq_len: int | None = None
     grad_ckpt: bool | None = None
+    lora_rank: int = 0  # LoRA adapters (peft's "all-linear") of this rank; 0: full-parameter training
     host_bytes: int | None = None  # the node's memory (MemTotal), None: unknown, not checked
     host_source: str = ""  # where host_bytes comes from, or why it is unknown
     host_declared: bool = False  # the user named the host's memory: a plan that does not fit it is refused
@@ -165,11 +166,13 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
     # Cheapest first: the largest token budget without recomputation, then with it; CPU offload last.
     tries = [(f, ckpt, False) for f in (3, 2, 1) for ckpt in (False, True)] + [(f, True, True) for f in (2, 1)]
     for factor, ckpt, offload in tries:
-        est = memory.actor_step(m, tokens=factor * job.seq, grad_ckpt=ckpt, shards=shards, offload=offload)
+        est = memory.actor_step(m, tokens=factor * job.seq, grad_ckpt=ckpt, shards=shards, offload=offload,
+                                lora_rank=job.lora_rank)
         # The weight sync after every update, as the plan runs it: the weights and AdamW's moments offloaded
         # between phases (param_offload and optimizer_offload below), FSDP1 (verl's default strategy) unless
-        # FSDP2's offload policy is needed.
-        sync = memory.weight_sync(m, shards=shards, fsdp1=not offload, param_offload=True, adam_on_gpu=False)
+        # FSDP2's offload policy or LoRA needs FSDP2.
+        sync = memory.weight_sync(m, shards=shards, fsdp1=not (offload or job.lora_rank), param_offload=True,
+                                  adam_on_gpu=False, lora_rank=job.lora_rank)
         if max(est.peak, sync.peak) <= limit:
             break
     else:  # est: one sequence, checkpointed and offloaded, the last try
@@ -205,9 +208,11 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
              f"during training: the states stay on the GPUs, sharded over {shards} GPUs they fit "
              f"({_gib(est.parts['master_weights_and_adam'])} per GPU); param_offload and optimizer_offload move them "
              "out only between phases", "arithmetic")
-    if offload:
+    if offload or job.lora_rank:
         plan.add("actor_rollout_ref.actor.strategy", "fsdp2", "offload_policy is FSDP2's CPUOffloadPolicy: verl's "
-                 "FSDP1 engine (strategy fsdp, the default) never reads it", "verl")
+                 "FSDP1 engine (strategy fsdp, the default) never reads it" if offload else
+                 "LoRA under FSDP1 (strategy fsdp, the default) sends vLLM no adapter tensors at the weight sync "
+                 "(rocmkit verl-check's rule lora-fsdp1-weight-sync)", "verl")
     plan.memory["actor_step_peak_gib"] = round(est.peak / GIB, 2)
     plan.memory["actor_step_phase"] = est.phase
     plan.memory["actor_step_breakdown_gib"] = est.gib()
@@ -281,6 +286,13 @@ def make(job: Job) -> Plan:
     plan.add("actor_rollout_ref.rollout.name", job.rollout, "as asked", "user")
     plan.add("trainer.n_gpus_per_node", job.gpus_per_node, "as asked", "user")
     plan.add("trainer.nnodes", job.nodes, "as asked", "user")
+    if job.lora_rank:
+        if job.backend != "fsdp" or job.model.experts:
+            raise UsageError("--lora-rank is planned for dense models with the FSDP backend (verl's LoRA examples), "
+                             f"not {'Megatron' if job.backend != 'fsdp' else 'a mixture of experts'}",
+                             hint="--backend fsdp and a dense model, or plan without --lora-rank")
+        plan.add("actor_rollout_ref.model.lora_rank", job.lora_rank, "as asked: the base weights stay frozen in "
+                 "fp32, gradients and AdamW's moments are the adapters' alone", "user")
     # Colocated: while the engine generates, the actor's weights and optimizer wait on the host.
     weights = "fp32 weights (as verl trains them)" if job.backend == "fsdp" else "bf16 weights"
     plan.add(_offload_key(job, "param_offload"), True, f"between phases: the actor's {weights} go to host memory "
@@ -329,7 +341,8 @@ def _host(job: Job, plan: Plan) -> None:
         optimizer_offload=plan.value(_offload_key(job, "optimizer_offload")),
         offload_policy=not megatron and plan.value("actor_rollout_ref.actor.fsdp_config.offload_policy"),
         tp=plan.value("actor_rollout_ref.actor.megatron.tensor_model_parallel_size") if megatron else 1,
-        pp=plan.value("actor_rollout_ref.actor.megatron.pipeline_model_parallel_size") if megatron else 1)
+        pp=plan.value("actor_rollout_ref.actor.megatron.pipeline_model_parallel_size") if megatron else 1,
+        lora_rank=job.lora_rank)
     plan.host = {"need_gib": round(est.peak / GIB, 1), "breakdown_gib": est.gib(), "when": est.phase,
                  "have_gib": None, "usable_gib": None, "source": job.host_source, "fits": None}
     if job.host_bytes is None:
@@ -358,8 +371,8 @@ def _asked_step(job: Job, plan: Plan) -> None:
     batch, seq = job.micro_batch or 1, job.seq_len or job.seq
     ckpt = True if job.grad_ckpt is None else job.grad_ckpt
     plain = job.gpus == 1
-    est = memory.actor_step(job.model, tokens=batch * seq, grad_ckpt=ckpt, plain=plain,
-                            shards=job.gpus)
+    est = memory.actor_step(job.model, tokens=batch * seq, grad_ckpt=ckpt, plain=plain and not job.lora_rank,
+                            shards=job.gpus, lora_rank=job.lora_rank)
     plan.memory.update(actor_step_peak_gib=round(est.peak / GIB, 2), actor_step_phase=est.phase,
                        actor_step_breakdown_gib=est.gib(),
                        actor_step=({"micro_batch": batch, "seq_len": seq, "grad_ckpt": ckpt,
