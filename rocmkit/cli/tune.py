@@ -75,7 +75,8 @@ def gpu_memory(name: str, root: str = "/") -> tuple[str, int]:
 @click.option("--gpus", "gpus_count", type=int, default=None, hidden=True)
 @json_option
 def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollouts, train_batch, rollout, backend,
-         lora_rank, micro_batch, seq_len, grad_ckpt, host_memory_gib, verl_python, list_models, gpus_count, as_json) -> None:
+         lora_rank, micro_batch, seq_len, grad_ckpt, host_memory_gib, verl_python, list_models, gpus_count,
+         as_json) -> None:
     """Compute verl settings for a model on a set of GPUs, each with its reason and source.
 
     From the model's config (parameters, layers, hidden size, KV heads, vocabulary) and the GPU's memory, a
@@ -108,8 +109,7 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
     job = plan.Job(spec, gpu_name, gpu_bytes, gpus_per_node=gpus_per_node, nodes=nodes, prompt_len=prompt_len,
                    response_len=response_len, n=rollouts, train_batch=train_batch, rollout=rollout, backend=backend,
                    micro_batch=micro_batch, seq_len=seq_len, grad_ckpt=grad_ckpt, lora_rank=lora_rank,
-                   host_bytes=host_bytes,
-                   host_source=host_source, host_declared=host_declared)
+                   host_bytes=host_bytes, host_source=host_source, host_declared=host_declared)
     result = plan.make(job)
     misfit = result.notes[0] if result.host["fits"] is False else None
     if misfit:  # loud on a terminal and in a log, whatever goes to stdout; said in full once

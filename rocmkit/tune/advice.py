@@ -6,8 +6,7 @@ from __future__ import annotations
 import shlex
 
 from ..errors import UsageError
-from . import plan
-from . import measured
+from . import measured, plan
 from .measured import verl_overrides
 from .models import ModelSpec
 

@@ -370,13 +370,14 @@ def _asked_step(job: Job, plan: Plan) -> None:
     """The step the user asked about: its predicted peak (one GPU: the plain step the benchmark measures)."""
     batch, seq = job.micro_batch or 1, job.seq_len or job.seq
     ckpt = True if job.grad_ckpt is None else job.grad_ckpt
-    plain = job.gpus == 1
-    est = memory.actor_step(job.model, tokens=batch * seq, grad_ckpt=ckpt, plain=plain and not job.lora_rank,
-                            shards=job.gpus, lora_rank=job.lora_rank)
+    plain = job.gpus == 1 and not job.lora_rank  # the benchmark's plain step trains every parameter
+    est = memory.actor_step(job.model, tokens=batch * seq, grad_ckpt=ckpt, plain=plain, shards=job.gpus,
+                            lora_rank=job.lora_rank)
     plan.memory.update(actor_step_peak_gib=round(est.peak / GIB, 2), actor_step_phase=est.phase,
                        actor_step_breakdown_gib=est.gib(),
                        actor_step=({"micro_batch": batch, "seq_len": seq, "grad_ckpt": ckpt,
-                                    "kind": "plain single-GPU step" if plain else f"FSDP over {job.gpus} GPUs"}))
+                                    "kind": "plain single-GPU step" if plain else f"FSDP over {job.gpus} GPUs"
+                                    + (f", LoRA rank {job.lora_rank}" if job.lora_rank else "")}))
     if est.peak > job.gpu_bytes:
         plan.notes.append(f"the asked step needs {_gib(est.peak)}, more than the {_gib(job.gpu_bytes)} of a "
                           f"{job.gpu_name}: it will run out of memory")
