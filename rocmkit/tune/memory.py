@@ -90,21 +90,17 @@ def largest_step_tensor(spec: ModelSpec, *, fsdp1: bool = False) -> int:
     return max(spec.vocab * spec.hidden, spec.hidden * max(spec.intermediate, spec.q_dim))
 
 
-def adamw_temporary(spec: ModelSpec, *, shards: int = 1, foreach: bool = True, fsdp1: bool = False) -> int:
+def adamw_temporary(spec: ModelSpec, *, shards: int = 1, foreach: bool = True, fsdp1: bool = False,
+                    lora_rank: int = 0) -> int:
     """Bytes AdamW allocates while it steps (torch/optim/adam.py): foreach, the sqrt of every second moment at once
     (_multi_tensor_adam); one tensor at a time, its sqrt and that divided by the bias correction
-    (_single_tensor_adam: `denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`)."""
+    (_single_tensor_adam: `denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`). With LoRA it steps the
+    adapters alone: all of them, or the largest adapter matrix."""
     if foreach:
-        return 4 * spec.params // shards
-    return 2 * 4 * largest_step_tensor(spec, fsdp1=fsdp1) // shards
-
-
-def lora_adamw_temporary(spec: ModelSpec, rank: int, *, shards: int = 1, foreach: bool = True) -> int:
-    """adamw_temporary for LoRA's adapters: foreach, the sqrt of all their second moments; else two fp32
-    temporaries of the largest adapter matrix."""
-    if foreach:
-        return 4 * spec.lora_params(rank) // shards
-    return 2 * 4 * max(rank * max(a, b) for a, b in spec.lora_linears()) // shards
+        return 4 * (spec.lora_params(lora_rank) or spec.params) // shards
+    largest = (max(lora_rank * max(a, b) for a, b in spec.lora_linears()) if lora_rank else
+               largest_step_tensor(spec, fsdp1=fsdp1))
+    return 2 * 4 * largest // shards
 
 
 def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: bool = False,
@@ -124,7 +120,7 @@ def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: b
     adapters off (verl's ref_in_actor): no second model.
     """
     p = spec.params
-    adapters = spec.lora_params(lora_rank) if lora_rank else 0
+    adapters = spec.lora_params(lora_rank)
     trained = adapters or p  # what has gradients and AdamW moments
     activations = saved_activations(spec, tokens=tokens, grad_ckpt=grad_ckpt, residual_bytes=4 if plain else 2)
     logits_bytes = PLAIN_LOGITS_BYTES if plain else VERL_LOGITS_BYTES
@@ -145,9 +141,9 @@ def actor_step(spec: ModelSpec, *, tokens: int, grad_ckpt: bool = True, plain: b
                          "output_layer_grad": 0 if lora_rank else 4 * output_layer // (1 if plain else shards)},
                         "backward")
     optimizer = Estimate({"master_weights_and_adam": states, "grads": grads,
-                          "adamw_temporary": 0 if offload else
-                          lora_adamw_temporary(spec, lora_rank, shards=shards, foreach=foreach) if lora_rank else
-                          adamw_temporary(spec, shards=shards, foreach=foreach, fsdp1=fsdp1)}, "optimizer step")
+                          "adamw_temporary": 0 if offload else adamw_temporary(
+                              spec, shards=shards, foreach=foreach, fsdp1=fsdp1, lora_rank=lora_rank)},
+                         "optimizer step")
     return max((forward, backward, optimizer), key=lambda e: e.peak)
 
 
@@ -172,9 +168,9 @@ def weight_sync(spec: ModelSpec, *, shards: int = 1, bucket_bytes: int = VERL_SY
     lora_rank: the adapters' weights beside the base's, and AdamW's moments of the adapters alone (actor_step).
     """
     p = spec.params
-    lora = spec.lora_params(lora_rank) if lora_rank else 0
-    weights = 4 * (p + lora) // shards
-    adam = 8 * (lora or p) // shards if adam_on_gpu else 0
+    adapters = spec.lora_params(lora_rank)
+    weights = 4 * (p + adapters) // shards
+    adam = 8 * (adapters or p) // shards if adam_on_gpu else 0
     copies = weights if fsdp1 else 0
     sending = Estimate({"weights_fp32": 0 if param_offload else weights, "adamw_moments": adam,
                         "state_dict_copies": copies, "gathered_param": 4 * spec.largest_tensor if shards > 1 else 0,
@@ -331,7 +327,7 @@ def host_offload(spec: ModelSpec, *, backend: str, gpus_per_node: int, gpus: int
     which the kernel cannot swap out. With LoRA (FSDP) the gradients and moments are the adapters' alone.
     """
     p = spec.params
-    adapters = spec.lora_params(lora_rank) if lora_rank else 0
+    adapters = spec.lora_params(lora_rank)
     trained = adapters or p
 
     def node_share(total: int) -> int:
