@@ -95,7 +95,8 @@ def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:
 def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: dict, device: str | None,
           steps: dict | None = None, info: dict | None = None, setup: dict | None = None, probes: dict | None = None,
           notes: list[str] = (), files: dict | None = None, timings: dict | None = None,
-          timeline: list[dict] = (), engine_run: dict | None = None, cause: dict | None = None) -> dict:
+          timeline: list[dict] = (), engine_run: dict | None = None, cause: dict | None = None,
+          numerics: dict | None = None) -> dict:
     steps, info = steps or {}, info or {}
     run = {**run, **{k: v for k, v in info.items() if k not in ("status", "wall_s")}}
     if info.get("wall_s") is not None:  # the engine's own time (TRL's trainer.train()), without its start-up
@@ -125,6 +126,7 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
         "metrics": metrics,
         "probes": probes,
         "engine_run": engine_run,  # the engine's own record (verl: the attention, rollout graphs, sleep mode)
+        "numerics": numerics,  # the rollout's log-probs against the trainer's, and the weight syncs (numerics.py)
         "notes": list(notes),
         "timings": dict(timings or {}),
         "timeline": list(timeline),  # the run's phases as the watchdog named them, with their start (s into the run)
@@ -197,6 +199,22 @@ def _own_time_line(t: dict | None) -> list[str]:
     return [f"- rocmkit before the run: setup {t['setup_s']:.1f} s{probes}"]
 
 
+def _numerics_lines(doc: dict | None, job: bool) -> list[str]:
+    """certificate.md's lines for `numerics`: does the rollout run the policy the trainer trains."""
+    if not doc:
+        return []
+    out = []
+    if doc.get("status") != "not measured":
+        out.append(f"- rollout vs trainer ({doc['status']}): {doc['summary']}")
+    sync = doc.get("sync") or {}
+    if sync.get("observed"):
+        out.append(f"- weight syncs: {sync['summary']}")
+    if job and doc.get("status") == "in band" and sync.get("observed") and not sync.get("problems"):
+        out.append("- for this job (random weights: its reward means nothing): the rollout generated with the weights "
+                   "the trainer trained at every sync, and its log-probs matched the trainer's")
+    return out
+
+
 def markdown(cert: dict) -> str:
     cert = upgrade(cert)
     t, mt, run = cert["target"], cert["metrics"], cert["run"]
@@ -229,6 +247,7 @@ def markdown(cert: dict) -> str:
             "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
             *_memory_line(mt.get("actor_memory")),
         ]
+    lines += _numerics_lines(cert.get("numerics"), job=bool((cert.get("engine_run") or {}).get("job")))
     engine = engines.registry().get(cert["engine"])
     lines += engine.summary_lines(cert.get("engine_run")) if engine else []
     stop = run.get("stop")

@@ -15,9 +15,9 @@ from dataclasses import replace
 from ..errors import UsageError
 from ..fileio import write_atomic
 from ..progress import Display
-from . import engines
+from . import cause, early, engines, watchdog, workspace
 from . import metrics as metrics_mod
-from . import cause, early, watchdog, workspace
+from . import numerics as numerics_mod
 from .beside import Beside
 from .certificate import build, run_seconds
 from .engines.base import OFFLINE_ENV
@@ -218,6 +218,8 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     why = run_cause(s, engine, ws, run, status, follow, run_started)
     why = engine.advise(s, report, why) if why else why
     extra = measured + ([check("no stall or engine error", False, stop.message(s.stall_timeout))] if stop else [])
+    numerics = engine.numerics(s, steps, report, ws)  # the rollout against the trainer, and the weight syncs
+    extra += numerics_mod.checks(numerics) if numerics else []
     # stopped once proven: the steps up to the proof are all it asked
     verdict = engine.verdict(replace(s, steps=proof.step) if proof else s, steps, status, run, probes, extra, ws)
     if why:  # "run status: crashed" alone tells nothing: the check says what ended the run
@@ -232,7 +234,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
                  setup=report, probes=probes,
                  notes=target.notes + folder_notes(ws) + engine.run_notes(run) + follow.watch.notes(),
                  files=files, cause=why,
-                 timeline=watched["timeline"], engine_run=engine.run_record(s, report, run, ws))
+                 timeline=watched["timeline"], engine_run=engine.run_record(s, report, run, ws), numerics=numerics)
     write_certificate(ws, cert)
     display.done()
     error = None

@@ -1,12 +1,19 @@
 """A Qwen2-architecture model and byte-level BPE tokenizer generated locally and deterministically, so
 certification needs no network and no model hub (research/smoke-grpo.md §4 lists the pitfalls avoided
 here: Qwen2's own pre-tokenizer so AutoTokenizer reproduces the ids, a ChatML template, distinct pad and
-eos tokens, vocab padded to a multiple of 128, head_dim 64)."""
+eos tokens, head_dim 64).
+
+The tokenizer covers every row of the model's output layer. verl's vLLM rollout masks the logits of ids at or
+above len(tokenizer) (verl/workers/rollout/vllm_rollout/utils.py, monkey_patch_compute_logits) while the trainer's
+softmax spans every row: a model with rows beyond its tokenizer is sampled from one distribution and trained on
+another. The built-in model once padded 304 tokens to 384 rows, and every vLLM run's rollout log-probs sat
+ln(384/304) = 0.23 nats above the trainer's (rollout_corr/kl 0.227 at step 1 on a CPU and an H100, 1e-5 with SGLang,
+which masks nothing). So the built-in model has exactly as many rows as tokens, and a stand-in for a user's model
+(build_from_config), whose rows are the real model's, gets a tokenizer filled up to them."""
 
 from __future__ import annotations
 
 import json
-import math
 from functools import cache
 from pathlib import Path
 
@@ -55,12 +62,32 @@ def _tokenizer(seed: int, vocab: int):
     return tok
 
 
+def _filled(tok, rows: int):
+    """The tokenizer with filler entries up to `rows` ids: plain vocabulary entries no merge produces (so no text
+    encodes to them), lower-case letters only (so a sampled one never reads as a digit of the built-in task's
+    answer); the decoder turns them into text like any token."""
+    from tokenizers import Tokenizer
+
+    doc = json.loads(tok.to_str())
+    vocab = doc["model"]["vocab"]
+    i = 0
+    while len(vocab) < rows:
+        name, n = "", i
+        while True:  # i in base 26, as letters
+            name, n = chr(ord("a") + n % 26) + name, n // 26
+            if not n:
+                break
+        vocab.setdefault(f"zz{name}", len(vocab))
+        i += 1
+    return Tokenizer.from_str(json.dumps(doc))
+
+
 def _architecture(size: str, tokens: int) -> dict:
-    """config.json's architecture fields for a tokenizer of `tokens` entries."""
+    """config.json's architecture fields for a tokenizer of `tokens` entries: one output row per token."""
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}")
     hidden, inter, layers, heads, kv = SIZES[size]
-    return {"model_type": "qwen2", "vocab_size": 128 * math.ceil(tokens / 128), "hidden_size": hidden,
+    return {"model_type": "qwen2", "vocab_size": tokens, "hidden_size": hidden,
             "intermediate_size": inter, "num_hidden_layers": layers, "num_attention_heads": heads,
             "num_key_value_heads": kv, "max_position_embeddings": 2048, "tie_word_embeddings": True}
 
@@ -76,13 +103,17 @@ def config(size: str = "tiny", seed: int = 0, vocab: int = 512) -> dict:
     return _architecture(size, _tokens(seed, vocab))
 
 
-def _save_tokenizer(out_dir: Path, seed: int, vocab: int, max_length: int = 2048) -> tuple[int, int, int]:
+def _save_tokenizer(out_dir: Path, seed: int, vocab: int, max_length: int = 2048,
+                    rows: int = 0) -> tuple[int, int, int]:
     """tokenizer.json and tokenizer_config.json as a model hub's checkpoints carry them, which every transformers
     release reads (4.x and 5.x write different files of their own); the `tokenizers` package only, so the built-in
-    model's setup imports no transformers. Returns (tokens, eos id, pad id)."""
+    model's setup imports no transformers. `rows`: the model's output rows, which the tokenizer fills up to.
+    Returns (tokens, eos id, pad id)."""
     from tokenizers import decoders
 
     tok = _tokenizer(seed, vocab)
+    if rows > tok.get_vocab_size():
+        tok = _filled(tok, rows)
     tok.decoder = decoders.ByteLevel()
     out_dir.mkdir(parents=True, exist_ok=True)
     tok.save(str(out_dir / "tokenizer.json"))
@@ -159,14 +190,15 @@ def build(out_dir: Path, size: str = "tiny", seed: int = 0, vocab: int = 512) ->
 def build_from_config(out_dir: Path, config: dict, seed: int = 0, vocab: int = 512) -> Path:
     """A random-weight model of a real model's shape (its config.json), with the built-in tokenizer: memory,
     parallel layout and speed depend on the shape, not the weights. The vocabulary keeps the real size (the
-    embeddings are the real model's); the tokenizer's ids are a small part of it. Weights in the config's dtype
+    embeddings are the real model's); the tokenizer is filled up to it (the module's docstring says why). Weights in the config's dtype
     (bf16 for the models rocmkit knows), as the real checkpoint is stored."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     out_dir = Path(out_dir)
     fields = {k: v for k, v in config.items() if k not in ("model_type", "_name_or_path")}
-    _, eos, pad = _save_tokenizer(out_dir, seed, vocab, max_length=int(config.get("max_position_embeddings") or 2048))
+    _, eos, pad = _save_tokenizer(out_dir, seed, vocab, max_length=int(config.get("max_position_embeddings") or 2048),
+                                  rows=int(config.get("vocab_size") or 0))
     fields.update(eos_token_id=eos, pad_token_id=pad, bos_token_id=None)
     cfg = AutoConfig.for_model(config["model_type"], **fields)
     dtype = getattr(torch, str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"), torch.bfloat16)

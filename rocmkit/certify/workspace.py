@@ -51,6 +51,11 @@ class Workspace:
     def metrics(self) -> Path:
         return self.run_dir / "metrics.jsonl"
 
+    @property
+    def sync_dir(self) -> Path:
+        """What each weight sync carried, seen from both ends (intarget/verl_sync_witness.py)."""
+        return self.run_dir / "sync"
+
     def mounts(self) -> list[tuple[str, str, str]]:
         """(host, container, mode) bind mounts for an image run: the folder itself, then user inputs outside it."""
         out = [(str(self.root), str(self.root), "rw")]

@@ -177,9 +177,28 @@ class CertifyEngine:
         """Notes on the run for the certificate (beside the target's)."""
         return []
 
+    def numerics(self, s: Settings, steps: dict, report: dict, ws) -> dict | None:
+        """The certificate's `numerics`: the rollout's log-probs against the trainer's (certify/numerics.py), and
+        the weight syncs where the engine watches them; None where the engine's own test logs neither."""
+        return None
+
 
 class BuiltinTask(CertifyEngine):
     """An engine that trains the built-in task (or a user's model and data) for --steps steps."""
+
+    def rollout_name(self, s: Settings) -> str | None:
+        """What generates the rollouts (the key of its numerics band)."""
+        return None
+
+    def numerics_context(self, s: Settings, report: dict) -> dict:
+        """What the run used on each side, for the likely cause of a mismatch from the first step."""
+        return {}
+
+    def numerics(self, s: Settings, steps: dict, report: dict, ws) -> dict | None:
+        from .. import numerics
+
+        return numerics.judge(steps, engine=self.name, rollout=self.rollout_name(s), device="cpu" if s.on_cpu
+                              else "gpu", context=self.numerics_context(s, report))
 
     def settings_fields(self, s: Settings) -> dict:
         return {"steps": s.steps, "model": str(s.model) if s.model else f"built-in {s.size}",

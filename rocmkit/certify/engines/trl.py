@@ -92,6 +92,12 @@ class Trl(BuiltinTask):
                      "(its --gpu_memory_utilization default)"}] + [trainer] * (s.gpus - 1)
         return [trainer] * s.gpus
 
+    def rollout_name(self, s: Settings) -> str | None:
+        return "vllm" if s.vllm_mode else None  # without vLLM the trained model generates: nothing to compare
+
+    def numerics_context(self, s: Settings, report: dict) -> dict:
+        return {"rollout": f"vLLM ({s.vllm_mode.value} mode)" if s.vllm_mode else None}
+
     def signatures(self) -> tuple:
         return (LAUNCHER_ERROR,)
 

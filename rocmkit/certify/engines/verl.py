@@ -16,10 +16,12 @@ from ...verl import report as verl_report
 from ...verl import sleep_pool, smoke_cuts
 from ...verl import target_steps
 from .. import job as job_mod
-from .. import own_memory, workspace
+from .. import own_memory, syncproof, workspace
+from ..intarget import verl_sync_witness as sync_witness
 from ..judge import check as judge_check
 from ..settings import Backend, Rollout, Settings
 from .base import BASE_MODULES, OFFLINE_ENV, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
+from .verl_options import megatron_checks, rollout_tp_checks
 
 # verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
 # learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
@@ -189,6 +191,18 @@ class Verl(BuiltinTask):
             recorder = frdump.environment(ws.stall_dir / "flight-recorder", os.environ, create)
             own.update({k: (v, "certify's flight recorder, read by its stall report") for k, v in recorder.items()})
             modules.append(frdump.__name__)
+        if s.rollout is Rollout.VLLM:  # what each weight sync carried, from both ends (verl_sync_witness.py)
+            if create:
+                ws.sync_dir.mkdir(parents=True, exist_ok=True)
+            own[sync_witness.VAR] = (str(ws.sync_dir), "certify's witness of the weight syncs, read by its verdict")
+            modules.append(sync_witness.__name__)
+            fault = os.environ.get(sync_witness.FAULT_VAR)
+            if fault:  # a test's broken sync (rocmkit's own tests and GPU checks)
+                try:
+                    sync_witness.parse_fault(fault)
+                except ValueError as exc:
+                    raise UsageError(str(exc), hint="unset it: it is for rocmkit's own tests") from None
+                own[sync_witness.FAULT_VAR] = (fault, "a rocmkit test's broken weight sync")
         hook = os.environ.get(testhook.VAR)
         if hook:  # a test's hang in a known place (rocmkit/stall/testhook.py); refused here if malformed
             try:
@@ -310,6 +324,18 @@ class Verl(BuiltinTask):
 
     # ---- the run ----
 
+    def rollout_name(self, s: Settings) -> str | None:
+        return s.rollout.value
+
+    def numerics_context(self, s: Settings, report: dict) -> dict:
+        return numerics_context(s, report)
+
+    def numerics(self, s: Settings, steps: dict, report: dict, ws) -> dict | None:
+        doc = super().numerics(s, steps, report, ws)
+        if s.rollout is Rollout.VLLM:
+            doc["sync"] = syncproof.judge(syncproof.read(ws.sync_dir))
+        return doc
+
     def run_record(self, s: Settings, report: dict, run, ws) -> dict | None:
         log = ws.log.read_text(errors="replace") if ws.log.exists() else ""
         job = {"job": job_mod.record(s.job, s.steps, self.own_environment(s, ws, create=False))} if s.job else {}
@@ -365,6 +391,21 @@ def sglang_line(doc: dict) -> str:
     return line
 
 
+def numerics_context(s: Settings, report: dict) -> dict:
+    """What the rollout and the trainer used, for a mismatch from the first step: the rollout's engine, dtype, KV
+    cache dtype and graphs (the overrides the run was given, else verl's defaults), the trainer's attention."""
+    given = {}
+    for o in [*(s.job.overrides if s.job else ()), *s.tune]:
+        key, _, value = o.lstrip("+~").partition("=")
+        given[key] = value
+    r = "actor_rollout_ref.rollout."
+    att = report.get("attention") or {}
+    return {"rollout": s.rollout.value, "rollout dtype": given.get(r + "dtype", "bfloat16 (verl's default)"),
+            "KV cache dtype": given.get(r + "kv_cache_dtype") or given.get(r + "engine_kwargs.vllm.kv_cache_dtype"),
+            "rollout graphs": "captured" if s.rollout_graphs else "eager",
+            "trainer attention": att.get("chosen")}
+
+
 def layout(s: Settings) -> dict:
     """How the run placed its work on the GPUs: the actor's data-parallel ranks (FSDP shards over all of them;
     Megatron's TP x PP groups leave GPUs / (TP x PP)), and the rollout's replicas of --rollout-tp GPUs each."""
@@ -383,57 +424,8 @@ def job_keys(s: Settings) -> frozenset[str]:
     return frozenset(smoke_cuts.key_of(o) for o in s.job.overrides) if s.job else frozenset()
 
 
-def rollout_tp_checks(s: Settings) -> None:
-    """verl's own rule, checked before anything starts: the rollout's TP divides the GPUs, which it fills with
-    replicas (verl/workers/rollout/replica.py: world_size // tensor_model_parallel_size replicas; its config check
-    asserts the division). vLLM also splits the attention heads over TP: the built-in model's bound it."""
-    if s.rollout_tp < 1:
-        raise UsageError(f"--rollout-tp {s.rollout_tp}: a parallel size, at least 1")
-    if s.rollout_tp == 1:
-        return
-    if s.on_cpu:
-        raise UsageError(f"--rollout-tp {s.rollout_tp} splits the rollout over GPUs: --gpus 0 runs vLLM's CPU build "
-                         "in one process", hint="leave out --rollout-tp on the CPU")
-    if s.gpus % s.rollout_tp:
-        fits = [d for d in range(1, s.gpus + 1) if s.gpus % d == 0]
-        raise UsageError(f"--rollout-tp {s.rollout_tp} does not divide --gpus {s.gpus}: verl fills the GPUs with "
-                         f"rollout replicas of {s.rollout_tp} GPUs each",
-                         hint=f"--rollout-tp one of {', '.join(map(str, fits))}, or --gpus a multiple of {s.rollout_tp}")
-    if s.model is None:
-        from ..tinymodel import SIZES
-
-        _, _, _, heads, kv_heads = SIZES[s.size]
-        if heads % s.rollout_tp or (kv_heads % s.rollout_tp and s.rollout_tp % kv_heads):
-            fits = [d for d in range(1, heads + 1) if heads % d == 0 and (kv_heads % d == 0 or d % kv_heads == 0)]
-            raise UsageError(f"--rollout-tp {s.rollout_tp}: the built-in {s.size} model has {heads} attention and "
-                             f"{kv_heads} KV heads, which vLLM splits over TP", hint=f"--rollout-tp one of "
-                             f"{', '.join(map(str, fits))}")
-
-
 def _span(pair: list[float]) -> str:
     return f"{pair[0]}" if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"
-
-
-def megatron_checks(s: Settings) -> None:
-    """What rocmkit knows before verl is asked: Megatron trains on GPUs only, and the built-in model's heads and
-    layers bound TP and PP. Whether TP x PP fits the GPUs is verl's own rule (its validate_config)."""
-    if s.on_cpu:
-        raise UsageError("--backend megatron trains on GPUs only (megatron-core's fused kernels and NCCL/RCCL); "
-                         "--gpus 0 is refused", hint="give --gpus N on a GPU host, or leave out --backend to train "
-                                                     "with FSDP on the CPU (the verl-cpu stack)")
-    for name, value in (("--tp", s.tp), ("--pp", s.pp)):
-        if value < 1:
-            raise UsageError(f"{name} {value}: a parallel size, at least 1")
-    if s.model is None:
-        from ..tinymodel import SIZES
-
-        _, _, layers, heads, kv_heads = SIZES[s.size]
-        if heads % s.tp or kv_heads % s.tp:
-            raise UsageError(f"--tp {s.tp}: the built-in {s.size} model has {heads} attention and {kv_heads} KV "
-                             "heads; TP must divide both", hint=f"--tp {kv_heads} at most")
-        if s.pp > layers:
-            raise UsageError(f"--pp {s.pp}: the built-in {s.size} model has {layers} layers",
-                             hint=f"--pp {layers} at most" + (", or --size 0.5b" if s.size == "tiny" else ""))
 
 
 ENGINE = Verl
