@@ -1,6 +1,7 @@
 """The certificate's picture (certificate.svg in the run folder): the run's timeline as horizontal bars (start-up,
 then each step's generation, log-probs and update, and weight sync, as the watchdog named them) over the reward
-per step, so a reader sees at a glance where the time went and whether the model learned.
+per step, and where the run logged them, the rollout's log-probs against the trainer's per step, so a reader sees
+at a glance where the time went, whether the model learned, and whether it sampled the policy it trained.
 
 What is drawn is read from the certificate by pure functions (segments, rewards, judged, stop_mark, title);
 draw() turns them into an SVG with matplotlib's object API (no pyplot, no display, no global state), and
@@ -189,12 +190,15 @@ def draw(cert: dict, fmt: str = "svg") -> str | bytes:
 
     # text stays text (not paths), and the same certificate gives the same bytes (no date, fixed ids)
     with rc_context({"svg.fonttype": "none", "svg.hashsalt": "rocmkit", "font.size": 9}):
-        fig = Figure(figsize=(10, 7), layout="constrained")
-        top, bottom = fig.subplots(2, 1, height_ratios=[3, 2])
+        points = mismatch(cert)
+        fig = Figure(figsize=(10, 9 if points else 7), layout="constrained")
+        axes = fig.subplots(3 if points else 2, 1, height_ratios=[3, 2, 2][:3 if points else 2])
         fig.suptitle(title(cert), fontsize=13, fontweight="bold")
-        top.set_title(subtitle(cert), fontsize=9, color="#444444")
-        _timeline(top, cert)
-        _reward(bottom, cert)
+        axes[0].set_title(subtitle(cert), fontsize=9, color="#444444")
+        _timeline(axes[0], cert)
+        _reward(axes[1], cert)
+        if points:
+            _mismatch(axes[2], cert, points)
         out = io.StringIO() if fmt == "svg" else io.BytesIO()
         fig.savefig(out, format=fmt, **({"metadata": {"Date": None}} if fmt == "svg" else {"dpi": 110}))
     return out.getvalue()
@@ -299,6 +303,39 @@ def _reward(ax, cert: dict) -> None:
         ax.axhline(needed, color="#D55E00", linestyle=":", linewidth=1,
                    label=f"needed for a pass: first + {j['margin']:g} = {needed:.2f} ({verdict})"
                    + ("" if j["required"] else "; reported only"))
+    ax.legend(loc="best", fontsize=8, framealpha=0.9)
+
+
+def mismatch(cert: dict) -> list[tuple[int, float]]:
+    """The judged rollout-trainer figure per step (certify/numerics.py), where the run logged one."""
+    doc = cert.get("numerics") or {}
+    f = doc.get("figure")
+    return [(r["step"], r[f]) for r in doc.get("per_step") or () if f and f in r and r[f] > 0]
+
+
+def _mismatch(ax, cert: dict, points: list[tuple[int, float]]) -> None:
+    """The rollout's log-probs against the trainer's per step, on a log scale, under the band's limit; a weight
+    sync the witness found broken is marked at the step it fed."""
+    doc = cert["numerics"]
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("rollout vs trainer")
+    ax.plot(xs, ys, marker="o", markersize=4, color="#CC79A7", label=doc.get("what") or doc["figure"],
+            gid="rollout-vs-trainer")
+    limit = (doc.get("band") or {}).get("limit")
+    if limit:
+        ax.axhline(limit, color="#D55E00", linestyle=":", linewidth=1, label=f"band: at most {limit:.2g} "
+                   f"({doc['status']})")
+    broken = sorted({p["sync"] for p in ((doc.get("sync") or {}).get("problems") or ())})
+    fed = [(n, y) for n, y in points if n in broken]  # sync N feeds step N (sync 1 came before step 1)
+    if fed:
+        ax.plot([n for n, _ in fed], [y for _, y in fed], "x", color="#D55E00", markersize=9, mew=2,
+                label="a weight sync that did not reach the rollout", gid="broken-sync")
+    ax.grid(color="#dddddd", linewidth=0.5)
+    ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
+    if len(xs) <= 24:
+        ax.set_xticks(xs)
     ax.legend(loc="best", fontsize=8, framealpha=0.9)
 
 
