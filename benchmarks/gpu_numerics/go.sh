@@ -5,8 +5,8 @@
 # certificate.md's head, and the run folder's small files in $OUT/NAME.tgz.
 #
 #   default   rocmkit certify --host --engine verl --gpus 1 (the default command)
-#   noop      the same with every weight sync made a no-op in the rollout (ROCMKIT_TEST_SYNC_FAULT=noop), 4 steps
-#   skip      the same with decoder layer 1 left out of every sync (skip:1), 4 steps
+#   noop      the same with every weight sync after the first made a no-op in the rollout (noop@2+), 4 steps
+#   skip      the same with decoder layer 1 left out of every sync after the first (skip:1@2+), 4 steps
 #   job       certify --script tests/data/certify_job/run_qwen2_tiny_grpo.sh (random weights from the config), 4 steps
 #   job-fp8kv the same job with the rollout's KV cache in fp8 (engine_kwargs.vllm.kv_cache_dtype=fp8)
 #
@@ -24,8 +24,8 @@ for name in "$@"; do
   unset ROCMKIT_TEST_SYNC_FAULT
   case "$name" in
     default) args=() ;;
-    noop) args=(--steps 4); export ROCMKIT_TEST_SYNC_FAULT=noop ;;
-    skip) args=(--steps 4); export ROCMKIT_TEST_SYNC_FAULT=skip:1 ;;
+    noop) args=(--steps 4); export ROCMKIT_TEST_SYNC_FAULT=noop@2+ ;;
+    skip) args=(--steps 4); export ROCMKIT_TEST_SYNC_FAULT=skip:1@2+ ;;
     job) args=("${JOB[@]}") ;;
     job-fp8kv) args=("${JOB[@]}" --arg +actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_dtype=fp8) ;;
     *) echo "go.sh: unknown run $name" >&2; exit 2 ;;

@@ -15,10 +15,12 @@ One JSON line per sync and side in DIR/sync-<pid>.jsonl. The sums cost one reduc
 that holds it, the same bytes both ends see, so they agree exactly when the sync carried the trainer's tensors.
 
 ROCMKIT_TEST_SYNC_FAULT (rocmkit's own tests and GPU checks only) breaks the rollout's end on purpose, outside the
-witness, so what the witness sees is what the model got:
+witness, so what the witness sees is what the model got: a comma-separated list of FAULT[@N] (only sync N) or
+FAULT@N+ (sync N and every later one; no @: every sync), FAULT one of
 - `noop`: every bucket is received and acknowledged, nothing is loaded (a sync that does nothing);
-- `skip:N`: the tensors of decoder layer N are not loaded (a sync that misses part of the model);
+- `skip:L`: the tensors of decoder layer L are not loaded (a sync that misses part of the model);
 - `cast:DTYPE`: every tensor is rounded to torch.DTYPE and back before loading (a rollout in another dtype).
+Sync 1 is the one before the first step: `noop@2+` leaves the rollout on the weights of the first step.
 """
 
 from __future__ import annotations
@@ -35,14 +37,22 @@ VAR = "ROCMKIT_SYNC_WITNESS"
 FAULT_VAR = "ROCMKIT_TEST_SYNC_FAULT"
 SENDER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
 RECEIVER_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-FAULT_RE = re.compile(r"^(noop|skip:\d+|cast:[a-z0-9_]+)$")
+FAULT_RE = re.compile(r"^(?P<kind>noop|skip|cast)(?::(?P<arg>[a-z0-9_]+))?(?:@(?P<at>[1-9]\d*)(?P<on>\+?))?$")
+_now = {"sync": 0}  # the rollout's sync under way in this process (the witness counts them, a fault reads it)
 
 
-def parse_fault(value: str) -> tuple[str, str]:
-    if not FAULT_RE.match(value):
-        raise ValueError(f"{FAULT_VAR}={value!r}: expected noop, skip:LAYER or cast:DTYPE (a torch dtype's name)")
-    kind, _, arg = value.partition(":")
-    return kind, arg
+def parse_fault(value: str) -> list[tuple[str, str, int, float]]:
+    """[(kind, argument, first sync, last sync)] from the variable's value; ValueError naming what is wrong."""
+    out = []
+    for part in value.split(","):
+        m = FAULT_RE.match(part.strip())
+        ok = m and (m["kind"] == "noop") == (m["arg"] is None) and (m["kind"] != "skip" or m["arg"].isdigit())
+        if not ok:
+            raise ValueError(f"{FAULT_VAR}={value!r}: {part!r} is not one of noop, skip:LAYER or cast:DTYPE (a torch "
+                             "dtype's name), each with @N (only sync N) or @N+ (from sync N on) or neither")
+        first = int(m["at"] or 1)
+        out.append((m["kind"], m["arg"] or "", first, float("inf") if m["on"] or not m["at"] else first))
+    return out
 
 
 def tensor_sum(t) -> float:
@@ -112,6 +122,7 @@ def watch_receiver(module, folder: Path) -> None:
 
     def update_weights_from_ipc(self, *args, **kwargs):
         loaded.clear()
+        _now["sync"] = record.count + 1
         try:
             return update(self, *args, **kwargs)
         finally:
@@ -126,22 +137,24 @@ def watch_receiver(module, folder: Path) -> None:
     ext._update_weights, ext.update_weights_from_ipc = _update_weights, update_weights_from_ipc
 
 
-def break_receiver(module, fault: tuple[str, str]) -> None:
-    """The test fault, wrapped around the witness's _update_weights: what it drops never reaches the witness."""
+def break_receiver(module, faults: list[tuple[str, str, int, float]]) -> None:
+    """The test faults, wrapped around the witness's _update_weights: what they drop never reaches the witness."""
     ext = module.vLLMColocateWorkerExtension
     load = ext._update_weights
-    kind, arg = fault
 
     def _update_weights(self, weights, *args, **kwargs):
         import torch
 
-        if kind == "noop":
-            return None
-        if kind == "skip":
-            weights = [(n, t) for n, t in weights if f".layers.{arg}." not in n]
-        else:
-            dtype = getattr(torch, arg)
-            weights = [(n, t.to(dtype).to(t.dtype)) for n, t in weights]
+        for kind, arg, first, last in faults:
+            if not first <= _now["sync"] <= last:
+                continue
+            if kind == "noop":
+                return None
+            if kind == "skip":
+                weights = [(n, t) for n, t in weights if f".layers.{arg}." not in n]
+            else:
+                dtype = getattr(torch, arg)
+                weights = [(n, t.to(dtype).to(t.dtype)) for n, t in weights]
         return load(self, weights, *args, **kwargs)
 
     ext._update_weights = _update_weights
