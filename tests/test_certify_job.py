@@ -214,7 +214,13 @@ def test_a_verl_example_script_certifies_as_a_job_on_the_cpu(tmp_path):
     assert "data.max_prompt_length=64" in command  # the script's own shape stays
     model = json.loads((out / "model" / "config.json").read_text())
     assert (model["hidden_size"], model["vocab_size"], model["num_hidden_layers"]) == (256, 1024, 2)
-    assert "stand-in: model weights: random" in (out / "certificate.md").read_text()
+    md = (out / "certificate.md").read_text()
+    assert "stand-in: model weights: random" in md
+    # random weights prove nothing by the reward: the weight syncs and the log-probs are the job's evidence that the
+    # stack trains its model (the stand-in's tokenizer fills its 1024 rows, so verl's rollout masks none of them)
+    num = cert["numerics"]
+    assert num["sync"]["observed"] and not num["sync"]["problems"] and num["status"] == "in band", num
+    assert "- for this job (random weights: its reward means nothing): the rollout generated with the weights" in md
 
 
 def test_a_job_that_ran_out_of_gpu_memory_is_told_tunes_plan_for_it():

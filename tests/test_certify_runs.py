@@ -271,6 +271,12 @@ def test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default(tmp_path, 
     # certificate is written all the same, and says why it has no picture
     assert "picture" not in cert["files"] and not (out / "certificate.svg").exists()
     assert any(n.startswith("no picture (certificate.svg): matplotlib is not installed") for n in cert["notes"])
+    # the rollout sampled the policy the trainer trained: every weight sync carried every tensor as sent, and the
+    # rollout's log-probs stayed in the band measured for verl's vLLM on a CPU (certify/numerics.py, syncproof.py)
+    num = cert["numerics"]
+    assert num["status"] == "in band" and num["figure"] == "k3_kl" and len(num["per_step"]) == mt["steps"], num
+    assert num["sync"]["observed"] and not num["sync"]["problems"] and num["sync"]["syncs"] >= mt["steps"]
+    assert {c["name"]: c["passed"] for c in cert["checks"]}["weight sync reached the rollout"]
     # the run's throwaway Ray cluster left no token behind (it would turn on token auth for every `ray start`)
     assert not (home / ".ray" / "auth_token").exists()
 

@@ -137,3 +137,15 @@ def test_a_watched_rollout_that_never_synced_fails_and_an_unwatched_run_is_not_j
     assert doc["observed"] and doc["summary"].startswith("no weight sync reached the rollout")
     empty = syncproof.judge(syncproof.read(tmp_path / "absent"))
     assert not empty["observed"] and syncproof.check(empty) is None
+
+
+def test_the_bands_are_what_the_kept_runs_measured():
+    """rocmkit/resources/numerics_bands.toml is benchmarks/numerics_bands.py's output over the kept runs, and the
+    certification guide's table is the bands' (numerics.bands_markdown)."""
+    from scriptmodule import REPO, load
+
+    bands_file = REPO / "rocmkit" / "resources" / "numerics_bands.toml"
+    assert bands_file.read_text() == load("benchmarks/numerics_bands.py").toml(), \
+        "stale: python benchmarks/numerics_bands.py > rocmkit/resources/numerics_bands.toml"
+    assert numerics.bands_markdown() in (REPO / "docs" / "guides" / "certification.md").read_text(), \
+        "the guide's bands table is stale: paste numerics.bands_markdown() under 'The bands'"

@@ -47,8 +47,11 @@ class Band:
     rollout: str
     device: str  # "cpu" or "gpu"
     figure: str
-    healthy: tuple[tuple[float, str], ...]  # (the run's largest figure, where it was measured)
-    faults: tuple[tuple[float, str], ...]  # (the run's smallest figure after the first sync, the fault and where)
+    healthy: tuple[tuple[float, str], ...]  # (the figure of a run that trained as it should, where it was measured)
+    faults: tuple[tuple[float, str], ...]  # (the figure of a run with a broken sync, the fault and where)
+    # "all": each run's largest figure over its steps; "first": the first step's, where both sides hold the same
+    # weights and nothing was trained yet, so the rollout's own numerics show alone (a fault there: another dtype)
+    steps: str = "all"
 
     @property
     def healthy_max(self) -> float:
@@ -65,12 +68,9 @@ class Band:
         f = self.fault_min
         return math.sqrt(self.healthy_max * f) if f is not None and f > self.healthy_max > 0 else None
 
-    def words(self) -> str:
-        text = (f"{self.engine} with {self.rollout} on {'a CPU' if self.device == 'cpu' else 'GPUs'}: healthy runs at "
-                f"most {self.healthy_max:.3g} ({len(self.healthy)} run(s))")
-        if self.fault_min is not None:
-            text += f", a broken sync at least {self.fault_min:.3g}"
-        return text
+    def doc(self) -> dict:
+        return {"limit": self.limit, "healthy_max": self.healthy_max, "fault_min": self.fault_min,
+                "runs": len(self.healthy), "sources": [s for _, s in self.healthy + self.faults]}
 
 
 def _band(row: dict, origin: str) -> Band:
@@ -90,7 +90,10 @@ def _band(row: dict, origin: str) -> Band:
             out.append((float(r["value"]), r["source"]))
         return tuple(out)
 
-    return Band(row["engine"], row["rollout"], row["device"], row["figure"], runs("healthy"), runs("faults"))
+    if row.get("steps", "all") not in ("all", "first"):
+        raise InputFileError(origin, "steps", f"{row['steps']!r}: all or first")
+    return Band(row["engine"], row["rollout"], row["device"], row["figure"], runs("healthy"), runs("faults"),
+                row.get("steps", "all"))
 
 
 @cache
@@ -104,9 +107,9 @@ def bands() -> tuple[Band, ...]:
     return tuple(_band(row, origin) for row in load_toml_text(text, origin).get("band", []))
 
 
-def find_band(engine: str, rollout: str | None, device: str, figure: str) -> Band | None:
-    return next((b for b in bands() if (b.engine, b.rollout, b.device, b.figure) == (engine, rollout, device, figure)),
-                None)
+def find_band(engine: str, rollout: str | None, device: str, figure: str, steps: str = "all") -> Band | None:
+    return next((b for b in bands() if (b.engine, b.rollout, b.device, b.figure, b.steps)
+                 == (engine, rollout, device, figure, steps)), None)
 
 
 def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:
@@ -142,32 +145,37 @@ def judge(steps: dict[int, dict[str, float]], *, engine: str, rollout: str | Non
     if not series:
         return {**doc, "status": "not measured"}
     worst_step, worst = max(series, key=lambda p: p[1])
-    band = find_band(engine, rollout, device, figure)
     doc.update(worst=worst, worst_step=worst_step, median=statistics.median(v for _, v in series),
-               what=FIGURES[figure][1],
-               band=None if band is None else {"limit": band.limit, "healthy_max": band.healthy_max,
-                                               "fault_min": band.fault_min, "words": band.words(),
-                                               "sources": [s for _, s in band.healthy + band.faults]})
-    limit = band.limit if band else None
-    if limit is None:
-        return {**doc, "status": "reported", "summary": _summary(doc, None)}
-    over = [(n, v) for n, v in series if v > limit]
-    doc["status"] = "out of band" if over else "in band"
-    if over:
-        doc["onset"] = "first step" if series[0][1] > limit else f"after step {over[0][0] - 1}"
+               what=FIGURES[figure][1], where=f"{engine} with {rollout} on {'a CPU' if device == 'cpu' else 'GPUs'}")
+    whole, first = (find_band(engine, rollout, device, figure, k) for k in ("all", "first"))
+    doc["band"] = whole.doc() if whole else None
+    doc["first_step_band"] = first.doc() if first else None
+    limit, first_limit = (b.limit if b else None for b in (whole, first))
+    if limit is None and first_limit is None:
+        return {**doc, "status": "reported", "summary": _summary(doc)}
+    over = [(n, v) for n, v in series if limit is not None and v > limit]
+    first_over = first_limit is not None and series[0][0] == 1 and series[0][1] > first_limit
+    doc["status"] = "out of band" if over or first_over else "in band"
+    if doc["status"] == "out of band":
+        doc["onset"] = ("first step" if first_over or over[0][0] == series[0][0]
+                        else f"after step {over[0][0] - 1}")
         doc["likely"] = likely_cause(doc["onset"], rows, context or {})
-    doc["summary"] = _summary(doc, limit)
+    doc["summary"] = _summary(doc)
     return doc
 
 
-def _summary(doc: dict, limit: float | None) -> str:
+def _summary(doc: dict) -> str:
     text = f"{doc['what']}: at most {doc['worst']:.3g} (step {doc['worst_step']}), median {doc['median']:.3g}"
-    if limit is None:
-        return text + (f"; no broken-sync run measured for {doc['band']['words'].split(':')[0]}: reported, not judged"
-                       if doc.get("band") else "; no band measured for this engine and device: reported, not judged")
-    text += f"; band: at most {limit:.3g}"
+    limit = (doc.get("band") or {}).get("limit")
+    first = (doc.get("first_step_band") or {}).get("limit")
+    if limit is None and first is None:
+        return text + (f"; no broken-sync run measured for {doc['where']}: reported, not judged" if doc.get("band")
+                       else f"; no band measured for {doc['where']}: reported, not judged")
+    bands = ([f"at most {limit:.3g}"] if limit is not None else []) + (
+        [f"at most {first:.3g} at step 1 (the same weights on both sides)"] if first is not None else [])
+    text += f"; band for {doc['where']}: " + ", ".join(bands)
     if doc["status"] == "out of band":
-        text += f", out of it from the {doc['onset']}" if doc["onset"] == "first step" else f", out of it {doc['onset']}"
+        text += (", out of it from the first step" if doc["onset"] == "first step" else f", out of it {doc['onset']}")
         text += f": {doc['likely']}"
     return text
 
@@ -200,3 +208,19 @@ def checks(doc: dict) -> list[dict]:
                         required=doc["status"] != "reported"))
     sync = syncproof.check(doc["sync"]) if doc.get("sync") else None
     return out + ([sync] if sync else [])
+
+
+def bands_markdown() -> str:
+    """The bands table of the certification guide (docs/guides/certification.md holds it; a test keeps them equal)."""
+    lines = ["| engine, rollout, device | figure | steps | healthy at most (runs) | broken sync at least | limit |",
+             "|---|---|---|---|---|---|"]
+    for b in bands():
+        lines.append(f"| {b.engine}, {b.rollout}, {b.device} | `{FIGURES[b.figure][0]}` | "
+                     f"{'every step' if b.steps == 'all' else 'step 1'} | "
+                     f"{b.healthy_max:.3g} ({len(b.healthy)}) | "
+                     + (f"{b.fault_min:.3g} | " if b.fault_min is not None else "not measured | ")
+                     + (f"{b.limit:.3g} |" if b.limit is not None else "reported, not judged |"))
+    lines += ["", "Where each figure was measured:", ""]
+    lines += [f"- {b.engine}, {b.rollout}, {b.device}, {'every step' if b.steps == 'all' else 'step 1'}: " + "; ".join(
+        [f"healthy {v:.3g}: {s}" for v, s in b.healthy] + [f"broken {v:.3g}: {s}" for v, s in b.faults]) for b in bands()]
+    return "\n".join(lines) + "\n"

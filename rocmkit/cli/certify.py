@@ -143,6 +143,14 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     doctor's level-2 GPU probe figures, and every failed or warned probe. The engine's output goes to
     run.log; the terminal shows the step, the reward and the time.
 
+    It also proves that the rollout samples the policy the trainer trains: the figures verl and TRL compute
+    every step from the rollout's and the trainer's log-probs of the same tokens are judged against bands
+    measured on healthy runs and on runs with a broken weight sync (a mismatch from the first step: the
+    rollout's numerics; one after the first update: its weights did not follow), and with verl's vLLM
+    rollout a witness at both ends of every weight sync checks that each tensor the trainer sent reached the
+    rollout's model unchanged. In a --script job, where random weights make the reward meaningless, these
+    are the certificate's evidence that the stack trains the job's model.
+
     While it trains, the terminal says which phase the run is in and for how long ("starting the vLLM
     engine: 2:10", "step 3 of 16, reward 0.412"), and a watchdog stops a run that stalls or whose engine
     died (--stall-timeout).
