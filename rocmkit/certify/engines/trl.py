@@ -4,10 +4,12 @@ runs vLLM inside each training process (certify/intarget/trl_launch.py and trl_r
 
 from __future__ import annotations
 
+import os
 import re
 
 from ...errors import UsageError
-from ..intarget import trl_launch, trl_run
+from .. import syncproof
+from ..intarget import sync_record, trl_launch, trl_run
 from ..settings import Settings, VllmMode
 from ..signatures import Signature
 from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask
@@ -103,7 +105,31 @@ class Trl(BuiltinTask):
 
     def command(self, s: Settings, ws, target, cfg: dict) -> tuple[list[str], dict[str, str]]:
         module = trl_launch if s.vllm_mode else trl_run  # run by name in the target
-        return [target.python, "-m", module.__name__, str(ws.config)], {}
+        return [target.python, "-m", module.__name__, str(ws.config)], witness_env(s, ws)
+
+    def numerics(self, s: Settings, steps: dict, report: dict, ws) -> dict | None:
+        doc = super().numerics(s, steps, report, ws)
+        if witness_env(s, ws, create=False):
+            doc["sync"] = syncproof.judge(syncproof.read(ws.sync_dir))
+        return doc
+
+
+def witness_env(s: Settings, ws, create: bool = True) -> dict[str, str]:
+    """The witness of the weight syncs where rocmkit carries them (TRL's server mode on the CPU, through a file:
+    intarget/file_weights.py), with a test's broken sync passed on; nothing elsewhere (TRL's own NCCL sync)."""
+    if not (s.vllm_mode is VllmMode.SERVER and s.on_cpu):
+        return {}
+    if create:
+        ws.sync_dir.mkdir(parents=True, exist_ok=True)
+    env = {sync_record.VAR: str(ws.sync_dir)}
+    fault = os.environ.get(sync_record.FAULT_VAR)
+    if fault:
+        try:
+            sync_record.parse_fault(fault)
+        except ValueError as exc:
+            raise UsageError(str(exc), hint="unset it: it is for rocmkit's own tests") from None
+        env[sync_record.FAULT_VAR] = fault
+    return env
 
 
 ENGINE = Trl

@@ -187,10 +187,6 @@ class Verl(BuiltinTask):
                         else "the smoke run's own setting (rocmkit/verl/overrides.py environment())")
                     for k, v in env.items()})
         modules = [m for m in env.get(job_mod.MODULES, "").split(",") if m]
-        if not s.on_cpu:  # the flight recorder of every rank, dumped when a stall report is taken (stall/frdump.py)
-            recorder = frdump.environment(ws.stall_dir / "flight-recorder", os.environ, create)
-            own.update({k: (v, "certify's flight recorder, read by its stall report") for k, v in recorder.items()})
-            modules.append(frdump.__name__)
         if s.rollout is Rollout.VLLM:  # what each weight sync carried, from both ends (verl_sync_witness.py)
             if create:
                 ws.sync_dir.mkdir(parents=True, exist_ok=True)
@@ -203,6 +199,10 @@ class Verl(BuiltinTask):
                 except ValueError as exc:
                     raise UsageError(str(exc), hint="unset it: it is for rocmkit's own tests") from None
                 own[sync_witness.FAULT_VAR] = (fault, "a rocmkit test's broken weight sync")
+        if not s.on_cpu:  # the flight recorder of every rank, dumped when a stall report is taken (stall/frdump.py)
+            recorder = frdump.environment(ws.stall_dir / "flight-recorder", os.environ, create)
+            own.update({k: (v, "certify's flight recorder, read by its stall report") for k, v in recorder.items()})
+            modules.append(frdump.__name__)
         hook = os.environ.get(testhook.VAR)
         if hook:  # a test's hang in a known place (rocmkit/stall/testhook.py); refused here if malformed
             try:

@@ -13,17 +13,44 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .sync_record import FAULT_VAR, VAR, Record, apply_faults, parse_fault, tensor_sum
+
 METHOD = "rocmkit_load_weights"
 WORKER_EXTENSION = "rocmkit.certify.intarget.file_weights.FileWeightsWorker"
 
 
+def _witness(side: str) -> Record | None:
+    """This process's record of the syncs (sync_record.py), where certify asked for one."""
+    folder = os.environ.get(VAR)
+    return Record(Path(folder), side) if folder else None
+
+
 class FileWeightsWorker:
-    """Mixed into vLLM's worker by `--worker-extension-cls`: load the weights a trainer wrote."""
+    """Mixed into vLLM's worker by `--worker-extension-cls`: load the weights a trainer wrote. Where certify asked,
+    it records what each sync loaded and its model's sum after it; a test fault (ROCMKIT_TEST_SYNC_FAULT) breaks
+    the load before that record, as it breaks verl's."""
+
+    _record: Record | None = None
 
     def rocmkit_load_weights(self, path: str) -> int:
         from safetensors.torch import load_file
 
-        weights = load_file(path)
+        sent = load_file(path)
+        cls = type(self)
+        if cls._record is None and os.environ.get(VAR):
+            cls._record = _witness("rollout")
+        faults = parse_fault(os.environ[FAULT_VAR]) if os.environ.get(FAULT_VAR) else []
+        loaded = apply_faults(list(sent.items()), faults, (cls._record.count if cls._record else 0) + 1)
+        weights = dict(loaded or [])
+        if weights:
+            self._reload(weights)
+        if cls._record:
+            params = list(self.model_runner.model.parameters())
+            cls._record.write({"tensors": {n: tensor_sum(t) for n, t in weights.items()},
+                               "model_sum": sum(tensor_sum(p) for p in params), "model_tensors": len(params)})
+        return len(sent)
+
+    def _reload(self, weights: dict) -> None:
         # vLLM's in-place reload: on the CPU the linear layers' weights were repacked for oneDNN and their
         # checkpoint-format tensors dropped, so a plain model.load_weights finds empty parameters; the
         # layer-wise reload loads the checkpoint format and repacks (gpu_model_runner.reload_weights)
@@ -34,7 +61,6 @@ class FileWeightsWorker:
             weight, method = getattr(layer, "weight", None), getattr(layer, "quant_method", None)
             if hasattr(layer, "cpu_linear") and weight is not None and weight.numel() > 0 and method is not None:
                 method.process_weights_after_loading(layer)
-        return len(weights)
 
 
 def client_class(folder: Path):
@@ -43,6 +69,7 @@ def client_class(folder: Path):
 
     class FileWeightsClient(VLLMClient):
         updates = 0
+        record = _witness("trainer")
 
         def init_communicator(self, device=0):
             self.communicator = None  # no NCCL group: update_named_params goes through a file
@@ -53,12 +80,15 @@ def client_class(folder: Path):
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / "weights.safetensors"
             tmp = path.with_suffix(".tmp")
-            save_file({name: t.detach().to("cpu").contiguous() for name, t in named_params}, str(tmp))
+            tensors = {name: t.detach().to("cpu").contiguous() for name, t in named_params}
+            save_file(tensors, str(tmp))
             os.replace(tmp, path)  # the server never reads a half-written file
             result = self._post(f"{self.base_url}/collective_rpc", json={"method": METHOD, "args": [str(path)]})
             loaded = result.get("results", [None])[0]
             if not isinstance(loaded, (int, str)) or int(loaded) != len(metadata):
                 raise RuntimeError(f"the vLLM server loaded {loaded!r} of {len(metadata)} tensors from {path}")
             type(self).updates += 1
+            if self.record:
+                self.record.write({"tensors": {n: tensor_sum(t) for n, t in tensors.items()}})
 
     return FileWeightsClient

@@ -25,59 +25,17 @@ Sync 1 is the one before the first step: `noop@2+` leaves the rollout on the wei
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import time
 from pathlib import Path
 
 from ...verl.import_hooks import after_import
+from .sync_record import FAULT_VAR, VAR, Record, apply_faults, parse_fault, tensor_sum
 
-VAR = "ROCMKIT_SYNC_WITNESS"
-FAULT_VAR = "ROCMKIT_TEST_SYNC_FAULT"
+__all__ = ["FAULT_VAR", "VAR", "install", "parse_fault"]
+
 SENDER_MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
 RECEIVER_MODULE = "verl.workers.rollout.vllm_rollout.utils"
-FAULT_RE = re.compile(r"^(?P<kind>noop|skip|cast)(?::(?P<arg>[a-z0-9_]+))?(?:@(?P<at>[1-9]\d*)(?P<on>\+?))?$")
 _now = {"sync": 0}  # the rollout's sync under way in this process (the witness counts them, a fault reads it)
-
-
-def parse_fault(value: str) -> list[tuple[str, str, int, float]]:
-    """[(kind, argument, first sync, last sync)] from the variable's value; ValueError naming what is wrong."""
-    out = []
-    for part in value.split(","):
-        m = FAULT_RE.match(part.strip())
-        ok = m and (m["kind"] == "noop") == (m["arg"] is None) and (m["kind"] != "skip" or m["arg"].isdigit())
-        if not ok:
-            raise ValueError(f"{FAULT_VAR}={value!r}: {part!r} is not one of noop, skip:LAYER or cast:DTYPE (a torch "
-                             "dtype's name), each with @N (only sync N) or @N+ (from sync N on) or neither")
-        first = int(m["at"] or 1)
-        out.append((m["kind"], m["arg"] or "", first, float("inf") if m["on"] or not m["at"] else first))
-    return out
-
-
-def tensor_sum(t) -> float:
-    import torch
-
-    return float(torch.sum(t.detach(), dtype=torch.float64))
-
-
-class _Record:
-    """This process's syncs, one side each: appended to its own file, a line a sync (never one file for two
-    processes, so no lock)."""
-
-    def __init__(self, folder: Path, side: str):
-        self.path, self.side, self.count = folder / f"sync-{os.getpid()}.jsonl", side, 0
-
-    def installed(self) -> None:
-        """The end is watched: a run whose rollout loaded this and recorded no sync had none."""
-        with open(self.path, "a") as f:
-            f.write(json.dumps({"side": self.side, "pid": os.getpid(), "installed": True}) + "\n")
-
-    def write(self, doc: dict) -> None:
-        self.count += 1
-        line = json.dumps({"side": self.side, "pid": os.getpid(), "sync": self.count, "time": time.time(), **doc})
-        with open(self.path, "a") as f:
-            f.write(line + "\n")
 
 
 def watch_sender(module, folder: Path) -> None:
@@ -85,7 +43,7 @@ def watch_sender(module, folder: Path) -> None:
     send = sender.async_send_weights
     if getattr(send, "_rocmkit_witness", False):
         return
-    record = _Record(folder, "trainer")
+    record = Record(folder, "trainer")
 
     async def async_send_weights(self, weights):
         from verl.workers.rollout.utils import ensure_async_iterator
@@ -111,7 +69,7 @@ def watch_receiver(module, folder: Path) -> None:
     update, load = ext.update_weights_from_ipc, ext._update_weights
     if getattr(update, "_rocmkit_witness", False):
         return
-    record = _Record(folder, "rollout")
+    record = Record(folder, "rollout")
     record.installed()
     loaded: dict[str, float] = {}
 
@@ -143,19 +101,8 @@ def break_receiver(module, faults: list[tuple[str, str, int, float]]) -> None:
     load = ext._update_weights
 
     def _update_weights(self, weights, *args, **kwargs):
-        import torch
-
-        for kind, arg, first, last in faults:
-            if not first <= _now["sync"] <= last:
-                continue
-            if kind == "noop":
-                return None
-            if kind == "skip":
-                weights = [(n, t) for n, t in weights if f".layers.{arg}." not in n]
-            else:
-                dtype = getattr(torch, arg)
-                weights = [(n, t.to(dtype).to(t.dtype)) for n, t in weights]
-        return load(self, weights, *args, **kwargs)
+        weights = apply_faults(list(weights), faults, _now["sync"])
+        return None if weights is None else load(self, weights, *args, **kwargs)
 
     ext._update_weights = _update_weights
 
