@@ -171,7 +171,8 @@ def _difference(did: str, seen: dict[str, tuple[str, str, Status, str]], docs: d
         values.setdefault(value, []).append(node)
     if len(values) < 2:
         return []
-    groups = sorted(((v, sorted(n)) for v, n in values.items()), key=lambda g: (-len(g[1]), g[0]))
+    # the values said, largest first, then the nodes that said nothing (never "the largest group")
+    groups = sorted(((v, sorted(n)) for v, n in values.items()), key=lambda g: (g[0] == NOT_REPORTED, -len(g[1]), g[0]))
     what, _, status, area = next(iter(seen.values()))
     silent = values.get(NOT_REPORTED, [])
     said = [g for g in groups if g[0] != NOT_REPORTED]
