@@ -245,3 +245,16 @@ def test_a_host_list_is_plain_ascii(bad):
     with pytest.raises(UsageError, match=r"is not plain ASCII") as exc:
         expand(bad)
     assert "U+FF" in exc.value.message and "plain ASCII" in exc.value.hint
+
+
+def test_an_active_reservation_is_read_from_scontrol():
+    """Slurm 22.05 says IDLE for a node an active reservation holds: the reservation list says it."""
+    text = ("ReservationName=rk-x StartTime=2026-12-07T03:07:51 EndTime=2026-12-07T03:17:51 Duration=00:10:00 "
+            "Nodes=n[2-3] NodeCnt=2 Flags=IGNORE_JOBS,SPEC_NODES Users=root Groups=(null) Accounts=(null) "
+            "State=ACTIVE\nReservationName=later Nodes=n1 Flags=MAINT Users=ops State=INACTIVE\n")
+    held = slurm_state.reservations(text)
+    assert held == {"n2": ("rk-x, for root, until 2026-12-07T03:17:51", False),
+                    "n3": ("rk-x, for root, until 2026-12-07T03:17:51", False)}
+    s = slurm_state.parse("NodeName=n2 State=IDLE Partitions=debug\n")["n2"]._replace(reservation=held["n2"][0])
+    u = slurm_state.verdict(s, in_allocation=False, reservation=False)
+    assert u.kind == "reserved" and u.text.startswith("n2 is reserved in Slurm (reservation rk-x, for root, until ")

@@ -34,6 +34,7 @@ class NodeState(NamedTuple):
     reason_by: str | None = None
     reason_at: str | None = None
     jobs: tuple[str, ...] = ()  # the jobs running there (squeue), for a busy node
+    reservation: str | None = None  # the active reservation holding it: "rk-x (for root until 2026-12-07T03:17)"
 
 
 class Unavailable(NamedTuple):
@@ -75,6 +76,29 @@ def parse(text: str) -> dict[str, NodeState]:
     return out
 
 
+def reservations(text: str) -> dict[str, tuple[str, bool]]:
+    """`scontrol -o show reservation` → node → (the active reservation that holds it, as said; whether it is a
+    maintenance one). Slurm 22.05's node state does not say RESERVED for such a node, so this is where it shows.
+    Pure."""
+    out: dict[str, tuple[str, bool]] = {}
+    for line in text.splitlines():
+        if not line.startswith("ReservationName="):
+            continue
+        f = dict(part.split("=", 1) for part in _KEY_RE.split(line.strip()) if "=" in part)
+        if f.get("State") != "ACTIVE" or not f.get("Nodes") or f["Nodes"] == "(null)":
+            continue
+        who = ", ".join(v for k in ("Users", "Accounts", "Groups") if (v := f.get(k)) and v != "(null)")
+        said = f"{f['ReservationName']}" + (f", for {who}" if who else "") + \
+            (f", until {f['EndTime']}" if f.get("EndTime") else "")
+        try:
+            nodes = expand(f["Nodes"])
+        except Exception:  # noqa: BLE001 - Slurm's own list in a form this reader does not know: no node named
+            continue
+        for n in nodes:
+            out[n] = (said, "MAINT" in f.get("Flags", "").split(","))
+    return out
+
+
 def _why(s: NodeState) -> str:
     if not s.reason:
         return ""
@@ -98,10 +122,11 @@ def verdict(s: NodeState, *, in_allocation: bool, reservation: bool) -> Unavaila
         return Unavailable(n, kind, f"{n} is {kind} in Slurm{_why(s)}: {say}", True)
     if s.base in ("FUTURE", "UNKNOWN", "ERROR") or "INVALID_REG" in f:
         return Unavailable(n, "not in service", f"{n} is not in service in Slurm{_why(s)}: {say}", True)
-    if not in_allocation and not reservation and ("RESERVED" in f or "MAINTENANCE" in f or "MAINT" in f):
-        kind = "reserved" if "RESERVED" in f else "in maintenance"
-        return Unavailable(n, kind, f"{n} is {kind} in Slurm{_why(s)}: {say}; a job outside the reservation cannot "
-                                    "run there (give --srun-arg=--reservation=NAME if it is yours)", False)
+    if not in_allocation and not reservation and ({"RESERVED", "MAINTENANCE", "MAINT"} & f or s.reservation):
+        kind = "in maintenance" if {"MAINTENANCE", "MAINT"} & f else "reserved"
+        held = f" (reservation {s.reservation})" if s.reservation else ""
+        return Unavailable(n, kind, f"{n} is {kind} in Slurm{held}{_why(s)}: {say}; a job outside the reservation "
+                                    "cannot run there (give --srun-arg=--reservation=NAME if it is yours)", False)
     if not in_allocation and ({"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP"} & f):
         return Unavailable(n, "powered down", f"{n} is powered down by Slurm's power saving: {say}; it takes longer "
                                               "to boot than the fleet waits", False)
@@ -125,6 +150,11 @@ def read(nodes: list[str]) -> tuple[dict[str, NodeState], str | None]:
         return {}, err
     wanted = set(nodes)
     states = {n: s for n, s in parse(out).items() if n in wanted}
+    held, _ = _run([scontrol, "-o", "show", "reservation"])
+    for n, (said, maint) in reservations(held or "").items():
+        if n in states:
+            states[n] = states[n]._replace(reservation=said,
+                                           flags=states[n].flags | {"MAINT" if maint else "RESERVED"})
     busy = [n for n, s in states.items() if s.base in ("ALLOCATED", "MIXED")]
     if busy:
         jobs = _jobs(busy)
