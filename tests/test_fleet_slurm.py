@@ -201,10 +201,17 @@ def test_no_allocation_is_exit_3_quoting_srun(tmp_path, trees):
     assert_refused(r, 3, "Invalid job id specified", tmp_path / "out")
 
 
-def test_busy_nodes_are_exit_3_quoting_srun(tmp_path, trees, busy_nodes):
+def test_busy_nodes_are_exit_3_naming_the_job_that_holds_them(tmp_path, trees, busy_nodes):
+    """Both nodes held by another job: Slurm's state says so before srun is asked (no wait in the queue); each node
+    is named with the job holding it, the report is written, nothing is excluded (busy is not broken), exit 3."""
     r, seconds = fleet(tmp_path, trees, "--node-timeout", "5")
-    assert_refused(r, 3, "Requested nodes are busy", tmp_path / "out")
-    assert seconds < 60
+    assert r.returncode == 3 and seconds < 30, r.stdout + r.stderr
+    for node in ("n1", "n2"):
+        assert f"{node} is busy: all its CPUs are allocated by job {busy_nodes} (rocmkit-test-hold, " in r.stderr
+    assert "fleet FAILS: Slurm lets none of the nodes run a job now" in r.stdout and "Traceback" not in r.stderr
+    doc = json.loads((tmp_path / "out" / "fleet.json").read_text())
+    assert doc["unavailable_nodes"] == ["n1", "n2"] and doc["exclude"] is None
+    assert (tmp_path / "out" / "exclude.txt").read_text() == ""
 
 
 def test_an_empty_node_list_is_a_usage_error(tmp_path, trees):

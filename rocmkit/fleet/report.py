@@ -250,6 +250,9 @@ def text(doc: dict, out_dir: Path | None) -> str:
     if doc["exclude"]:
         file = f"{out_dir / 'exclude.txt'}" if out_dir is not None else "exclude.txt"
         lines.append(f"next: sbatch {doc['exclude']} ... (or srun --exclude=$(cat {file}) ...)")
+    elif doc["failing_nodes"] and "taken by Slurm" in (doc.get("no_exclude") or ""):
+        lines.append(f"next: nothing to exclude ({doc['no_exclude']}); run it again when they are free, or inside "
+                     "the job's own allocation")
     elif doc["failing_nodes"]:
         lines.append(f"next: nothing to exclude ({doc.get('no_exclude')}); fix the nodes or make them agree (the "
                      "fixes above), then run it again")
