@@ -221,8 +221,14 @@ def _tool_difference(docs: dict[str, dict], own: dict | None) -> Difference | No
                   candidates[0] if candidates else own)
     runs = "; ".join(f"{_nodes(ns)} run{'s' if len(ns) == 1 else ''} {v}" for v, ns in groups)
     where = _nodes(odd) if odd else "the nodes that run another"
-    fix = (f"install one rocmkit on every node ({runs}); on {where}: {buildid.install_line(target)} "
-           f"(to get {buildid.describe(target)}), or run every node from one image (--image)")
+    line = buildid.install_line(target)
+    if isinstance(target, dict) and not target.get("source") and any(
+            isinstance(idents[n], dict) and idents[n].get("version") == target.get("version") for n in odd):
+        # one version, two builds, no recorded source: the version cannot tell pip which build to install
+        line = f"pip install --force-reinstall from the source {_nodes(by[buildid.describe(target)])} installed " \
+               "from (`pip inspect` there says which)"
+    fix = (f"install one rocmkit on every node ({runs}); on {where}: {line} (to get {buildid.describe(target)}), "
+           "or run every node from one image (--image)")
     return Difference("fleet.differs.rocmkit", "rocmkit", Status.FAIL, groups, odd, fix)
 
 
