@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 N2 = {
     "older": 'eval "$R" | "$PY" -c "$OLDER"; exit ${PIPESTATUS[0]}',  # the document of a rocmkit before the fleet
     "build": 'export PYTHONPATH="$OTHER"; eval "$R"; exit $?',  # a copy of rocmkit with one file changed
+    "commit": 'export PYTHONPATH="$OLD"; eval "$R"; exit $?',  # rocmkit as it was at an earlier commit
     "banner": 'echo "Welcome to n2 (a login script)"; eval "$R"; rc=$?; echo "module: rocm/7.0 loaded"; exit $rc',
     "oops": 'eval "$R" | "$PY" -c "$MANGLE" oops; exit ${PIPESTATUS[0]}',
     "nostatus": 'eval "$R" | "$PY" -c "$MANGLE" nostatus; exit ${PIPESTATUS[0]}',
@@ -67,7 +68,7 @@ def fleet(tmp_path: Path, trees: Path, *args: str, n2: str = "", n2_tree: str = 
                     'eval "$R"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "FLEET_TEST_N2": n2, "FLEET_TEST_N2_TREE": n2_tree,
-           "OLDER": OLDER, "MANGLE": MANGLE, "OTHER": str(tmp_path / "other")}
+           "OLDER": OLDER, "MANGLE": MANGLE, "OTHER": str(tmp_path / "other"), "OLD": str(tmp_path / "old")}
     for var in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
         env.pop(var, None)
     start = time.monotonic()
@@ -175,6 +176,30 @@ def test_an_older_rocmkit_on_n2_fails_the_fleet_naming_what_it_did_not_report(tm
     assert "n2 did not report torch: its rocmkit is older" in diffs["fleet.differs.packages.torch"]["title"]
     assert doc["failing_nodes"] == ["n2"] and doc["passing_nodes"] == ["n1"]
     assert (tmp_path / "out" / "exclude.txt").read_text() == "n2\n"
+
+
+# The last commit before the fleet: its fingerprint has kernel, amdgpu, ROCm and GPUs only (the issue's n2)
+BEFORE_FLEET = "eef410a^"
+
+
+def test_the_rocmkit_of_an_earlier_commit_on_n2_fails_the_fleet(tmp_path, trees):
+    """n2 runs rocmkit as it was before the fleet (its own code, from git: no build identity, no torch, no
+    environment in its document); n2's environment sets NCCL_SOCKET_IFNAME. Before: exit 0, "2 of 2 pass"."""
+    old = tmp_path / "old"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE_FLEET, "rocmkit"], capture_output=True,
+                             timeout=60)
+    if archive.returncode:
+        pytest.skip(f"{BEFORE_FLEET} is not in this clone (a shallow checkout): {archive.stderr.decode()[-200:]}")
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True, timeout=60)
+    r, _ = fleet(tmp_path, trees, "--json", n2="commit")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert "rocmkit" not in nodes_of(doc)["n2"]["doctor"] and nodes_of(doc)["n2"]["state"] == "answered"
+    diffs = {d["id"]: d for d in doc["differences"]}
+    assert diffs["fleet.differs.rocmkit"]["odd_nodes"] == ["n2"]
+    assert "n2 did not report torch: its rocmkit is older" in diffs["fleet.differs.packages.torch"]["title"]
+    assert doc["failing_nodes"] == ["n2"] and doc["passing_nodes"] == ["n1"] and doc["exclude"] == "--exclude=n2"
 
 
 def test_another_build_on_n2_fails_the_fleet_naming_who_runs_what(tmp_path, trees):

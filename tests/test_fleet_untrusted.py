@@ -258,3 +258,37 @@ def test_an_active_reservation_is_read_from_scontrol():
     s = slurm_state.parse("NodeName=n2 State=IDLE Partitions=debug\n")["n2"]._replace(reservation=held["n2"][0])
     u = slurm_state.verdict(s, in_allocation=False, reservation=False)
     assert u.kind == "reserved" and u.text.startswith("n2 is reserved in Slurm (reservation rk-x, for root, until ")
+
+
+def _paths(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:3]):
+            yield from _paths(v, (*path, i))
+
+
+def test_whatever_a_node_sends_the_fleet_never_raises(tmp_path, good):
+    """Every field of a real document replaced by a value of another type, one at a time: the document is either
+    refused by the schema (the node named) or read whole by the comparison, the page and the summary."""
+    import random
+
+    rng = random.Random(71)
+    others = ["oops", 7, 1.5, None, True, [], [1, "x"], {}, {"status": "fail"}, float("nan")]
+    results = fleet(tmp_path, {"n1": node_spec(), "n3": node_spec()})
+    paths = [p for p in _paths(good) if p]
+    refused = read = 0
+    for path in rng.sample(paths, min(400, len(paths))):
+        bad = copy.deepcopy(good)
+        where = bad
+        for key in path[:-1]:
+            where = where[key]
+        where[path[-1]] = rng.choice(others)
+        got = parse_frames({0: frame("n2", 0, json.dumps(bad))}, 120)["n2"]
+        refused += got.state == "invalid"
+        read += got.state == "answered"
+        doc = run_doc(results + [got])
+        render(doc), text(doc, None), json.dumps(doc)
+    assert refused and read

@@ -71,7 +71,8 @@ def node_findings(r: NodeResult, deadline_s: int, base: dict | None, base_name: 
     found = list(r.doc.get("findings") or [])
     if base is not None:
         found += [f.to_json() for f in host_baseline.compare(base, r.doc, base_name=base_name)]
-    return [{**f, "nodes": [r.node]} for f in found]
+    # the keys the fleet itself sets on a finding are never taken from a node's document
+    return [{**{k: v for k, v in f.items() if k not in ("blames", "odd_nodes")}, "nodes": [r.node]} for f in found]
 
 
 def baseline_for(node: str, base: dict | None) -> tuple[dict | None, str]:
