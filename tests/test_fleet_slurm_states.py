@@ -252,3 +252,26 @@ def test_full_width_digits_are_refused(tmp_path, trees):
     r, _ = fleet(tmp_path, trees, nodes="n[１-２]")
     assert r.returncode == 2 and "is not plain ASCII" in r.stderr and "U+FF11" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bounded_wait_for_resources_names_the_nodes_and_the_jobs(tmp_path, trees):
+    """Another job holds one CPU of each node (both MIXED: Slurm's state alone cannot say the step will not fit),
+    and the fleet's step asks for two CPUs a node: srun waits, gives up at the grace (--immediate), and the
+    refusal names each node with the job that holds it, instead of "the nodes run other jobs"."""
+    r = subprocess.run(["sbatch", "--parsable", "-N2", "--ntasks-per-node=1", "-c1", "-J", "rocmkit-test-half",
+                        "-o", "/dev/null", "--wrap", "sleep 120"], capture_output=True, text=True, timeout=30)
+    job = r.stdout.strip().split(";")[0]
+    assert r.returncode == 0 and job, r.stderr
+    try:
+        for _ in range(60):
+            if subprocess.run(["squeue", "-h", "-j", job, "-t", "R", "-o", "%i"], capture_output=True, text=True,
+                              timeout=30).stdout.strip():
+                break
+            time.sleep(0.5)
+        r, seconds = fleet(tmp_path, trees, "--srun-arg=--cpus-per-task=2", "--node-timeout", "5", n2_tree="same")
+    finally:
+        subprocess.run(["scancel", job], capture_output=True, timeout=30)
+    assert r.returncode == 3 and seconds < 45, r.stdout + r.stderr
+    assert "srun refused the fleet's step" in r.stderr and "Requested nodes are busy" in r.stderr, r.stderr
+    for node in ("n1", "n2"):
+        assert f"{node} mixed, job {job} (rocmkit-test-half, " in r.stderr, r.stderr
