@@ -32,8 +32,10 @@ def fleet_options(f):
                      help="Run the doctor on every node of this Slurm allocation at once (inside salloc or sbatch: "
                           "SLURM_JOB_NODELIST), through one srun step with a task per node and a deadline per node; "
                           "compare the nodes with each other (kernel, driver, firmware, ROCm, Python stack, RCCL/ROCm "
-                          "variables, RDMA ports; --level 2 figures against the fleet median) and write a report "
-                          "folder (--out): fleet.json, fleet.html, passing_nodes.txt, failing_nodes.txt, exclude.txt. "
+                          "variables, RDMA ports, the rocmkit each runs; --level 2 figures against the fleet median) "
+                          "and write a report folder (--out): fleet.json, fleet.html, passing_nodes.txt, "
+                          "failing_nodes.txt, exclude.txt (for --exclude=$(cat exclude.txt)). Nodes Slurm says cannot "
+                          "run now (drained, down, reserved, busy) are named with Slurm's reason and not asked. "
                           "Takes --level, --json, --strict, --arch, --only, --image (docker, or apptainer for a "
                           ".sif), --baseline (a saved fleet.json or doctor run) and --tolerance (default 0.05 here)."),
         click.option("--nodes", "fleet_nodes", default=None, metavar="LIST", expose_value=False, callback=_keep,
