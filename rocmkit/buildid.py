@@ -4,8 +4,8 @@ The version alone does not tell two rocmkits apart (every commit says 0.1.0 unti
 nodes run different rocmkits compares different facts: an older one reports less, and what it does not report
 cannot differ. So every doctor document carries this identity, and `rocmkit doctor --fleet` fails nodes that
 differ in it. The build is a hash of the package's own .py files (their paths and bytes), so two commits that
-change any code differ while two installs of one commit agree, whether from a wheel, an editable checkout or an
-image. Computed once per process, from ~200 files: about 10 ms.
+change any code or template differ while two installs of one commit agree, whether from a wheel, an editable
+checkout or an image. Computed once per process, from ~250 files: about 15 ms.
 
 `source` is what pip recorded about the install (PEP 610's direct_url.json: a git URL and commit, a local
 folder, a wheel's URL), so a fix can say what to install to get the same build; None when installed from an index.
@@ -28,19 +28,41 @@ def identity() -> dict[str, Any]:
     """{"version", "build", "source"} of the rocmkit that runs this code."""
     from . import __version__
 
-    return {"version": __version__, "build": build_hash(Path(__file__).resolve().parent), "source": _source()}
+    return {"version": __version__, "build": build_hash(Path(__file__).resolve().parent, _templates()),
+            "source": _source()}
 
 
-def build_hash(package: Path) -> str:
-    """The hash of every .py file under `package` (relative path and bytes, in a stable order); compiled caches
+def _templates() -> Path | None:
+    """Where rocmkit.templates lives: inside the package in a wheel, the repository's top-level templates/ in an
+    editable install (pyproject's package-dir), so both layouts of one commit hash alike."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("rocmkit.templates")
+    except (ImportError, ValueError):
+        return None
+    where = list(spec.submodule_search_locations or []) if spec else []
+    return Path(where[0]).resolve() if where else None
+
+
+def build_hash(package: Path, templates: Path | None = None) -> str:
+    """The hash of every .py file under `package` and of the templates (.py, .j2) under `templates`, each by its
+    path inside the package (templates/… wherever they live) and its bytes, in a stable order. Compiled caches
     and data files are left out, so a run that wrote __pycache__ or a resource does not change it."""
+    files: dict[str, Path] = {}
+    for path in package.rglob("*.py"):
+        rel = path.relative_to(package).as_posix()
+        if "__pycache__" not in path.parts and not (templates and rel.startswith("templates/")):
+            files[rel] = path
+    if templates and templates.is_dir():
+        for path in [*templates.rglob("*.py"), *templates.rglob("*.j2")]:
+            if "__pycache__" not in path.parts:
+                files["templates/" + path.relative_to(templates).as_posix()] = path
     h = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        if "__pycache__" in path.parts:
-            continue
-        h.update(path.relative_to(package).as_posix().encode() + b"\0")
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0")
         try:
-            h.update(path.read_bytes())
+            h.update(files[rel].read_bytes())
         except OSError as exc:  # an unreadable file still changes the hash, and says so
             h.update(f"unreadable: {exc.strerror}".encode())
         h.update(b"\0")

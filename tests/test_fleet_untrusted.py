@@ -8,6 +8,7 @@ import base64
 import copy
 import gzip
 import json
+import shutil
 
 import pytest
 from fleetgen import fleet, node_spec
@@ -177,6 +178,16 @@ def test_the_build_identity_is_a_content_hash(tmp_path):
     assert buildid.build_hash(pkg) == first  # caches and data files leave it as it is
     (pkg / "sub" / "b.py").write_text("y = 3\n")
     assert buildid.build_hash(pkg) != first and first.startswith("py-sha256:")
+    # a wheel keeps the templates inside the package, an editable install beside it: one commit, one build
+    tdir = tmp_path / "templates"
+    (tdir / "fleet").mkdir(parents=True)
+    (tdir / "__init__.py").write_text("")
+    (tdir / "fleet" / "report.html.j2").write_text("<html>")
+    editable = buildid.build_hash(pkg, tdir)
+    shutil.copytree(tdir, pkg / "templates")
+    assert buildid.build_hash(pkg, pkg / "templates") == editable != buildid.build_hash(pkg)
+    (pkg / "templates" / "fleet" / "report.html.j2").write_text("<html lang=en>")
+    assert buildid.build_hash(pkg, pkg / "templates") != editable
     me = buildid.identity()
     assert me is buildid.identity() and me["build"].startswith("py-sha256:")  # computed once
 
