@@ -303,3 +303,14 @@ def test_whatever_a_node_sends_the_fleet_never_raises(tmp_path, good):
         doc = run_doc(results + [got])
         render(doc), text(doc, None), json.dumps(doc)
     assert refused and read
+
+
+def test_the_guides_slurm_example_is_what_the_fleet_prints(tmp_path):
+    """The clusters guide's drained node beside another rocmkit: its console block is this page's text, as is."""
+    from pathlib import Path
+
+    from fleetgen import pages
+
+    doc, _ = pages(tmp_path)["fleet-slurm"]
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "guides" / "clusters.md").read_text()
+    assert text(doc, Path("rocmkit-fleet-4712")).strip() in guide

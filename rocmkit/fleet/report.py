@@ -30,8 +30,9 @@ UNREACHED = {"deadline": ("fleet.deadline", "did not finish its doctor within th
                        "look at its stderr in the report; rocmkit must be on the node's PATH (or give --image with "
                        "rocmkit in it)"),
              "crashed": ("fleet.crashed", "{error}",
-                         "run `rocmkit doctor --debug` on the node to see where; a crash in a native library (a "
-                         "SIGSEGV, a SIGBUS) points at its driver or ROCm install; exclude it meanwhile"),
+                         "run `python3 -X faulthandler -m rocmkit doctor` on the node: the stack it prints says "
+                         "where it crashed; a crash in a native library (a SIGSEGV, a SIGBUS) points at its driver or "
+                         "ROCm install; exclude it meanwhile"),
              "invalid": ("fleet.invalid", "{error}",
                          "run `rocmkit doctor --json` on the node and compare its rocmkit with the others' "
                          "(rocmkit --version); exclude it meanwhile"),
@@ -233,6 +234,12 @@ def text(doc: dict, out_dir: Path | None) -> str:
         more = len(fails) + len(warns) - len(shown)
         detail = ", ".join(shown) + (f" and {more} more" if more else "")
         lines.append(f"  {n['node']:<{width}}  {state:<9} {detail}")
+    unchecked = [n["node"] for n in doc["nodes"] if n["state"] != "answered"]
+    if unchecked:  # why a node has no result (Slurm's word, a crash, a malformed document) is said here, whole
+        lines += ["", "nodes not checked:"]
+        for f in doc["findings"]:
+            if f["status"] == Status.FAIL and len(f["nodes"]) == 1 and f["nodes"][0] in unchecked:
+                lines += [f"  FAIL  {f['title']}", f"        fix: {f['fix']}"]
     if doc["differences"]:
         lines += ["", "differences between nodes:"]
         for d in doc["differences"]:
