@@ -35,7 +35,8 @@ N2 = {
     "segv": 'exec "$PY" -c "import ctypes; ctypes.string_at(0)"',  # a real SIGSEGV
 }
 OLDER = ("import json, sys; d = json.load(sys.stdin); d.pop('rocmkit', None); "
-         "d['fingerprint'] = {k: d['fingerprint'][k] for k in ('kernel', 'amdgpu', 'rocm', 'gpus')}; print(json.dumps(d))")
+         "d['fingerprint'] = {k: d['fingerprint'][k] for k in ('kernel', 'amdgpu', 'rocm', 'gpus')}; "
+         "print(json.dumps(d))")
 MANGLE = ("import json, sys; d = json.load(sys.stdin)\n"
           "if sys.argv[1] == 'oops': d['findings'] = 'oops'\n"
           "else: d['findings'][0].pop('status')\n"
@@ -235,7 +236,7 @@ def test_a_malformed_document_names_n2_and_n1_stands(tmp_path, trees, n2, said):
     n = nodes_of(doc)
     assert n["n1"]["verdict"] == "pass" and n["n2"]["state"] == "invalid"
     assert n["n2"]["error"] == f"n2's doctor document is malformed: {said}"
-    assert f"fleet.invalid" in r.stdout and doc["exclude"] == "--exclude=n2"
+    assert "fleet.invalid" in r.stdout and doc["exclude"] == "--exclude=n2"
 
 
 def test_a_crash_by_a_signal_is_named(tmp_path, trees):

@@ -108,7 +108,7 @@ def test_a_rocmkit_too_old_for_the_command_gets_the_upgrade_line(tmp_path):
                           f"pip install --upgrade 'rocmkit @ git+https://example.org/rocmkit@{'a' * 40}'"), fix
 
 
-# -- the rocmkit each node runs -----------------------------------------------------------------------------------------
+# -- the rocmkit each node runs ---------------------------------------------------------------------------------
 
 def older(doc: dict) -> dict:
     """The document of a rocmkit that predates the fleet: no identity, a fingerprint of kernel, amdgpu, ROCm, GPUs."""
@@ -314,3 +314,13 @@ def test_the_guides_slurm_example_is_what_the_fleet_prints(tmp_path):
     doc, _ = pages(tmp_path)["fleet-slurm"]
     guide = (Path(__file__).resolve().parent.parent / "docs" / "guides" / "clusters.md").read_text()
     assert text(doc, Path("rocmkit-fleet-4712")).strip() in guide
+
+
+def test_a_node_of_the_same_rocmkit_that_did_not_read_a_fact_says_so(tmp_path):
+    """n3 runs the others' rocmkit but its doctor read no Python process (a captured tree): not "another build"."""
+    results = fleet(tmp_path, {"n1": node_spec(), "n2": node_spec(), "n3": node_spec()})
+    results[2].doc["fingerprint"].pop("packages")
+    results[1].doc["rocmkit"] = {**results[1].doc["rocmkit"], "build": "py-sha256:bbbbbbbbbbbb"}
+    torch = {d.id: d for d in compare.differences({r.node: r.doc for r in results})}["fleet.differs.packages.torch"]
+    assert torch.odd == ["n3"] and torch.notes == ("n3 did not report torch: its doctor did not read it (a captured "
+                                                   "tree without its process, or the doctor run without --multi-node)",)

@@ -144,7 +144,7 @@ def differences(docs: dict[str, dict], own: dict | None = None) -> list[Differen
                 what, _, status, area = next(q[pid] for q in node_parts.values() if pid in q)
                 value = NOT_INSTALLED if _has(docs[node], _section(pid)) else NOT_REPORTED
                 seen[node] = (what, value, status, area)
-        out += _difference(f"fleet.differs.{pid}", seen, docs, tool)
+        out += _difference(f"fleet.differs.{pid}", seen, tool)
     out += _env_differences(docs, tool)
     return sorted(out, key=lambda d: (d.status != Status.FAIL, d.id != "fleet.differs.rocmkit", d.id))
 
@@ -160,11 +160,11 @@ def _env_differences(docs: dict[str, dict], tool: Difference | None = None) -> l
         status = Status.FAIL if var.startswith(("NCCL_", "RCCL_")) else Status.WARN
         seen = {n: (f"env {var}", NOT_REPORTED if n not in envs else _show(envs[n][var]) if var in envs[n]
                     else "(unset)", status, "env") for n in docs}
-        out += _difference(f"fleet.differs.env.{var}", seen, docs, tool)
+        out += _difference(f"fleet.differs.env.{var}", seen, tool)
     return out
 
 
-def _difference(did: str, seen: dict[str, tuple[str, str, Status, str]], docs: dict[str, dict] | None = None,
+def _difference(did: str, seen: dict[str, tuple[str, str, Status, str]],
                 tool: Difference | None = None) -> list[Difference]:
     values: dict[str, list[str]] = {}
     for node, (_, value, _, _) in seen.items():
@@ -172,7 +172,8 @@ def _difference(did: str, seen: dict[str, tuple[str, str, Status, str]], docs: d
     if len(values) < 2:
         return []
     # the values said, largest first, then the nodes that said nothing (never "the largest group")
-    groups = sorted(((v, sorted(n)) for v, n in values.items()), key=lambda g: (g[0] == NOT_REPORTED, -len(g[1]), g[0]))
+    groups = sorted(((v, sorted(n)) for v, n in values.items()),
+                    key=lambda g: (g[0] == NOT_REPORTED, -len(g[1]), g[0]))
     what, _, status, area = next(iter(seen.values()))
     silent = values.get(NOT_REPORTED, [])
     said = [g for g in groups if g[0] != NOT_REPORTED]
@@ -181,18 +182,22 @@ def _difference(did: str, seen: dict[str, tuple[str, str, Status, str]], docs: d
         odd = sorted(silent + [n for _, ns in said[1:] for n in ns])
     else:
         odd = [] if len(groups[0][1]) == len(groups[1][1]) else sorted(n for _, ns in groups[1:] for n in ns)
-    notes = (f"{_nodes(sorted(silent))} did not report {what}: {_why_silent(silent, tool)}",) if silent else ()
+    reporters = [n for _, ns in said for n in ns]
+    notes = (f"{_nodes(sorted(silent))} did not report {what}: {_why_silent(silent, reporters, tool)}",) \
+        if silent else ()
     fix = FIX[area]
     if silent and tool is not None and set(silent) & set(tool.odd or [n for _, ns in tool.groups for n in ns]):
         fix = tool.fix  # an older rocmkit reports less: upgrading it is the fix
     return [Difference(did, what, status, groups, odd, fix, notes)]
 
 
-def _why_silent(silent: list[str], tool: Difference | None) -> str:
-    if tool is None:  # every node runs the same rocmkit: its doctor read less there
+def _why_silent(silent: list[str], said: list[str], tool: Difference | None) -> str:
+    """Why a node did not report a value others did: its rocmkit (older, another build), else its doctor."""
+    mine = next((value for value, ns in tool.groups if silent[0] in ns), None) if tool else None
+    theirs = {value for value, ns in tool.groups for n in said if n in ns} if tool else set()
+    if mine is None or mine in theirs:  # the same rocmkit as nodes that did report it: its doctor read less there
         return "its doctor did not read it (a captured tree without its process, or the doctor run without " \
                "--multi-node)"
-    mine = next(value for value, ns in tool.groups if silent[0] in ns)
     if mine == buildid.describe(None):
         return "its rocmkit is older (it reports no build identity)"
     return f"its rocmkit is another build ({mine})"

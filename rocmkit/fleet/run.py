@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import json
 import math
 import os
 import re
@@ -92,7 +91,7 @@ class NodeResult(NamedTuple):
     error: str | None = None
     stderr: str = ""
     around: str = ""  # what the doctor printed on stdout around its document (a banner): kept, never parsed
-    slurm: tuple[str, bool] | None = None  # unavailable: Slurm's kind (drained, busy, …), whether the node is to blame
+    slurm: tuple[str, bool] | None = None  # unavailable: Slurm's kind (drained, busy, …), whether it is to blame
 
     def to_json(self) -> dict:
         return {"node": self.node, "state": self.state, "exit_code": self.exit_code, "seconds": self.seconds,

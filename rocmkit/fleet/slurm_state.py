@@ -19,7 +19,8 @@ from typing import NamedTuple
 from .nodes import compress, expand
 
 TIMEOUT_S = 15  # a controller that does not answer scontrol in this long will not start a step either
-_KEY_RE = re.compile(r" (?=[A-Z][A-Za-z_]*=)")  # one line of `scontrol -o show node`: Key=value, a value may hold spaces
+# one line of `scontrol -o show node`: Key=value pairs, and a value may hold spaces (Reason=, OS=)
+_KEY_RE = re.compile(r" (?=[A-Z][A-Za-z_]*=)")
 _REASON_RE = re.compile(r"^(.*?)\s*\[([^@\]]+)@([^\]]+)\]\s*$")
 
 
