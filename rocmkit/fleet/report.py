@@ -103,12 +103,12 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
     exit code and --min-nodes say so), and none goes to --exclude."""
     docs = {r.node: r.doc for r in results if r.state == "answered"}
     order = [r.node for r in results]
-    own = (extra or {}).get("rocmkit")  # the rocmkit running the fleet: what a node's fix line installs
+    tool = (extra or {}).get("rocmkit")  # the rocmkit running the fleet: what a node's fix line installs
     findings: list[dict[str, Any]] = []
     for r in results:
         ref, ref_name = baseline_for(r.node, base)
-        findings += node_findings(r, deadline_s, ref, ref_name, own)
-    diffs = compare.differences(docs, own)
+        findings += node_findings(r, deadline_s, ref, ref_name, tool)
+    diffs = compare.differences(docs, tool)
     rows = compare.figure_rows(docs, tolerance)
     own = findings + [{**f, "area": "fleet"} for f in compare.figure_findings(rows, tolerance)]
     bad = {Status.FAIL, Status.WARN} if strict else {Status.FAIL}
