@@ -17,7 +17,8 @@ from ..errors import RocmkitError, UsageError
 from ..output import dumps
 
 META = "rocmkit.fleet"
-DEADLINE_S = {1: 120, 2: 900}  # a node's deadline by level: level 1 takes seconds, level 2's probes minutes
+DEADLINE_S = {1: 120, 2: 900}
+SAID_MAX = 20  # the nodes Slurm holds back named one a line on stderr while the fleet runs  # a node's deadline by level: level 1 takes seconds, level 2's probes minutes
 
 
 def _keep(ctx: click.Context, param: click.Parameter, value):
@@ -163,7 +164,10 @@ def asked(nodes: list[str], command: list[str], deadline: int, *, in_allocation:
             if n in states else None
         if u:
             off[n] = NodeResult(n, "unavailable", error=u.text, slurm=(u.kind, u.blames))
-            say(u.text)
+            if len(off) <= SAID_MAX:  # a thousand drained nodes are in the report, not a thousand lines here
+                say(u.text)
+    if len(off) > SAID_MAX:
+        say(f"and {len(off) - SAID_MAX} more node(s) Slurm lets no job run on now: the report names each")
     runnable = [n for n in nodes if n not in off]
     got: dict[str, NodeResult] = {}
     if runnable:
