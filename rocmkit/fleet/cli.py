@@ -17,8 +17,8 @@ from ..errors import RocmkitError, UsageError
 from ..output import dumps
 
 META = "rocmkit.fleet"
-DEADLINE_S = {1: 120, 2: 900}
-SAID_MAX = 20  # the nodes Slurm holds back named one a line on stderr while the fleet runs  # a node's deadline by level: level 1 takes seconds, level 2's probes minutes
+DEADLINE_S = {1: 120, 2: 900}  # a node's deadline by level: level 1 takes seconds, level 2's probes minutes
+SAID_MAX = 20  # the nodes Slurm holds back named one a line on stderr while the fleet runs
 
 
 def _keep(ctx: click.Context, param: click.Parameter, value):
