@@ -145,7 +145,8 @@ def read(nodes: list[str]) -> tuple[dict[str, NodeState], str | None]:
         return {}, "scontrol is not on PATH"
     listed = compress(nodes)
     out, err = _run([scontrol, "-o", "show", "node", listed])
-    if out is None or not parse(out):  # a name Slurm does not know fails the listed form: read them all
+    timed_out = err is not None and "did not answer" in err
+    if not timed_out and (out is None or not parse(out)):  # a name Slurm does not know fails the list: read all
         out, err = _run([scontrol, "-o", "show", "node"])
     if out is None:
         return {}, err
@@ -164,12 +165,13 @@ def read(nodes: list[str]) -> tuple[dict[str, NodeState], str | None]:
 
 
 def _run(argv: list[str]) -> tuple[str | None, str | None]:
+    what = " ".join([argv[0].rsplit("/", 1)[-1], *argv[1:4]])  # "scontrol -o show node"
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return None, f"{argv[0]} did not answer within {TIMEOUT_S} s"
+        return None, f"{what} did not answer within {TIMEOUT_S} s"
     except OSError as exc:
-        return None, f"{argv[0]}: {exc.strerror}"
+        return None, f"{what}: {exc.strerror}"
     if r.returncode != 0 and not r.stdout.strip():
         return None, (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
     return r.stdout, None
