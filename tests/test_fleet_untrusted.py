@@ -324,3 +324,8 @@ def test_a_node_of_the_same_rocmkit_that_did_not_read_a_fact_says_so(tmp_path):
     torch = {d.id: d for d in compare.differences({r.node: r.doc for r in results})}["fleet.differs.packages.torch"]
     assert torch.odd == ["n3"] and torch.notes == ("n3 did not report torch: its doctor did not read it (a captured "
                                                    "tree without its process, or the doctor run without --multi-node)",)
+
+
+def test_without_scontrol_the_states_are_said_unread(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert slurm_state.read(["n1"]) == ({}, "scontrol is not on PATH")
