@@ -99,12 +99,34 @@ def mismatch_fleet(tmp: Path) -> list[NodeResult]:
     return fleet(tmp, {"n1": node_spec(), "n2": node_spec(env={"NCCL_IB_HCA": "mlx5_9", "NCCL_SOCKET_IFNAME": "eth1"})})
 
 
+# The guide's rocmkit builds, fixed so that its examples do not change with every commit
+GUIDE_ROCMKIT = {"version": "0.1.0", "build": "py-sha256:3f9c2a71b0de", "source": None}
+OLDER_ROCMKIT = {"version": "0.0.9", "build": "py-sha256:5e1d0c7a9b42", "source": None}
+
+
+def slurm_fleet(tmp: Path) -> list[NodeResult]:
+    """Four nodes: gpu-03 runs an older rocmkit (0.0.9), gpu-04 is drained in Slurm (so it is not asked)."""
+    out = fleet(tmp, {f"gpu-0{i}": node_spec() for i in range(1, 4)})
+    for r in out:
+        r.doc["rocmkit"] = dict(OLDER_ROCMKIT if r.node == "gpu-03" else GUIDE_ROCMKIT)
+    return out + [NodeResult("gpu-04", "unavailable", error="gpu-04 is drained in Slurm (Slurm's reason: GPU 3 ECC "
+                             "errors, set by root at 2026-12-06T22:14:05): Slurm's state IDLE+DRAIN",
+                             slurm=("drained", True))]
+
+
 def pages(tmp: Path) -> dict[str, tuple[dict, Path]]:
-    """The guide's pages, each its document and its fleet.html: the level-2 example and the two-node mismatch."""
+    """The guide's pages, each its document and its fleet.html: the level-2 example, the two-node mismatch, and
+    Slurm's drained node beside a node with another rocmkit."""
     from rocmkit.fleet.report import assess, write_outputs
 
-    docs = {"fleet-report": assess(demo_fleet(tmp), level=2, strict=False, tolerance=0.05, deadline_s=900),
-            "fleet-mismatch": assess(mismatch_fleet(tmp), level=1, strict=False, tolerance=0.05, deadline_s=120)}
+    demo, mismatch = demo_fleet(tmp), mismatch_fleet(tmp)
+    for r in demo + mismatch:
+        r.doc["rocmkit"] = dict(GUIDE_ROCMKIT)
+    own = {"rocmkit": GUIDE_ROCMKIT}
+    docs = {"fleet-report": assess(demo, level=2, strict=False, tolerance=0.05, deadline_s=900, extra=own),
+            "fleet-mismatch": assess(mismatch, level=1, strict=False, tolerance=0.05, deadline_s=120, extra=own),
+            "fleet-slurm": assess(slurm_fleet(tmp), level=1, strict=False, tolerance=0.05, deadline_s=120,
+                                  extra=own)}
     out = {}
     for name, doc in docs.items():
         doc["created"] = "2026-11-28T01:30:00Z"

@@ -148,7 +148,7 @@ def test_unreached_nodes_fail_and_alone_they_exit_124(tmp_path):
         NodeResult("n3", "no answer", None, None, None, "nothing came back within 15 s")]
     doc = assess(results, level=1, strict=False, tolerance=0.05, deadline_s=5)
     assert doc["failing_nodes"] == ["n2", "n3"] and doc["exit_code"] == 124
-    assert doc["exclude"] == "--exclude=n[2-3]"
+    assert doc["exclude"] == "--exclude=n2,n3" and doc["exclude_short"] == "n[2-3]"
     found = {f["id"]: f["nodes"] for f in doc["findings"] if f["status"] == "fail"}
     assert found == {"fleet.deadline": ["n2"], "fleet.no_answer": ["n3"]}
     assert assess(results, level=1, strict=False, tolerance=0.05, deadline_s=5, min_nodes=1)["exit_code"] == 0
@@ -240,7 +240,7 @@ def test_the_page_holds_the_json_findings_and_fetches_nothing(tmp_path):
     for fetched in ("http://", "https://", "<script", "<link", "@import", "src="):
         assert fetched not in html.replace("https://docs", "")  # a reference printed as text is no fetch
     assert (tmp_path / "out" / "failing_nodes.txt").read_text() == "gpu-02\ngpu-03\n"
-    assert (tmp_path / "out" / "exclude.txt").read_text() == "--exclude=gpu-[02-03]\n"
+    assert (tmp_path / "out" / "exclude.txt").read_text() == "gpu-02,gpu-03\n"  # as --exclude=$(cat exclude.txt) takes
     assert json.loads((tmp_path / "out" / "fleet.json").read_text())["schema"] == "rocmkit.fleet/v1"
 
 

@@ -86,15 +86,15 @@ def test_the_page_chromium_renders_holds_the_json_findings(fleet_pages):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("name", ["fleet-report", "fleet-mismatch"])
+@pytest.mark.parametrize("name", ["fleet-report", "fleet-mismatch", "fleet-slurm"])
 def test_every_red_cell_and_failing_node_is_seen_without_scrolling_sideways(fleet_pages, name, width):
     doc, page = fleet_pages[name]
     seen = layout(page, width, 3000)  # tall: the whole page in the window, so only width can hide a thing
     assert seen["width"] == width and seen["scroll_width"] <= width, seen  # the page itself never scrolls sideways
     assert seen["banner"]
     fails = [c for c in seen["cells"] if c[2] == "fail"]
-    assert {c[0] for c in fails} == set(doc["failing_nodes"]) - {n["node"] for n in doc["nodes"]
-                                                                 if n["state"] != "answered"}
+    assert {c[0] for c in fails} == {n for n, cells in doc["grid"].items() if "fail" in cells.values()}
+    assert {c[0] for c in fails} <= set(doc["failing_nodes"])
     assert fails and all(c[3] for c in fails), [c for c in fails if not c[3]]
     assert all(visible for node, visible in seen["nodes"] if node in doc["failing_nodes"]), seen["nodes"]
     assert all(right <= width for right in seen["chart_right"]), seen["chart_right"]  # the chart fits whole
@@ -109,7 +109,7 @@ def test_every_red_cell_and_failing_node_is_seen_without_scrolling_sideways(flee
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("name", ["fleet-report", "fleet-mismatch"])
+@pytest.mark.parametrize("name", ["fleet-report", "fleet-mismatch", "fleet-slurm"])
 def test_the_guides_screenshots_show_every_red_cell(fleet_pages, name, width):
     """The copies kept in docs/guides/img (python tests/fleetgen.py docs/guides/img) show what the page shows now."""
     doc, _ = fleet_pages[name]
@@ -117,3 +117,21 @@ def test_the_guides_screenshots_show_every_red_cell(fleet_pages, name, width):
     assert Image.open(kept).size == (width, SHOT_HEIGHT)
     fails = sum(s == "fail" for cells in doc["grid"].values() for s in cells.values())
     assert len(red_cells(kept)) == fails
+
+
+def test_a_drained_node_and_another_rocmkit_read_in_chromium_at_800_px(fleet_pages):
+    """The guide's third page: gpu-04 drained in Slurm (not asked) and gpu-03 on an older rocmkit, as chromium
+    lays the page out in an 800 px window: both named in red, with Slurm's reason and which rocmkit runs where."""
+    doc, page = fleet_pages["fleet-slurm"]
+    assert doc["failing_nodes"] == ["gpu-03", "gpu-04"] and doc["exclude"] == "--exclude=gpu-03,gpu-04"
+    dom = chromium("--dump-dom", "--window-size=800,3000", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = set(page_findings(dom.stdout))
+    assert {("fleet.slurm.drained", "fail", "gpu-04"), ("fleet.differs.rocmkit", "fail", "gpu-03")} <= found, found
+    assert "gpu-04 is drained in Slurm (Slurm&#39;s reason: GPU 3 ECC errors" in dom.stdout or \
+        "gpu-04 is drained in Slurm (Slurm's reason: GPU 3 ECC errors" in dom.stdout
+    assert "0.0.9 (build 5e1d0c7a9b42)" in dom.stdout and "unavailable (drained)" in dom.stdout
+    seen = layout(page, 800, 3000)
+    cells = {(c[0], c[1]): c for c in seen["cells"]}
+    assert cells[("gpu-04", "fleet.slurm.drained")][2:] == ["fail", True]
+    assert cells[("gpu-03", "fleet.same")][2:] == ["fail", True]

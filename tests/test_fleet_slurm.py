@@ -69,11 +69,11 @@ def test_both_nodes_report_and_the_failing_one_is_excluded(tmp_path, trees):
     assert torch["odd_nodes"] == ["n2"]  # no majority of two, but n2 fails on its own: n1, that passes, decides
     out = tmp_path / "out"
     assert (out / "failing_nodes.txt").read_text() == "n2\n" and (out / "passing_nodes.txt").read_text() == "n1\n"
-    assert (out / "exclude.txt").read_text() == "--exclude=n2\n"
+    assert (out / "exclude.txt").read_text() == "n2\n"
     assert json.loads((out / "fleet.json").read_text())["failing_nodes"] == ["n2"]
-    # the line works as written: a job step given it runs on n1 only
-    ran = subprocess.run(["srun", "--nodes=1", (out / "exclude.txt").read_text().strip(), "bash", "-c",
-                          "echo $SLURMD_NODENAME"], capture_output=True, text=True, timeout=60)
+    # the line the docs show works as written, through a shell: a job step given it runs on n1 only
+    ran = subprocess.run(["bash", "-c", f"srun --nodes=1 --exclude=$(cat {out / 'exclude.txt'}) bash -c "
+                          "'echo $SLURMD_NODENAME'"], capture_output=True, text=True, timeout=60)
     assert ran.stdout.strip() == "n1", ran.stderr
     # with --min-nodes 1 the same fleet passes: n2 is dropped, not the job
     r, _ = fleet(tmp_path, trees, "--min-nodes", "1")
@@ -201,10 +201,17 @@ def test_no_allocation_is_exit_3_quoting_srun(tmp_path, trees):
     assert_refused(r, 3, "Invalid job id specified", tmp_path / "out")
 
 
-def test_busy_nodes_are_exit_3_quoting_srun(tmp_path, trees, busy_nodes):
+def test_busy_nodes_are_exit_3_naming_the_job_that_holds_them(tmp_path, trees, busy_nodes):
+    """Both nodes held by another job: Slurm's state says so before srun is asked (no wait in the queue); each node
+    is named with the job holding it, the report is written, nothing is excluded (busy is not broken), exit 3."""
     r, seconds = fleet(tmp_path, trees, "--node-timeout", "5")
-    assert_refused(r, 3, "Requested nodes are busy", tmp_path / "out")
-    assert seconds < 60
+    assert r.returncode == 3 and seconds < 30, r.stdout + r.stderr
+    for node in ("n1", "n2"):
+        assert f"{node} is busy: all its CPUs are allocated by job {busy_nodes} (rocmkit-test-hold, " in r.stderr
+    assert "fleet FAILS: Slurm lets none of the nodes run a job now" in r.stdout and "Traceback" not in r.stderr
+    doc = json.loads((tmp_path / "out" / "fleet.json").read_text())
+    assert doc["unavailable_nodes"] == ["n1", "n2"] and doc["exclude"] is None
+    assert (tmp_path / "out" / "exclude.txt").read_text() == ""
 
 
 def test_an_empty_node_list_is_a_usage_error(tmp_path, trees):

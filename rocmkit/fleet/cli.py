@@ -12,11 +12,13 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from ..buildid import identity
+from ..errors import RocmkitError, UsageError
 from ..output import dumps
 
 META = "rocmkit.fleet"
 DEADLINE_S = {1: 120, 2: 900}  # a node's deadline by level: level 1 takes seconds, level 2's probes minutes
+SAID_MAX = 20  # the nodes Slurm holds back named one a line on stderr while the fleet runs
 
 
 def _keep(ctx: click.Context, param: click.Parameter, value):
@@ -31,8 +33,10 @@ def fleet_options(f):
                      help="Run the doctor on every node of this Slurm allocation at once (inside salloc or sbatch: "
                           "SLURM_JOB_NODELIST), through one srun step with a task per node and a deadline per node; "
                           "compare the nodes with each other (kernel, driver, firmware, ROCm, Python stack, RCCL/ROCm "
-                          "variables, RDMA ports; --level 2 figures against the fleet median) and write a report "
-                          "folder (--out): fleet.json, fleet.html, passing_nodes.txt, failing_nodes.txt, exclude.txt. "
+                          "variables, RDMA ports, the rocmkit each runs; --level 2 figures against the fleet median) "
+                          "and write a report folder (--out): fleet.json, fleet.html, passing_nodes.txt, "
+                          "failing_nodes.txt, exclude.txt (for --exclude=$(cat exclude.txt)). Nodes Slurm says cannot "
+                          "run now (drained, down, reserved, busy) are named with Slurm's reason and not asked. "
                           "Takes --level, --json, --strict, --arch, --only, --image (docker, or apptainer for a "
                           ".sif), --baseline (a saved fleet.json or doctor run) and --tolerance (default 0.05 here)."),
         click.option("--nodes", "fleet_nodes", default=None, metavar="LIST", expose_value=False, callback=_keep,
@@ -141,12 +145,52 @@ def _baseline(path: str | None) -> dict | None:
     return load_run(path)  # a saved doctor run (one good node), or a usage error naming the file
 
 
+def asked(nodes: list[str], command: list[str], deadline: int, *, in_allocation: bool, srun_extra: tuple[str, ...],
+          say) -> tuple[list, str | None]:
+    """Every node's result, in the order of `nodes`: those Slurm says cannot run a job now (drained, down, busy,
+    …: slurm_state.py) reported with Slurm's word and not asked; the others through one srun step. srun
+    refusing the step for want of resources (busy, waiting) names the nodes and the jobs that hold them.
+    Also why Slurm's states could not be read (None when they were)."""
+    from . import slurm_state
+    from .run import NodeResult, fan_out
+
+    states, states_error = slurm_state.read(nodes)
+    if states_error:
+        say(f"Slurm's node states not read ({states_error}): srun decides which nodes run")
+    reservation = any(a.startswith("--reservation") for a in srun_extra)
+    off = {}
+    for n in nodes:
+        u = slurm_state.verdict(states[n], in_allocation=in_allocation, reservation=reservation) \
+            if n in states else None
+        if u:
+            off[n] = NodeResult(n, "unavailable", error=u.text, slurm=(u.kind, u.blames))
+            if len(off) <= SAID_MAX:  # a thousand drained nodes are in the report, not a thousand lines here
+                say(u.text)
+    if len(off) > SAID_MAX:
+        say(f"and {len(off) - SAID_MAX} more node(s) Slurm lets no job run on now: the report names each")
+    runnable = [n for n in nodes if n not in off]
+    got: dict[str, NodeResult] = {}
+    if runnable:
+        say(f"the doctor on {len(runnable)} node(s) through srun, {deadline} s a node: {shlex.join(command)}")
+        try:
+            got = {r.node: r for r in fan_out(runnable, command, deadline, in_allocation=in_allocation,
+                                              srun_extra=srun_extra, say=say)}
+        except RocmkitError as exc:
+            busy = slurm_state.busy_text(runnable, slurm_state.read(runnable)[0]) \
+                if exc.exit_code == 3 and any(w in exc.message for w in ("busy", "waiting")) else ""
+            if busy:
+                exc.message += f". The nodes held by other jobs: {busy}"
+            if off:  # Slurm's word about the others is said even so
+                exc.message += ". Not asked: " + "; ".join(r.error for r in off.values())
+            raise
+    return [off.get(n) or got[n] for n in nodes], states_error
+
+
 def run(ctx: click.Context, *, level: int, as_json: bool, strict: bool, arch: str | None, only: str | None,
         image: str | None, baseline_file: str | None, tolerance: float, code_objects: bool,
         incompatible: dict[str, bool]) -> int:
     """The fleet run; returns the exit code."""
     from . import compare, report
-    from .run import fan_out
 
     given = [name for name, on in incompatible.items() if on]
     if given:
@@ -179,13 +223,14 @@ def run(ctx: click.Context, *, level: int, as_json: bool, strict: bool, arch: st
     def say(message: str) -> None:
         click.echo(f"fleet: {message}", err=True)
 
-    say(f"the doctor on {len(nodes)} node(s) through srun, {deadline} s a node: {shlex.join(command)}")
-    results = fan_out(nodes, command, deadline, in_allocation=in_allocation, srun_extra=srun_extra, say=say)
+    results, states_error = asked(nodes, command, deadline, in_allocation=in_allocation, srun_extra=srun_extra,
+                                  say=say)
     doc = report.assess(results, level=level, strict=strict, tolerance=tolerance, deadline_s=deadline,
                         min_nodes=min_nodes, base=base, command=command,
                         extra={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                "job_id": os.environ.get("SLURM_JOB_ID"),
-                               "baseline": baseline_file})
+                               "baseline": baseline_file, "rocmkit": identity(),
+                               "slurm_states": states_error or "read"})
     out_dir = out_dir or new_out_dir()
     report.write_outputs(doc, out_dir)
     if as_json:

@@ -15,6 +15,7 @@ import json
 import statistics
 from typing import Any, NamedTuple
 
+from .. import buildid
 from ..host.baseline import figures as doc_figures
 from ..host.model import Status
 
@@ -49,10 +50,12 @@ class Difference(NamedTuple):
     groups: list[tuple[str, list[str]]]  # (value as shown, nodes), largest group first
     odd: list[str]  # the nodes outside the largest group; [] when no group is the largest
     fix: str
+    notes: tuple[str, ...] = ()  # why a node lacks the value: "n2 did not report torch: its rocmkit is older"
 
     def title(self) -> str:
         sides = "; ".join(f"{value} on {_nodes(nodes)}" for value, nodes in self.groups)
-        return f"{self.what} {'differ' if self.what in PLURAL else 'differs'}: {sides}"
+        return f"{self.what} {'differ' if self.what in PLURAL else 'differs'}: {sides}" + \
+            "".join(f" — {n}" for n in self.notes)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "what": self.what, "status": self.status, "title": self.title(),
@@ -89,7 +92,8 @@ def _rdma(ports: dict) -> str:
 
 def parts(doc: dict) -> dict[str, tuple[str, str, Status, str]]:
     """A node's fingerprint as comparable parts: id → (what, value as shown, status if it differs, fix area).
-    A part the document lacks (an older rocmkit, a tree captured without its process) is left out."""
+    A part the document lacks (an older rocmkit, a tree captured without its process) is left out here;
+    differences() then says the node did not report it."""
     fp = doc.get("fingerprint")
     if not isinstance(fp, dict):
         return {}
@@ -109,42 +113,128 @@ def parts(doc: dict) -> dict[str, tuple[str, str, Status, str]]:
     return out
 
 
-def differences(docs: dict[str, dict]) -> list[Difference]:
-    """Every part that differs between the nodes that reported it; fail before warn, then by id."""
+NOT_REPORTED, NOT_INSTALLED = "(not reported)", "(not installed)"
+
+
+def _section(pid: str) -> str:
+    """Which part of a document a part id comes from: a node that lacks the section did not report the part; one
+    that has it and lacks the part reports its absence (a package not installed)."""
+    return "packages" if pid.startswith("packages.") else "rdma" if pid == "rdma" else "fingerprint"
+
+
+def _has(doc: dict, section: str) -> bool:
+    fp = doc.get("fingerprint")
+    return isinstance(fp, dict) and (section == "fingerprint" or isinstance(fp.get(section), dict))
+
+
+def differences(docs: dict[str, dict], own: dict | None = None) -> list[Difference]:
+    """Every part that differs between the nodes, the rocmkit each runs first; fail before warn, then by id. A
+    part one node reports and another does not is a difference too, the silent node the odd one (nothing says it
+    matches), with why it is silent; `own` is the identity of the rocmkit running the fleet (fix lines)."""
+    tool = _tool_difference(docs, own)
     node_parts = {node: parts(doc) for node, doc in docs.items()}
     ids = sorted({i for p in node_parts.values() for i in p})
-    out = []
+    out = [tool] if tool else []
     for pid in ids:
-        seen = {node: p[pid] for node, p in node_parts.items() if pid in p}
-        out += _difference(f"fleet.differs.{pid}", seen)
-    out += _env_differences(docs)
-    return sorted(out, key=lambda d: (d.status != Status.FAIL, d.id))
+        seen = {}
+        for node, p in node_parts.items():
+            if pid in p:
+                seen[node] = p[pid]
+            else:
+                what, _, status, area = next(q[pid] for q in node_parts.values() if pid in q)
+                value = NOT_INSTALLED if _has(docs[node], _section(pid)) else NOT_REPORTED
+                seen[node] = (what, value, status, area)
+        out += _difference(f"fleet.differs.{pid}", seen, tool)
+    out += _env_differences(docs, tool)
+    return sorted(out, key=lambda d: (d.status != Status.FAIL, d.id != "fleet.differs.rocmkit", d.id))
 
 
-def _env_differences(docs: dict[str, dict]) -> list[Difference]:
-    """The variables: unset on a node where others set it is a difference too (only nodes that reported an
-    environment take part; the visible-devices variables Slurm sets per node do not)."""
+def _env_differences(docs: dict[str, dict], tool: Difference | None = None) -> list[Difference]:
+    """The variables: unset on a node where others set it is a difference too, and so is a node that reported no
+    environment at all (an older rocmkit). The visible-devices variables Slurm sets per node take no part."""
     envs = {n: {k: v for k, v in d["fingerprint"]["env"].items() if k not in PER_NODE_VARS} for n, d in docs.items()
-            if isinstance(d.get("fingerprint"), dict) and isinstance(d["fingerprint"].get("env"), dict)}
+            if _has(d, "env")}
     out = []
     for var in sorted({v for e in envs.values() for v in e}):
         # ranks with other RCCL settings can hang
         status = Status.FAIL if var.startswith(("NCCL_", "RCCL_")) else Status.WARN
-        seen = {n: (f"env {var}", _show(e[var]) if var in e else "(unset)", status, "env") for n, e in envs.items()}
-        out += _difference(f"fleet.differs.env.{var}", seen)
+        seen = {n: (f"env {var}", NOT_REPORTED if n not in envs else _show(envs[n][var]) if var in envs[n]
+                    else "(unset)", status, "env") for n in docs}
+        out += _difference(f"fleet.differs.env.{var}", seen, tool)
     return out
 
 
-def _difference(did: str, seen: dict[str, tuple[str, str, Status, str]]) -> list[Difference]:
+def _difference(did: str, seen: dict[str, tuple[str, str, Status, str]],
+                tool: Difference | None = None) -> list[Difference]:
     values: dict[str, list[str]] = {}
     for node, (_, value, _, _) in seen.items():
         values.setdefault(value, []).append(node)
     if len(values) < 2:
         return []
-    groups = sorted(((v, sorted(n)) for v, n in values.items()), key=lambda g: (-len(g[1]), g[0]))
-    odd = [] if len(groups[0][1]) == len(groups[1][1]) else sorted(n for _, ns in groups[1:] for n in ns)
+    # the values said, largest first, then the nodes that said nothing (never "the largest group")
+    groups = sorted(((v, sorted(n)) for v, n in values.items()),
+                    key=lambda g: (g[0] == NOT_REPORTED, -len(g[1]), g[0]))
     what, _, status, area = next(iter(seen.values()))
-    return [Difference(did, what, status, groups, odd, FIX[area])]
+    silent = values.get(NOT_REPORTED, [])
+    said = [g for g in groups if g[0] != NOT_REPORTED]
+    if silent and said and (len(said) == 1 or len(said[0][1]) > len(said[1][1])):
+        # the nodes that said nothing are odd whatever their number, and the outvoted among those that said
+        odd = sorted(silent + [n for _, ns in said[1:] for n in ns])
+    else:
+        odd = [] if len(groups[0][1]) == len(groups[1][1]) else sorted(n for _, ns in groups[1:] for n in ns)
+    reporters = [n for _, ns in said for n in ns]
+    notes = (f"{_nodes(sorted(silent))} did not report {what}: {_why_silent(silent, reporters, tool)}",) \
+        if silent else ()
+    fix = FIX[area]
+    if silent and tool is not None and set(silent) & set(tool.odd or [n for _, ns in tool.groups for n in ns]):
+        fix = tool.fix  # an older rocmkit reports less: upgrading it is the fix
+    return [Difference(did, what, status, groups, odd, fix, notes)]
+
+
+def _why_silent(silent: list[str], said: list[str], tool: Difference | None) -> str:
+    """Why a node did not report a value others did: its rocmkit (older, another build), else its doctor."""
+    mine = next((value for value, ns in tool.groups if silent[0] in ns), None) if tool else None
+    theirs = {value for value, ns in tool.groups for n in said if n in ns} if tool else set()
+    if mine is None or mine in theirs:  # the same rocmkit as nodes that did report it: its doctor read less there
+        return "its doctor did not read it (a captured tree without its process, or the doctor run without " \
+               "--multi-node)"
+    if mine == buildid.describe(None):
+        return "its rocmkit is older (it reports no build identity)"
+    return f"its rocmkit is another build ({mine})"
+
+
+def _tool_difference(docs: dict[str, dict], own: dict | None) -> Difference | None:
+    """The rocmkit each node runs (version and build): nodes that differ in it compare different facts, so it
+    fails like a value that must match. A node without a build identity runs an older rocmkit than any node with
+    one, so it is the odd one whatever the count."""
+    idents = {n: d.get("rocmkit") if isinstance(d.get("rocmkit"), dict) else None for n, d in docs.items()}
+    by: dict[str, list[str]] = {}
+    for n, ident in idents.items():
+        by.setdefault(buildid.describe(ident), []).append(n)
+    if len(by) < 2:
+        return None
+    groups = sorted(((v, sorted(ns)) for v, ns in by.items()), key=lambda g: (-len(g[1]), g[0]))
+    old = by.get(buildid.describe(None), [])
+    newer = [g for g in groups if g[0] != buildid.describe(None)]
+    if old and len(newer) == 1:
+        odd = sorted(old)
+    else:
+        odd = [] if len(groups[0][1]) == len(groups[1][1]) else sorted(n for _, ns in groups[1:] for n in ns)
+    # the build to install: the majority's; on a tie, the one running the fleet if a node runs it, else the first
+    candidates = [idents[ns[0]] for v, ns in newer if len(ns) == len(newer[0][1])] if newer else []
+    target = next((c for c in candidates if own and c.get("build") == own.get("build")),
+                  candidates[0] if candidates else own)
+    runs = "; ".join(f"{_nodes(ns)} run{'s' if len(ns) == 1 else ''} {v}" for v, ns in groups)
+    where = _nodes(odd) if odd else "the nodes that run another"
+    line = buildid.install_line(target)
+    if isinstance(target, dict) and not target.get("source") and any(
+            isinstance(idents[n], dict) and idents[n].get("version") == target.get("version") for n in odd):
+        # one version, two builds, no recorded source: the version cannot tell pip which build to install
+        line = f"pip install --force-reinstall from the source {_nodes(by[buildid.describe(target)])} installed " \
+               "from (`pip inspect` there says which)"
+    fix = (f"install one rocmkit on every node ({runs}); on {where}: {line} (to get {buildid.describe(target)}), "
+           "or run every node from one image (--image)")
+    return Difference("fleet.differs.rocmkit", "rocmkit", Status.FAIL, groups, odd, fix)
 
 
 def odd_among(d: Difference, voters: set[str]) -> list[str]:

@@ -1,5 +1,7 @@
 """Slurm host lists ("gpu-[01-03,07],login1") to node names and back. Pure; the same grammar as Slurm's
-hostlist (scontrol show hostnames), so a list from SLURM_JOB_NODELIST or a user's --nodes reads without Slurm."""
+hostlist (scontrol show hostnames), so a list from SLURM_JOB_NODELIST or a user's --nodes reads without Slurm.
+Only plain ASCII is read: Python's \\d and int() take any Unicode digit, so "n[１-２]" (full-width digits, as an
+input method types them) would silently become n1, n2 while Slurm refuses it or names other nodes."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import re
 from ..errors import UsageError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
+_RANGE_RE = re.compile(r"^([0-9]+)(?:-([0-9]+))?$")
 
 
 def _split_top(text: str) -> list[str]:
@@ -71,8 +73,21 @@ def _count(item: str) -> int:
     return total
 
 
+def ascii_only(text: str, what: str = "node list") -> None:
+    """Refuse a host list with any character outside plain ASCII, naming the first one and where it is."""
+    import unicodedata
+
+    for i, ch in enumerate(text):
+        if not ch.isascii():
+            name = unicodedata.name(ch, "unnamed")
+            raise UsageError(f"{what} {text[:80]!r}: {ch!r} (U+{ord(ch):04X} {name}) at position {i + 1} is not "
+                             "plain ASCII", hint="type node names and ranges in plain ASCII (n[1-2]): Slurm knows no "
+                                                 "other characters, and a full-width digit is not a digit to it")
+
+
 def expand(text: str) -> list[str]:
-    """The node names of a host list, in order, each once."""
+    """The node names of a host list, in order, each once; plain ASCII only."""
+    ascii_only(text)
     names: list[str] = []
     seen: set[str] = set()
     items = [i.strip() for i in _split_top(text.strip())]
@@ -96,7 +111,7 @@ def compress(names: list[str]) -> str:
     plain: list[str] = []
     order: list[object] = []
     for name in names:
-        m = re.match(r"^(.*?)(\d+)$", name)
+        m = re.match(r"^(.*?)([0-9]+)$", name)
         if not m:
             plain.append(name)
             order.append(name)

@@ -27,20 +27,53 @@ UNREACHED = {"deadline": ("fleet.deadline", "did not finish its doctor within th
                              "srun's message says why (a node down, drained or not in the allocation: sinfo -R; "
                              "scontrol show node NODE); exclude it meanwhile"),
              "error": ("fleet.error", "{error}",
-                       "install rocmkit on the node (or give --image with rocmkit in it); its stderr is in the report")}
+                       "look at its stderr in the report; rocmkit must be on the node's PATH (or give --image with "
+                       "rocmkit in it)"),
+             "crashed": ("fleet.crashed", "{error}",
+                         "run `python3 -X faulthandler -m rocmkit doctor` on the node: the stack it prints says "
+                         "where it crashed; a crash in a native library (a SIGSEGV, a SIGBUS) points at its driver or "
+                         "ROCm install; exclude it meanwhile"),
+             "invalid": ("fleet.invalid", "{error}",
+                         "run `rocmkit doctor --json` on the node and compare its rocmkit with the others' "
+                         "(rocmkit --version); exclude it meanwhile"),
+             "unavailable": ("fleet.slurm", "{error}; not asked",
+                             "Slurm's reason says why; `scontrol update nodename=NODE state=resume` returns a node "
+                             "that is fixed, and the next run checks it")}
 
 
-def node_findings(r: NodeResult, deadline_s: int, base: dict | None, base_name: str) -> list[dict[str, Any]]:
+def _error_fix(r: NodeResult, own: dict | None) -> str | None:
+    """The exact fix for a node whose rocmkit could not run the fleet's command: which rocmkit to install there."""
+    from ..buildid import describe, install_line
+
+    if r.state == "error" and r.exit_code == 127:
+        return f"install rocmkit on {r.node} ({install_line(own)}; the fleet's own is {describe(own)}), or give " \
+               "--image with rocmkit in it"
+    if r.state in ("error", "invalid") and ("too old" in (r.error or "") or r.state == "invalid"):
+        return (f"upgrade rocmkit on {r.node} to the fleet's own, {describe(own)}: {install_line(own)} (on the node: "
+                f"rocmkit --version says which it runs); or give --image with rocmkit in it")
+    return None
+
+
+def node_findings(r: NodeResult, deadline_s: int, base: dict | None, base_name: str,
+                  own: dict | None = None) -> list[dict[str, Any]]:
     """A node's own findings (its doctor's; or why there are none), each naming the node."""
     if r.state != "answered":
         fid, title, fix = UNREACHED[r.state]
-        return [{"id": fid, "area": "fleet", "status": Status.FAIL, "nodes": [r.node],
-                 "title": f"{r.node} " + title.format(s=deadline_s, error=r.error), "fix": fix,
-                 "evidence": {"exit_code": r.exit_code, "stderr": r.stderr[-2000:] or None}}]
+        text = title.format(s=deadline_s, error=r.error)
+        evidence = {"exit_code": r.exit_code, "stderr": r.stderr[-2000:] or None,
+                    "stdout": r.around[-2000:] or None}
+        finding = {"id": fid, "area": "fleet", "status": Status.FAIL, "nodes": [r.node],
+                   "title": text if r.node in text.split(":")[0] else f"{r.node} {text}",  # named once
+                   "fix": _error_fix(r, own) or fix, "evidence": {k: v for k, v in evidence.items() if v is not None}}
+        if r.state == "unavailable":  # Slurm's word: the kind (drained, busy, …) and whether the node is to blame
+            kind, blames = r.slurm or ("unavailable", True)
+            finding.update(id=f"fleet.slurm.{kind.replace(' ', '_')}", blames=blames)
+        return [finding]
     found = list(r.doc.get("findings") or [])
     if base is not None:
         found += [f.to_json() for f in host_baseline.compare(base, r.doc, base_name=base_name)]
-    return [{**f, "nodes": [r.node]} for f in found]
+    # the keys the fleet itself sets on a finding are never taken from a node's document
+    return [{**{k: v for k, v in f.items() if k not in ("blames", "odd_nodes")}, "nodes": [r.node]} for f in found]
 
 
 def baseline_for(node: str, base: dict | None) -> tuple[dict | None, str]:
@@ -70,11 +103,12 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
     exit code and --min-nodes say so), and none goes to --exclude."""
     docs = {r.node: r.doc for r in results if r.state == "answered"}
     order = [r.node for r in results]
+    tool = (extra or {}).get("rocmkit")  # the rocmkit running the fleet: what a node's fix line installs
     findings: list[dict[str, Any]] = []
     for r in results:
         ref, ref_name = baseline_for(r.node, base)
-        findings += node_findings(r, deadline_s, ref, ref_name)
-    diffs = compare.differences(docs)
+        findings += node_findings(r, deadline_s, ref, ref_name, tool)
+    diffs = compare.differences(docs, tool)
     rows = compare.figure_rows(docs, tolerance)
     own = findings + [{**f, "area": "fleet"} for f in compare.figure_findings(rows, tolerance)]
     bad = {Status.FAIL, Status.WARN} if strict else {Status.FAIL}
@@ -91,11 +125,19 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
     blamed = [n for n in failing if any(f["status"] in bad and f.get("blames", True) and n in f["nodes"]
                                         for f in findings)]
     passing = [n for n in order if n not in failing]
-    unblamed = [f for f in findings if f["status"] in bad and not f.get("blames", True)]
+    # a difference without a majority fails the fleet as a whole; a node Slurm holds for another job (busy,
+    # reserved) fails alone and is not to blame for it (not excluded)
+    unblamed = [f for f in findings if f["status"] in bad and not f.get("blames", True)
+                and f["id"].startswith("fleet.differs.")]
+    taken = [n for n in failing if n not in blamed and not any(n in f["nodes"] for f in unblamed)]
     why = []
     if unblamed:
         why.append("no majority: " + "; ".join(f["title"] for f in unblamed))
-    if min_nodes is not None:
+    unavailable = [r.node for r in results if r.state == "unavailable"]
+    if len(unavailable) == len(results):  # Slurm lets no node run: the environment, not a check, is missing
+        code = 3
+        why.insert(0, "Slurm lets none of the nodes run a job now, so no node was checked")
+    elif min_nodes is not None:
         code = 0 if len(passing) >= min_nodes else 1
         if code:
             why.insert(0, f"{len(passing)} of {len(results)} node(s) pass, fewer than --min-nodes {min_nodes}")
@@ -109,7 +151,8 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
     exclude = blamed if blamed and len(blamed) < len(results) else []
     no_exclude = None if exclude or not failing else (
         "every node fails on its own: none would be left" if len(blamed) == len(results)
-        else "no node is to blame alone: the nodes disagree with no majority")
+        else "no node is to blame alone: the nodes disagree with no majority" if unblamed
+        else f"the failing nodes are taken by Slurm for other work ({', '.join(taken)}), not broken")
     grid = {r.node: _cells(r, findings, rows, fleet_findings) for r in results}
     grid_ids = sorted({c for cells in grid.values() for c in cells}, key=_column)
     nodes = [{**r.to_json(), "verdict": Status.FAIL if r.node in failing else Status.PASS,
@@ -123,7 +166,11 @@ def assess(results: list[NodeResult], *, level: int, strict: bool, tolerance: fl
         "figures": [r.to_json() for r in rows],
         "findings": [f for f in findings if f["status"] in (Status.FAIL, Status.WARN)],
         "passing_nodes": passing, "failing_nodes": failing,
-        "exclude": f"--exclude={compress(exclude)}" if exclude else None, "no_exclude": no_exclude,
+        # plain names, comma-separated: `--exclude=$(cat exclude.txt)` takes them unquoted (no [ ] for the shell
+        # to glob), and so does every Slurm version
+        "exclude": f"--exclude={','.join(exclude)}" if exclude else None, "exclude_nodes": exclude,
+        "exclude_short": compress(exclude) if exclude else None, "no_exclude": no_exclude,
+        "unavailable_nodes": unavailable,
         "verdict": Status.PASS if code == 0 else Status.FAIL, "why": why,
         "summary": {"nodes": len(results), "answered": len(docs), "passing": len(passing), "failing": len(failing),
                     **counts},
@@ -159,8 +206,8 @@ def _column(check: str) -> tuple[int, str]:
 
 
 def write_outputs(doc: dict, out_dir: Path) -> list[Path]:
-    """fleet.json, fleet.html, passing_nodes.txt, failing_nodes.txt (one node a line) and exclude.txt (the
-    --exclude option for sbatch/srun, or an empty file)."""
+    """fleet.json, fleet.html, passing_nodes.txt, failing_nodes.txt (one node a line) and exclude.txt (the nodes
+    to leave out, comma-separated on one line, as `sbatch --exclude=$(cat exclude.txt)` takes them; or empty)."""
     from ..fileio import write_atomic
     from .html import render
 
@@ -169,7 +216,7 @@ def write_outputs(doc: dict, out_dir: Path) -> list[Path]:
                write_atomic(out_dir / "fleet.html", render(doc)),
                write_atomic(out_dir / "passing_nodes.txt", "".join(f"{n}\n" for n in doc["passing_nodes"])),
                write_atomic(out_dir / "failing_nodes.txt", "".join(f"{n}\n" for n in doc["failing_nodes"])),
-               write_atomic(out_dir / "exclude.txt", f"{doc['exclude']}\n" if doc["exclude"] else "")]
+               write_atomic(out_dir / "exclude.txt", f"{','.join(doc['exclude_nodes'])}\n" if doc["exclude"] else "")]
     return written
 
 
@@ -181,11 +228,18 @@ def text(doc: dict, out_dir: Path | None) -> str:
         mine = [f for f in doc["findings"] if n["node"] in f["nodes"]]
         fails = [f["id"] for f in mine if f["status"] == Status.FAIL]
         warns = [f["id"] for f in mine if f["status"] == Status.WARN]
-        state = n["state"] if n["state"] != "answered" else ("FAIL" if n["verdict"] == Status.FAIL else "ok")
+        state = n.get("slurm") or n["state"] if n["state"] != "answered" else \
+            ("FAIL" if n["verdict"] == Status.FAIL else "ok")
         shown = fails[:3] + [f"{w} (warn)" for w in warns[:max(0, 3 - len(fails))]]
         more = len(fails) + len(warns) - len(shown)
         detail = ", ".join(shown) + (f" and {more} more" if more else "")
         lines.append(f"  {n['node']:<{width}}  {state:<9} {detail}")
+    unchecked = [n["node"] for n in doc["nodes"] if n["state"] != "answered"]
+    if unchecked:  # why a node has no result (Slurm's word, a crash, a malformed document) is said here, whole
+        lines += ["", "nodes not checked:"]
+        for f in doc["findings"]:
+            if f["status"] == Status.FAIL and len(f["nodes"]) == 1 and f["nodes"][0] in unchecked:
+                lines += [f"  FAIL  {f['title']}", f"        fix: {f['fix']}"]
     if doc["differences"]:
         lines += ["", "differences between nodes:"]
         for d in doc["differences"]:
@@ -202,7 +256,11 @@ def text(doc: dict, out_dir: Path | None) -> str:
                  + (f"; failing: {' '.join(doc['failing_nodes'])}" if doc["failing_nodes"] else ""))
     lines += [f"{'fleet FAILS' if doc['exit_code'] else 'note'}: {why}" for why in doc.get("why") or ()]
     if doc["exclude"]:
-        lines.append(f"next: sbatch {doc['exclude']} ... (or srun {doc['exclude']})")
+        file = f"{out_dir / 'exclude.txt'}" if out_dir is not None else "exclude.txt"
+        lines.append(f"next: sbatch {doc['exclude']} ... (or srun --exclude=$(cat {file}) ...)")
+    elif doc["failing_nodes"] and "taken by Slurm" in (doc.get("no_exclude") or ""):
+        lines.append(f"next: nothing to exclude ({doc['no_exclude']}); run it again when they are free, or inside "
+                     "the job's own allocation")
     elif doc["failing_nodes"]:
         lines.append(f"next: nothing to exclude ({doc.get('no_exclude')}); fix the nodes or make them agree (the "
                      "fixes above), then run it again")

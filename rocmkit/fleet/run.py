@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import json
 import math
 import os
 import re
@@ -26,6 +25,7 @@ from typing import NamedTuple
 
 from ..errors import EnvironmentMissing, RocmkitError, UsageError
 from ..runtime import proc
+from . import nodedoc
 from .nodes import compress
 
 MARK = "@@rocmkit-fleet"
@@ -51,7 +51,7 @@ def grace_s(deadline_s: int) -> int:
     results' transfer): a quarter of the deadline, 10 to 30 s."""
     return min(30, max(10, deadline_s // 4))
 
-STATES = ("answered", "deadline", "no answer", "not reached", "error")
+STATES = ("answered", "deadline", "no answer", "not reached", "error", "crashed", "invalid", "unavailable")
 NODELIST_ARG_MAX = 4000  # a compressed node list longer than this goes to srun in a file (--nodefile)
 # srun's refusals that are the request's fault (exit 2); any other refusal is the environment's (exit 3)
 _BAD_REQUEST = (re.compile(r"Invalid node name specified"), re.compile(r"Only allocated \d+ nodes? asked for \d+"),
@@ -79,19 +79,24 @@ class NodeResult(NamedTuple):
     """What one node gave back. state: answered (its doctor's document came back), deadline (its doctor ran past
     the deadline and was stopped there), no answer (its task did not answer by this side's deadline), not reached
     (srun ended without starting the node's task: `error` quotes srun), error (the doctor did not run or printed
-    no document: `error` and `stderr` say why)."""
+    no document: `error` and `stderr` say why), crashed (the doctor died of a signal: `error` names it), invalid
+    (its document breaks the schema the fleet reads: `error` says where), unavailable (Slurm says the node
+    cannot run a job now, so it was not asked: `error` quotes Slurm's state and reason, slurm_state.py)."""
 
     node: str
-    state: str  # answered | deadline | no answer | not reached | error
+    state: str  # one of STATES
     exit_code: int | None = None
     doc: dict | None = None
     seconds: float | None = None
     error: str | None = None
     stderr: str = ""
+    around: str = ""  # what the doctor printed on stdout around its document (a banner): kept, never parsed
+    slurm: tuple[str, bool] | None = None  # unavailable: Slurm's kind (drained, busy, …), whether it is to blame
 
     def to_json(self) -> dict:
         return {"node": self.node, "state": self.state, "exit_code": self.exit_code, "seconds": self.seconds,
-                "error": self.error, "stderr": self.stderr or None}
+                "error": self.error, "stderr": self.stderr or None, "stdout_around": self.around[-2000:] or None,
+                "slurm": self.slurm[0] if self.slurm else None}
 
 
 def srun_argv(nodes: list[str], command: list[str], deadline_s: int, *, in_allocation: bool,
@@ -129,7 +134,7 @@ def refusal(messages: list[str], returncode: int | None) -> RocmkitError:
     return EnvironmentMissing(message, hint=hint)
 
 
-def parse_frames(lines_by_task: dict[int, list[str]]) -> dict[str, NodeResult]:
+def parse_frames(lines_by_task: dict[int, list[str]], deadline_s: int | None = None) -> dict[str, NodeResult]:
     """The nodes whose frame came back whole, from each task's lines (srun's --label removed). Pure."""
     out: dict[str, NodeResult] = {}
     for lines in lines_by_task.values():
@@ -138,14 +143,15 @@ def parse_frames(lines_by_task: dict[int, list[str]]) -> dict[str, NodeResult]:
         for line in lines:
             if line.startswith(MARK + " "):
                 words = line.split()
-                if words[1] == "begin" and len(words) >= 5 and words[3].isdigit():
+                if len(words) >= 5 and words[1] == "begin" and words[3].isdigit():
                     node, rc, part = words[2], int(words[3]), "out"
                     seconds = float(words[4]) if words[4].isdigit() else None
                     chunks = {"out": [], "err": []}
-                elif words[1] == "stderr" and node:
+                elif len(words) >= 2 and words[1] == "stderr" and node:
                     part = "err"
-                elif words[1] == "end" and node:
-                    out[node] = _result(node, rc, seconds, "".join(chunks["out"]), "".join(chunks["err"]))
+                elif len(words) >= 2 and words[1] == "end" and node:
+                    out[node] = _result(node, rc, seconds, "".join(chunks["out"]), "".join(chunks["err"]),
+                                        deadline_s)
                     node = part = None
             elif part:
                 chunks[part].append(line.strip())
@@ -160,20 +166,43 @@ def _decode(b64: str, gz: bool) -> str:
         return f"(undecodable: {exc})"
 
 
-def _result(node: str, rc: int, seconds: float | None, out_b64: str, err_b64: str) -> NodeResult:
+# what a doctor that cannot run the fleet's command says (click's usage error): its rocmkit predates an option
+_TOO_OLD_RE = re.compile(r"No such option:? '?(--[\w-]+)|no such option:? '?(--[\w-]+)")
+
+
+def _result(node: str, rc: int, seconds: float | None, out_b64: str, err_b64: str,
+            deadline_s: int | None = None) -> NodeResult:
+    """One node's frame read as untrusted input (nodedoc.py): a signal named, text around the document kept
+    aside, the document checked against the schema the fleet reads."""
     stdout, stderr = _decode(out_b64, True), _decode(err_b64, False).strip()
-    if rc in TIMEOUT_CODES:
+    killed_early = rc == 137 and seconds is not None and deadline_s is not None and seconds < deadline_s - 1
+    if rc in TIMEOUT_CODES and not killed_early:
         return NodeResult(node, "deadline", rc, None, seconds, "its doctor ran past the deadline and was stopped",
                           stderr)
-    try:
-        doc = json.loads(stdout)
-    except ValueError:
-        doc = None
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("rocmkit.doctor/"):
-        last = stderr.splitlines()[-1] if stderr else "no output"
-        return NodeResult(node, "error", rc, None, seconds, f"the doctor printed no report (exit {rc}): {last}",
-                          stderr)
-    return NodeResult(node, "answered", rc, doc, seconds, None, stderr)
+    sig = nodedoc.signal_of(rc)
+    if sig:
+        if sig in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP"):  # sent to it, not its own fault: say who might have
+            why = (f"rocmkit was killed on {node} ({sig}) before its deadline" + (": the out-of-memory killer, or a "
+                   "person" if sig == "SIGKILL" else ": by a person, the node's shutdown or another job's cleanup"))
+        else:
+            why = f"rocmkit crashed on {node} ({sig})"
+        return NodeResult(node, "crashed", rc, None, seconds, why, stderr, stdout.strip()[-2000:])
+    doc, around = nodedoc.extract(stdout)
+    if doc is None:
+        last = stderr.splitlines()[-1] if stderr else ("no output" if not stdout.strip() else
+                                                       f"stdout: {stdout.strip().splitlines()[-1][:200]}")
+        if rc == 127:
+            why = f"rocmkit is not installed on {node} (exit 127, command not found): {last}"
+        elif (m := _TOO_OLD_RE.search(stderr)):
+            why = f"{node}'s rocmkit is too old for the fleet's command: it does not know {m.group(1) or m.group(2)}"
+        else:
+            why = f"the doctor printed no report (exit {rc}): {last}"
+        return NodeResult(node, "error", rc, None, seconds, why, stderr, stdout.strip()[-2000:])
+    problems = nodedoc.validate(doc)
+    if problems:
+        return NodeResult(node, "invalid", rc, None, seconds,
+                          f"{node}'s doctor document is malformed: {nodedoc.problem_text(problems)}", stderr, around)
+    return NodeResult(node, "answered", rc, doc, seconds, None, stderr, around)
 
 
 def fan_out(nodes: list[str], command: list[str], deadline_s: int, *, in_allocation: bool,
@@ -217,7 +246,7 @@ def _collect(argv: list[str], nodes: list[str], deadline_s: int, say: Callable[[
     stopped = ran.timed_out
     if stopped:
         say(f"{limit} s passed: srun was stopped; the nodes that did not answer are reported as such")
-    got, began = parse_frames(by_task), started(by_task)
+    got, began = parse_frames(by_task, deadline_s), started(by_task)
     said = [e for e in srun_errors if "error" in e.lower() or "waiting" in e.lower()]
     if not got and not began and (not stopped and ran.returncode != 0
                                   or stopped and any(w in " ".join(said) for w in ("waiting", "retrying"))):

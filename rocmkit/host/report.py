@@ -57,7 +57,10 @@ def table(findings: list[Finding], title: str, *, color: bool = False) -> str:
 
 
 def doctor_document(findings: list[Finding], facts: Facts, *, level: int, strict: bool, extra: dict | None = None) -> dict:
+    from ..buildid import identity
+
     body = {
+        "rocmkit": identity(),  # which rocmkit decided: a fleet fails nodes whose rocmkits differ (fleet/compare.py)
         "level": level,
         "target": {"live": facts.live, "root": facts.root, "container": facts.container},
         "host": {
