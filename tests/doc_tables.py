@@ -72,6 +72,10 @@ def stack_table(stack) -> str:
     if stack.base.pip:
         index = stack.base.pip_extra_index_url or stack.base.pip_find_links
         rows.append(("base pins", _code(stack.base.pip) + (f" (from {index})" if index else ""), stack.base.pip_note))
+    rows += [(f"{p.name} (from the base)",
+              f"`{p.distribution}=={p.version}`, checked by the build's first step" if p.version else
+              f"`{p.distribution}` **MUTABLE**, recorded by the build's first step ({p.mutable_reason})",
+              p.source_note) for p in stack.base.provides]
     if stack.base.amdsmi_from_rocm:
         rows.append(("amdsmi", "the image's own `/opt/rocm/share/amd_smi`",
                      "vLLM and SGLang find ROCm GPUs through amdsmi; this one matches the image's ROCm exactly"))

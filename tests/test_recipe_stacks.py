@@ -170,7 +170,27 @@ def test_verl_vllm_constraint_file_holds_the_bases_torch_and_triton():
     assert pins["triton"] == data["base"]["contains"]["triton"]
     text = render_dockerfile(make_plan(s, list(s.targets)))
     assert f"printf '%s\\n' torch=={pins['torch']} triton=={pins['triton']} > /opt/rocmkit/constraints.txt" in text
-    assert "grep -iE '^(torchvision|torchaudio)=='" in text  # the rest of the family still read from the image
+    # The rest of the family, and what the stack declares the base provides, still read from the image.
+    assert "grep -iE '^(torchvision|torchaudio|transformer[-_.]engine|flash[-_.]attn|amd[-_.]aiter)=='" in text
+
+
+def test_verl_vllm_declares_what_the_recipes_base_contains():
+    """Every component the recipe's README says the base holds prebuilt is declared in [[base.provides]] (or is
+    the stack's ROCm or Python), at the README's version: the build's first step then checks the base for it."""
+    data = tomllib.loads((Path(__file__).parent / "data" / "recipes" / "verl-rocm714.toml").read_text())
+    s = stacks.load_builtin(data["stack"])
+    provided = {p.name: p for p in s.base.provides}
+    for name, value in data["base"]["contains"].items():
+        if name == "rocm":
+            assert s.rocm.startswith(value)
+        elif name == "python":
+            assert s.python == value
+        elif provided[name].mutable:  # aiter: named by commit, its metadata version published nowhere
+            assert value[:9] in provided[name].mutable_reason + provided[name].source_note
+        elif name == "transformer-engine":  # README 'TransformerEngine 2.14.0 @ e6ede467'
+            assert provided[name].version.startswith("2.14.0") and value[:8] in provided[name].version
+        else:
+            assert provided[name].version.split("+")[0] == value.lstrip("v"), name
 
 
 def test_verl_sglang_rocm10_pins_v0519():

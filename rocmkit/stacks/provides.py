@@ -1,0 +1,86 @@
+"""`[[base.provides]]`: the components a stack takes from its base image (rocm/primus' TransformerEngine, torch,
+aiter), each with the distribution the build reads and the exact version it must hold. Validated here, so the
+names and versions that reach the build's check step are plain words (rocmkit/image/basecheck.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from ..errors import InputFileError
+from .fields import DIST_NAME_RE, NAME_RE, NOTE, TEXT_RE, Fields
+from .model import Component, Provided, PythonFrom
+
+# A PEP 440 version as `importlib.metadata` reads it: letters, digits and . + ! _ - only (nothing a shell or a
+# Dockerfile reads specially), checked again with packaging below.
+PROVIDED_VERSION_RE = re.compile(r"^[0-9][A-Za-z0-9.+!_-]{0,100}$")
+ALLOWED = ("name = \"transformer-engine\", distribution = \"transformer_engine\", version = \"2.14.0.dev0+e6ede467\", "
+           "source_note = \"...\"; or mutable = { reason = \"...\" } instead of version")
+
+
+def provides(b: Fields) -> tuple[Provided, ...]:
+    raw = b.get("provides", list, [])
+    out: list[Provided] = []
+    for i, item in enumerate(raw):
+        name = item.get("name") if isinstance(item, dict) else None
+        where = f"base.provides[{i}]" + (f" ({name})" if isinstance(name, str) else "")
+        f = Fields(b.path, where, item, ("name", "distribution", "version", "mutable", "source_note"))
+        version = f.text("version", PROVIDED_VERSION_RE, "an exact version as the distribution's metadata "
+                                                          "spells it, e.g. 2.14.0.dev0+e6ede467", None)
+        mutable = f.get("mutable", dict, None)
+        reason = None
+        if version is not None:
+            if mutable is not None:
+                raise f.error("mutable", "a component with a version is not mutable; remove one of the two")
+            try:
+                normal = str(Version(version))
+            except InvalidVersion:
+                raise f.error("version", f"{version!r} is not a PEP 440 version", "e.g. 2.12.0+rocm7.14.0") from None
+            if normal != version:
+                raise f.error("version", f"{version!r} is not written as its metadata writes it",
+                              f"{normal!r} (the normalised form, which importlib.metadata reads back)")
+        elif mutable is not None:
+            reason = Fields(b.path, f"{where}.mutable", mutable, ("reason",)).text(
+                "reason", TEXT_RE, "one line saying why no published file names the version")
+        else:
+            raise f.error("version", "missing required field",
+                          "the exact version the base holds; if no published file names it, declare "
+                          "mutable = { reason = \"...\" } instead (the build then records it without checking)")
+        out.append(Provided(
+            name=f.text("name", NAME_RE, "lower-case letters, digits and -, e.g. transformer-engine"),
+            distribution=f.text("distribution", DIST_NAME_RE, "a distribution name such as transformer_engine"),
+            version=version, source_note=f.text("source_note", TEXT_RE, NOTE, ""), mutable_reason=reason))
+    for key in ("name", "distribution"):
+        seen = [_canon(getattr(p, key)) for p in out]
+        dupes = sorted({v for v in seen if seen.count(v) > 1})
+        if dupes:
+            raise b.error("provides", f"two entries with the {key} {dupes[0]!r}", f"one entry per {key}")
+    return tuple(out)
+
+
+def check_against(path: str, provided: tuple[Provided, ...], python_from: PythonFrom,
+                  components: list[Component], base_pip: tuple[str, ...]) -> None:
+    """What a stack cannot mean: a base Python it replaces (deadsnakes), or a component it both takes from the
+    base and builds or installs itself (the build's own would replace the base's after the check)."""
+    if provided and python_from is PythonFrom.DEADSNAKES:
+        raise InputFileError(path, "base.provides", "the base's components are read in the base's own Python, and "
+                             "python_from = \"deadsnakes\" installs another", "python_from = \"image\"")
+    names = {c.name for c in components}
+    from packaging.requirements import Requirement
+
+    installed = {_canon(Requirement(r).name) for r in base_pip}
+    installed |= {_canon(Requirement(r).name) for c in components for r in c.pip}
+    for i, p in enumerate(provided):
+        if p.name in names:
+            raise InputFileError(path, f"base.provides[{i}] ({p.name})", "also a component of this stack: the "
+                                 "stack builds or installs it, so the base's is replaced",
+                                 "remove one of the two")
+        if _canon(p.distribution) in installed:
+            raise InputFileError(path, f"base.provides[{i}] ({p.name})", f"{p.distribution} is also installed "
+                                 "with pip by this stack, which replaces the base's", "remove one of the two")
+
+
+def _canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
