@@ -83,8 +83,8 @@ RUN mkdir -p /opt/rocmkit \
       '    sys.exit(1)' \
       'print("rocmkit: the %s holds what the stack declares: %s" % (' \
       '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
-      > /opt/rocmkit/basecheck.py \
- && python3.14 /opt/rocmkit/basecheck.py base rocm - 7.14.0 vllm vllm 0.23.0 torch torch 2.11.0 triton triton - aiter amd-aiter -
+      > /opt/rocmkit/basecheck.py
+RUN python3.14 /opt/rocmkit/basecheck.py base rocm - 7.14.0 vllm vllm 0.23.0 torch torch 2.11.0 triton triton - aiter amd-aiter -
 # ROCm's compilers and tools (hipcc, amdclang) on PATH: build scripts look for hipcc there to pick HIP over CUDA.
 ENV PATH=/opt/rocm/bin:/opt/rocm/llvm/bin:$PATH
 # vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids

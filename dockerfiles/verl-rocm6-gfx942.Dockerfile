@@ -90,8 +90,8 @@ RUN mkdir -p /opt/rocmkit \
       '    sys.exit(1)' \
       'print("rocmkit: the %s holds what the stack declares: %s" % (' \
       '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
-      > /opt/rocmkit/basecheck.py \
- && python3.12 /opt/rocmkit/basecheck.py base rocm - 6.3.4
+      > /opt/rocmkit/basecheck.py
+RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 6.3.4
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates git liblzma-dev libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \

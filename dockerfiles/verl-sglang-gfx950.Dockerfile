@@ -82,8 +82,8 @@ RUN mkdir -p /opt/rocmkit \
       '    sys.exit(1)' \
       'print("rocmkit: the %s holds what the stack declares: %s" % (' \
       '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
-      > /opt/rocmkit/basecheck.py \
- && python3.10 /opt/rocmkit/basecheck.py base rocm - 7.2.0 torch torch 2.9.1 triton triton -
+      > /opt/rocmkit/basecheck.py
+RUN python3.10 /opt/rocmkit/basecheck.py base rocm - 7.2.0 torch torch 2.9.1 triton triton -
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \

@@ -82,8 +82,8 @@ RUN mkdir -p /opt/rocmkit \
       '    sys.exit(1)' \
       'print("rocmkit: the %s holds what the stack declares: %s" % (' \
       '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
-      > /opt/rocmkit/basecheck.py \
- && python3.12 /opt/rocmkit/basecheck.py base rocm - 7.14.0 torch torch 2.12.0+rocm7.14.0a20260608 triton triton 3.7.0 transformer-engine transformer_engine 2.14.0.dev0+e6ede467 flash-attention flash_attn 2.8.3 aiter amd-aiter -
+      > /opt/rocmkit/basecheck.py
+RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 7.14.0 torch torch 2.12.0+rocm7.14.0a20260608 triton triton 3.7.0 transformer-engine transformer_engine 2.14.0.dev0+e6ede467 flash-attention flash_attn 2.8.3 aiter amd-aiter -
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \

@@ -87,8 +87,8 @@ RUN mkdir -p /opt/rocmkit \
       '    sys.exit(1)' \
       'print("rocmkit: the %s holds what the stack declares: %s" % (' \
       '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
-      > /opt/rocmkit/basecheck.py \
- && python3.12 /opt/rocmkit/basecheck.py base rocm - 7.0.2
+      > /opt/rocmkit/basecheck.py
+RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 7.0.2
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev libsqlite3-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \

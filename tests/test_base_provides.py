@@ -118,7 +118,8 @@ def test_the_check_is_the_first_step_of_the_base_and_the_last_of_final():
     text = render_dockerfile(make_plan(parse(), ["gfx942"]))
     runs = _runs(text)
     assert runs[0].startswith("FROM example/base:1 AS base") and runs[1] == "RUN mkdir -p /opt/rocmkit \\"
-    assert f"&& python3.12 /opt/rocmkit/basecheck.py base rocm - 7.14.0 transformer-engine transformer_engine {TE}" \
+    assert runs[2].startswith("RUN python3.12 /opt/rocmkit/basecheck.py base")
+    assert f"RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 7.14.0 transformer-engine transformer_engine {TE}" \
         in text
     final = text.index("FROM base AS final")
     recheck = text.index(f"RUN python /opt/rocmkit/basecheck.py final transformer-engine transformer_engine {TE}")
