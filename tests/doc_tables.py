@@ -97,6 +97,19 @@ def stacks_section() -> str:
     return "\n\n".join(stack_table(s) for s in order)
 
 
+def card_section() -> str:
+    """Component × stack × how pinned, for the components the product card names (rocmkit/stacks/card.py)."""
+    from rocmkit import stacks
+    from rocmkit.stacks.card import CARD, cell, pins
+
+    order = sorted(stacks.all_builtin(), key=lambda s: (s.name != DEFAULT_STACK, s.name))
+    lines = ["| stack | " + " | ".join(CARD) + " |", "|---" * (len(CARD) + 1) + "|"]
+    for s in order:
+        found = pins(s)
+        lines.append(f"| **{s.name}** | " + " | ".join(cell(found[c]) for c in CARD) + " |")
+    return "\n".join(lines)
+
+
 def checks_section() -> str:
     from rocmkit.host.checks import all_checks
 
@@ -132,10 +145,11 @@ def sample_doctor_section() -> str:
     return f"```\n$ {command}\n{out.rstrip()}\n```"
 
 
-SECTIONS = {"stacks": stacks_section, "checks": checks_section, "probes": probes_section,
+SECTIONS = {"stacks": stacks_section, "card": card_section, "checks": checks_section, "probes": probes_section,
             "sample-doctor": sample_doctor_section}
 # The page each table lives in.
-PAGES = {"stacks": DOCS / "stacks.md", "checks": DOCS / "guides" / "hosts.md", "probes": DOCS / "guides" / "probes.md",
+PAGES = {"stacks": DOCS / "stacks.md", "card": DOCS / "stacks.md", "checks": DOCS / "guides" / "hosts.md",
+         "probes": DOCS / "guides" / "probes.md",
          "sample-doctor": DOCS / "guides" / "hosts.md"}
 
 
