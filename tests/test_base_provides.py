@@ -92,7 +92,8 @@ def test_contradictions_are_refused():
 
 
 def test_a_mutable_entry_needs_its_reason_and_is_said_loudly():
-    s = parse('[[base.provides]]\nname = "aiter"\ndistribution = "amd-aiter"\nmutable = { reason = "no file names it" }')
+    s = parse('[[base.provides]]\nname = "aiter"\ndistribution = "amd-aiter"\n'
+              'mutable = { reason = "no file names it" }')
     (p,) = s.base.provides
     assert p.mutable and p.mutable_reason == "no file names it" and p.pin() == "amd-aiter (MUTABLE)"
     plan = make_plan(s, ["gfx942"])
@@ -200,3 +201,34 @@ def test_the_script_reads_rocm_from_therocks_sdk_by_its_release(tmp_path):
         in r.stderr
     r = _check(tmp_path, tmp_path / "empty", "rocm", "-", "7.2.0")
     assert "holds none (absent)" in r.stderr
+
+
+def test_a_locked_built_in_stack_checks_the_base_it_pins_by_digest(tmp_path, monkeypatch):
+    """verl-vllm with a lock beside it (`rocmkit lock` writes NAME.lock.json in the current folder): FROM names
+    rocm/primus:v26.4 by digest, and the check still runs first (a digest fixes the content; the check says
+    whether that content is what the stack declares)."""
+    import json
+
+    digest = "sha256:" + "b" * 64
+    monkeypatch.chdir(tmp_path)
+    stack = stacks.load_builtin("verl-vllm")
+    (tmp_path / "verl-vllm.lock.json").write_text(json.dumps({
+        "schema": "rocmkit.lock/v1", "stack": "verl-vllm", "images": {"rocm/primus:v26.4": digest},
+        "git": {c.name: {"git": c.git, "commit": c.commit, "tag": c.tag} for c in stack.git_components}}))
+    locked = stacks.load_builtin("verl-vllm")
+    assert locked.lock is not None and not locked.lock.stale
+    text = render_dockerfile(make_plan(locked, ["gfx942"]))
+    runs = _runs(text)
+    assert runs[0] == f"FROM rocm/primus:v26.4@{digest} AS base"
+    assert runs[2].startswith("RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 7.14.0 ")
+    assert f"transformer-engine transformer_engine {TE}" in runs[2]
+
+
+def test_stacks_shows_what_comes_from_the_base():
+    from click.testing import CliRunner
+
+    from rocmkit.cli import cli
+
+    out = CliRunner().invoke(cli, ["stacks", "verl-vllm"]).output
+    assert f"from base  transformer-engine   transformer_engine=={TE} checked by the build" in out
+    assert "from base  aiter                amd-aiter (MUTABLE)                      recorded by the build" in out

@@ -98,11 +98,12 @@ def test_a_base_with_another_te_fails_at_the_first_step_and_the_declared_one_bui
     drifted = make_base(images, {"transformer_engine": OTHER_TE})
     r = build(images, "--stack-file", str(stack), "--arch", "cpu", base=drifted, log=tmp_path / "bad.log")
     assert r.returncode == 1, r.stderr[-3000:]
-    assert drift_lines(r.stderr) == [f"component transformer-engine: the stack declares 2.14.0.dev0+e6ede467, "
-                                     f"the base image holds {OTHER_TE}"]
+    assert drift_lines(r.stderr) == [("component transformer-engine: the stack declares 2.14.0.dev0+e6ede467, "
+                                      f"the base image holds {OTHER_TE}")]
     # The check itself, right after the step that writes it; rocmkit's error line quotes the check's words.
     assert re.search(r"^error: build failed in stage base, step 3/\d+: component transformer-engine: the stack "
-                     r"declares 2\.14\.0\.dev0\+e6ede467, the base image holds 2\.13\.0$", r.stderr, re.M), r.stderr[-2000:]
+                     r"declares 2\.14\.0\.dev0\+e6ede467, the base image holds 2\.13\.0$", r.stderr,
+                     re.MULTILINE), r.stderr[-2000:]
     log = (tmp_path / "bad.log").read_text()
     assert "-m venv" not in log.split("rocmkit: component", 1)[0].split("basecheck.py base", 1)[1]
 
@@ -144,6 +145,6 @@ def test_a_built_in_stacks_build_fails_against_a_base_with_another_te(stack, arc
     r = build(images, "--stack", stack.name, "--arch", arch, base=base, log=tmp_path / "build.log")
     assert r.returncode == 1, r.stderr[-3000:]
     declared = next(p.version for p in stack.base.provides if p.name == "transformer-engine")
-    assert drift_lines(r.stderr) == [f"component transformer-engine: the stack declares {declared}, "
-                                     f"the base image holds {OTHER_TE}"], r.stderr[-3000:]
+    assert drift_lines(r.stderr) == [(f"component transformer-engine: the stack declares {declared}, "
+                                      f"the base image holds {OTHER_TE}")], r.stderr[-3000:]
     assert "build failed in stage base, step 3/" in r.stderr

@@ -14,7 +14,7 @@ from rocmkit.stacks.card import CARD, pins
 # dropped from one, fails the test below until this table says which.
 ABSENT = {
     "verl-vllm": {"SGLang": "verl's recipe adds SGLang in its last stage; rocmkit keeps it in verl-sglang",
-                  "torch_memory_saver": "the vLLM rollout sleeps through vLLM's own sleep mode; the recipe installs none"},
+                  "torch_memory_saver": "the vLLM rollout sleeps through vLLM's sleep mode; the recipe installs none"},
     "verl-rocm10": {"SGLang": "SGLang 0.5.19 is the verl-sglang-rocm10 stack",
                     "torch_memory_saver": "the vLLM rollout sleeps through vLLM's own sleep mode"},
     "verl-vllm-rocm702": {"SGLang": "a vLLM stack"},

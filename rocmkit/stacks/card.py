@@ -45,7 +45,8 @@ def pins(stack: Stack) -> dict[str, list[Pin]]:
     out: dict[str, list[Pin]] = {name: [] for name in CARD}
     if stack.has_rocm:
         rw = stack.base.rocm_wheels
-        out["ROCm"].append(Pin("exact", f"wheels `{stack.rocm}`") if rw else Pin("base", f"base `{stack.rocm}`, checked"))
+        out["ROCm"].append(Pin("exact", f"wheels `{stack.rocm}`") if rw else
+                           Pin("base", f"base `{stack.rocm}`, checked"))
     for card, names in CARD.items():
         wanted = {_canon(n) for n in names}
         for c in stack.components:

@@ -5,7 +5,6 @@ names and versions that reach the build's check step are plain words (rocmkit/im
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
