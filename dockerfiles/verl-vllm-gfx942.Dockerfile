@@ -43,12 +43,12 @@ RUN mkdir -p /opt/rocmkit \
       '                return f.read().strip(), p' \
       '    v = have.get("rocm-sdk-core")' \
       '    return v, "rocm-sdk-core" if v else None' \
-      'def release(v):' \
-      '    m = re.match(r"[0-9]+(\.[0-9]+)*", v or "")' \
-      '    parts = [int(x) for x in m.group(0).split(".")] if m else []' \
-      '    while parts and parts[-1] == 0:' \
-      '        parts.pop()' \
-      '    return parts' \
+      'def same_release(held, declared):' \
+      '    m = re.match(r"[0-9]+(\.[0-9]+)*", held or "")' \
+      '    have = [int(x) for x in m.group(0).split(".")] if m else []' \
+      '    want = [int(x) for x in declared.split(".")]' \
+      '    have = (have + [0] * len(want))[:len(want)]' \
+      '    return held is not None and have == want' \
       'def matches(declared, held):' \
       '    if held is None:' \
       '        return False' \
@@ -60,7 +60,7 @@ RUN mkdir -p /opt/rocmkit \
       'for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):' \
       '    if dist == "-":' \
       '        held, where = rocm()' \
-      '        ok = held is not None and release(held) == release(version)' \
+      '        ok = same_release(held, version)' \
       '    else:' \
       '        held, where = have.get(canon(dist)), dist' \
       '        ok = version == "-" or matches(version, held)' \

@@ -196,6 +196,8 @@ def test_the_script_reads_rocm_from_therocks_sdk_by_its_release(tmp_path):
     site = tmp_path / "site"
     _dist(site, "rocm_sdk_core", "7.14.0a20260608")
     assert _check(tmp_path, site, "rocm", "-", "7.14.0").returncode == 0
+    assert _check(tmp_path, site, "rocm", "-", "7.14").returncode == 0
+    assert _check(tmp_path, site, "rocm", "-", "7.1").returncode == 1
     r = _check(tmp_path, site, "rocm", "-", "7.2.0")
     assert r.returncode == 1 and "component rocm: the stack declares 7.2.0, the base image holds 7.14.0a20260608" \
         in r.stderr

@@ -18,7 +18,8 @@ VERSIONS_PATH = "/opt/rocmkit/base-versions.txt"
 ROCM = "rocm"  # the name the check gives the base's ROCm
 
 # Arguments: WHEN (base | final), then NAME DISTRIBUTION VERSION triples; DISTRIBUTION `-` is the base's ROCm
-# (/opt/rocm/.info/version, else TheRock's rocm-sdk-core), VERSION `-` a MUTABLE entry (recorded, not checked).
+# (/opt/rocm/.info/version, else TheRock's rocm-sdk-core), compared by as many release numbers as the stack's
+# `rocm` gives (7.14.0 holds 7.14.0-1, 7.14.0a20260608 and 7.14.0.70140); VERSION `-` a MUTABLE entry (recorded).
 # A declared version without a local label (+...) matches any local build of it, as PEP 440's == does.
 # The lines hold no single quote (the renderer's shell quoting would split them) and no line starts with `#`.
 SCRIPT = r"""import importlib.metadata as md
@@ -45,12 +46,12 @@ def rocm():
     return v, "rocm-sdk-core" if v else None
 
 
-def release(v):
-    m = re.match(r"[0-9]+(\.[0-9]+)*", v or "")
-    parts = [int(x) for x in m.group(0).split(".")] if m else []
-    while parts and parts[-1] == 0:
-        parts.pop()
-    return parts
+def same_release(held, declared):
+    m = re.match(r"[0-9]+(\.[0-9]+)*", held or "")
+    have = [int(x) for x in m.group(0).split(".")] if m else []
+    want = [int(x) for x in declared.split(".")]
+    have = (have + [0] * len(want))[:len(want)]
+    return held is not None and have == want
 
 
 def matches(declared, held):
@@ -66,7 +67,7 @@ bad, lines = [], []
 for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):
     if dist == "-":
         held, where = rocm()
-        ok = held is not None and release(held) == release(version)
+        ok = same_release(held, version)
     else:
         held, where = have.get(canon(dist)), dist
         ok = version == "-" or matches(version, held)
