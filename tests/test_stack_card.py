@@ -63,3 +63,21 @@ def test_the_default_stack_checks_every_base_component_it_can():
     assert [p.how for p in found["vLLM"]] == ["commit"]
     assert [p.how for p in found["aiter"]] == ["mutable"]
     assert "2.14.0.dev0+e6ede467" in found["TransformerEngine"][0].text
+
+
+def test_the_host_set_up_and_the_image_agree_on_the_rollout_or_the_docs_say_why():
+    """The README's host venv installs a vLLM for verl; the default image builds its own. Where the versions
+    differ, docs/stacks.md names both and says why (issue 70)."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    host = re.search(r"\.venv-verl/bin/pip install [^\n]*'vllm==([0-9][^']*)'", (repo / "README.md").read_text())
+    assert host, "the README's verl venv line pins no vllm: update this test with what it installs"
+    vllm = stacks.load_builtin("verl-vllm").component("vllm")
+    image = re.search(r"vLLM (\d+\.\d+\.\d+\w*) @ ([0-9a-f]{8})", vllm.source_note)
+    assert image and vllm.commit.startswith(image.group(2))
+    if host.group(1) != image.group(1):
+        docs = (repo / "docs" / "stacks.md").read_text()
+        why = docs[docs.index("**The rollout's version on the host and in the image differ"):].split("\n\n", 1)[0]
+        assert f"`vllm=={host.group(1)}`" in why and f"vLLM {image.group(1)} at `{vllm.commit[:8]}`" in why
