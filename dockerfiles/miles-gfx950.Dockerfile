@@ -149,6 +149,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     pip install setuptools==79.0.1 typer==0.25.1 click==8.2.1 numpy==1.26.4
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+# Likewise what the stack declares the base provides, at the versions the first step read.
 RUN mkdir -p /opt/rocmkit \
  && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio|triton|amd[-_.]aiter)==' || true; } > /opt/rocmkit/constraints.txt
 ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt

@@ -148,6 +148,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     cp -r /opt/rocm/share/amd_smi /tmp/amd_smi && pip install /tmp/amd_smi && rm -rf /tmp/amd_smi
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+# Likewise what the stack declares the base provides, at the versions the first step read.
 RUN mkdir -p /opt/rocmkit \
  && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio|triton)==' || true; } > /opt/rocmkit/constraints.txt
 ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt

@@ -144,6 +144,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     pip install setuptools-scm==8.3.1
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+# Likewise what the stack declares the base provides, at the versions the first step read.
 # The stack's exact pins first, then what the image installed of the rest.
 RUN mkdir -p /opt/rocmkit \
  && printf '%s\n' torch==2.12.0+rocm7.14.0a20260608 triton==3.7.0 > /opt/rocmkit/constraints.txt \
