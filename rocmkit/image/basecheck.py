@@ -125,3 +125,9 @@ def summary(stack: Stack) -> str:
 
 def arguments(stack: Stack) -> list[str]:
     return [x for triple in checked(stack) for x in triple]
+
+
+def final_arguments(stack: Stack) -> list[str]:
+    """The declared distributions only, for the final stage's second reading: the base's ROCm cannot change
+    after the first (and the pip-SDK fix-ups link /opt/rocm to another tree by then)."""
+    return [x for triple in checked(stack) if triple[1] != "-" for x in triple]

@@ -99,7 +99,7 @@ def render_dockerfile(plan: BuildPlan) -> str:
         constraint_pins=(pins := stack_pins(stack, plan.targets)),
         constrained=[name_pattern(n) for n in held_from_image(stack, pins)],
         base_check=basecheck.arguments(stack),
-        base_check_final=[x for c in basecheck.checked(stack) if c[1] != "-" for x in c],
+        base_check_final=basecheck.final_arguments(stack),
         base_check_lines=basecheck.script_lines(),
         base_check_summary=basecheck.summary(stack),
         base_check_path=basecheck.SCRIPT_PATH,
