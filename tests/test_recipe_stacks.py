@@ -174,10 +174,11 @@ def test_verl_vllm_constraint_file_holds_the_bases_torch_and_triton():
     assert "grep -iE '^(torchvision|torchaudio|transformer[-_.]engine|flash[-_.]attn|amd[-_.]aiter)=='" in text
 
 
-def test_verl_vllm_declares_what_the_recipes_base_contains():
-    """Every component the recipe's README says the base holds prebuilt is declared in [[base.provides]] (or is
-    the stack's ROCm or Python), at the README's version: the build's first step then checks the base for it."""
-    data = tomllib.loads((Path(__file__).parent / "data" / "recipes" / "verl-rocm714.toml").read_text())
+@pytest.mark.parametrize("recipe", ["verl-rocm714.toml", "verl-amd-2609.toml"])
+def test_a_stack_declares_what_its_recipes_base_contains(recipe):
+    """Every component the recipe's docs say the base holds prebuilt is declared in [[base.provides]] (or is
+    the stack's ROCm or Python), at the docs' version: the build's first step then checks the base for it."""
+    data = tomllib.loads((Path(__file__).parent / "data" / "recipes" / recipe).read_text())
     s = stacks.load_builtin(data["stack"])
     provided = {p.name: p for p in s.base.provides}
     for name, value in data["base"]["contains"].items():
