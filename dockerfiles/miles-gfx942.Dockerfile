@@ -68,7 +68,11 @@ RUN mkdir -p /opt/rocmkit \
       '        ok = same_release(held, version)' \
       '    else:' \
       '        held, where = have.get(canon(dist)), dist' \
-      '        ok = version == "-" or matches(version, held)' \
+      '        if version.startswith("release:"):' \
+      '            ok = same_release(held, version.split(":")[1])' \
+      '            version = "release " + version.split(":")[1]' \
+      '        else:' \
+      '            ok = version == "-" or matches(version, held)' \
       '    lines.append("%s %s %s" % (name, held or "absent", where or "-"))' \
       '    if not ok:' \
       '        bad.append("component %s: the stack declares %s, the %s holds %s" % (' \

@@ -23,7 +23,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 # Checked first, before anything is fetched or built, that the base holds what the stack takes from it:
-# ROCm 7.14.0; vllm, torch at the versions the stack declares; triton, aiter recorded, not checked (MUTABLE).
+# ROCm 7.14.0; vllm, torch at the release the stack declares; triton, aiter recorded, not checked (MUTABLE).
 # A retagged base fails here in seconds, naming the component and both versions; what was read stays in
 # /opt/rocmkit/base-versions.txt.
 RUN mkdir -p /opt/rocmkit \
@@ -64,7 +64,11 @@ RUN mkdir -p /opt/rocmkit \
       '        ok = same_release(held, version)' \
       '    else:' \
       '        held, where = have.get(canon(dist)), dist' \
-      '        ok = version == "-" or matches(version, held)' \
+      '        if version.startswith("release:"):' \
+      '            ok = same_release(held, version.split(":")[1])' \
+      '            version = "release " + version.split(":")[1]' \
+      '        else:' \
+      '            ok = version == "-" or matches(version, held)' \
       '    lines.append("%s %s %s" % (name, held or "absent", where or "-"))' \
       '    if not ok:' \
       '        bad.append("component %s: the stack declares %s, the %s holds %s" % (' \
@@ -84,7 +88,7 @@ RUN mkdir -p /opt/rocmkit \
       'print("rocmkit: the %s holds what the stack declares: %s" % (' \
       '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
       > /opt/rocmkit/basecheck.py
-RUN python3.14 /opt/rocmkit/basecheck.py base rocm - 7.14.0 vllm vllm 0.23.0 torch torch 2.11.0 triton triton - aiter amd-aiter -
+RUN python3.14 /opt/rocmkit/basecheck.py base rocm - 7.14.0 vllm vllm release:0.23.0 torch torch release:2.11.0 triton triton - aiter amd-aiter -
 # ROCm's compilers and tools (hipcc, amdclang) on PATH: build scripts look for hipcc there to pick HIP over CUDA.
 ENV PATH=/opt/rocm/bin:/opt/rocm/llvm/bin:$PATH
 # vLLM and SGLang link -lamdhip64 from the default path (vllm-project/vllm#12695); without amdgpu.ids
@@ -166,10 +170,10 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The components the base provides are still the ones its check read: no install above replaced them.
-RUN python /opt/rocmkit/basecheck.py final vllm vllm 0.23.0 torch torch 2.11.0 triton triton - aiter amd-aiter -
+RUN python /opt/rocmkit/basecheck.py final vllm vllm release:0.23.0 torch torch release:2.11.0 triton triton - aiter amd-aiter -
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"trl-vllm","description":"TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14","targets":["gfx950"],"rocm":"7.14.0","python":"3.14","base_image":"rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0","base_image_overridden":false,"base_pip":[],"base_pip_sources":[],"components":[{"name":"trl","kind":"pip","requirements":["trl==1.16.0","accelerate==1.15.0","datasets==5.2.0"],"no_deps":false},{"name":"deepspeed","kind":"pip","requirements":["deepspeed==0.19.8"],"no_deps":false}],"runtime_env":{"TOKENIZERS_PARALLELISM":"false","HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"base_provides":[{"name":"vllm","distribution":"vllm","version":"0.23.0"},{"name":"torch","distribution":"torch","version":"2.11.0"},{"name":"triton","distribution":"triton","version":null,"mutable_reason":"the image tag and its page name no Triton version"},{"name":"aiter","distribution":"amd-aiter","version":null,"mutable_reason":"AMD'"'"'s vLLM images build aiter in (vLLM docker/Dockerfile.rocm_base); the tag names no version"}],"inputs_hash":"cf77a0a045a398a77be4159daf646d28e357992cde034ebfb4bf4a565c3968fd"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"trl-vllm","description":"TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14","targets":["gfx950"],"rocm":"7.14.0","python":"3.14","base_image":"rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0","base_image_overridden":false,"base_pip":[],"base_pip_sources":[],"components":[{"name":"trl","kind":"pip","requirements":["trl==1.16.0","accelerate==1.15.0","datasets==5.2.0"],"no_deps":false},{"name":"deepspeed","kind":"pip","requirements":["deepspeed==0.19.8"],"no_deps":false}],"runtime_env":{"TOKENIZERS_PARALLELISM":"false","HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"base_provides":[{"name":"vllm","distribution":"vllm","version":null,"release":"0.23.0"},{"name":"torch","distribution":"torch","version":null,"release":"2.11.0"},{"name":"triton","distribution":"triton","version":null,"mutable_reason":"the image tag and its page name no Triton version"},{"name":"aiter","distribution":"amd-aiter","version":null,"mutable_reason":"AMD'"'"'s vLLM images build aiter in (vLLM docker/Dockerfile.rocm_base); the tag names no version"}],"inputs_hash":"dd9d231cd017734317b798686a359b29c46702515216d829c41f0218b3690836"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -186,14 +190,14 @@ ENV HSA_NO_SCRATCH_RECLAIM="1"
 ENV NCCL_MIN_NCHANNELS="112"
 LABEL org.opencontainers.image.title="rocmkit/trl-vllm" \
     org.opencontainers.image.description="TRL 1.16 GRPO with a vLLM 0.23 server (trl vllm-serve) and accelerate + DeepSpeed on ROCm 7.14" \
-    org.opencontainers.image.version="rocm7.14.0-gfx950-cf77a0a045a3" \
+    org.opencontainers.image.version="rocm7.14.0-gfx950-dd9d231cd017" \
     org.opencontainers.image.base.name="rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0" \
     io.rocmkit.stack="trl-vllm" \
     io.rocmkit.targets="gfx950" \
     io.rocmkit.rocm="7.14.0" \
     io.rocmkit.python="3.14" \
-    io.rocmkit.inputs-hash="cf77a0a045a398a77be4159daf646d28e357992cde034ebfb4bf4a565c3968fd" \
+    io.rocmkit.inputs-hash="dd9d231cd017734317b798686a359b29c46702515216d829c41f0218b3690836" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
-    io.rocmkit.base-provides="vllm=0.23.0,torch=2.11.0,triton=MUTABLE,aiter=MUTABLE" \
+    io.rocmkit.base-provides="vllm=0.23.0.*,torch=2.11.0.*,triton=MUTABLE,aiter=MUTABLE" \
     io.rocmkit.mutable-components="triton,aiter"

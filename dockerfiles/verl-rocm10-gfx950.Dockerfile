@@ -27,7 +27,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 # Checked first, before anything is fetched or built, that the base holds what the stack takes from it:
-# ROCm 10.0.0; torch at the versions the stack declares; triton, transformer-engine, aiter recorded, not checked (MUTABLE).
+# ROCm 10.0.0; torch at the release the stack declares; triton, transformer-engine, aiter recorded, not checked (MUTABLE).
 # A retagged base fails here in seconds, naming the component and both versions; what was read stays in
 # /opt/rocmkit/base-versions.txt.
 RUN mkdir -p /opt/rocmkit \
@@ -68,7 +68,11 @@ RUN mkdir -p /opt/rocmkit \
       '        ok = same_release(held, version)' \
       '    else:' \
       '        held, where = have.get(canon(dist)), dist' \
-      '        ok = version == "-" or matches(version, held)' \
+      '        if version.startswith("release:"):' \
+      '            ok = same_release(held, version.split(":")[1])' \
+      '            version = "release " + version.split(":")[1]' \
+      '        else:' \
+      '            ok = version == "-" or matches(version, held)' \
       '    lines.append("%s %s %s" % (name, held or "absent", where or "-"))' \
       '    if not ok:' \
       '        bad.append("component %s: the stack declares %s, the %s holds %s" % (' \
@@ -88,7 +92,7 @@ RUN mkdir -p /opt/rocmkit \
       'print("rocmkit: the %s holds what the stack declares: %s" % (' \
       '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
       > /opt/rocmkit/basecheck.py
-RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 10.0.0 torch torch 2.12.0 triton triton - transformer-engine transformer_engine - aiter amd-aiter -
+RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 10.0.0 torch torch release:2.12.0 triton triton - transformer-engine transformer_engine - aiter amd-aiter -
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \
@@ -258,10 +262,10 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 # The components the base provides are still the ones its check read: no install above replaced them.
-RUN python /opt/rocmkit/basecheck.py final torch torch 2.12.0 triton triton - transformer-engine transformer_engine - aiter amd-aiter -
+RUN python /opt/rocmkit/basecheck.py final torch torch release:2.12.0 triton triton - transformer-engine transformer_engine - aiter amd-aiter -
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm10","description":"verl 0.9.0.amd0 + vLLM 0.27 rollout on ROCm 10.0 (rocm/primus:v26.7: pip ROCm SDK, torch 2.12, TE, aiter prebuilt), vLLM built from source","targets":["gfx950"],"rocm":"10.0.0","python":"3.12","base_image":"rocm/primus:v26.7","base_image_overridden":false,"base_pip":["setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":null,"tag":null,"mutable_ref":"v0.27.0","mutable_reason":"a tag whose commit no source read for this stack records (vllm-project/vllm is too large to copy); the build records the commit it checked out in /opt/rocmkit/sources.txt","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/AMD-Ecosystem/verl.git","commit":"af69c3f11c1c7978bedf2434de79b237aa59c1bb","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"release/0.9.0.amd0","patches":[{"file":"patches/verl-rocm-rollout-defaults.patch","sha256":"690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a"}]},{"name":"flash-linear-attention","kind":"git","git":"https://github.com/fla-org/flash-linear-attention.git","commit":null,"tag":null,"mutable_ref":"main","mutable_reason":"the recipe installs the head of main (2026-09); the fla-org history available ends 2026-08-22 (bc3b101d), before the recipe, so no commit can be named","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":null,"tag":null,"mutable_ref":"main","mutable_reason":"the recipe installs the head of main (2026-09); the ISEEKYAN/mbridge history available ends 2026-06-12, before even a61943d7, the commit verl'"'"'s 2026-07 recipe pins","needs":[]},{"name":"qwen35-extras","kind":"pip","requirements":["megatron-core==0.18.0","transformers==5.12.1","accelerate==1.14.0","mathruler==0.1.0","qwen_vl_utils==0.0.14","TransferQueue==0.1.8","codetiming==1.4.0","pylatexenc==2.11","mistral-common==1.13.1","model-hosting-container-standards==0.1.16"],"no_deps":false},{"name":"vllm-extras","kind":"pip","requirements":["gguf==0.19.0"],"no_deps":false},{"name":"cupy","kind":"pip","requirements":["cupy-rocm-7-0==14.1.1"],"no_deps":false},{"name":"torchao","kind":"pip","requirements":["torchao==0.16.0"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default,serve]==2.58.0"],"no_deps":false}],"runtime_env":{"VLLM_ROCM_USE_AITER":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","VLLM_WORKER_MULTIPROC_METHOD":"spawn","NCCL_MIN_NCHANNELS":"112","HSA_NO_SCRATCH_RECLAIM":"1","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"base_provides":[{"name":"torch","distribution":"torch","version":"2.12.0"},{"name":"triton","distribution":"triton","version":null,"mutable_reason":"AMD'"'"'s verl 26.09 docs do not give the Triton version of rocm/primus:v26.7"},{"name":"transformer-engine","distribution":"transformer_engine","version":null,"mutable_reason":"AMD'"'"'s verl 26.09 docs say TransformerEngine is prebuilt in rocm/primus:v26.7 but give no version"},{"name":"aiter","distribution":"amd-aiter","version":null,"mutable_reason":"AMD'"'"'s verl 26.09 docs say aiter is prebuilt in rocm/primus:v26.7 but give no version"}],"inputs_hash":"682e4fab6599cc6b40b93cf8e340eb8d25b2784c8c9b751ec8c3300120604f74"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm10","description":"verl 0.9.0.amd0 + vLLM 0.27 rollout on ROCm 10.0 (rocm/primus:v26.7: pip ROCm SDK, torch 2.12, TE, aiter prebuilt), vLLM built from source","targets":["gfx950"],"rocm":"10.0.0","python":"3.12","base_image":"rocm/primus:v26.7","base_image_overridden":false,"base_pip":["setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":null,"tag":null,"mutable_ref":"v0.27.0","mutable_reason":"a tag whose commit no source read for this stack records (vllm-project/vllm is too large to copy); the build records the commit it checked out in /opt/rocmkit/sources.txt","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/AMD-Ecosystem/verl.git","commit":"af69c3f11c1c7978bedf2434de79b237aa59c1bb","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"release/0.9.0.amd0","patches":[{"file":"patches/verl-rocm-rollout-defaults.patch","sha256":"690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a"}]},{"name":"flash-linear-attention","kind":"git","git":"https://github.com/fla-org/flash-linear-attention.git","commit":null,"tag":null,"mutable_ref":"main","mutable_reason":"the recipe installs the head of main (2026-09); the fla-org history available ends 2026-08-22 (bc3b101d), before the recipe, so no commit can be named","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":null,"tag":null,"mutable_ref":"main","mutable_reason":"the recipe installs the head of main (2026-09); the ISEEKYAN/mbridge history available ends 2026-06-12, before even a61943d7, the commit verl'"'"'s 2026-07 recipe pins","needs":[]},{"name":"qwen35-extras","kind":"pip","requirements":["megatron-core==0.18.0","transformers==5.12.1","accelerate==1.14.0","mathruler==0.1.0","qwen_vl_utils==0.0.14","TransferQueue==0.1.8","codetiming==1.4.0","pylatexenc==2.11","mistral-common==1.13.1","model-hosting-container-standards==0.1.16"],"no_deps":false},{"name":"vllm-extras","kind":"pip","requirements":["gguf==0.19.0"],"no_deps":false},{"name":"cupy","kind":"pip","requirements":["cupy-rocm-7-0==14.1.1"],"no_deps":false},{"name":"torchao","kind":"pip","requirements":["torchao==0.16.0"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default,serve]==2.58.0"],"no_deps":false}],"runtime_env":{"VLLM_ROCM_USE_AITER":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","VLLM_WORKER_MULTIPROC_METHOD":"spawn","NCCL_MIN_NCHANNELS":"112","HSA_NO_SCRATCH_RECLAIM":"1","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"base_provides":[{"name":"torch","distribution":"torch","version":null,"release":"2.12.0"},{"name":"triton","distribution":"triton","version":null,"mutable_reason":"AMD'"'"'s verl 26.09 docs do not give the Triton version of rocm/primus:v26.7"},{"name":"transformer-engine","distribution":"transformer_engine","version":null,"mutable_reason":"AMD'"'"'s verl 26.09 docs say TransformerEngine is prebuilt in rocm/primus:v26.7 but give no version"},{"name":"aiter","distribution":"amd-aiter","version":null,"mutable_reason":"AMD'"'"'s verl 26.09 docs say aiter is prebuilt in rocm/primus:v26.7 but give no version"}],"inputs_hash":"f7b178d8f42e1e094cf14d69949ba9de4c176e17a9e299b159e391c42df0d15a"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -294,15 +298,15 @@ ENV TOKENIZERS_PARALLELISM="false"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-rocm10" \
     org.opencontainers.image.description="verl 0.9.0.amd0 + vLLM 0.27 rollout on ROCm 10.0 (rocm/primus:v26.7: pip ROCm SDK, torch 2.12, TE, aiter prebuilt), vLLM built from source" \
-    org.opencontainers.image.version="rocm10.0.0-gfx950-682e4fab6599" \
+    org.opencontainers.image.version="rocm10.0.0-gfx950-f7b178d8f42e" \
     org.opencontainers.image.base.name="rocm/primus:v26.7" \
     io.rocmkit.stack="verl-rocm10" \
     io.rocmkit.targets="gfx950" \
     io.rocmkit.rocm="10.0.0" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="682e4fab6599cc6b40b93cf8e340eb8d25b2784c8c9b751ec8c3300120604f74" \
+    io.rocmkit.inputs-hash="f7b178d8f42e1e094cf14d69949ba9de4c176e17a9e299b159e391c42df0d15a" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.58.0" \
-    io.rocmkit.base-provides="torch=2.12.0,triton=MUTABLE,transformer-engine=MUTABLE,aiter=MUTABLE" \
+    io.rocmkit.base-provides="torch=2.12.0.*,triton=MUTABLE,transformer-engine=MUTABLE,aiter=MUTABLE" \
     io.rocmkit.mutable-components="vllm,flash-linear-attention,mbridge,triton,transformer-engine,aiter"

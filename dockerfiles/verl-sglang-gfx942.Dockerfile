@@ -22,7 +22,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 # Checked first, before anything is fetched or built, that the base holds what the stack takes from it:
-# ROCm 7.2.0; torch at the versions the stack declares; triton recorded, not checked (MUTABLE).
+# ROCm 7.2.0; torch at the release the stack declares; triton recorded, not checked (MUTABLE).
 # A retagged base fails here in seconds, naming the component and both versions; what was read stays in
 # /opt/rocmkit/base-versions.txt.
 RUN mkdir -p /opt/rocmkit \
@@ -63,7 +63,11 @@ RUN mkdir -p /opt/rocmkit \
       '        ok = same_release(held, version)' \
       '    else:' \
       '        held, where = have.get(canon(dist)), dist' \
-      '        ok = version == "-" or matches(version, held)' \
+      '        if version.startswith("release:"):' \
+      '            ok = same_release(held, version.split(":")[1])' \
+      '            version = "release " + version.split(":")[1]' \
+      '        else:' \
+      '            ok = version == "-" or matches(version, held)' \
       '    lines.append("%s %s %s" % (name, held or "absent", where or "-"))' \
       '    if not ok:' \
       '        bad.append("component %s: the stack declares %s, the %s holds %s" % (' \
@@ -83,7 +87,7 @@ RUN mkdir -p /opt/rocmkit \
       'print("rocmkit: the %s holds what the stack declares: %s" % (' \
       '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
       > /opt/rocmkit/basecheck.py
-RUN python3.10 /opt/rocmkit/basecheck.py base rocm - 7.2.0 torch torch 2.9.1 triton triton -
+RUN python3.10 /opt/rocmkit/basecheck.py base rocm - 7.2.0 torch torch release:2.9.1 triton triton -
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \
@@ -261,10 +265,10 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 RUN rocmkit vf-configs --strict
 # The components the base provides are still the ones its check read: no install above replaced them.
-RUN python /opt/rocmkit/basecheck.py final torch torch 2.9.1 triton triton -
+RUN python /opt/rocmkit/basecheck.py final torch torch release:2.9.1 triton triton -
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx942"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","psutil==7.0.0"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"base_provides":[{"name":"torch","distribution":"torch","version":"2.9.1"},{"name":"triton","distribution":"triton","version":null,"mutable_reason":"no published file names the Triton of AMD'"'"'s rocm/pytorch 2.9.1 image for ROCm 7.2"}],"inputs_hash":"02336db09ea15ce791cd9378d56a33fa5bbcb2ff4d7041a64da492b4f905080f"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx942"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","psutil==7.0.0"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"base_provides":[{"name":"torch","distribution":"torch","version":null,"release":"2.9.1"},{"name":"triton","distribution":"triton","version":null,"mutable_reason":"no published file names the Triton of AMD'"'"'s rocm/pytorch 2.9.1 image for ROCm 7.2"}],"inputs_hash":"98407e6faf37cdc294178c734c5a948d69104ed4a5c6b3f9822c28572bae1c84"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -291,15 +295,15 @@ ENV TOKENIZERS_PARALLELISM="false"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-sglang" \
     org.opencontainers.image.description="verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source" \
-    org.opencontainers.image.version="rocm7.2.0-gfx942-02336db09ea1" \
+    org.opencontainers.image.version="rocm7.2.0-gfx942-98407e6faf37" \
     org.opencontainers.image.base.name="rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1" \
     io.rocmkit.stack="verl-sglang" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.2.0" \
     io.rocmkit.python="3.10" \
-    io.rocmkit.inputs-hash="02336db09ea15ce791cd9378d56a33fa5bbcb2ff4d7041a64da492b4f905080f" \
+    io.rocmkit.inputs-hash="98407e6faf37cdc294178c734c5a948d69104ed4a5c6b3f9822c28572bae1c84" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.55.1" \
-    io.rocmkit.base-provides="torch=2.9.1,triton=MUTABLE" \
+    io.rocmkit.base-provides="torch=2.9.1.*,triton=MUTABLE" \
     io.rocmkit.mutable-components="triton"

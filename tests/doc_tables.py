@@ -74,6 +74,8 @@ def stack_table(stack) -> str:
         rows.append(("base pins", _code(stack.base.pip) + (f" (from {index})" if index else ""), stack.base.pip_note))
     rows += [(f"{p.name} (from the base)",
               f"`{p.distribution}=={p.version}`, checked by the build's first step" if p.version else
+              f"`{p.distribution}` release `{p.release}` (any build of it), checked by the build's first step"
+              if p.release else
               f"`{p.distribution}` **MUTABLE**, recorded by the build's first step ({p.mutable_reason})",
               p.source_note) for p in stack.base.provides]
     if stack.base.amdsmi_from_rocm:

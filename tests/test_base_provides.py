@@ -65,7 +65,7 @@ def test_a_declared_component_is_read_into_the_stack():
     ('name = "te"\ndistribution = "transformer_engine"\nversion = "2.14.0-dev0"', "version",
      "not written as its metadata writes it"),
     ('name = "te"\ndistribution = "transformer_engine"\nversion = "2.0"\nmutable = { reason = "x" }', "mutable",
-     "not mutable"),
+     "one of version, release or mutable"),
     ('name = "te"\ndistribution = "te"\nversion = "2.0"\nflavour = "x"', "flavour", "unknown field"),
 ])
 def test_a_bad_entry_names_its_field(entry, field, says):
@@ -234,3 +234,27 @@ def test_stacks_shows_what_comes_from_the_base():
     out = CliRunner().invoke(cli, ["stacks", "verl-vllm"]).output
     assert f"from base  transformer-engine   transformer_engine=={TE} checked by the build" in out
     assert "from base  aiter                amd-aiter (MUTABLE)                      recorded by the build" in out
+
+
+def test_a_release_entry_matches_any_build_of_that_release(tmp_path):
+    """`release = "2.9.1"` where a source gives only an image tag's numbers: AMD's builds carry dev and local
+    labels (2.9.1.dev20251204+rocm7.0.2.lw.git351ff442) that no published file gives for that image."""
+    s = parse('[[base.provides]]\nname = "torch"\ndistribution = "torch"\nrelease = "2.9.1"')
+    (p,) = s.base.provides
+    assert p.release == "2.9.1" and not p.mutable and p.pin() == "torch release 2.9.1"
+    plan = make_plan(s, ["gfx942"])
+    assert plan.labels["io.rocmkit.base-provides"] == "torch=2.9.1.*"
+    assert "RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 7.14.0 torch torch release:2.9.1" in \
+        render_dockerfile(plan)
+    with pytest.raises(InputFileError, match="one of version, release or mutable"):
+        parse('[[base.provides]]\nname = "torch"\ndistribution = "torch"\nrelease = "2.9.1"\nversion = "2.9.1"')
+    with pytest.raises(InputFileError) as exc:
+        parse('[[base.provides]]\nname = "torch"\ndistribution = "torch"\nrelease = "2.9.1+rocm"')
+    assert "release numbers only" in exc.value.hint
+    site = tmp_path / "site"
+    _dist(site, "torch", "2.9.1.dev20251204+rocm7.0.2.lw.git351ff442")
+    assert _check(tmp_path, site, "torch", "torch", "release:2.9.1").returncode == 0
+    r = _check(tmp_path, site, "torch", "torch", "release:2.10.0")
+    assert r.returncode == 1 and ("component torch: the stack declares release 2.10.0, the base image holds "
+                                  "2.9.1.dev20251204+rocm7.0.2.lw.git351ff442") in r.stderr
+

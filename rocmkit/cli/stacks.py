@@ -31,7 +31,8 @@ def _stack_json(s: stacks_mod.Stack) -> dict:
                         if s.base.rocm_wheels else None),
         "constraints": list(s.constraints),
         "base_provides": [{"name": p.name, "distribution": p.distribution, "version": p.version,
-                           "mutable_reason": p.mutable_reason, "source_note": p.source_note} for p in s.base.provides],
+                           "release": p.release, "mutable_reason": p.mutable_reason, "source_note": p.source_note}
+                          for p in s.base.provides],
     }
 
 

@@ -19,7 +19,8 @@ ROCM = "rocm"  # the name the check gives the base's ROCm
 
 # Arguments: WHEN (base | final), then NAME DISTRIBUTION VERSION triples; DISTRIBUTION `-` is the base's ROCm
 # (/opt/rocm/.info/version, else TheRock's rocm-sdk-core), compared by as many release numbers as the stack's
-# `rocm` gives (7.14.0 holds 7.14.0-1, 7.14.0a20260608 and 7.14.0.70140); VERSION `-` a MUTABLE entry (recorded).
+# `rocm` gives (7.14.0 holds 7.14.0-1, 7.14.0a20260608 and 7.14.0.70140), as is a VERSION `release:X.Y.Z`
+# (a `release` entry); VERSION `-` is a MUTABLE entry (recorded, not checked).
 # A declared version without a local label (+...) matches any local build of it, as PEP 440's == does.
 # The lines hold no single quote (the renderer's shell quoting would split them) and no line starts with `#`.
 SCRIPT = r"""import importlib.metadata as md
@@ -70,7 +71,11 @@ for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):
         ok = same_release(held, version)
     else:
         held, where = have.get(canon(dist)), dist
-        ok = version == "-" or matches(version, held)
+        if version.startswith("release:"):
+            ok = same_release(held, version.split(":")[1])
+            version = "release " + version.split(":")[1]
+        else:
+            ok = version == "-" or matches(version, held)
     lines.append("%s %s %s" % (name, held or "absent", where or "-"))
     if not ok:
         bad.append("component %s: the stack declares %s, the %s holds %s" % (
@@ -98,7 +103,8 @@ def checked(stack: Stack) -> list[tuple[str, str, str]]:
     out = []
     if stack.has_rocm and not stack.base.rocm_wheels:
         out.append((ROCM, "-", stack.rocm))
-    out += [(p.name, p.distribution, p.version or "-") for p in stack.base.provides]
+    out += [(p.name, p.distribution, p.version or (f"release:{p.release}" if p.release else "-"))
+            for p in stack.base.provides]
     return out
 
 
@@ -114,10 +120,13 @@ def script_lines() -> list[str]:
 def summary(stack: Stack) -> str:
     """What the step checks, in words, for the comment above it."""
     parts = [f"ROCm {stack.rocm}"] if stack.has_rocm and not stack.base.rocm_wheels else []
-    fixed = [p.name for p in stack.base.provides if not p.mutable]
+    fixed = [p.name for p in stack.base.provides if p.version]
+    released = [p.name for p in stack.base.provides if p.release]
     loose = [p.name for p in stack.base.provides if p.mutable]
     if fixed:
         parts.append(", ".join(fixed) + " at the versions the stack declares")
+    if released:
+        parts.append(", ".join(released) + " at the release the stack declares")
     if loose:
         parts.append(", ".join(loose) + " recorded, not checked (MUTABLE)")
     return "; ".join(parts)

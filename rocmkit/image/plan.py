@@ -233,6 +233,7 @@ def _manifest(stack: Stack, targets: list[str], image: str, overridden: bool, so
                                      "sources": [u for u in (rw.index_url, rw.find_links) if u]}
     if stack.base.provides:
         extra["base_provides"] = [{"name": p.name, "distribution": p.distribution, "version": p.version,
+                                   **({"release": p.release} if p.release else {}),
                                    **({"mutable_reason": p.mutable_reason} if p.mutable else {})}
                                   for p in stack.base.provides]
     pins = stack_pins(stack, targets)
@@ -294,8 +295,8 @@ def _labels(stack: Stack, targets: list[str], image: str, overridden: bool, sour
         labels[f"{LABEL_PREFIX}.ray-version"] = ray
     if stack.base.provides:
         # What the base must hold, as the build's first step checked it (MUTABLE: recorded, not checked).
-        labels[f"{LABEL_PREFIX}.base-provides"] = ",".join(f"{p.name}={p.version or 'MUTABLE'}"
-                                                          for p in stack.base.provides)
+        labels[f"{LABEL_PREFIX}.base-provides"] = ",".join(
+            f"{p.name}={p.version or (p.release and f'{p.release}.*') or 'MUTABLE'}" for p in stack.base.provides)
     mutable = [c.name for c in stack.mutable_components if c.name not in sources] + [
         a.name for a in stack.assets if a.sha256 is None] + [p.name for p in stack.base.provides if p.mutable]
     if mutable:

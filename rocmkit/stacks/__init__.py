@@ -22,7 +22,8 @@ from .model import (AmdgpuIds, Asset, Base, BuildKind, Component, ComponentKind,
 from .parse import parse_stack
 
 __all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "AmdgpuIds", "Asset", "Patch", "Base", "BuildKind", "Component", "ComponentKind",
-           "EnvVar", "PostStep", "Provided", "PythonFrom", "Stack", "parse_stack", "builtin_folder", "builtin_names", "builtin_lock_path",
+           "EnvVar", "PostStep", "Provided", "PythonFrom", "Stack", "parse_stack", "builtin_folder", "builtin_names",
+           "builtin_lock_path",
            "LockPlace", "lock_place", "load_builtin", "load_file", "load", "all_builtin", "Source", "source"]
 
 

@@ -66,7 +66,8 @@ def pins(stack: Stack) -> dict[str, list[Pin]]:
         for p in stack.base.provides:
             if _canon(p.name) in wanted or _canon(p.distribution) in wanted:
                 out[card].append(Pin("mutable", "base, **MUTABLE**") if p.mutable else
-                                 Pin("base", f"base `=={p.version}`, checked"))
+                                 Pin("base", f"base `=={p.version}`, checked") if p.version else
+                                 Pin("base", f"base release `{p.release}`, checked"))
         out[card] += [Pin("exact", f"held `=={_version(r)}`") for r in stack.constraints
                       if _canon(Requirement(r).name) in wanted]
     return out

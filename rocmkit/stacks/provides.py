@@ -15,8 +15,7 @@ from .model import Component, Provided, PythonFrom
 # A PEP 440 version as `importlib.metadata` reads it: letters, digits and . + ! _ - only (nothing a shell or a
 # Dockerfile reads specially), checked again with packaging below.
 PROVIDED_VERSION_RE = re.compile(r"^[0-9][A-Za-z0-9.+!_-]{0,100}$")
-ALLOWED = ("name = \"transformer-engine\", distribution = \"transformer_engine\", version = \"2.14.0.dev0+e6ede467\", "
-           "source_note = \"...\"; or mutable = { reason = \"...\" } instead of version")
+RELEASE_RE = re.compile(r"^[0-9]{1,6}(\.[0-9]{1,6}){0,3}$")
 
 
 def provides(b: Fields) -> tuple[Provided, ...]:
@@ -25,14 +24,18 @@ def provides(b: Fields) -> tuple[Provided, ...]:
     for i, item in enumerate(raw):
         name = item.get("name") if isinstance(item, dict) else None
         where = f"base.provides[{i}]" + (f" ({name})" if isinstance(name, str) else "")
-        f = Fields(b.path, where, item, ("name", "distribution", "version", "mutable", "source_note"))
+        f = Fields(b.path, where, item, ("name", "distribution", "version", "release", "mutable", "source_note"))
         version = f.text("version", PROVIDED_VERSION_RE, "an exact version as the distribution's metadata "
                                                           "spells it, e.g. 2.14.0.dev0+e6ede467", None)
+        release = f.text("release", RELEASE_RE, "release numbers only, e.g. 2.11.0 (any 2.11.0a0+git..., "
+                                                "2.11.0+rocm7.14 matches)", None)
         mutable = f.get("mutable", dict, None)
+        given = [k for k, v in (("version", version), ("release", release), ("mutable", mutable)) if v is not None]
+        if len(given) > 1:
+            raise f.error(given[1], f"a component has one of version, release or mutable; {given[0]} is given",
+                          f"remove {given[1]} or {given[0]}")
         reason = None
         if version is not None:
-            if mutable is not None:
-                raise f.error("mutable", "a component with a version is not mutable; remove one of the two")
             try:
                 normal = str(Version(version))
             except InvalidVersion:
@@ -43,14 +46,15 @@ def provides(b: Fields) -> tuple[Provided, ...]:
         elif mutable is not None:
             reason = Fields(b.path, f"{where}.mutable", mutable, ("reason",)).text(
                 "reason", TEXT_RE, "one line saying why no published file names the version")
-        else:
+        elif release is None:
             raise f.error("version", "missing required field",
-                          "the exact version the base holds; if no published file names it, declare "
-                          "mutable = { reason = \"...\" } instead (the build then records it without checking)")
+                          "the exact version the base holds; release = \"X.Y.Z\" where a source gives only its "
+                          "release numbers; if none does, mutable = { reason = \"...\" } (recorded, not checked)")
         out.append(Provided(
             name=f.text("name", NAME_RE, "lower-case letters, digits and -, e.g. transformer-engine"),
             distribution=f.text("distribution", DIST_NAME_RE, "a distribution name such as transformer_engine"),
-            version=version, source_note=f.text("source_note", TEXT_RE, NOTE, ""), mutable_reason=reason))
+            version=version, release=release, source_note=f.text("source_note", TEXT_RE, NOTE, ""),
+            mutable_reason=reason))
     for key in ("name", "distribution"):
         seen = [_canon(getattr(p, key)) for p in out]
         dupes = sorted({v for v in seen if seen.count(v) > 1})
