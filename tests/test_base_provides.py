@@ -83,8 +83,13 @@ def test_the_normalised_version_is_offered():
 def test_contradictions_are_refused():
     with pytest.raises(InputFileError, match="two entries with the distribution"):
         parse(TE_ENTRY + TE_ENTRY.replace('name = "transformer-engine"', 'name = "te"'))
-    with pytest.raises(InputFileError, match="also installed with pip by this stack"):
+    with pytest.raises(InputFileError, match="also installed by this stack"):
         parse(pip="transformer-engine==2.0")
+    wheel = STACK.format(provides=TE_ENTRY, python_from="image", pip="six==1.16.0") + (
+        '\n[[component]]\nname = "te-wheel"\n'
+        'wheel = { pin = "transformer_engine==2.0", index_url = "https://example.com/simple" }\n')
+    with pytest.raises(InputFileError, match="also installed by this stack"):
+        stacks.parse_stack(load_toml_text(wheel, "provided.toml"), "provided.toml", None)
     with pytest.raises(InputFileError, match="also a component of this stack"):
         parse(TE_ENTRY.replace('name = "transformer-engine"', 'name = "extras"'))
     with pytest.raises(InputFileError, match="deadsnakes"):

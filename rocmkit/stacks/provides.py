@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import InputFileError
 from .fields import DIST_NAME_RE, NAME_RE, NOTE, TEXT_RE, Fields
-from .model import Component, Provided, PythonFrom
+from .model import Component, ComponentKind, Provided, PythonFrom
 
 # A PEP 440 version as `importlib.metadata` reads it: letters, digits and . + ! _ - only (nothing a shell or a
 # Dockerfile reads specially), checked again with packaging below.
@@ -75,6 +75,7 @@ def check_against(path: str, provided: tuple[Provided, ...], python_from: Python
 
     installed = {_canon(Requirement(r).name) for r in base_pip}
     installed |= {_canon(Requirement(r).name) for c in components for r in c.pip}
+    installed |= {_canon(Requirement(c.wheel_pin()).name) for c in components if c.kind is ComponentKind.WHEEL}
     for i, p in enumerate(provided):
         if p.name in names:
             raise InputFileError(path, f"base.provides[{i}] ({p.name})", "also a component of this stack: the "
@@ -82,7 +83,7 @@ def check_against(path: str, provided: tuple[Provided, ...], python_from: Python
                                  "remove one of the two")
         if _canon(p.distribution) in installed:
             raise InputFileError(path, f"base.provides[{i}] ({p.name})", f"{p.distribution} is also installed "
-                                 "with pip by this stack, which replaces the base's", "remove one of the two")
+                                 "by this stack (pip or a wheel), which replaces the base's", "remove one of the two")
 
 
 def _canon(name: str) -> str:
