@@ -27,6 +27,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
 # /opt/rocmkit/base-versions.txt.
 RUN mkdir -p /opt/rocmkit \
  && printf '%s\n' \
+      'import glob' \
       'import importlib.metadata as md' \
       'import os' \
       'import re' \
@@ -37,7 +38,10 @@ RUN mkdir -p /opt/rocmkit \
       'for d in reversed(list(md.distributions())):' \
       '    have[canon(d.metadata["Name"])] = d.version' \
       'def rocm():' \
-      '    for p in ("/opt/rocm/.info/version",):' \
+      '    paths = ["/opt/rocm/.info/version"]' \
+      '    if os.environ.get("ROCM_PATH"):' \
+      '        paths.append(os.path.join(os.environ["ROCM_PATH"], ".info", "version"))' \
+      '    for p in paths + sorted(glob.glob("/opt/rocm-*/.info/version")):' \
       '        if os.path.isfile(p):' \
       '            with open(p) as f:' \
       '                return f.read().strip(), p' \

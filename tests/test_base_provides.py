@@ -154,13 +154,14 @@ def _dist(site: Path, name: str, version: str) -> None:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
 
 
-def _check(tmp_path: Path, site: Path, *args: str, when: str = "base") -> subprocess.CompletedProcess:
+def _check(tmp_path: Path, site: Path, *args: str, when: str = "base",
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     script = tmp_path / "rocmkit" / "basecheck.py"
     script.parent.mkdir(exist_ok=True)
     script.write_text("\n".join(basecheck.script_lines()) + "\n")
     # -S: only the generated distributions are on the path, not this venv's.
     return subprocess.run([sys.executable, "-S", str(script), when, *args], capture_output=True, text=True,
-                          timeout=60, env={"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "")})
+                          timeout=60, env={"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", ""), **(env or {})})
 
 
 def test_the_script_fails_naming_the_component_and_both_versions(tmp_path):
@@ -262,4 +263,20 @@ def test_a_release_entry_matches_any_build_of_that_release(tmp_path):
     r = _check(tmp_path, site, "torch", "torch", "release:2.10.0")
     assert r.returncode == 1 and ("component torch: the stack declares release 2.10.0, the base image holds "
                                   "2.9.1.dev20251204+rocm7.0.2.lw.git351ff442") in r.stderr
+
+
+@pytest.mark.skipif(os.path.exists("/opt/rocm/.info/version"), reason="this machine's own ROCm would be read")
+@pytest.mark.parametrize("written", ["7.0.2-56", "7.0.2.70002-56~22.04", "7.0.2"])
+def test_the_script_reads_a_rocm_trees_version_file(tmp_path, written):
+    """ROCm installed as a tree (its .info/version, here found through ROCM_PATH) by its release, whatever build
+    suffix follows."""
+    tree = tmp_path / "rocm-7.0.2"
+    (tree / ".info").mkdir(parents=True)
+    (tree / ".info" / "version").write_text(written + "\n")
+    env = {"ROCM_PATH": str(tree)}
+    assert _check(tmp_path, tmp_path / "empty", "rocm", "-", "7.0.2", env=env).returncode == 0
+    r = _check(tmp_path, tmp_path / "empty", "rocm", "-", "7.2.0", env=env)
+    assert r.returncode == 1 and f"component rocm: the stack declares 7.2.0, the base image holds {written}" in r.stderr
+    recorded = (tmp_path / "rocmkit" / "base-versions.txt").read_text()
+    assert recorded == f"rocm {written} {tree}/.info/version\n"
 

@@ -18,12 +18,14 @@ VERSIONS_PATH = "/opt/rocmkit/base-versions.txt"
 ROCM = "rocm"  # the name the check gives the base's ROCm
 
 # Arguments: WHEN (base | final), then NAME DISTRIBUTION VERSION triples; DISTRIBUTION `-` is the base's ROCm
-# (/opt/rocm/.info/version, else TheRock's rocm-sdk-core), compared by as many release numbers as the stack's
-# `rocm` gives (7.14.0 holds 7.14.0-1, 7.14.0a20260608 and 7.14.0.70140), as is a VERSION `release:X.Y.Z`
-# (a `release` entry); VERSION `-` is a MUTABLE entry (recorded, not checked).
+# (the .info/version of /opt/rocm, $ROCM_PATH or an /opt/rocm-X.Y.Z, else TheRock's rocm-sdk-core), compared by
+# as many release numbers as the stack's `rocm` gives (7.14.0 holds 7.14.0-1, 7.14.0a20260608 and
+# 7.14.0.70140), as is a VERSION `release:X.Y.Z` (a `release` entry); VERSION `-` is a MUTABLE entry (recorded,
+# not checked).
 # A declared version without a local label (+...) matches any local build of it, as PEP 440's == does.
 # The lines hold no single quote (the renderer's shell quoting would split them) and no line starts with `#`.
-SCRIPT = r"""import importlib.metadata as md
+SCRIPT = r"""import glob
+import importlib.metadata as md
 import os
 import re
 import sys
@@ -39,7 +41,10 @@ for d in reversed(list(md.distributions())):
 
 
 def rocm():
-    for p in ("/opt/rocm/.info/version",):
+    paths = ["/opt/rocm/.info/version"]
+    if os.environ.get("ROCM_PATH"):
+        paths.append(os.path.join(os.environ["ROCM_PATH"], ".info", "version"))
+    for p in paths + sorted(glob.glob("/opt/rocm-*/.info/version")):
         if os.path.isfile(p):
             with open(p) as f:
                 return f.read().strip(), p
