@@ -37,14 +37,19 @@ RUN mkdir -p /opt/rocmkit \
       'have = {}' \
       'for d in reversed(list(md.distributions())):' \
       '    have[canon(d.metadata["Name"])] = d.version' \
-      'def rocm():' \
+      'def read(p):' \
+      '    with open(p) as f:' \
+      '        return f.read().strip(), p' \
+      'def rocm(declared):' \
       '    paths = ["/opt/rocm/.info/version"]' \
       '    if os.environ.get("ROCM_PATH"):' \
       '        paths.append(os.path.join(os.environ["ROCM_PATH"], ".info", "version"))' \
-      '    for p in paths + sorted(glob.glob("/opt/rocm-*/.info/version")):' \
+      '    for p in paths:' \
       '        if os.path.isfile(p):' \
-      '            with open(p) as f:' \
-      '                return f.read().strip(), p' \
+      '            return read(p)' \
+      '    trees = [read(p) for p in sorted(glob.glob("/opt/rocm-*/.info/version"))]' \
+      '    if trees:' \
+      '        return next((t for t in trees if same_release(t[0], declared)), trees[0])' \
       '    v = have.get("rocm-sdk-core")' \
       '    return v, "rocm-sdk-core" if v else None' \
       'def same_release(held, declared):' \
@@ -63,7 +68,7 @@ RUN mkdir -p /opt/rocmkit \
       'bad, lines = [], []' \
       'for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):' \
       '    if dist == "-":' \
-      '        held, where = rocm()' \
+      '        held, where = rocm(version)' \
       '        ok = same_release(held, version)' \
       '    else:' \
       '        held, where = have.get(canon(dist)), dist' \

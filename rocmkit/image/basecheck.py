@@ -18,10 +18,10 @@ VERSIONS_PATH = "/opt/rocmkit/base-versions.txt"
 ROCM = "rocm"  # the name the check gives the base's ROCm
 
 # Arguments: WHEN (base | final), then NAME DISTRIBUTION VERSION triples; DISTRIBUTION `-` is the base's ROCm
-# (the .info/version of /opt/rocm, $ROCM_PATH or an /opt/rocm-X.Y.Z, else TheRock's rocm-sdk-core), compared by
-# as many release numbers as the stack's `rocm` gives (7.14.0 holds 7.14.0-1, 7.14.0a20260608 and
-# 7.14.0.70140), as is a VERSION `release:X.Y.Z` (a `release` entry); VERSION `-` is a MUTABLE entry (recorded,
-# not checked).
+# (the .info/version of /opt/rocm, $ROCM_PATH or the /opt/rocm-X.Y.Z that matches, else TheRock's
+# rocm-sdk-core), compared by as many release numbers as the stack's `rocm` gives (7.14.0 holds 7.14.0-1,
+# 7.14.0a20260608 and 7.14.0.70140), as is a VERSION `release:X.Y.Z` (a `release` entry); VERSION `-` is a
+# MUTABLE entry (recorded, not checked).
 # A declared version without a local label (+...) matches any local build of it, as PEP 440's == does.
 # The lines hold no single quote (the renderer's shell quoting would split them) and no line starts with `#`.
 SCRIPT = r"""import glob
@@ -40,14 +40,21 @@ for d in reversed(list(md.distributions())):
     have[canon(d.metadata["Name"])] = d.version
 
 
-def rocm():
+def read(p):
+    with open(p) as f:
+        return f.read().strip(), p
+
+
+def rocm(declared):
     paths = ["/opt/rocm/.info/version"]
     if os.environ.get("ROCM_PATH"):
         paths.append(os.path.join(os.environ["ROCM_PATH"], ".info", "version"))
-    for p in paths + sorted(glob.glob("/opt/rocm-*/.info/version")):
+    for p in paths:
         if os.path.isfile(p):
-            with open(p) as f:
-                return f.read().strip(), p
+            return read(p)
+    trees = [read(p) for p in sorted(glob.glob("/opt/rocm-*/.info/version"))]
+    if trees:
+        return next((t for t in trees if same_release(t[0], declared)), trees[0])
     v = have.get("rocm-sdk-core")
     return v, "rocm-sdk-core" if v else None
 
@@ -72,7 +79,7 @@ when, args = sys.argv[1], sys.argv[2:]
 bad, lines = [], []
 for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):
     if dist == "-":
-        held, where = rocm()
+        held, where = rocm(version)
         ok = same_release(held, version)
     else:
         held, where = have.get(canon(dist)), dist
