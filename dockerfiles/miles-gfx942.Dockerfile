@@ -10,6 +10,9 @@
 # WARNING: component transformer-engine is MUTABLE: built from 'v2.8_rocm', not a commit (Miles builds the v2.8_rocm branch head, which moves; no published file names its commit); two builds of this stack may differ
 # WARNING: component sglang is MUTABLE: built from 'sglang-miles', not a commit (Miles checks out the sglang-miles branch head over the base image's SGLang (SGLANG_COMMIT empty); the branch head moves and no published file names its commit); two builds of this stack may differ
 # WARNING: component megatron-bridge is MUTABLE: built from 'bridge', not a commit (Miles installs the bridge branch head of radixark/Megatron-Bridge, which moves; no published file names its commit); two builds of this stack may differ
+# WARNING: base component torch is MUTABLE: the build records the base's torch in its base-versions file but cannot check it (no published file names the exact torch build of this SGLang image); two builds of this stack may differ unless the base is pinned by digest (rocmkit lock)
+# WARNING: base component triton is MUTABLE: the build records the base's triton in its base-versions file but cannot check it (no published file names the Triton build of this SGLang image); two builds of this stack may differ unless the base is pinned by digest (rocmkit lock)
+# WARNING: base component aiter is MUTABLE: the build records the base's amd-aiter in its base-versions file but cannot check it (SGLang's ROCm images build aiter in (sgl-project/sglang docker/rocm.Dockerfile AITER_COMMIT); the image tag names no version); two builds of this stack may differ unless the base is pinned by digest (rocmkit lock)
 
 # Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
 # --max-jobs auto` sizes this from the builder's memory and cores.
@@ -23,6 +26,82 @@ ARG PIP_FIND_LINKS
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
+# Checked first, before anything is fetched or built, that the base holds what the stack takes from it:
+# ROCm 7.0.0; torch, triton, aiter recorded, not checked (MUTABLE).
+# A retagged base fails here in seconds, naming the component and both versions; what was read stays in
+# /opt/rocmkit/base-versions.txt.
+RUN mkdir -p /opt/rocmkit \
+ && printf '%s\n' \
+      'import glob' \
+      'import importlib.metadata as md' \
+      'import os' \
+      'import re' \
+      'import sys' \
+      'def canon(name):' \
+      '    return re.sub(r"[-_.]+", "-", name or "").lower()' \
+      'have = {}' \
+      'for d in reversed(list(md.distributions())):' \
+      '    have[canon(d.metadata["Name"])] = d.version' \
+      'def read(p):' \
+      '    with open(p) as f:' \
+      '        return f.read().strip(), p' \
+      'def rocm(declared):' \
+      '    paths = ["/opt/rocm/.info/version"]' \
+      '    if os.environ.get("ROCM_PATH"):' \
+      '        paths.append(os.path.join(os.environ["ROCM_PATH"], ".info", "version"))' \
+      '    for p in paths:' \
+      '        if os.path.isfile(p):' \
+      '            return read(p)' \
+      '    trees = [read(p) for p in sorted(glob.glob("/opt/rocm-*/.info/version"))]' \
+      '    if trees:' \
+      '        return next((t for t in trees if same_release(t[0], declared)), trees[0])' \
+      '    v = have.get("rocm-sdk-core")' \
+      '    return v, "rocm-sdk-core" if v else None' \
+      'def same_release(held, declared):' \
+      '    m = re.match(r"[0-9]+(\.[0-9]+)*", held or "")' \
+      '    have = [int(x) for x in m.group(0).split(".")] if m else []' \
+      '    want = [int(x) for x in declared.split(".")]' \
+      '    have = (have + [0] * len(want))[:len(want)]' \
+      '    return held is not None and have == want' \
+      'def matches(declared, held):' \
+      '    if held is None:' \
+      '        return False' \
+      '    if "+" not in declared:' \
+      '        held = held.split("+")[0]' \
+      '    return held == declared' \
+      'when, args = sys.argv[1], sys.argv[2:]' \
+      'bad, lines = [], []' \
+      'for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):' \
+      '    if dist == "-":' \
+      '        held, where = rocm(version)' \
+      '        ok = same_release(held, version)' \
+      '    else:' \
+      '        held, where = have.get(canon(dist)), dist' \
+      '        if version.startswith("release:"):' \
+      '            ok = same_release(held, version.split(":")[1])' \
+      '            version = "release " + version.split(":")[1]' \
+      '        else:' \
+      '            ok = version == "-" or matches(version, held)' \
+      '    lines.append("%s %s %s" % (name, held or "absent", where or "-"))' \
+      '    if not ok:' \
+      '        bad.append("component %s: the stack declares %s, the %s holds %s" % (' \
+      '            name, version, "base image" if when == "base" else "image", held or "none (absent)"))' \
+      'if when == "base":' \
+      '    os.makedirs(os.path.dirname(sys.argv[0]), exist_ok=True)' \
+      '    with open(os.path.join(os.path.dirname(sys.argv[0]), "base-versions.txt"), "w") as f:' \
+      '        f.write("".join(line + "\n" for line in lines))' \
+      'for line in bad:' \
+      '    print("rocmkit: " + line, file=sys.stderr)' \
+      'if bad:' \
+      '    hint = ("the base image is not the one the stack was written for (a retagged or another image): pin it by "' \
+      '            "digest (rocmkit lock) or update the versions in the stack") if when == "base" else (' \
+      '            "a later install replaced a component the base provides: pin it in the stack or keep it out")' \
+      '    print("rocmkit: hint: " + hint, file=sys.stderr)' \
+      '    sys.exit(1)' \
+      'print("rocmkit: the %s holds what the stack declares: %s" % (' \
+      '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
+      > /opt/rocmkit/basecheck.py
+RUN python3.10 /opt/rocmkit/basecheck.py base rocm - 7.0.0 torch torch - triton triton - aiter amd-aiter -
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential cmake dnsutils ethtool git patch rsync | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \
@@ -83,8 +162,9 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     pip install setuptools==79.0.1 typer==0.25.1 click==8.2.1 numpy==1.26.4
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+# Likewise what the stack declares the base provides, at the versions the first step read.
 RUN mkdir -p /opt/rocmkit \
- && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio)==' || true; } > /opt/rocmkit/constraints.txt
+ && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio|triton|amd[-_.]aiter)==' || true; } > /opt/rocmkit/constraints.txt
 ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
 # GPU targets, one value for every build system that reads one, so none falls back to its own default
 # or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
@@ -251,9 +331,11 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
+# The components the base provides are still the ones its check read: no install above replaced them.
+RUN python /opt/rocmkit/basecheck.py final torch torch - triton triton - aiter amd-aiter -
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"miles","description":"Miles RL: SGLang rollout and Megatron-LM training on ROCm 7.0, on SGLang'"'"'s own ROCm images","targets":["gfx942"],"rocm":"7.0.0","python":"3.10","base_image":"lmsysorg/sglang:v0.5.10-rocm700-mi30x","base_image_overridden":false,"base_pip":["setuptools==79.0.1","typer==0.25.1","click==8.2.1","numpy==1.26.4"],"base_pip_sources":[],"components":[{"name":"megatron-lm","kind":"git","git":"https://github.com/radixark/Megatron-LM.git","commit":"2e64d788b67fe8155774200c87606e1e449c494b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"miles-main","patches":[{"file":"patches/megatron-lm-rocm-fused-kernels.patch","sha256":"c667c22c36f0016b78f2b033b44bcef305f1923844fa5e2c560a9e69f2b64d9b"}]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"v2.8_rocm","mutable_reason":"Miles builds the v2.8_rocm branch head, which moves; no published file names its commit","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"89eb10887887bc74853f89a4de258c0702932a1c","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"sglang-miles","mutable_reason":"Miles checks out the sglang-miles branch head over the base image'"'"'s SGLang (SGLANG_COMMIT empty); the branch head moves and no published file names its commit","needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"megatron-bridge","kind":"git","git":"https://github.com/radixark/Megatron-Bridge.git","commit":null,"tag":null,"mutable_ref":"bridge","mutable_reason":"Miles installs the bridge branch head of radixark/Megatron-Bridge, which moves; no published file names its commit","needs":[]},{"name":"miles","kind":"git","git":"https://github.com/radixark/miles.git","commit":"31f1ca961a94cb860cec3b2dea34ec332bfa8f76","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"main"},{"name":"mooncake","kind":"pip","requirements":["mooncake-transfer-engine-non-cuda==0.3.12.post1"],"no_deps":true},{"name":"flash-linear-attention","kind":"pip","requirements":["flash-linear-attention==0.4.2"],"no_deps":false},{"name":"tile-kernels","kind":"pip","requirements":["tile_kernels==1.0.0"],"no_deps":true},{"name":"numba","kind":"pip","requirements":["numba==0.65.1"],"no_deps":false},{"name":"megatron-extras","kind":"pip","requirements":["megatron-energon==7.4.1","multi-storage-client==1.3.1"],"no_deps":true},{"name":"modelopt","kind":"pip","requirements":["nvidia-modelopt[torch]==0.47.0","setuptools==80.9.0"],"no_deps":false}],"runtime_env":{"MILES_HARDWARE_PLATFORM":"rocm","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_USE_AITER":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","SGLANG_MOE_PADDING":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ROCM_FUSED_DECODE_MLA":"1","SGLANG_USE_ROCM700A":"1","NCCL_MIN_NCHANNELS":"112","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO":"0"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"92a48e842b17a7f648daaca2bda7684b71f5090c7e28f3cb70a3b8aae8b180e6"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"miles","description":"Miles RL: SGLang rollout and Megatron-LM training on ROCm 7.0, on SGLang'"'"'s own ROCm images","targets":["gfx942"],"rocm":"7.0.0","python":"3.10","base_image":"lmsysorg/sglang:v0.5.10-rocm700-mi30x","base_image_overridden":false,"base_pip":["setuptools==79.0.1","typer==0.25.1","click==8.2.1","numpy==1.26.4"],"base_pip_sources":[],"components":[{"name":"megatron-lm","kind":"git","git":"https://github.com/radixark/Megatron-LM.git","commit":"2e64d788b67fe8155774200c87606e1e449c494b","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"miles-main","patches":[{"file":"patches/megatron-lm-rocm-fused-kernels.patch","sha256":"c667c22c36f0016b78f2b033b44bcef305f1923844fa5e2c560a9e69f2b64d9b"}]},{"name":"transformer-engine","kind":"git","git":"https://github.com/ROCm/TransformerEngine.git","commit":null,"tag":null,"mutable_ref":"v2.8_rocm","mutable_reason":"Miles builds the v2.8_rocm branch head, which moves; no published file names its commit","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"89eb10887887bc74853f89a4de258c0702932a1c","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":null,"tag":null,"mutable_ref":"sglang-miles","mutable_reason":"Miles checks out the sglang-miles branch head over the base image'"'"'s SGLang (SGLANG_COMMIT empty); the branch head moves and no published file names its commit","needs":[]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"megatron-bridge","kind":"git","git":"https://github.com/radixark/Megatron-Bridge.git","commit":null,"tag":null,"mutable_ref":"bridge","mutable_reason":"Miles installs the bridge branch head of radixark/Megatron-Bridge, which moves; no published file names its commit","needs":[]},{"name":"miles","kind":"git","git":"https://github.com/radixark/miles.git","commit":"31f1ca961a94cb860cec3b2dea34ec332bfa8f76","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"main"},{"name":"mooncake","kind":"pip","requirements":["mooncake-transfer-engine-non-cuda==0.3.12.post1"],"no_deps":true},{"name":"flash-linear-attention","kind":"pip","requirements":["flash-linear-attention==0.4.2"],"no_deps":false},{"name":"tile-kernels","kind":"pip","requirements":["tile_kernels==1.0.0"],"no_deps":true},{"name":"numba","kind":"pip","requirements":["numba==0.65.1"],"no_deps":false},{"name":"megatron-extras","kind":"pip","requirements":["megatron-energon==7.4.1","multi-storage-client==1.3.1"],"no_deps":true},{"name":"modelopt","kind":"pip","requirements":["nvidia-modelopt[torch]==0.47.0","setuptools==80.9.0"],"no_deps":false}],"runtime_env":{"MILES_HARDWARE_PLATFORM":"rocm","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","HSA_NO_SCRATCH_RECLAIM":"1","SGLANG_USE_AITER":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","SGLANG_MOE_PADDING":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ROCM_FUSED_DECODE_MLA":"1","SGLANG_USE_ROCM700A":"1","NCCL_MIN_NCHANNELS":"112","TORCHINDUCTOR_MAX_AUTOTUNE":"1","TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE":"1","RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO":"0"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"base_provides":[{"name":"torch","distribution":"torch","version":null,"mutable_reason":"no published file names the exact torch build of this SGLang image"},{"name":"triton","distribution":"triton","version":null,"mutable_reason":"no published file names the Triton build of this SGLang image"},{"name":"aiter","distribution":"amd-aiter","version":null,"mutable_reason":"SGLang'"'"'s ROCm images build aiter in (sgl-project/sglang docker/rocm.Dockerfile AITER_COMMIT); the image tag names no version"}],"inputs_hash":"37ea71dddf3bf63592b468209edb8968a8162afc8bc3982d59b1b16fbe6f842d"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -290,13 +372,14 @@ ENV TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE="1"
 ENV RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO="0"
 LABEL org.opencontainers.image.title="rocmkit/miles" \
     org.opencontainers.image.description="Miles RL: SGLang rollout and Megatron-LM training on ROCm 7.0, on SGLang's own ROCm images" \
-    org.opencontainers.image.version="rocm7.0.0-gfx942-92a48e842b17" \
+    org.opencontainers.image.version="rocm7.0.0-gfx942-37ea71dddf3b" \
     org.opencontainers.image.base.name="lmsysorg/sglang:v0.5.10-rocm700-mi30x" \
     io.rocmkit.stack="miles" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.0.0" \
     io.rocmkit.python="3.10" \
-    io.rocmkit.inputs-hash="92a48e842b17a7f648daaca2bda7684b71f5090c7e28f3cb70a3b8aae8b180e6" \
+    io.rocmkit.inputs-hash="37ea71dddf3bf63592b468209edb8968a8162afc8bc3982d59b1b16fbe6f842d" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
-    io.rocmkit.mutable-components="transformer-engine,sglang,megatron-bridge"
+    io.rocmkit.base-provides="torch=MUTABLE,triton=MUTABLE,aiter=MUTABLE" \
+    io.rocmkit.mutable-components="transformer-engine,sglang,megatron-bridge,torch,triton,aiter"

@@ -10,6 +10,9 @@
 # WARNING: component vllm is MUTABLE: built from 'v0.27.0', not a commit (a tag whose commit no source read for this stack records (vllm-project/vllm is too large to copy); the build records the commit it checked out in /opt/rocmkit/sources.txt); two builds of this stack may differ
 # WARNING: component flash-linear-attention is MUTABLE: built from 'main', not a commit (the recipe installs the head of main (2026-09); the fla-org history available ends 2026-08-22 (bc3b101d), before the recipe, so no commit can be named); two builds of this stack may differ
 # WARNING: component mbridge is MUTABLE: built from 'main', not a commit (the recipe installs the head of main (2026-09); the ISEEKYAN/mbridge history available ends 2026-06-12, before even a61943d7, the commit verl's 2026-07 recipe pins); two builds of this stack may differ
+# WARNING: base component triton is MUTABLE: the build records the base's triton in its base-versions file but cannot check it (AMD's verl 26.09 docs do not give the Triton version of rocm/primus:v26.7); two builds of this stack may differ unless the base is pinned by digest (rocmkit lock)
+# WARNING: base component transformer-engine is MUTABLE: the build records the base's transformer_engine in its base-versions file but cannot check it (AMD's verl 26.09 docs say TransformerEngine is prebuilt in rocm/primus:v26.7 but give no version); two builds of this stack may differ unless the base is pinned by digest (rocmkit lock)
+# WARNING: base component aiter is MUTABLE: the build records the base's amd-aiter in its base-versions file but cannot check it (AMD's verl 26.09 docs say aiter is prebuilt in rocm/primus:v26.7 but give no version); two builds of this stack may differ unless the base is pinned by digest (rocmkit lock)
 
 # Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
 # --max-jobs auto` sizes this from the builder's memory and cores.
@@ -23,6 +26,82 @@ ARG PIP_FIND_LINKS
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
+# Checked first, before anything is fetched or built, that the base holds what the stack takes from it:
+# ROCm 10.0.0; torch at the release the stack declares; triton, transformer-engine, aiter recorded, not checked (MUTABLE).
+# A retagged base fails here in seconds, naming the component and both versions; what was read stays in
+# /opt/rocmkit/base-versions.txt.
+RUN mkdir -p /opt/rocmkit \
+ && printf '%s\n' \
+      'import glob' \
+      'import importlib.metadata as md' \
+      'import os' \
+      'import re' \
+      'import sys' \
+      'def canon(name):' \
+      '    return re.sub(r"[-_.]+", "-", name or "").lower()' \
+      'have = {}' \
+      'for d in reversed(list(md.distributions())):' \
+      '    have[canon(d.metadata["Name"])] = d.version' \
+      'def read(p):' \
+      '    with open(p) as f:' \
+      '        return f.read().strip(), p' \
+      'def rocm(declared):' \
+      '    paths = ["/opt/rocm/.info/version"]' \
+      '    if os.environ.get("ROCM_PATH"):' \
+      '        paths.append(os.path.join(os.environ["ROCM_PATH"], ".info", "version"))' \
+      '    for p in paths:' \
+      '        if os.path.isfile(p):' \
+      '            return read(p)' \
+      '    trees = [read(p) for p in sorted(glob.glob("/opt/rocm-*/.info/version"))]' \
+      '    if trees:' \
+      '        return next((t for t in trees if same_release(t[0], declared)), trees[0])' \
+      '    v = have.get("rocm-sdk-core")' \
+      '    return v, "rocm-sdk-core" if v else None' \
+      'def same_release(held, declared):' \
+      '    m = re.match(r"[0-9]+(\.[0-9]+)*", held or "")' \
+      '    have = [int(x) for x in m.group(0).split(".")] if m else []' \
+      '    want = [int(x) for x in declared.split(".")]' \
+      '    have = (have + [0] * len(want))[:len(want)]' \
+      '    return held is not None and have == want' \
+      'def matches(declared, held):' \
+      '    if held is None:' \
+      '        return False' \
+      '    if "+" not in declared:' \
+      '        held = held.split("+")[0]' \
+      '    return held == declared' \
+      'when, args = sys.argv[1], sys.argv[2:]' \
+      'bad, lines = [], []' \
+      'for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):' \
+      '    if dist == "-":' \
+      '        held, where = rocm(version)' \
+      '        ok = same_release(held, version)' \
+      '    else:' \
+      '        held, where = have.get(canon(dist)), dist' \
+      '        if version.startswith("release:"):' \
+      '            ok = same_release(held, version.split(":")[1])' \
+      '            version = "release " + version.split(":")[1]' \
+      '        else:' \
+      '            ok = version == "-" or matches(version, held)' \
+      '    lines.append("%s %s %s" % (name, held or "absent", where or "-"))' \
+      '    if not ok:' \
+      '        bad.append("component %s: the stack declares %s, the %s holds %s" % (' \
+      '            name, version, "base image" if when == "base" else "image", held or "none (absent)"))' \
+      'if when == "base":' \
+      '    os.makedirs(os.path.dirname(sys.argv[0]), exist_ok=True)' \
+      '    with open(os.path.join(os.path.dirname(sys.argv[0]), "base-versions.txt"), "w") as f:' \
+      '        f.write("".join(line + "\n" for line in lines))' \
+      'for line in bad:' \
+      '    print("rocmkit: " + line, file=sys.stderr)' \
+      'if bad:' \
+      '    hint = ("the base image is not the one the stack was written for (a retagged or another image): pin it by "' \
+      '            "digest (rocmkit lock) or update the versions in the stack") if when == "base" else (' \
+      '            "a later install replaced a component the base provides: pin it in the stack or keep it out")' \
+      '    print("rocmkit: hint: " + hint, file=sys.stderr)' \
+      '    sys.exit(1)' \
+      'print("rocmkit: the %s holds what the stack declares: %s" % (' \
+      '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
+      > /opt/rocmkit/basecheck.py
+RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 10.0.0 torch torch release:2.12.0 triton triton - transformer-engine transformer_engine - aiter amd-aiter -
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \
@@ -74,8 +153,9 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     pip install setuptools-scm==8.3.1
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+# Likewise what the stack declares the base provides, at the versions the first step read.
 RUN mkdir -p /opt/rocmkit \
- && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio)==' || true; } > /opt/rocmkit/constraints.txt
+ && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio|triton|transformer[-_.]engine|amd[-_.]aiter)==' || true; } > /opt/rocmkit/constraints.txt
 ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
 # GPU targets, one value for every build system that reads one, so none falls back to its own default
 # or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
@@ -190,9 +270,11 @@ RUN --mount=type=bind,from=build-vllm,source=/wheels,target=/tmp/wheels/vllm \
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
+# The components the base provides are still the ones its check read: no install above replaced them.
+RUN python /opt/rocmkit/basecheck.py final torch torch release:2.12.0 triton triton - transformer-engine transformer_engine - aiter amd-aiter -
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm10","description":"verl 0.9.0.amd0 + vLLM 0.27 rollout on ROCm 10.0 (rocm/primus:v26.7: pip ROCm SDK, torch 2.12, TE, aiter prebuilt), vLLM built from source","targets":["gfx950"],"rocm":"10.0.0","python":"3.12","base_image":"rocm/primus:v26.7","base_image_overridden":false,"base_pip":["setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":null,"tag":null,"mutable_ref":"v0.27.0","mutable_reason":"a tag whose commit no source read for this stack records (vllm-project/vllm is too large to copy); the build records the commit it checked out in /opt/rocmkit/sources.txt","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/AMD-Ecosystem/verl.git","commit":"af69c3f11c1c7978bedf2434de79b237aa59c1bb","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"release/0.9.0.amd0","patches":[{"file":"patches/verl-rocm-rollout-defaults.patch","sha256":"690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a"}]},{"name":"flash-linear-attention","kind":"git","git":"https://github.com/fla-org/flash-linear-attention.git","commit":null,"tag":null,"mutable_ref":"main","mutable_reason":"the recipe installs the head of main (2026-09); the fla-org history available ends 2026-08-22 (bc3b101d), before the recipe, so no commit can be named","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":null,"tag":null,"mutable_ref":"main","mutable_reason":"the recipe installs the head of main (2026-09); the ISEEKYAN/mbridge history available ends 2026-06-12, before even a61943d7, the commit verl'"'"'s 2026-07 recipe pins","needs":[]},{"name":"qwen35-extras","kind":"pip","requirements":["megatron-core==0.18.0","transformers==5.12.1","accelerate==1.14.0","mathruler==0.1.0","qwen_vl_utils==0.0.14","TransferQueue==0.1.8","codetiming==1.4.0","pylatexenc==2.11","mistral-common==1.13.1","model-hosting-container-standards==0.1.16"],"no_deps":false},{"name":"vllm-extras","kind":"pip","requirements":["gguf==0.19.0"],"no_deps":false},{"name":"cupy","kind":"pip","requirements":["cupy-rocm-7-0==14.1.1"],"no_deps":false},{"name":"torchao","kind":"pip","requirements":["torchao==0.16.0"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default,serve]==2.58.0"],"no_deps":false}],"runtime_env":{"VLLM_ROCM_USE_AITER":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","VLLM_WORKER_MULTIPROC_METHOD":"spawn","NCCL_MIN_NCHANNELS":"112","HSA_NO_SCRATCH_RECLAIM":"1","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"inputs_hash":"9420ef29b57c3533294dd81fc67e7fb66d8774b96e714a3dbeff5d653b2e9ec2"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-rocm10","description":"verl 0.9.0.amd0 + vLLM 0.27 rollout on ROCm 10.0 (rocm/primus:v26.7: pip ROCm SDK, torch 2.12, TE, aiter prebuilt), vLLM built from source","targets":["gfx950"],"rocm":"10.0.0","python":"3.12","base_image":"rocm/primus:v26.7","base_image_overridden":false,"base_pip":["setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":null,"tag":null,"mutable_ref":"v0.27.0","mutable_reason":"a tag whose commit no source read for this stack records (vllm-project/vllm is too large to copy); the build records the commit it checked out in /opt/rocmkit/sources.txt","needs":[]},{"name":"verl","kind":"git","git":"https://github.com/AMD-Ecosystem/verl.git","commit":"af69c3f11c1c7978bedf2434de79b237aa59c1bb","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"branch":"release/0.9.0.amd0","patches":[{"file":"patches/verl-rocm-rollout-defaults.patch","sha256":"690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a"}]},{"name":"flash-linear-attention","kind":"git","git":"https://github.com/fla-org/flash-linear-attention.git","commit":null,"tag":null,"mutable_ref":"main","mutable_reason":"the recipe installs the head of main (2026-09); the fla-org history available ends 2026-08-22 (bc3b101d), before the recipe, so no commit can be named","needs":[]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":null,"tag":null,"mutable_ref":"main","mutable_reason":"the recipe installs the head of main (2026-09); the ISEEKYAN/mbridge history available ends 2026-06-12, before even a61943d7, the commit verl'"'"'s 2026-07 recipe pins","needs":[]},{"name":"qwen35-extras","kind":"pip","requirements":["megatron-core==0.18.0","transformers==5.12.1","accelerate==1.14.0","mathruler==0.1.0","qwen_vl_utils==0.0.14","TransferQueue==0.1.8","codetiming==1.4.0","pylatexenc==2.11","mistral-common==1.13.1","model-hosting-container-standards==0.1.16"],"no_deps":false},{"name":"vllm-extras","kind":"pip","requirements":["gguf==0.19.0"],"no_deps":false},{"name":"cupy","kind":"pip","requirements":["cupy-rocm-7-0==14.1.1"],"no_deps":false},{"name":"torchao","kind":"pip","requirements":["torchao==0.16.0"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default,serve]==2.58.0"],"no_deps":false}],"runtime_env":{"VLLM_ROCM_USE_AITER":"1","VLLM_FP8_PADDING":"1","VLLM_FP8_ACT_PADDING":"1","VLLM_FP8_WEIGHT_PADDING":"1","VLLM_FP8_REDUCE_CONV":"1","VLLM_WORKER_MULTIPROC_METHOD":"spawn","NCCL_MIN_NCHANNELS":"112","HSA_NO_SCRATCH_RECLAIM":"1","HIP_FORCE_DEV_KERNARG":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"base_provides":[{"name":"torch","distribution":"torch","version":null,"release":"2.12.0"},{"name":"triton","distribution":"triton","version":null,"mutable_reason":"AMD'"'"'s verl 26.09 docs do not give the Triton version of rocm/primus:v26.7"},{"name":"transformer-engine","distribution":"transformer_engine","version":null,"mutable_reason":"AMD'"'"'s verl 26.09 docs say TransformerEngine is prebuilt in rocm/primus:v26.7 but give no version"},{"name":"aiter","distribution":"amd-aiter","version":null,"mutable_reason":"AMD'"'"'s verl 26.09 docs say aiter is prebuilt in rocm/primus:v26.7 but give no version"}],"inputs_hash":"f7b178d8f42e1e094cf14d69949ba9de4c176e17a9e299b159e391c42df0d15a"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -225,14 +307,15 @@ ENV TOKENIZERS_PARALLELISM="false"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-rocm10" \
     org.opencontainers.image.description="verl 0.9.0.amd0 + vLLM 0.27 rollout on ROCm 10.0 (rocm/primus:v26.7: pip ROCm SDK, torch 2.12, TE, aiter prebuilt), vLLM built from source" \
-    org.opencontainers.image.version="rocm10.0.0-gfx950-9420ef29b57c" \
+    org.opencontainers.image.version="rocm10.0.0-gfx950-f7b178d8f42e" \
     org.opencontainers.image.base.name="rocm/primus:v26.7" \
     io.rocmkit.stack="verl-rocm10" \
     io.rocmkit.targets="gfx950" \
     io.rocmkit.rocm="10.0.0" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="9420ef29b57c3533294dd81fc67e7fb66d8774b96e714a3dbeff5d653b2e9ec2" \
+    io.rocmkit.inputs-hash="f7b178d8f42e1e094cf14d69949ba9de4c176e17a9e299b159e391c42df0d15a" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
     io.rocmkit.ray-version="2.58.0" \
-    io.rocmkit.mutable-components="vllm,flash-linear-attention,mbridge"
+    io.rocmkit.base-provides="torch=2.12.0.*,triton=MUTABLE,transformer-engine=MUTABLE,aiter=MUTABLE" \
+    io.rocmkit.mutable-components="vllm,flash-linear-attention,mbridge,triton,transformer-engine,aiter"

@@ -7,6 +7,7 @@
 # Needs BuildKit. Layout: one stage per compiled component, each producing a wheel, so BuildKit builds
 # independent components in parallel and caches each one on its own; `final` installs the wheels through
 # bind mounts (no copies left in layers) and records every pin in /opt/rocmkit/manifest.json.
+# WARNING: base component triton is MUTABLE: the build records the base's triton in its base-versions file but cannot check it (no published file names the Triton of AMD's rocm/pytorch 2.9.1 image for ROCm 7.2); two builds of this stack may differ unless the base is pinned by digest (rocmkit lock)
 
 # Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
 # --max-jobs auto` sizes this from the builder's memory and cores.
@@ -20,6 +21,82 @@ ARG PIP_FIND_LINKS
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
+# Checked first, before anything is fetched or built, that the base holds what the stack takes from it:
+# ROCm 7.2.0; torch at the release the stack declares; triton recorded, not checked (MUTABLE).
+# A retagged base fails here in seconds, naming the component and both versions; what was read stays in
+# /opt/rocmkit/base-versions.txt.
+RUN mkdir -p /opt/rocmkit \
+ && printf '%s\n' \
+      'import glob' \
+      'import importlib.metadata as md' \
+      'import os' \
+      'import re' \
+      'import sys' \
+      'def canon(name):' \
+      '    return re.sub(r"[-_.]+", "-", name or "").lower()' \
+      'have = {}' \
+      'for d in reversed(list(md.distributions())):' \
+      '    have[canon(d.metadata["Name"])] = d.version' \
+      'def read(p):' \
+      '    with open(p) as f:' \
+      '        return f.read().strip(), p' \
+      'def rocm(declared):' \
+      '    paths = ["/opt/rocm/.info/version"]' \
+      '    if os.environ.get("ROCM_PATH"):' \
+      '        paths.append(os.path.join(os.environ["ROCM_PATH"], ".info", "version"))' \
+      '    for p in paths:' \
+      '        if os.path.isfile(p):' \
+      '            return read(p)' \
+      '    trees = [read(p) for p in sorted(glob.glob("/opt/rocm-*/.info/version"))]' \
+      '    if trees:' \
+      '        return next((t for t in trees if same_release(t[0], declared)), trees[0])' \
+      '    v = have.get("rocm-sdk-core")' \
+      '    return v, "rocm-sdk-core" if v else None' \
+      'def same_release(held, declared):' \
+      '    m = re.match(r"[0-9]+(\.[0-9]+)*", held or "")' \
+      '    have = [int(x) for x in m.group(0).split(".")] if m else []' \
+      '    want = [int(x) for x in declared.split(".")]' \
+      '    have = (have + [0] * len(want))[:len(want)]' \
+      '    return held is not None and have == want' \
+      'def matches(declared, held):' \
+      '    if held is None:' \
+      '        return False' \
+      '    if "+" not in declared:' \
+      '        held = held.split("+")[0]' \
+      '    return held == declared' \
+      'when, args = sys.argv[1], sys.argv[2:]' \
+      'bad, lines = [], []' \
+      'for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):' \
+      '    if dist == "-":' \
+      '        held, where = rocm(version)' \
+      '        ok = same_release(held, version)' \
+      '    else:' \
+      '        held, where = have.get(canon(dist)), dist' \
+      '        if version.startswith("release:"):' \
+      '            ok = same_release(held, version.split(":")[1])' \
+      '            version = "release " + version.split(":")[1]' \
+      '        else:' \
+      '            ok = version == "-" or matches(version, held)' \
+      '    lines.append("%s %s %s" % (name, held or "absent", where or "-"))' \
+      '    if not ok:' \
+      '        bad.append("component %s: the stack declares %s, the %s holds %s" % (' \
+      '            name, version, "base image" if when == "base" else "image", held or "none (absent)"))' \
+      'if when == "base":' \
+      '    os.makedirs(os.path.dirname(sys.argv[0]), exist_ok=True)' \
+      '    with open(os.path.join(os.path.dirname(sys.argv[0]), "base-versions.txt"), "w") as f:' \
+      '        f.write("".join(line + "\n" for line in lines))' \
+      'for line in bad:' \
+      '    print("rocmkit: " + line, file=sys.stderr)' \
+      'if bad:' \
+      '    hint = ("the base image is not the one the stack was written for (a retagged or another image): pin it by "' \
+      '            "digest (rocmkit lock) or update the versions in the stack") if when == "base" else (' \
+      '            "a later install replaced a component the base provides: pin it in the stack or keep it out")' \
+      '    print("rocmkit: hint: " + hint, file=sys.stderr)' \
+      '    sys.exit(1)' \
+      'print("rocmkit: the %s holds what the stack declares: %s" % (' \
+      '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
+      > /opt/rocmkit/basecheck.py
+RUN python3.10 /opt/rocmkit/basecheck.py base rocm - 7.2.0 torch torch release:2.9.1 triton triton -
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \
@@ -84,8 +161,9 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     cp -r /opt/rocm/share/amd_smi /tmp/amd_smi && pip install /tmp/amd_smi && rm -rf /tmp/amd_smi
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+# Likewise what the stack declares the base provides, at the versions the first step read.
 RUN mkdir -p /opt/rocmkit \
- && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio)==' || true; } > /opt/rocmkit/constraints.txt
+ && { pip list --format=freeze | grep -iE '^(torch|torchvision|torchaudio|triton)==' || true; } > /opt/rocmkit/constraints.txt
 ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
 # GPU targets, one value for every build system that reads one, so none falls back to its own default
 # or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
@@ -195,9 +273,11 @@ RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
 RUN rocmkit vf-configs --strict
+# The components the base provides are still the ones its check read: no install above replaced them.
+RUN python /opt/rocmkit/basecheck.py final torch torch release:2.9.1 triton triton -
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx942"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","psutil==7.0.0"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"inputs_hash":"4faff6d7b60d21eea4a9af704f961a29484bda9a638262c62bb7dfabffc6cfc6"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-sglang","description":"verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source","targets":["gfx942"],"rocm":"7.2.0","python":"3.10","base_image":"rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1","base_image_overridden":false,"base_pip":["setuptools==79.0.1","wheel==0.45.1","packaging==25.0","ninja==1.11.1.4","cmake==3.31.6","pybind11==2.13.6","setuptools-scm==8.3.1","psutil==7.0.0"],"base_pip_sources":[],"components":[{"name":"aiter","kind":"git","git":"https://github.com/ROCm/aiter.git","commit":"b5e03ed191fca11ee423226537ef8d9435e432a6","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sgl-kernel","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"sglang","kind":"git","git":"https://github.com/sgl-project/sglang.git","commit":"0801cc05ed202544e2e5c67d6b0a1d454de54fca","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":["sgl-kernel"]},{"name":"torch-memory-saver","kind":"git","git":"https://github.com/fzyzcjy/torch_memory_saver.git","commit":"f05a8754daf68238d54e4cf31cb3ba866684bbaf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false},{"name":"verl","kind":"pip","requirements":["verl==0.9.1"],"no_deps":false}],"runtime_env":{"HIP_FORCE_DEV_KERNARG":"1","HSA_NO_SCRATCH_RECLAIM":"1","HSA_ENABLE_IPC_MODE_LEGACY":"1","NCCL_MIN_NCHANNELS":"112","SGLANG_USE_AITER":"1","SGLANG_SET_CPU_AFFINITY":"1","SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN":"1","TOKENIZERS_PARALLELISM":"false","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"base_provides":[{"name":"torch","distribution":"torch","version":null,"release":"2.9.1"},{"name":"triton","distribution":"triton","version":null,"mutable_reason":"no published file names the Triton of AMD'"'"'s rocm/pytorch 2.9.1 image for ROCm 7.2"}],"inputs_hash":"98407e6faf37cdc294178c734c5a948d69104ed4a5c6b3f9822c28572bae1c84"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -224,13 +304,15 @@ ENV TOKENIZERS_PARALLELISM="false"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-sglang" \
     org.opencontainers.image.description="verl + SGLang rollout on ROCm 7.2 with sgl-kernel, aiter and torch_memory_saver built from source" \
-    org.opencontainers.image.version="rocm7.2.0-gfx942-4faff6d7b60d" \
+    org.opencontainers.image.version="rocm7.2.0-gfx942-98407e6faf37" \
     org.opencontainers.image.base.name="rocm/pytorch:rocm7.2_ubuntu22.04_py3.10_pytorch_release_2.9.1" \
     io.rocmkit.stack="verl-sglang" \
     io.rocmkit.targets="gfx942" \
     io.rocmkit.rocm="7.2.0" \
     io.rocmkit.python="3.10" \
-    io.rocmkit.inputs-hash="4faff6d7b60d21eea4a9af704f961a29484bda9a638262c62bb7dfabffc6cfc6" \
+    io.rocmkit.inputs-hash="98407e6faf37cdc294178c734c5a948d69104ed4a5c6b3f9822c28572bae1c84" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
-    io.rocmkit.ray-version="2.55.1"
+    io.rocmkit.ray-version="2.55.1" \
+    io.rocmkit.base-provides="torch=2.9.1.*,triton=MUTABLE" \
+    io.rocmkit.mutable-components="triton"

@@ -7,6 +7,7 @@
 # Needs BuildKit. Layout: one stage per compiled component, each producing a wheel, so BuildKit builds
 # independent components in parallel and caches each one on its own; `final` installs the wheels through
 # bind mounts (no copies left in layers) and records every pin in /opt/rocmkit/manifest.json.
+# WARNING: base component aiter is MUTABLE: the build records the base's amd-aiter in its base-versions file but cannot check it (verl's README names the base's aiter by commit (b5e03ed19), not by the version its metadata holds; the build records what it finds); two builds of this stack may differ unless the base is pinned by digest (rocmkit lock)
 
 # Parallel compile jobs for every build stage. hipcc jobs take GBs of memory each: `rocmkit build
 # --max-jobs auto` sizes this from the builder's memory and cores.
@@ -20,6 +21,82 @@ ARG PIP_FIND_LINKS
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
+# Checked first, before anything is fetched or built, that the base holds what the stack takes from it:
+# ROCm 7.14.0; torch, triton, transformer-engine, flash-attention at the versions the stack declares; aiter recorded, not checked (MUTABLE).
+# A retagged base fails here in seconds, naming the component and both versions; what was read stays in
+# /opt/rocmkit/base-versions.txt.
+RUN mkdir -p /opt/rocmkit \
+ && printf '%s\n' \
+      'import glob' \
+      'import importlib.metadata as md' \
+      'import os' \
+      'import re' \
+      'import sys' \
+      'def canon(name):' \
+      '    return re.sub(r"[-_.]+", "-", name or "").lower()' \
+      'have = {}' \
+      'for d in reversed(list(md.distributions())):' \
+      '    have[canon(d.metadata["Name"])] = d.version' \
+      'def read(p):' \
+      '    with open(p) as f:' \
+      '        return f.read().strip(), p' \
+      'def rocm(declared):' \
+      '    paths = ["/opt/rocm/.info/version"]' \
+      '    if os.environ.get("ROCM_PATH"):' \
+      '        paths.append(os.path.join(os.environ["ROCM_PATH"], ".info", "version"))' \
+      '    for p in paths:' \
+      '        if os.path.isfile(p):' \
+      '            return read(p)' \
+      '    trees = [read(p) for p in sorted(glob.glob("/opt/rocm-*/.info/version"))]' \
+      '    if trees:' \
+      '        return next((t for t in trees if same_release(t[0], declared)), trees[0])' \
+      '    v = have.get("rocm-sdk-core")' \
+      '    return v, "rocm-sdk-core" if v else None' \
+      'def same_release(held, declared):' \
+      '    m = re.match(r"[0-9]+(\.[0-9]+)*", held or "")' \
+      '    have = [int(x) for x in m.group(0).split(".")] if m else []' \
+      '    want = [int(x) for x in declared.split(".")]' \
+      '    have = (have + [0] * len(want))[:len(want)]' \
+      '    return held is not None and have == want' \
+      'def matches(declared, held):' \
+      '    if held is None:' \
+      '        return False' \
+      '    if "+" not in declared:' \
+      '        held = held.split("+")[0]' \
+      '    return held == declared' \
+      'when, args = sys.argv[1], sys.argv[2:]' \
+      'bad, lines = [], []' \
+      'for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):' \
+      '    if dist == "-":' \
+      '        held, where = rocm(version)' \
+      '        ok = same_release(held, version)' \
+      '    else:' \
+      '        held, where = have.get(canon(dist)), dist' \
+      '        if version.startswith("release:"):' \
+      '            ok = same_release(held, version.split(":")[1])' \
+      '            version = "release " + version.split(":")[1]' \
+      '        else:' \
+      '            ok = version == "-" or matches(version, held)' \
+      '    lines.append("%s %s %s" % (name, held or "absent", where or "-"))' \
+      '    if not ok:' \
+      '        bad.append("component %s: the stack declares %s, the %s holds %s" % (' \
+      '            name, version, "base image" if when == "base" else "image", held or "none (absent)"))' \
+      'if when == "base":' \
+      '    os.makedirs(os.path.dirname(sys.argv[0]), exist_ok=True)' \
+      '    with open(os.path.join(os.path.dirname(sys.argv[0]), "base-versions.txt"), "w") as f:' \
+      '        f.write("".join(line + "\n" for line in lines))' \
+      'for line in bad:' \
+      '    print("rocmkit: " + line, file=sys.stderr)' \
+      'if bad:' \
+      '    hint = ("the base image is not the one the stack was written for (a retagged or another image): pin it by "' \
+      '            "digest (rocmkit lock) or update the versions in the stack") if when == "base" else (' \
+      '            "a later install replaced a component the base provides: pin it in the stack or keep it out")' \
+      '    print("rocmkit: hint: " + hint, file=sys.stderr)' \
+      '    sys.exit(1)' \
+      'print("rocmkit: the %s holds what the stack declares: %s" % (' \
+      '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
+      > /opt/rocmkit/basecheck.py
+RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 7.14.0 torch torch 2.12.0+rocm7.14.0a20260608 triton triton 3.7.0 transformer-engine transformer_engine 2.14.0.dev0+e6ede467 flash-attention flash_attn 2.8.3 aiter amd-aiter -
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \
@@ -80,10 +157,11 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     pip install setuptools-scm==8.3.1
 # Hold the PyTorch build the base provides: a later `pip install` must not swap ROCm PyTorch for a
 # PyPI (CUDA) build (the reason vLLM installs without -U and SGLang sets PIP_CONSTRAINT).
+# Likewise what the stack declares the base provides, at the versions the first step read.
 # The stack's exact pins first, then what the image installed of the rest.
 RUN mkdir -p /opt/rocmkit \
  && printf '%s\n' torch==2.12.0+rocm7.14.0a20260608 triton==3.7.0 > /opt/rocmkit/constraints.txt \
- && { pip list --format=freeze | grep -iE '^(torchvision|torchaudio)==' || true; } >> /opt/rocmkit/constraints.txt
+ && { pip list --format=freeze | grep -iE '^(torchvision|torchaudio|transformer[-_.]engine|flash[-_.]attn|amd[-_.]aiter)==' || true; } >> /opt/rocmkit/constraints.txt
 ENV PIP_CONSTRAINT=/opt/rocmkit/constraints.txt
 # GPU targets, one value for every build system that reads one, so none falls back to its own default
 # or probes for a GPU the builder does not have (vllm-project/vllm#22590, ROCm/TransformerEngine#74).
@@ -209,9 +287,11 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 RUN --mount=type=bind,source=rocmkit-dist,target=/tmp/rocmkit-dist \
     --mount=type=bind,source=wheelhouse,target=/tmp/wheelhouse \
     pip install --no-cache-dir /tmp/rocmkit-dist/*.whl
+# The components the base provides are still the ones its check read: no install above replaced them.
+RUN python /opt/rocmkit/basecheck.py final torch torch 2.12.0+rocm7.14.0a20260608 triton triton 3.7.0 transformer-engine transformer_engine 2.14.0.dev0+e6ede467 flash-attention flash_attn 2.8.3 aiter amd-aiter -
 # The code-object audit beside the manifest: a report (rocmkit doctor exits 1 when a library lacks a target
 # arch; the build goes on and `doctor --image` judges it again).
-RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM 0.22 rollout on ROCm 7.14 (rocm/primus:v26.4: torch 2.12, TE, flash-attention, aiter prebuilt), vLLM built from source","targets":["gfx950"],"rocm":"7.14.0","python":"3.12","base_image":"rocm/primus:v26.4","base_image_overridden":false,"base_pip":["setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"causal-conv1d","kind":"git","git":"https://github.com/Dao-AILab/causal-conv1d.git","commit":"e940ead2fd962c56854455017541384909ca669f","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"18d87a87dc39c1a50f452b218fdcc3aeec48d18e","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/vllm-rocm-zero-remapped-vram.patch","sha256":"0d247c673cc0b91ee32f5f21e05b898f7a8bc759e04f653206ecdc65bcfbab83"}]},{"name":"xgrammar","kind":"pip","requirements":["xgrammar==0.1.32"],"no_deps":true,"removed":["tilelang"]},{"name":"verl","kind":"git","git":"https://github.com/verl-project/verl.git","commit":"7b19203c52503760f92e0368067c7eb744236274","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/verl-rocm-rollout-defaults.patch","sha256":"690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a"}]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"a61943d7fcb34a190471cfeb0a0eb8bbda621ddf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"qwen35-extras","kind":"pip","requirements":["mcore_bridge==1.5.2","megatron-core==0.18.0","mathruler==0.1.0","qwen_vl_utils==0.0.14","datasets==5.0.0","accelerate==1.14.0","TransferQueue==0.1.8","flash-linear-attention==0.5.1"],"no_deps":false},{"name":"cupy","kind":"pip","requirements":["cupy-rocm-7-0==14.1.1"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false}],"runtime_env":{"HSA_ENABLE_IPC_MODE_LEGACY":"1","PYTORCH_ALLOC_CONF":"expandable_segments:True","NVTE_USE_GROUPED_GEMM_TRITON":"1","NCCL_DEBUG":"ERROR","ROCPROFILER_LOG_LEVEL":"fatal","MIOPEN_DEBUG_FORCE_IMMED_MODE_FALLBACK":"1","HIP_FORCE_DEV_KERNARG":"1","TOKENIZERS_PARALLELISM":"false","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"constraints":{"path":"/opt/rocmkit/constraints.txt","pins":["torch==2.12.0+rocm7.14.0a20260608","triton==3.7.0"]},"inputs_hash":"d78a0bd9837d88bdd5d598773037548b66ffd82b555155e68ac198e777cb9aa9"}' > /opt/rocmkit/manifest.json \
+RUN printf '%s\n' '{"schema":"rocmkit.manifest/v1","rocmkit":"0.1.0","stack":"verl-vllm","description":"verl + vLLM 0.22 rollout on ROCm 7.14 (rocm/primus:v26.4: torch 2.12, TE, flash-attention, aiter prebuilt), vLLM built from source","targets":["gfx950"],"rocm":"7.14.0","python":"3.12","base_image":"rocm/primus:v26.4","base_image_overridden":false,"base_pip":["setuptools-scm==8.3.1"],"base_pip_sources":[],"components":[{"name":"causal-conv1d","kind":"git","git":"https://github.com/Dao-AILab/causal-conv1d.git","commit":"e940ead2fd962c56854455017541384909ca669f","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"vllm","kind":"git","git":"https://github.com/vllm-project/vllm.git","commit":"18d87a87dc39c1a50f452b218fdcc3aeec48d18e","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/vllm-rocm-zero-remapped-vram.patch","sha256":"0d247c673cc0b91ee32f5f21e05b898f7a8bc759e04f653206ecdc65bcfbab83"}]},{"name":"xgrammar","kind":"pip","requirements":["xgrammar==0.1.32"],"no_deps":true,"removed":["tilelang"]},{"name":"verl","kind":"git","git":"https://github.com/verl-project/verl.git","commit":"7b19203c52503760f92e0368067c7eb744236274","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[],"patches":[{"file":"patches/verl-rocm-rollout-defaults.patch","sha256":"690c137b013199f3d1462a18d801810dcb17b4b0524be1167ff180397a8af57a"}]},{"name":"mbridge","kind":"git","git":"https://github.com/ISEEKYAN/mbridge.git","commit":"a61943d7fcb34a190471cfeb0a0eb8bbda621ddf","tag":null,"mutable_ref":null,"mutable_reason":null,"needs":[]},{"name":"qwen35-extras","kind":"pip","requirements":["mcore_bridge==1.5.2","megatron-core==0.18.0","mathruler==0.1.0","qwen_vl_utils==0.0.14","datasets==5.0.0","accelerate==1.14.0","TransferQueue==0.1.8","flash-linear-attention==0.5.1"],"no_deps":false},{"name":"cupy","kind":"pip","requirements":["cupy-rocm-7-0==14.1.1"],"no_deps":false},{"name":"ray","kind":"pip","requirements":["ray[default]==2.55.1"],"no_deps":false}],"runtime_env":{"HSA_ENABLE_IPC_MODE_LEGACY":"1","PYTORCH_ALLOC_CONF":"expandable_segments:True","NVTE_USE_GROUPED_GEMM_TRITON":"1","NCCL_DEBUG":"ERROR","ROCPROFILER_LOG_LEVEL":"fatal","MIOPEN_DEBUG_FORCE_IMMED_MODE_FALLBACK":"1","HIP_FORCE_DEV_KERNARG":"1","TOKENIZERS_PARALLELISM":"false","HSA_NO_SCRATCH_RECLAIM":"1","NCCL_MIN_NCHANNELS":"112","RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES":"1"},"amdgpu_ids":{"file":"files/libdrm-amdgpu-ids-instinct.txt","sha256":"7a8980e70bc99777bcdb018124d4171a99cd3e8a56ad0a8fa5203cb41df30e62","entries":28},"base_provides":[{"name":"torch","distribution":"torch","version":"2.12.0+rocm7.14.0a20260608"},{"name":"triton","distribution":"triton","version":"3.7.0"},{"name":"transformer-engine","distribution":"transformer_engine","version":"2.14.0.dev0+e6ede467"},{"name":"flash-attention","distribution":"flash_attn","version":"2.8.3"},{"name":"aiter","distribution":"amd-aiter","version":null,"mutable_reason":"verl'"'"'s README names the base'"'"'s aiter by commit (b5e03ed19), not by the version its metadata holds; the build records what it finds"}],"constraints":{"path":"/opt/rocmkit/constraints.txt","pins":["torch==2.12.0+rocm7.14.0a20260608","triton==3.7.0"]},"inputs_hash":"7356b207c3310402fb28c31a75e60b81f422a242c5796b32779abe61e4ccedd7"}' > /opt/rocmkit/manifest.json \
  && pip list --format=freeze > /opt/rocmkit/pip-freeze.txt \
  && { rocmkit doctor --code-objects --only image.code_objects --json > /opt/rocmkit/code-objects.json || true; }
 # A CycloneDX SBOM of the image beside the manifest (Python distributions, dpkg packages, git commits, base
@@ -242,13 +322,15 @@ ENV NCCL_MIN_NCHANNELS="112"
 ENV RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1"
 LABEL org.opencontainers.image.title="rocmkit/verl-vllm" \
     org.opencontainers.image.description="verl + vLLM 0.22 rollout on ROCm 7.14 (rocm/primus:v26.4: torch 2.12, TE, flash-attention, aiter prebuilt), vLLM built from source" \
-    org.opencontainers.image.version="rocm7.14.0-gfx950-d78a0bd9837d" \
+    org.opencontainers.image.version="rocm7.14.0-gfx950-7356b207c331" \
     org.opencontainers.image.base.name="rocm/primus:v26.4" \
     io.rocmkit.stack="verl-vllm" \
     io.rocmkit.targets="gfx950" \
     io.rocmkit.rocm="7.14.0" \
     io.rocmkit.python="3.12" \
-    io.rocmkit.inputs-hash="d78a0bd9837d88bdd5d598773037548b66ffd82b555155e68ac198e777cb9aa9" \
+    io.rocmkit.inputs-hash="7356b207c3310402fb28c31a75e60b81f422a242c5796b32779abe61e4ccedd7" \
     io.rocmkit.manifest="/opt/rocmkit/manifest.json" \
     io.rocmkit.base-image-overridden="false" \
-    io.rocmkit.ray-version="2.55.1"
+    io.rocmkit.ray-version="2.55.1" \
+    io.rocmkit.base-provides="torch=2.12.0+rocm7.14.0a20260608,triton=3.7.0,transformer-engine=2.14.0.dev0+e6ede467,flash-attention=2.8.3,aiter=MUTABLE" \
+    io.rocmkit.mutable-components="aiter"

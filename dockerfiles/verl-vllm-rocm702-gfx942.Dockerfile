@@ -26,6 +26,82 @@ RUN apt-get update \
  && apt-get update \
  && apt-get install -y --no-install-recommends python3.12 python3.12-dev python3.12-venv \
  && rm -rf /var/lib/apt/lists/*
+# Checked first, before anything is fetched or built, that the base holds what the stack takes from it:
+# ROCm 7.0.2.
+# A retagged base fails here in seconds, naming the component and both versions; what was read stays in
+# /opt/rocmkit/base-versions.txt.
+RUN mkdir -p /opt/rocmkit \
+ && printf '%s\n' \
+      'import glob' \
+      'import importlib.metadata as md' \
+      'import os' \
+      'import re' \
+      'import sys' \
+      'def canon(name):' \
+      '    return re.sub(r"[-_.]+", "-", name or "").lower()' \
+      'have = {}' \
+      'for d in reversed(list(md.distributions())):' \
+      '    have[canon(d.metadata["Name"])] = d.version' \
+      'def read(p):' \
+      '    with open(p) as f:' \
+      '        return f.read().strip(), p' \
+      'def rocm(declared):' \
+      '    paths = ["/opt/rocm/.info/version"]' \
+      '    if os.environ.get("ROCM_PATH"):' \
+      '        paths.append(os.path.join(os.environ["ROCM_PATH"], ".info", "version"))' \
+      '    for p in paths:' \
+      '        if os.path.isfile(p):' \
+      '            return read(p)' \
+      '    trees = [read(p) for p in sorted(glob.glob("/opt/rocm-*/.info/version"))]' \
+      '    if trees:' \
+      '        return next((t for t in trees if same_release(t[0], declared)), trees[0])' \
+      '    v = have.get("rocm-sdk-core")' \
+      '    return v, "rocm-sdk-core" if v else None' \
+      'def same_release(held, declared):' \
+      '    m = re.match(r"[0-9]+(\.[0-9]+)*", held or "")' \
+      '    have = [int(x) for x in m.group(0).split(".")] if m else []' \
+      '    want = [int(x) for x in declared.split(".")]' \
+      '    have = (have + [0] * len(want))[:len(want)]' \
+      '    return held is not None and have == want' \
+      'def matches(declared, held):' \
+      '    if held is None:' \
+      '        return False' \
+      '    if "+" not in declared:' \
+      '        held = held.split("+")[0]' \
+      '    return held == declared' \
+      'when, args = sys.argv[1], sys.argv[2:]' \
+      'bad, lines = [], []' \
+      'for name, dist, version in zip(args[0::3], args[1::3], args[2::3]):' \
+      '    if dist == "-":' \
+      '        held, where = rocm(version)' \
+      '        ok = same_release(held, version)' \
+      '    else:' \
+      '        held, where = have.get(canon(dist)), dist' \
+      '        if version.startswith("release:"):' \
+      '            ok = same_release(held, version.split(":")[1])' \
+      '            version = "release " + version.split(":")[1]' \
+      '        else:' \
+      '            ok = version == "-" or matches(version, held)' \
+      '    lines.append("%s %s %s" % (name, held or "absent", where or "-"))' \
+      '    if not ok:' \
+      '        bad.append("component %s: the stack declares %s, the %s holds %s" % (' \
+      '            name, version, "base image" if when == "base" else "image", held or "none (absent)"))' \
+      'if when == "base":' \
+      '    os.makedirs(os.path.dirname(sys.argv[0]), exist_ok=True)' \
+      '    with open(os.path.join(os.path.dirname(sys.argv[0]), "base-versions.txt"), "w") as f:' \
+      '        f.write("".join(line + "\n" for line in lines))' \
+      'for line in bad:' \
+      '    print("rocmkit: " + line, file=sys.stderr)' \
+      'if bad:' \
+      '    hint = ("the base image is not the one the stack was written for (a retagged or another image): pin it by "' \
+      '            "digest (rocmkit lock) or update the versions in the stack") if when == "base" else (' \
+      '            "a later install replaced a component the base provides: pin it in the stack or keep it out")' \
+      '    print("rocmkit: hint: " + hint, file=sys.stderr)' \
+      '    sys.exit(1)' \
+      'print("rocmkit: the %s holds what the stack declares: %s" % (' \
+      '    "base image" if when == "base" else "image", ", ".join(lines) or "nothing declared"))' \
+      > /opt/rocmkit/basecheck.py
+RUN python3.12 /opt/rocmkit/basecheck.py base rocm - 7.0.2
 # Only the packages the base lacks are fetched, so a base that has them all builds without a network.
 RUN missing="$(printf '%s\n' build-essential ca-certificates ccache git libnuma-dev libsqlite3-dev pkg-config | while read -r p; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)" \
  && if [ -n "$missing" ]; then \

@@ -72,6 +72,12 @@ def stack_table(stack) -> str:
     if stack.base.pip:
         index = stack.base.pip_extra_index_url or stack.base.pip_find_links
         rows.append(("base pins", _code(stack.base.pip) + (f" (from {index})" if index else ""), stack.base.pip_note))
+    rows += [(f"{p.name} (from the base)",
+              f"`{p.distribution}=={p.version}`, checked by the build's first step" if p.version else
+              f"`{p.distribution}` release `{p.release}` (any build of it), checked by the build's first step"
+              if p.release else
+              f"`{p.distribution}` **MUTABLE**, recorded by the build's first step ({p.mutable_reason})",
+              p.source_note) for p in stack.base.provides]
     if stack.base.amdsmi_from_rocm:
         rows.append(("amdsmi", "the image's own `/opt/rocm/share/amd_smi`",
                      "vLLM and SGLang find ROCm GPUs through amdsmi; this one matches the image's ROCm exactly"))
@@ -91,6 +97,19 @@ def stacks_section() -> str:
 
     order = sorted(stacks.all_builtin(), key=lambda s: (s.name != DEFAULT_STACK, s.name))
     return "\n\n".join(stack_table(s) for s in order)
+
+
+def card_section() -> str:
+    """Component × stack × how pinned, for the components the product card names (rocmkit/stacks/card.py)."""
+    from rocmkit import stacks
+    from rocmkit.stacks.card import CARD, cell, pins
+
+    order = sorted(stacks.all_builtin(), key=lambda s: (s.name != DEFAULT_STACK, s.name))
+    lines = ["| stack | " + " | ".join(CARD) + " |", "|---" * (len(CARD) + 1) + "|"]
+    for s in order:
+        found = pins(s)
+        lines.append(f"| **{s.name}** | " + " | ".join(cell(found[c]) for c in CARD) + " |")
+    return "\n".join(lines)
 
 
 def checks_section() -> str:
@@ -128,10 +147,11 @@ def sample_doctor_section() -> str:
     return f"```\n$ {command}\n{out.rstrip()}\n```"
 
 
-SECTIONS = {"stacks": stacks_section, "checks": checks_section, "probes": probes_section,
+SECTIONS = {"stacks": stacks_section, "card": card_section, "checks": checks_section, "probes": probes_section,
             "sample-doctor": sample_doctor_section}
 # The page each table lives in.
-PAGES = {"stacks": DOCS / "stacks.md", "checks": DOCS / "guides" / "hosts.md", "probes": DOCS / "guides" / "probes.md",
+PAGES = {"stacks": DOCS / "stacks.md", "card": DOCS / "stacks.md", "checks": DOCS / "guides" / "hosts.md",
+         "probes": DOCS / "guides" / "probes.md",
          "sample-doctor": DOCS / "guides" / "hosts.md"}
 
 

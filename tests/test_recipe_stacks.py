@@ -170,7 +170,28 @@ def test_verl_vllm_constraint_file_holds_the_bases_torch_and_triton():
     assert pins["triton"] == data["base"]["contains"]["triton"]
     text = render_dockerfile(make_plan(s, list(s.targets)))
     assert f"printf '%s\\n' torch=={pins['torch']} triton=={pins['triton']} > /opt/rocmkit/constraints.txt" in text
-    assert "grep -iE '^(torchvision|torchaudio)=='" in text  # the rest of the family still read from the image
+    # The rest of the family, and what the stack declares the base provides, still read from the image.
+    assert "grep -iE '^(torchvision|torchaudio|transformer[-_.]engine|flash[-_.]attn|amd[-_.]aiter)=='" in text
+
+
+@pytest.mark.parametrize("recipe", ["verl-rocm714.toml", "verl-amd-2609.toml"])
+def test_a_stack_declares_what_its_recipes_base_contains(recipe):
+    """Every component the recipe's docs say the base holds prebuilt is declared in [[base.provides]] (or is
+    the stack's ROCm or Python), at the docs' version: the build's first step then checks the base for it."""
+    data = tomllib.loads((Path(__file__).parent / "data" / "recipes" / recipe).read_text())
+    s = stacks.load_builtin(data["stack"])
+    provided = {p.name: p for p in s.base.provides}
+    for name, value in data["base"]["contains"].items():
+        if name == "rocm":
+            assert s.rocm.startswith(value)
+        elif name == "python":
+            assert s.python == value
+        elif provided[name].mutable:  # aiter: named by commit, its metadata version published nowhere
+            assert value[:9] in provided[name].mutable_reason + provided[name].source_note
+        elif name == "transformer-engine":  # README 'TransformerEngine 2.14.0 @ e6ede467'
+            assert provided[name].version.startswith("2.14.0") and value[:8] in provided[name].version
+        else:  # an exact version, or the release numbers where the docs give no more
+            assert (provided[name].version or provided[name].release).split("+")[0] == value.lstrip("v"), name
 
 
 def test_verl_sglang_rocm10_pins_v0519():

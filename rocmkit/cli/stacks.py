@@ -30,6 +30,9 @@ def _stack_json(s: stacks_mod.Stack) -> dict:
                          "find_links": s.base.rocm_wheels.find_links, "index_url": s.base.rocm_wheels.index_url}
                         if s.base.rocm_wheels else None),
         "constraints": list(s.constraints),
+        "base_provides": [{"name": p.name, "distribution": p.distribution, "version": p.version,
+                           "release": p.release, "mutable_reason": p.mutable_reason, "source_note": p.source_note}
+                          for p in s.base.provides],
     }
 
 
@@ -95,6 +98,8 @@ def stacks(name: str | None, do_resolve: bool, stack_file: str | None, source_op
             click.echo(f"  base rocm  {r} (ROCm from wheels)")
     for r in s.base.pip:
         click.echo(f"  base pip   {r}")
+    for p in s.base.provides:  # what the build's first step checks the base for (or records, MUTABLE)
+        click.echo(f"  from base  {p.name:<20} {p.pin():<40} {'recorded' if p.mutable else 'checked'} by the build")
     for c in s.components:
         flags = (" [single-arch]" if c.single_arch else "") + (" [MUTABLE]" if c.mutable else "")
         flags += f" [branch {c.branch}]" if c.branch else ""

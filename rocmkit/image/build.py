@@ -232,6 +232,10 @@ def run_build(cli: DockerCLI, argv: list[str], log_path: Path, view, timeout_s: 
     return result.returncode, log, result.seconds
 
 
+# What the base check (basecheck.py) prints for each component the base or a later install changed.
+BASECHECK_LINE = re.compile(r"rocmkit: (component \S+: the stack declares .*)$")
+
+
 def failure(plan: BuildPlan, log: BuildLog, log_path: Path, rc: int) -> Failed:
     """Failed naming the stage and component that broke; its tail goes in `Failed.tail`."""
     step = log.failed_step()
@@ -241,7 +245,10 @@ def failure(plan: BuildPlan, log: BuildLog, log_path: Path, rc: int) -> Failed:
         comp = components.get(step.stage or "")
         what = f" (component {comp})" if comp else (" (the final image)" if step.stage == "final" else "")
         message = f"build failed in {where}{what}"
-        if step.stage:
+        drift = [m.group(1) for line in step.output if (m := BASECHECK_LINE.search(line))]
+        if drift:  # the base check's own words say more than its long printf instruction
+            message += f", step {step.index}/{step.total}: " + "; ".join(drift)
+        elif step.stage:
             message += f", step {step.index}/{step.total}: {step.instruction[:160]}"
         tail = step.output[-TAIL_LINES:] + ([f"ERROR: {step.error}"] if step.error else [])
     else:

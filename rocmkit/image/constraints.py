@@ -48,9 +48,17 @@ def stack_pins(stack: Stack, targets) -> list[str]:
 
 
 def held_from_image(stack: Stack, pins: list[str]) -> list[str]:
-    """The distributions whose installed versions the file takes from the image: the PyTorch family, and a
-    ROCm Triton when the base pins one, less those already pinned."""
+    """The distributions whose installed versions the file takes from the image: the PyTorch family, a ROCm
+    Triton when the base pins one, and what the stack declares the base provides (its check has just read
+    them), less those already pinned."""
     pinned = {_canon(Requirement(r).name) for r in stack.base.pip}
     names = list(CONSTRAINED_PACKAGES) + sorted({n for n in pinned if n in TRITON_PACKAGES})
+    names += [p.distribution for p in stack.base.provides if _canon(p.distribution) not in map(_canon, names)]
     taken = {_canon(Requirement(p).name) for p in pins}
     return [n for n in names if _canon(n) not in taken]
+
+
+def name_pattern(name: str) -> str:
+    """A distribution name as an `grep -iE` pattern that matches however pip spells its separators
+    (transformer_engine, transformer-engine)."""
+    return re.sub(r"[-_.]+", "[-_.]", name)

@@ -98,6 +98,11 @@ def make_plan(stack: Stack, targets: list[str], *, base_image: str | None = None
         f"component {c.name} is MUTABLE: built from {c.mutable_ref!r}, not a commit ({c.mutable_reason}); "
         "two builds of this stack may differ"
         for c in stack.mutable_components if c.name not in sources
+    ) + tuple(
+        f"base component {p.name} is MUTABLE: the build records the base's {p.distribution} in its base-versions "
+        f"file but cannot check it ({p.mutable_reason}); two builds of this stack may differ unless the base is "
+        "pinned by digest (rocmkit lock)"
+        for p in stack.base.provides if p.mutable
     ) + tuple(f"lock {stack.lock.path} is stale: {r}; run `rocmkit lock`"
               for r in (stack.lock.stale if stack.lock else ())) + tuple(
         f"asset {a.name} is MUTABLE: {a.url} has no sha256 ({a.mutable_reason}); two builds of this stack may differ"
@@ -226,6 +231,11 @@ def _manifest(stack: Stack, targets: list[str], image: str, overridden: bool, so
     if rw:
         extra["base_rocm_wheels"] = {"requirements": list(rw.requirements(targets)),
                                      "sources": [u for u in (rw.index_url, rw.find_links) if u]}
+    if stack.base.provides:
+        extra["base_provides"] = [{"name": p.name, "distribution": p.distribution, "version": p.version,
+                                   **({"release": p.release} if p.release else {}),
+                                   **({"mutable_reason": p.mutable_reason} if p.mutable else {})}
+                                  for p in stack.base.provides]
     pins = stack_pins(stack, targets)
     if pins:
         extra["constraints"] = {"path": CONSTRAINTS_PATH, "pins": pins}
@@ -283,8 +293,12 @@ def _labels(stack: Stack, targets: list[str], image: str, overridden: bool, sour
     ray = stack.pinned_version("ray")
     if ray:
         labels[f"{LABEL_PREFIX}.ray-version"] = ray
+    if stack.base.provides:
+        # What the base must hold, as the build's first step checked it (MUTABLE: recorded, not checked).
+        labels[f"{LABEL_PREFIX}.base-provides"] = ",".join(
+            f"{p.name}={p.version or (p.release and f'{p.release}.*') or 'MUTABLE'}" for p in stack.base.provides)
     mutable = [c.name for c in stack.mutable_components if c.name not in sources] + [
-        a.name for a in stack.assets if a.sha256 is None]
+        a.name for a in stack.assets if a.sha256 is None] + [p.name for p in stack.base.provides if p.mutable]
     if mutable:
         labels[f"{LABEL_PREFIX}.mutable-components"] = ",".join(mutable)
     if sources:

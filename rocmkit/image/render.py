@@ -11,7 +11,8 @@ from importlib import resources
 from pathlib import Path
 
 from .. import archs
-from .constraints import CONSTRAINTS_PATH, held_from_image, stack_pins
+from . import basecheck
+from .constraints import CONSTRAINTS_PATH, held_from_image, name_pattern, stack_pins
 from .plan import MANIFEST_PATH, BuildPlan
 from .sbom import SBOM_PATH
 
@@ -96,7 +97,13 @@ def render_dockerfile(plan: BuildPlan) -> str:
         rocm=stack.has_rocm,
         targets=list(plan.targets),
         constraint_pins=(pins := stack_pins(stack, plan.targets)),
-        constrained=held_from_image(stack, pins),
+        constrained=[name_pattern(n) for n in held_from_image(stack, pins)],
+        base_check=basecheck.arguments(stack),
+        base_check_final=basecheck.final_arguments(stack),
+        base_check_lines=basecheck.script_lines(),
+        base_check_summary=basecheck.summary(stack),
+        base_check_path=basecheck.SCRIPT_PATH,
+        base_versions_path=basecheck.VERSIONS_PATH,
         rocm_wheels=stack.base.rocm_wheels,
         constraints_path=CONSTRAINTS_PATH,
         manifest_path=MANIFEST_PATH,

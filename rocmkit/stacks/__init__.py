@@ -17,11 +17,13 @@ from ..errors import UsageError
 from ..tomlread import load_toml_file, load_toml_text
 from .fields import IMAGE_RE, NAME_RE, SCHEMA
 from .lock import LOCK_SUFFIX, attach, lock_path, parse_lock
-from .model import AmdgpuIds, Asset, Base, BuildKind, Component, ComponentKind, EnvVar, Patch, PostStep, PythonFrom, Stack
+from .model import (AmdgpuIds, Asset, Base, BuildKind, Component, ComponentKind, EnvVar, Patch, PostStep, Provided,
+                    PythonFrom, Stack)
 from .parse import parse_stack
 
 __all__ = ["SCHEMA", "IMAGE_RE", "NAME_RE", "AmdgpuIds", "Asset", "Patch", "Base", "BuildKind", "Component", "ComponentKind",
-           "EnvVar", "PostStep", "PythonFrom", "Stack", "parse_stack", "builtin_folder", "builtin_names", "builtin_lock_path",
+           "EnvVar", "PostStep", "Provided", "PythonFrom", "Stack", "parse_stack", "builtin_folder", "builtin_names",
+           "builtin_lock_path",
            "LockPlace", "lock_place", "load_builtin", "load_file", "load", "all_builtin", "Source", "source"]
 
 

@@ -107,6 +107,30 @@ class RocmWheels:
 
 
 @dataclass(frozen=True)
+class Provided:
+    """A component the base image already holds (`[[base.provides]]`): the distribution a build step reads in the
+    base's Python before anything else runs, and the version it must hold, or only its release numbers where
+    that is all a source gives (an image tag's `pytorch_2.11.0`). With neither it is MUTABLE: the build records
+    what the base holds but cannot fail on it (no published file names the version)."""
+
+    name: str  # the component as the card names it, e.g. transformer-engine
+    distribution: str  # the Python distribution to read, e.g. transformer_engine
+    version: str | None  # PEP 440; without a local label (+...) any local build of that version matches
+    source_note: str = ""
+    mutable_reason: str | None = None
+    release: str | None = None  # X.Y.Z: any version whose release numbers these are (2.11.0a0+git..., 2.11.0+rocm)
+
+    @property
+    def mutable(self) -> bool:
+        return self.version is None and self.release is None
+
+    def pin(self) -> str:
+        if self.version:
+            return f"{self.distribution}=={self.version}"
+        return f"{self.distribution} release {self.release}" if self.release else f"{self.distribution} (MUTABLE)"
+
+
+@dataclass(frozen=True)
 class Base:
     image: str
     image_per_arch: dict[str, str]
@@ -123,6 +147,7 @@ class Base:
     # The base image's ROCm is already TheRock's pip SDK (rocm/primus v26.x): its fix-ups run on it as on
     # an SDK installed by rocm_wheels.
     rocm_from_pip: bool = False
+    provides: tuple[Provided, ...] = ()  # components the base holds, checked by the build before anything runs
 
     @property
     def pip_sdk(self) -> bool:

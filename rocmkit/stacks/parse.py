@@ -35,6 +35,7 @@ from .fields import (
     pinned_requirements,
 )
 from .amdgpu_ids import amdgpu_ids
+from .provides import check_against, provides
 from .besidefiles import missing
 from .wheels import constraints, rocm_wheels, wheel_source
 from .model import NO_ROCM, Asset, Base, BuildKind, Component, ComponentKind, Patch, PostStep, PythonFrom, Stack
@@ -232,7 +233,7 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any) -> Stack:
     b = Fields(path, "base", f.get("base", dict), ("image", "image_per_arch", "python_from", "apt", "pip",
                                                     "pip_extra_index_url", "pip_find_links", "ccache",
                                                     "amdsmi_from_rocm", "source_note", "pip_note",
-                                                    "rocm_wheels", "rocm_from_pip"))
+                                                    "rocm_wheels", "rocm_from_pip", "provides"))
     per_arch = b.per_arch("image_per_arch", stack_targets, IMAGE_RE, "image",
                           "an image reference such as repo/name:tag")
     python_from = b.get("python_from", str, "image")
@@ -252,6 +253,7 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any) -> Stack:
         pip_note=b.text("pip_note", TEXT_RE, NOTE, ""),
         rocm_wheels=rocm_wheels(b, stack_targets, rocm),
         rocm_from_pip=b.get("rocm_from_pip", bool, False),
+        provides=provides(b),
     )
 
     raw_components = f.get("component", list)
@@ -267,6 +269,7 @@ def parse_stack(data: dict[str, Any], path: str, beside: Any) -> Stack:
                 raise InputFileError(path, f"component ({c.name}).needs", f"{n!r} is not a git component of this stack",
                                      ", ".join(sorted(git_names - {c.name})) or "(none)")
     _check_acyclic(path, components)
+    check_against(path, base.provides, base.python_from, components, base.pip)
     needed = {n for c in components for n in c.needs}
     for c in components:
         if not c.install and c.name not in needed:
