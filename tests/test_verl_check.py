@@ -77,8 +77,10 @@ def test_shell_features_and_mistakes():
     assert got["trainer.n_gpus_per_node"].text.partition("=")[2].isdigit()  # $(nproc) runs, on this machine
     assert got["actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"].text.endswith("=2")  # the loop's last
     strays = [(line, msg) for sev, line, msg in inv.problems if sev == "error"]
-    assert [line for line, _ in strays] == [23, 24] and "not passed to main_ppo" in strays[0][1]
-    assert "reward.num_workers" not in got
+    # the comment on line 22 cuts the command: one error there, naming it and what it cut off (checked as meant)
+    assert [line for line, _ in strays] == [22] and "`# the reward` is a comment" in strays[0][1], strays
+    assert "(lines 23-24: reward.num_workers=2, trainer.nnodes=1)" in strays[0][1]
+    assert got["reward.num_workers"].line == 23
 
 
 def test_an_overrides_file_and_a_file_that_is_neither(tmp_path):
