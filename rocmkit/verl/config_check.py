@@ -235,7 +235,8 @@ def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), de
               ("the rollout engine's own rules", rollout_rules.problems),
               ("the policy loss and advantage estimator names", verl_messages.registries)]
     for what, check in checks + ([("the data and reward files", _files)] if files else []):
-        _add(result, _errors(lambda c, check=check, what=what: _unless_bad(check, c, bad, what), cfg))
+        _add(result, _errors(lambda c, check=check, what=what: typed_values.unless_bad(
+            check, lambda k, c=c: _sel(c, k), bad, what), cfg))
     if result["errors"]:  # verl's own checks would stop at one of these first, or repeat them in its words
         _add(result, [{"rule": "not-checked", "keys": [], "severity": "note", "fix": None, "source": None,
                        "message": VERL_AFTER, "text": VERL_AFTER}])
@@ -292,26 +293,6 @@ def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), de
 
 VERL_AFTER = ("verl's own validation (validate_config and its dataclasses) was not run: it stops at the first of "
               "the errors above, or says them again in its words; it runs once they are fixed")
-
-
-class _Unusable(BaseException):
-    """A check read a value that failed its type or range check. A BaseException, so that a check's own `except
-    Exception` (verl's registries looked up in a try) does not take it for its finding."""
-
-
-def _unless_bad(check, cfg, bad: set[str], what: str) -> list:
-    """check(get) on the config, or a note that it was not run where it reads a value said wrong above."""
-    def get(key: str):
-        if key in bad:
-            raise _Unusable(key)
-        return _sel(cfg, key)
-    try:
-        return check(get)
-    except _Unusable as exc:
-        key = exc.args[0]
-        text = f"{what}: not checked, since it needs {key}, whose value is wrong (said above)"
-        return [{"rule": "not-checked", "keys": [key], "severity": "note", "fix": None, "source": None,
-                 "message": text, "text": text}]
 
 
 def vllm_server(cfg, to_dataclass, model_class) -> list:
