@@ -102,49 +102,6 @@ def test_the_readme_verl_venv_resolves_with_a_fresh_venvs_own_pip_to_verls_own_r
     assert pins == [f"vllm=={got['vllm']['version']}"], pins
 
 
-# What verl's own source imports on main_ppo's path: main_ppo.py's imports wherever they are (its TaskRunner imports
-# transfer_queue inside run()), and the module-level imports of every verl module they reach; an import under `try`
-# or `if` is verl's own optional one (a backend, a GPU library) and is left out.
-def _verl_imports(root) -> set[str]:
-    import ast
-    import sys
-
-    def of(tree, everywhere: bool) -> list[str]:
-        out: list[str] = []
-
-        def visit(node, guarded: bool, in_function: bool) -> None:
-            for child in ast.iter_child_nodes(node):
-                reached = not guarded and (everywhere or not in_function)
-                if isinstance(child, ast.Import) and reached:
-                    out.extend(a.name for a in child.names)
-                elif isinstance(child, ast.ImportFrom) and reached and child.level == 0 and child.module:
-                    out.extend([child.module] + [f"{child.module}.{a.name}" for a in child.names])
-                visit(child, guarded or isinstance(child, (ast.Try, ast.If)),
-                      in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
-        visit(tree, False, False)
-        return out
-
-    seen: set[str] = set()
-    outside: set[str] = set()
-    todo = [("verl.trainer.main_ppo", True)]
-    while todo:
-        module, everywhere = todo.pop()
-        if module in seen:
-            continue
-        seen.add(module)
-        base = root.parent / module.replace(".", "/")
-        path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
-        if not path.is_file():
-            continue  # `from verl.x import name`: a name, not a module
-        for name in of(ast.parse(path.read_text()), everywhere):
-            parts = name.split(".")
-            if parts[0] == "verl":
-                todo += [(".".join(parts[:i]), False) for i in range(1, len(parts) + 1)]
-            elif parts[0] not in sys.stdlib_module_names and parts[0] != "__future__":
-                outside.add(parts[0])
-    return outside
-
-
 # In the verl-cpu stack's Python, which has everything verl runs with: the distribution of each module, and the
 # distributions a set of requirements installs (their own requirements, followed through extras).
 INSTALLS = r"""
@@ -192,7 +149,9 @@ def test_the_verl_extra_installs_every_module_verls_main_ppo_imports():
     if spec is None:
         provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/40-certify.sh installs verl for the checks", "VERL_CPU")
         pytest.skip("verl is not installed in this Python")
-    imported = _verl_imports(Path(spec.origin).parent)
+    from rocmkit.verl import runtime_imports
+
+    imported = runtime_imports.imported(Path(spec.origin).parent)  # read from verl's source: what main_ppo imports
     assert {"ray", "hydra", "transfer_queue"} <= imported, imported  # main_ppo's own, in and outside TaskRunner.run
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")

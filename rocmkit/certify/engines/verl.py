@@ -13,7 +13,7 @@ from ...stall import frdump, testhook
 from ...verl import attention
 from ...verl import overrides as verl_overrides
 from ...verl import report as verl_report
-from ...verl import sleep_pool, smoke_cuts, vllm_build
+from ...verl import runtime_imports, sleep_pool, smoke_cuts, vllm_build
 from ...verl import target_steps
 from .. import job as job_mod
 from .. import own_memory, workspace
@@ -270,7 +270,8 @@ class Verl(BuiltinTask):
         if found:
             return ("; ".join(f"{c['package']} {c['version']} is installed beside verl: {c['why']}" for c in found),
                     "; ".join(c["fix"] for c in found))
-        return vllm_build.refusal(report.get("vllm_build")) or verl_report.refusal(report)
+        return (runtime_imports.refusal(report.get("verl_imports_missing"))
+                or vllm_build.refusal(report.get("vllm_build")) or verl_report.refusal(report))
 
     def configuration_rejection(self, report: dict) -> tuple[str, str] | None:
         v = report.get("verl_validation")
