@@ -85,6 +85,10 @@ def test_a_wrong_fraction_hides_neither_the_mini_batch_nor_the_micro_batch_error
     (note,) = [p for p in found if p["rule"] == "not-checked"]
     assert note["message"] == ("the mini- and micro-batch rules: not checked, since it needs "
                                f"{A}.ppo_mini_batch_size, whose value is wrong (said above)")
+    # a micro batch of "abc" stops only the micro-batch rules: the mini batch above the train batch is still said
+    found = batch_rules.problems(getter(**{f"{A}.ppo_micro_batch_size_per_gpu": "abc", "data.train_batch_size": 64,
+                                           f"{A}.ppo_mini_batch_size": 128}))
+    assert {p["rule"] for p in found} == {"range", "train-mini", "not-checked"}, found
 
 
 

@@ -186,9 +186,7 @@ def _found(get, use_critic: bool, use_reference: bool) -> list[Problem]:
                            f"{R}.log_prob_use_dynamic_bsz must equal {A}.use_dynamic_bsz ({dynamic})",
                            fix=f"{R}.log_prob_use_dynamic_bsz={dynamic} (its default follows the actor's)",
                            source="verl/workers/engine_workers.py, ActorRolloutRefWorker.init_model"))
-    batch_keys = ("data.train_batch_size", f"{R}.n", f"{A}.ppo_mini_batch_size", f"{A}.ppo_micro_batch_size_per_gpu",
-                  f"{R}.log_prob_micro_batch_size_per_gpu", f"{REF}.log_prob_micro_batch_size_per_gpu")
-    if blocked("the mini- and micro-batch rules", *batch_keys):
+    if blocked("the mini- and micro-batch rules", "data.train_batch_size", f"{R}.n", f"{A}.ppo_mini_batch_size"):
         if use_critic and not blocked("the critic's mini batch rule", f"{R}.n"):
             out += _critic(get, gpus, n)
         return out
@@ -204,10 +202,11 @@ def _found(get, use_critic: bool, use_reference: bool) -> list[Problem]:
                            f"train_batch_size ({train}) must be >= actor.ppo_mini_batch_size ({mini})",
                            fix=f"{A}.ppo_mini_batch_size={_choices(divisors_near(train, mini))}",
                            source="verl/workers/config/actor.py, ActorConfig.validate"))
-    if not dynamic:
+    if not dynamic and not blocked("the micro-batch rules", f"{A}.ppo_micro_batch_size_per_gpu",
+                                   f"{R}.log_prob_micro_batch_size_per_gpu", f"{REF}.log_prob_micro_batch_size_per_gpu"):
         out += _fixed_batches(get, gpus, dp, train, n, mini, micro, lp_micro, ref_micro, strategy, use_critic,
                               use_reference, where)
-    else:
+    elif dynamic:
         out += _token_budget(get, sp if strategy != "megatron" else 1)
     if use_critic:
         out += _critic(get, gpus, n)
