@@ -134,6 +134,7 @@ def test_pins_only_an_unreachable_page_serves_are_listed_not_checked(tmp_path, i
     assert n["requirement"] == "torchx==1.0+local" and n["where"] == _line(path, "torchx==1.0+local")
     assert "https://127.0.0.1:9/rocm/" in n["why"] and "not checked" in n["why"]
     assert r.resolved["visionx"] == "0.5"  # the rest was checked against the stand-in
+    assert "RESOLVES ONLY WHAT IT COULD CHECK (1 pin(s) NOT CHECKED)" in r.lines()[0]  # never a plain "resolves"
 
 
 def test_git_requirements_are_read_from_a_local_source_and_said_unread_without_one(tmp_path, index):
