@@ -76,7 +76,8 @@ class Result:
         # "resolves" only when everything was read: a part left unread is named in the verdict itself
         left = (f"; the requirements of {len(unread)} git component(s) NOT READ ({', '.join(unread)})"
                 if unread and self.status in ("unread", "partial") else "")
-        head = {"ok": "resolves", "unread": "RESOLVES ONLY WHAT IT READ", "partial": f"RESOLVES ONLY WHAT IT COULD CHECK ({len(self.not_checked)} pin(s) NOT CHECKED)",
+        partly = f"RESOLVES ONLY WHAT IT COULD CHECK ({len(self.not_checked)} pin(s) NOT CHECKED)"
+        head = {"ok": "resolves", "unread": "RESOLVES ONLY WHAT IT READ", "partial": partly,
                 "conflict": "DOES NOT RESOLVE", "offline": "NOT RESOLVED (index unreachable)"}[self.status] + left
         out = [f"{self.stack} (Python {self.python}): {head} [{self.seconds:.1f}s, {len(self.resolved)} distributions]"]
         if self.mode:

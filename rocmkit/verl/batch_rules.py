@@ -202,8 +202,9 @@ def _found(get, use_critic: bool, use_reference: bool) -> list[Problem]:
                            f"train_batch_size ({train}) must be >= actor.ppo_mini_batch_size ({mini})",
                            fix=f"{A}.ppo_mini_batch_size={_choices(divisors_near(train, mini))}",
                            source="verl/workers/config/actor.py, ActorConfig.validate"))
-    if not dynamic and not blocked("the micro-batch rules", f"{A}.ppo_micro_batch_size_per_gpu",
-                                   f"{R}.log_prob_micro_batch_size_per_gpu", f"{REF}.log_prob_micro_batch_size_per_gpu"):
+    micro_keys = (f"{A}.ppo_micro_batch_size_per_gpu", f"{R}.log_prob_micro_batch_size_per_gpu",
+                  f"{REF}.log_prob_micro_batch_size_per_gpu")
+    if not dynamic and not blocked("the micro-batch rules", *micro_keys):
         out += _fixed_batches(get, gpus, dp, train, n, mini, micro, lp_micro, ref_micro, strategy, use_critic,
                               use_reference, where)
     elif dynamic:

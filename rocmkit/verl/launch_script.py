@@ -256,7 +256,8 @@ def _strays(script: str, run: Run, lines: _Lines) -> list[tuple[int, int, str, t
         span = f"line {g['first']}" if g["first"] == g["last"] else f"lines {g['first']}-{g['last']}"
         out.append((g["commands"], end, f"the main_ppo command ends at line {end}: {why}, so the {len(names)} "
                     f"override(s) after it ({span}: {shown}) are not passed to main_ppo (bash ran them as a command "
-                    "of their own); the rest of this check reads them as passed, as the lines meant", tuple(g["words"])))
+                    "of their own); the rest of this check reads them as passed, as the lines meant",
+                    tuple(g["words"])))
     return list(dict.fromkeys(out))
 
 

