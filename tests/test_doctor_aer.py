@@ -79,7 +79,9 @@ def test_no_aer_files_is_a_skip(tmp_path):
 
 def test_no_gpu_and_no_nic_is_no_finding(tmp_path):
     root = write_tree(tmp_path / "host", HostSpec(gpus=0, rocm=None))
-    assert run_checks(collect(str(root)), Context(), only={"pcie.aer"}) == []
+    # nothing to judge: listed as not run, with why, rather than left out of the report
+    (found,) = run_checks(collect(str(root)), Context(), only={"pcie.aer"})
+    assert found.status.value == "skip" and found.evidence["not_run"] and "no AMD GPU" in found.title, found
 
 
 def test_malformed_or_older_files(tmp_path):

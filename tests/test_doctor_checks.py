@@ -86,6 +86,14 @@ def test_no_topology(tmp_path):
     (root / "proc").mkdir(parents=True)
     found = {f.id: f for f in run_checks(collect(str(root)), Context())}
     assert status(found, "gpu.topology") == Status.FAIL
+    # the checks of GPUs themselves, which find nothing to judge, are listed as skipped with why, not left out
+    for gpu_check in ("gpu.arch", "gpu.render", "gpu.ras", "gpu.busy", "gpu.power_cap", "numa.affinity"):
+        assert status(found, gpu_check) == Status.SKIP, gpu_check
+        assert found[gpu_check].title.startswith("not run: no AMD GPU seen (no KFD topology"), found[gpu_check]
+    assert "it checks arch of every GPU" in found["gpu.arch"].title
+    skipped_ids = {i for f in found.values() if f.evidence.get("not_run") for i in f.evidence["checks"]}
+    assert {"gpu.arch.mixed", "gpu.product", "gpu.vf", "gpu.xgmi"} <= skipped_ids
+    assert not any(f.evidence.get("not_run") for f in found.values() if f.area in ("env", "software", "kernel"))
 
 
 def test_arch_mismatch_with_flag_and_with_image_manifest(tmp_path):

@@ -243,10 +243,52 @@ python3 -m verl.trainer.main_ppo \\
     trainer.test_freq=5
 """
     (inv,) = read(tmp_path, body)
+    # the override the comment cut off is checked as the lines meant, after the one error on the comment's line
     assert [(o.key.rsplit(".", 1)[1], o.line) for o in inv.overrides] == [
-        ("lr", 2), ("use_kl_loss", 4), ("kl_loss_coef", 5), ("total_epochs", 10)]
-    assert ("error", 12, "trainer.test_freq=5 is not passed to main_ppo: the command ends before this line (a "
-                         "comment or a missing backslash)") in inv.problems
+        ("lr", 2), ("use_kl_loss", 4), ("kl_loss_coef", 5), ("total_epochs", 10), ("test_freq", 12)]
+    assert [p for p in inv.problems if p[0] == "error"] == [
+        ("error", 11, "the main_ppo command ends at line 11: `# trainer.save_freq=20 \\` is a comment, and a comment "
+                      "line ends a command continued by backslashes, so the 1 override(s) after it (line 12: "
+                      "trainer.test_freq=5) are not passed to main_ppo (bash ran them as a command of their own); "
+                      "the rest of this check reads them as passed, as the lines meant")]
+
+
+MISSING_BACKSLASH = """#!/bin/bash
+python3 -m verl.trainer.main_ppo \\
+    algorithm.adv_estimator=grpo \\
+    data.train_batch_size=64
+    actor_rollout_ref.rollout.n=4 \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=16 \\
+{more}    trainer.nnodes=1
+"""
+
+
+@pytest.mark.parametrize("more", [0, 20])
+def test_a_missing_backslash_is_one_error_naming_its_line_and_text(tmp_path, more):
+    """The issue's script: one missing backslash gave 23 errors, one per override it cut off, and none named the
+    line. Now one error, on the line without its backslash, quoting it; the cut-off overrides are checked as
+    meant (so no error for the defaults that stood in for them)."""
+    filler = "".join(f"    trainer.x{i}=1 \\\n" for i in range(more))
+    (inv,) = read(tmp_path, MISSING_BACKSLASH.format(more=filler))
+    errors = [p for p in inv.problems if p[0] == "error"]
+    assert len(errors) == 1, inv.problems
+    _, line, message = errors[0]
+    assert line == 4 and message.startswith("the main_ppo command ends at line 4: `data.train_batch_size=64` does "
+                                            f"not end with a backslash, so the {3 + more} override(s) after it "
+                                            f"(lines 5-{7 + more}: actor_rollout_ref.rollout.n=4"), message
+    assert {o.key: o.line for o in inv.overrides}["actor_rollout_ref.rollout.n"] == 5
+    assert not any(p[0] == "note" and "exited with status" in p[2] for p in inv.problems), inv.problems
+
+
+@pytest.mark.parametrize("line, why", [("    data.train_batch_size=64 \\ ", "has a space after its backslash"),
+                                       ("", "it is blank, and a blank line ends a command continued by backslashes")])
+def test_a_space_after_a_backslash_and_a_blank_line_are_named_too(tmp_path, line, why):
+    body = MISSING_BACKSLASH.format(more="").replace("    data.train_batch_size=64\n", line + "\n")
+    if not line:  # a blank line after a line that continues
+        body = body.replace("grpo \\\n\n", "grpo \\\n    data.train_batch_size=64 \\\n\n")
+    (inv,) = read(tmp_path, body)
+    errors = [p for p in inv.problems if p[0] == "error"]
+    assert len(errors) == 1 and why in errors[0][2], inv.problems
 
 
 def test_an_overrides_file_needs_no_bash(tmp_path):
@@ -284,9 +326,9 @@ done
     lines = text_lines(invs, [{}, {}])
     headers = [n for n, line in enumerate(lines) if "main_ppo --config-name" in line]
     assert headers == [0, 2], lines  # the first command's header and its finding, then the second's
-    assert lines[1].endswith("error: trainer.test_freq=1 is not passed to main_ppo: the command ends before this "
-                             "line (a comment or a missing backslash)") and lines[1].startswith(f"{tmp_path}/run.sh:6:")
-    assert "trainer.test_freq=2" in lines[3] and len(lines) == 4
+    assert "error: the main_ppo command ends at line 5: `# comment` is a comment" in lines[1], lines
+    assert lines[1].startswith(f"{tmp_path}/run.sh:5:") and "(line 6: trainer.test_freq=1)" in lines[1]
+    assert "(line 6: trainer.test_freq=2)" in lines[3] and len(lines) == 4
 
 
 EXPORTS = """#!/bin/bash

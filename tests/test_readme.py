@@ -100,3 +100,69 @@ def test_the_readme_verl_venv_resolves_with_a_fresh_venvs_own_pip_to_verls_own_r
     pins = [r.split(";")[0].strip() for r in got["verl"].get("requires_dist", [])
             if r.startswith("vllm") and 'extra == "vllm"' in r]
     assert pins == [f"vllm=={got['vllm']['version']}"], pins
+
+
+# In the verl-cpu stack's Python, which has everything verl runs with: the distribution of each module, and the
+# distributions a set of requirements installs (their own requirements, followed through extras).
+INSTALLS = r"""
+import json, sys
+from importlib import metadata
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as canon
+modules, roots = json.loads(sys.argv[1])
+owners = metadata.packages_distributions()
+found, todo = set(), [Requirement(r) for r in roots]
+while todo:
+    req = todo.pop()
+    name = canon(req.name)
+    if (name, tuple(sorted(req.extras))) in found:
+        continue
+    found.add((name, tuple(sorted(req.extras))))
+    try:
+        requires = metadata.requires(req.name) or []
+    except metadata.PackageNotFoundError:
+        continue
+    for text in requires:
+        r = Requirement(text)
+        if r.marker is None or any(r.marker.evaluate({"extra": e}) for e in ("", *req.extras)):
+            todo.append(r)
+print(json.dumps({"owners": {m: [canon(d) for d in owners.get(m, [])] for m in modules},
+                  "installed": sorted({n for n, _ in found})}))
+"""
+
+
+def test_the_verl_extra_installs_every_module_verls_main_ppo_imports():
+    """The README's verl venv failed in its Ray actor with "No module named 'transfer_queue'": verl 0.9.1's main_ppo
+    imports it unconditionally and declares it only in its own [verl-core] extra. verl's own source is the oracle:
+    every module main_ppo's path imports is installed by rocmkit's [verl] extra (its requirements and theirs)."""
+    import importlib.util
+    import json
+    import os
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from provisioned import provisioned
+
+    from rocmkit.tomlread import load_toml_file
+
+    spec = importlib.util.find_spec("verl")
+    if spec is None:
+        provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/40-certify.sh installs verl for the checks", "VERL_CPU")
+        pytest.skip("verl is not installed in this Python")
+    from rocmkit.verl import runtime_imports
+
+    imported = runtime_imports.imported(Path(spec.origin).parent)  # read from verl's source: what main_ppo imports
+    assert {"ray", "hydra", "transfer_queue"} <= imported, imported  # main_ppo's own, in and outside TaskRunner.run
+    python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
+                         "VERL_CPU")
+    extra = load_toml_file(doc_tables.REPO / "pyproject.toml")["project"]["optional-dependencies"]["verl"]
+    roots = [r for r in extra if Requirement(r).name != "rocmkit"]
+    r = subprocess.run([python, "-c", INSTALLS, json.dumps([sorted(imported), roots])], capture_output=True,
+                       text=True, timeout=300, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    unowned = [m for m, dists in got["owners"].items() if not dists]
+    assert not unowned, f"modules no distribution in the verl-cpu venv provides: {unowned}"
+    missing = {m: d for m, d in got["owners"].items() if not set(d) & set(got["installed"])}
+    assert not missing, f"verl's main_ppo imports these, which the [verl] extra does not install: {missing}"
+    assert "transferqueue" in got["installed"]

@@ -134,6 +134,7 @@ def test_pins_only_an_unreachable_page_serves_are_listed_not_checked(tmp_path, i
     assert n["requirement"] == "torchx==1.0+local" and n["where"] == _line(path, "torchx==1.0+local")
     assert "https://127.0.0.1:9/rocm/" in n["why"] and "not checked" in n["why"]
     assert r.resolved["visionx"] == "0.5"  # the rest was checked against the stand-in
+    assert "RESOLVES ONLY WHAT IT COULD CHECK (1 pin(s) NOT CHECKED)" in r.lines()[0]  # never a plain "resolves"
 
 
 def test_git_requirements_are_read_from_a_local_source_and_said_unread_without_one(tmp_path, index):
@@ -142,17 +143,46 @@ def test_git_requirements_are_read_from_a_local_source_and_said_unread_without_o
              'commit = "0123456789abcdef0123456789abcdef01234567"\nrequirements = ["requirements/rocm.txt"]\n')
     stack = stacks.load_file(_stack(tmp_path, [], comps))
     r = resolve(stack, index_url=index)
-    assert r.status == "ok" and r.git_requirements == [
-        {"component": "gitc", "read": False, "detail": "requirements not read (source not available)"}]
+    # what was read resolves, but the verdict is not "resolves": the unread component is in it, with how to read it
+    assert r.status == "unread" and r.unread() == ["gitc"], r.conflicts
+    [note] = r.git_requirements
+    assert note["read"] is False and note["detail"] == "requirements not read (requirements/rocm.txt: no source given)"
+    assert note["how"] == ("`git clone https://github.com/example/gitc.git ./gitc && git -C ./gitc checkout "
+                           "0123456789abcdef0123456789abcdef01234567`, then add --source gitc=./gitc")
+    head = r.lines()[0]
+    assert "RESOLVES ONLY WHAT IT READ" in head and "NOT READ (gitc)" in head and ": resolves" not in head
+    assert any(line.startswith("  git gitc: requirements not read") and "--source gitc=./gitc" in line
+               for line in r.lines())
     src = tmp_path / "gitc"
     (src / "requirements").mkdir(parents=True)
     (src / "requirements" / "rocm.txt").write_text("numx\nsetupx<80\n")
     r = resolve(stack, {"gitc": str(src)}, index_url=index)
-    assert r.git_requirements[0]["read"] is True
+    assert r.git_requirements[0]["read"] is True and r.unread() == []
     assert r.status == "conflict"
     sides = {s["requirement"]: s for c in r.conflicts for s in c["sides"]}
     assert sides["setupx<80"]["where"] == f"{src}/requirements/rocm.txt:2", r.conflicts
     assert sides["setupx>=80"]["by"] == "modelx==0.44.0"
+
+
+def test_the_cli_exits_4_when_git_requirements_were_not_read_and_0_once_they_are(tmp_path, index):
+    """CI tells a full resolve (0) from one that left git components' requirements unread (4, said in the verdict
+    and with the commands that read them), from a conflict (1) and from unreachable pins (3)."""
+    comps = ('[[component]]\nname = "modelx"\npip = ["modelx==0.44.0"]\n'
+             '[[component]]\nname = "gitc"\ngit = "https://github.com/example/gitc.git"\n'
+             'commit = "0123456789abcdef0123456789abcdef01234567"\nrequirements = ["requirements.txt"]\n')
+    path = _stack(tmp_path, [], comps)
+    argv = [sys.executable, "-m", "rocmkit", "stacks", "--resolve", "--stack-file", str(path), "--index-url", index]
+    p = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "RESOLVES ONLY WHAT IT READ" in p.stdout and "Traceback" not in p.stderr
+    assert "error: what was read resolves, but not the requirements of git components (resolvetest: gitc)" in p.stderr
+    assert "hint: give each a checkout with --source NAME=DIR" in p.stderr
+    src = tmp_path / "gitc"
+    src.mkdir()
+    (src / "requirements.txt").write_text("numx\n")
+    p = subprocess.run(argv + ["--source", f"gitc={src}"], check=False, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert ": resolves [" in p.stdout and "git gitc: read requirements.txt" in p.stdout
 
 
 def test_the_cli_exits_1_and_prints_both_sides(tmp_path, index):

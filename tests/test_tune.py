@@ -207,6 +207,9 @@ def test_the_host_memory_of_the_offloads_is_stated_and_checked(tmp_path):
     assert (loud.stdout + loud.stderr).count("DOES NOT FIT THE HOST") == 1
     text = tune(*args, "--root", str(tmp_path))
     assert "warning: DOES NOT FIT THE HOST" in text.stderr and (text.stdout + text.stderr).count("DOES NOT FIT") == 1
+    # the host it measured may not be the job's: the option that gives the nodes' memory is named, both ways
+    assert "--host-memory-gib N checks the plan against theirs" in text.stderr
+    assert "--host-memory-gib N checks the plan against theirs" in loud.stderr
     assert "does not fit (the warning says by how much)" in text.stdout and f"{round(need, 1)} GiB" in text.stdout
 
 

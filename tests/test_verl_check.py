@@ -77,8 +77,10 @@ def test_shell_features_and_mistakes():
     assert got["trainer.n_gpus_per_node"].text.partition("=")[2].isdigit()  # $(nproc) runs, on this machine
     assert got["actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"].text.endswith("=2")  # the loop's last
     strays = [(line, msg) for sev, line, msg in inv.problems if sev == "error"]
-    assert [line for line, _ in strays] == [23, 24] and "not passed to main_ppo" in strays[0][1]
-    assert "reward.num_workers" not in got
+    # the comment on line 22 cuts the command: one error there, naming it and what it cut off (checked as meant)
+    assert [line for line, _ in strays] == [22] and "`# the reward` is a comment" in strays[0][1], strays
+    assert "(lines 23-24: reward.num_workers=2, trainer.nnodes=1)" in strays[0][1]
+    assert got["reward.num_workers"].line == 23
 
 
 def test_an_overrides_file_and_a_file_that_is_neither(tmp_path):
@@ -134,7 +136,10 @@ def test_verl_names_what_the_seed_recipe_must_change_and_refuses_megatron_that_d
     assert "unknown key" in edge[20][0]["message"] and edge[20][0]["instead"] == \
         "did you mean actor_rollout_ref.actor.optim.lr?"
     assert edge[21][0]["severity"] == "error" and "reward.custom_reward_function" in edge[21][0]["instead"]
-    assert all(f["severity"] == "error" for f in edge[23] + edge[24])
+    # the comment on line 22 cut the command: one error there, not one per override it cut off
+    (cut,) = [f for f in edge[22] if f["severity"] == "error"]
+    assert "`# the reward` is a comment" in cut["message"] and "reward.num_workers=2" in cut["message"]
+    assert not [f for f in edge.get(23, []) + edge.get(24, []) if "not passed to main_ppo" in f["message"]]
 
     refused = [f for f in doc["findings"] if f["file"] == str(bad) and f["severity"] == "error"]
     assert len(refused) == 1 and "n_gpus (3) must be divisible by model_parallel_size (2)" in refused[0]["message"]

@@ -189,7 +189,7 @@ def test_verl_check_names_the_sglang_settings_on_their_lines(tmp_path):
                          capture_output=True, text=True, timeout=600,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert out.returncode == 1, out.stderr
-    found = {f["key"]: f for f in json.loads(out.stdout)["findings"] if f.get("key", "").startswith(KW)}
+    found = {f["key"]: f for f in json.loads(out.stdout)["findings"] if (f.get("key") or "").startswith(KW)}  # a note on the command has none
     assert found[f"{KW}.attention_backend"]["severity"] == "error"
     assert found[f"{KW}.attention_backend"]["line"] == 13  # the verl-cpu venv's torch is a CPU build: ROCm's rules
     assert found[f"{KW}.mem_fraction_static"]["severity"] == "warning"

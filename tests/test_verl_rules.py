@@ -60,10 +60,35 @@ def test_a_micro_batch_that_does_not_divide_the_rank_share_names_the_nearest_tha
     ({f"{A}.ppo_mini_batch_size": -256}, "ppo_mini_batch_size=-256: must be >= 1"),
     ({f"{R}.gpu_memory_utilization": 1.6}, "gpu_memory_utilization=1.6: must be a fraction in (0, 1]"),
 ])
-def test_values_out_of_range_are_one_finding_on_their_key_and_stop_the_arithmetic(change, says):
+def test_values_out_of_range_are_one_finding_on_their_key_and_stop_only_the_arithmetic_that_needs_them(change, says):
     found = batch_rules.problems(getter(**change))
-    assert [p["rule"] for p in found] == ["range"] and says in found[0]["message"]
-    assert found[0]["keys"] == list(change)
+    errors = [p for p in found if p["severity"] == "error"]
+    assert [p["rule"] for p in errors] == ["range"] and says in errors[0]["message"]
+    assert errors[0]["keys"] == list(change)
+    # the rules that would compute with the value say they were not checked; gpu_memory_utilization is in none
+    notes = [p for p in found if p["severity"] == "note"]
+    assert all(p["rule"] == "not-checked" and "not checked, since it needs" in p["message"] for p in notes)
+    assert bool(notes) == (f"{R}.gpu_memory_utilization" not in change), found
+
+
+def test_a_wrong_fraction_hides_neither_the_mini_batch_nor_the_micro_batch_error():
+    """The issue's four mistakes gave 3 errors: gpu_memory_utilization=1.5 stopped every batch rule, so each fix
+    revealed the next error. Now one pass names all of them."""
+    found = batch_rules.problems(getter(**{f"{R}.gpu_memory_utilization": 1.5, "data.train_batch_size": 64,
+                                           f"{A}.ppo_mini_batch_size": 100, f"{A}.ppo_micro_batch_size_per_gpu": 3,
+                                           f"{R}.n": 4}))
+    assert {p["rule"] for p in found if p["severity"] == "error"} >= {"range", "train-mini", "micro"}, found
+    # a mini batch of "abc" cannot be computed with: its rules say so, and those that do not need it still run
+    found = batch_rules.problems(getter(**{f"{A}.ppo_mini_batch_size": "abc", f"{A}.kl_loss_type": "low_var_kll",
+                                           f"{R}.log_prob_use_dynamic_bsz": True}))
+    assert {p["rule"] for p in found} == {"range", "kl", "dynamic-match", "not-checked"}, found
+    (note,) = [p for p in found if p["rule"] == "not-checked"]
+    assert note["message"] == ("the mini- and micro-batch rules: not checked, since it needs "
+                               f"{A}.ppo_mini_batch_size, whose value is wrong (said above)")
+    # a micro batch of "abc" stops only the micro-batch rules: the mini batch above the train batch is still said
+    found = batch_rules.problems(getter(**{f"{A}.ppo_micro_batch_size_per_gpu": "abc", "data.train_batch_size": 64,
+                                           f"{A}.ppo_mini_batch_size": 128}))
+    assert {p["rule"] for p in found} == {"range", "train-mini", "not-checked"}, found
 
 
 
@@ -265,7 +290,11 @@ def test_verl_check_says_what_verl_asserts_after_start_up_on_the_keys_line_once(
     for found in by_file.values():  # each finding once
         said = [(f["line"], f["message"]) for f in found]
         assert len(said) == len(set(said)), found
-    (missing,) = by_file["no-engine.txt"]
+    (missing,) = [f for f in by_file["no-engine.txt"] if f["severity"] == "error"]
+    assert [f["message"] for f in by_file["no-engine.txt"] if f["severity"] == "note"] == [
+        "verl 0.9.1: verl's own validation (validate_config and its dataclasses) was not run: it stops at the first of "
+        "the errors "
+        "above, or says them again in its words; it runs once they are fixed"]
     assert missing["severity"] == "error" and f"mandatory values not set: {R}.name" in missing["message"], missing
     (warning,) = by_file["grpo-n1.txt"]
     assert warning["severity"] == "warning" and warning["line"] == n1_lines[f"{R}.n"]
@@ -273,6 +302,37 @@ def test_verl_check_says_what_verl_asserts_after_start_up_on_the_keys_line_once(
     assert [f["severity"] for f in by_file.get("lora.txt", [])] in ([], ["note"]), by_file["lora.txt"]
     errors = [f for f in by_file["lora-fsdp1.txt"] if f["severity"] == "error"]
     assert [f["key"] for f in errors] == ["actor_rollout_ref.actor.strategy"] and "empty adapter" in errors[0]["message"]
+
+
+@pytest.mark.slow
+def test_verl_check_reports_every_error_in_one_pass_and_says_what_a_wrong_value_left_unchecked(tmp_path):
+    """The issue's mistakes in one file: a fraction of 1.5, a mini batch above the train batch, a micro batch that
+    does not divide, a rollout TP that does not divide the GPUs: four errors in one pass (it gave fewer, each fix
+    revealing the next). A value of the wrong type (nnodes=one) leaves the rules that compute with it unchecked,
+    each saying so on its line; verl's own validation, not run after errors, says so too."""
+    four, lines = overrides_file(tmp_path, "four.txt", data__train_batch_size=64, **{f"{R}__n": 4,
+        f"{R}__gpu_memory_utilization": 1.5, f"{A}__ppo_mini_batch_size": 100, f"{A}__ppo_micro_batch_size_per_gpu": 3,
+        f"{R}__tensor_model_parallel_size": 3})
+    typo, typo_lines = overrides_file(tmp_path, "typo.txt", trainer__nnodes="one",
+                                      **{f"{R}__gpu_memory_utilization": 1.5})
+    out = subprocess.run([sys.executable, "-m", "rocmkit", "verl-check", "--verl-python", verl_python(), "--json",
+                          str(four), str(typo)], capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert out.returncode == 1, out.stderr
+    by_file: dict[str, list[dict]] = {}
+    for f in json.loads(out.stdout)["findings"]:
+        by_file.setdefault(Path(f["file"]).name, []).append(f)
+    errors = {f["line"] for f in by_file["four.txt"] if f["severity"] == "error"}
+    assert {lines[f"{R}.gpu_memory_utilization"], lines[f"{A}.ppo_mini_batch_size"],
+            lines[f"{A}.ppo_micro_batch_size_per_gpu"], lines[f"{R}.tensor_model_parallel_size"]} <= errors, by_file
+    notes = [f for f in by_file["four.txt"] if f["severity"] == "note"]
+    assert any("verl's own validation" in f["message"] and "was not run" in f["message"] for f in notes), notes
+    typo_found = by_file["typo.txt"]
+    assert {f["line"] for f in typo_found if f["severity"] == "error"} == {
+        typo_lines["trainer.nnodes"], typo_lines[f"{R}.gpu_memory_utilization"]}, typo_found
+    unchecked = [f["message"] for f in typo_found if "not checked, since it needs trainer.nnodes" in f["message"]]
+    assert any("the batch and data-parallel rules" in m for m in unchecked), typo_found
+    assert any("the rollout replicas' GPU split" in m for m in unchecked), typo_found
 
 
 @pytest.mark.slow

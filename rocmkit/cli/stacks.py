@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import stacks as stacks_mod
-from ..errors import EnvironmentMissing, Failed, UsageError
+from ..errors import EnvironmentMissing, Failed, NotAllRead, UsageError
 from ..output import document
 from .common import InputFile, echo_json, json_option
 
@@ -47,7 +47,9 @@ MUTABLE_NOTE = ("the upstream can change what a build gets: render and build war
 @click.option("--resolve", "do_resolve", is_flag=True,
               help="Run pip's resolver (a dry run for the stack's Python and Linux x86_64) over the stack's pins and "
                    "the requirements of its git components; report conflicts naming both sides and the stack line. "
-                   "Exit 1 on a conflict, 3 when some pins could not be checked from here (their index unreachable).")
+                   "Exit 0 when everything was read and resolves, 1 on a conflict, 3 when some pins could not be "
+                   "checked from here (their index unreachable), 4 when what was read resolves but the requirements "
+                   "of git components were not read (no --source for them; the output says how).")
 @click.option("--stack-file", type=InputFile(dir_okay=False), default=None,
               help="With --resolve: a stack file of your own instead of a built-in stack.")
 @click.option("--source", "source_opts", multiple=True, metavar="COMPONENT=DIR",
@@ -143,6 +145,13 @@ def _resolve(name: str | None, stack_file: str | None, source_opts: tuple[str, .
                      + " as declared", hint="see each conflict above: both sides and the stack line")
     if "offline" in statuses:
         raise EnvironmentMissing("the package index is not reachable from here; nothing was resolved")
+    unread = [f"{r.stack}: {', '.join(r.unread())}" for r in results if r.unread()]
     if "partial" in statuses:
-        raise EnvironmentMissing("some pins could not be checked from here (listed above as NOT CHECKED)",
-                                 hint="give their wheels with --find-links DIR to check them too")
+        raise EnvironmentMissing("some pins could not be checked from here (listed above as NOT CHECKED)"
+                                 + (f"; git requirements not read ({'; '.join(unread)})" if unread else ""),
+                                 hint="give their wheels with --find-links DIR to check them too"
+                                      + ("; each unread git component says how to read it" if unread else ""))
+    if unread:
+        raise NotAllRead(f"what was read resolves, but not the requirements of git components ({'; '.join(unread)})",
+                         hint="give each a checkout with --source NAME=DIR, as the lines above say, to resolve the "
+                              "whole stack")

@@ -113,8 +113,8 @@ def tune(model, gpu, root, gpus_per_node, nodes, prompt_len, response_len, rollo
     result = plan.make(job)
     misfit = result.notes[0] if result.host["fits"] is False else None
     if misfit:  # loud on a terminal and in a log, whatever goes to stdout; said in full once
-        warn("the plan does not fit the host's memory: host_memory and notes in the JSON say by how much"
-             if as_json else misfit)
+        warn("the plan does not fit the host's memory: host_memory and notes in the JSON say by how much; "
+             + plan.OTHER_NODES if as_json else misfit)
     composed = compose_with_verl(result.overrides(), verl_python)
     if as_json:
         echo_json(document("tune", {

@@ -51,6 +51,9 @@ def resolve_first(request: BuildRequest, report: Reporter) -> None:
                      hint="fix the pins named above, or build anyway with --no-resolve")
     if r.status == "partial":
         report.warn("some pins could not be checked before the build (NOT CHECKED above)")
+    if r.unread():  # the build clones them; their requirements meet the rest only in the image
+        report.warn(f"the requirements of {', '.join(r.unread())} were not resolved before the build (no --source "
+                    "for them): a conflict there shows only when the image installs them")
 
 
 def base_first(engine, plan: BuildPlan) -> None:

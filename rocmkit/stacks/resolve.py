@@ -8,6 +8,8 @@ files and pyproject dependencies of git components whose source is given (`--sou
 A pin served only by an index or find-links page that cannot be reached from here (a local version such as
 `+rocm7.0.2` or `+cpu`) is stood in by an empty wheel of the same name and version, so that everything else
 is still checked against it; the result then says plainly which pins were not checked and is partial.
+A git component whose source is not given has requirements that are not read: the result says which, how to
+have them read, and is "unread" (what was read resolves; not a plain "resolves").
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from ..runtime import proc
-from ..tomlread import load_toml_file
-from . import resolve_cache
+from . import git_requirements, resolve_cache
 from .model import Stack, _canon
 from .pip_tool import find_interpreter, pip_too_old, pip_version
 
@@ -51,12 +52,14 @@ class Pin:
 class Result:
     stack: str
     python: str
-    status: str = "ok"  # ok | conflict | partial | offline
+    # ok: everything read resolves; unread: what was read resolves, but some git components' requirements were not
+    # read (no source given); partial: pins stood in (their page unreachable); conflict; offline
+    status: str = "ok"
     mode: str = ""  # how pip ran: under a local Python X.Y (sdists allowed), or by tags (wheels only)
     seconds: float = 0.0
     conflicts: list[dict] = field(default_factory=list)  # {"message", "sides": [{"requirement", "where"}]}
     not_checked: list[dict] = field(default_factory=list)  # {"requirement", "where", "why"}
-    git_requirements: list[dict] = field(default_factory=list)  # {"component", "read": bool, "detail"}
+    git_requirements: list[dict] = field(default_factory=list)  # {"component", "read": bool, "detail", "how"}
     resolved: dict[str, str] = field(default_factory=dict)  # name -> version pip chose
     pip_tail: list[str] = field(default_factory=list)
     built_from_sdist: list[str] = field(default_factory=list)  # pure-Python sdists built here (wheels-only mode)
@@ -69,8 +72,13 @@ class Result:
 
     def lines(self) -> list[str]:
         """The text form: what `rocmkit stacks --resolve` prints, and `rocmkit build` on stderr before building."""
-        head = {"ok": "resolves", "partial": "resolves, PARTLY CHECKED", "conflict": "DOES NOT RESOLVE",
-                "offline": "NOT RESOLVED (index unreachable)"}[self.status]
+        unread = self.unread()
+        # "resolves" only when everything was read: a part left unread is named in the verdict itself
+        left = (f"; the requirements of {len(unread)} git component(s) NOT READ ({', '.join(unread)})"
+                if unread and self.status in ("unread", "partial") else "")
+        partly = f"RESOLVES ONLY WHAT IT COULD CHECK ({len(self.not_checked)} pin(s) NOT CHECKED)"
+        head = {"ok": "resolves", "unread": "RESOLVES ONLY WHAT IT READ", "partial": partly,
+                "conflict": "DOES NOT RESOLVE", "offline": "NOT RESOLVED (index unreachable)"}[self.status] + left
         out = [f"{self.stack} (Python {self.python}): {head} [{self.seconds:.1f}s, {len(self.resolved)} distributions]"]
         if self.mode:
             out.append(f"  pip ran {self.mode}")
@@ -82,8 +90,13 @@ class Result:
                 where = f"  [{side['where']}]" if side.get("where") else ""
                 out.append(f"    {side['by']} requires {side['requirement']}{where}")
         out += [f"  NOT CHECKED {n['requirement']}  [{n['where']}]: {n['why']}" for n in self.not_checked]
-        out += [f"  git {g['component']}: {g['detail']}" for g in self.git_requirements]
+        for g in self.git_requirements:
+            out.append(f"  git {g['component']}: {g['detail']}" + ("" if g["read"] else f"; to read them: {g['how']}"))
         return out
+
+    def unread(self) -> list[str]:
+        """The git components some of whose requirements were not read, in the stack's order."""
+        return list(dict.fromkeys(g["component"] for g in self.git_requirements if not g["read"]))
 
 
 def stack_text(stack: Stack) -> str:
@@ -126,63 +139,6 @@ def stack_pins(stack: Stack) -> tuple[list[Pin], list[Pin]]:
     pins += [Pin(r, pin_line(stack, text, r), no_deps) for r, no_deps in comp_reqs]
     pins += [Pin(r, pin_line(stack, text, r)) for r in rocm_wheel_pins(stack)]
     return [p for p in pins if not p.no_deps], [p for p in pins if p.no_deps]
-
-
-def _requirement_file(path: Path, seen: set[Path]) -> list[Pin]:
-    """The requirements of a pip requirements file, each with its file:line (`-r` files followed; other
-    options, such as index URLs, are not the stack's and are left out)."""
-    if path in seen or not path.is_file():
-        return []
-    seen.add(path)
-    out: list[Pin] = []
-    for i, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
-        if line.startswith(("-r ", "--requirement ")):
-            out += _requirement_file(path.parent / line.split(None, 1)[1].strip(), seen)
-            continue
-        if not line or line.startswith("-"):
-            continue
-        try:
-            Requirement(line)
-        except InvalidRequirement:
-            continue
-        out.append(Pin(line, f"{path}:{i}"))
-    return out
-
-
-def git_requirement_pins(stack: Stack, sources: dict[str, str]) -> tuple[list[Pin], list[dict]]:
-    """The requirements git components declare, read from local sources; a note per component."""
-    pins: list[Pin] = []
-    notes: list[dict] = []
-    for c in stack.git_components:
-        src = sources.get(c.name)
-        if not src:
-            notes.append({"component": c.name, "read": False, "detail": "requirements not read (source not available)"})
-            continue
-        root = Path(src) / c.subdir
-        read: list[str] = []
-        for rel in c.requirements:
-            f = root / rel
-            if not f.is_file():
-                notes.append({"component": c.name, "read": False, "detail": f"{f}: no such requirements file"})
-                continue
-            pins += _requirement_file(f, set())
-            read.append(rel)
-        pyproject = root / (c.pyproject or "pyproject.toml")
-        if pyproject.is_file():
-            project = load_toml_file(pyproject).get("project") or {}
-            deps = project.get("dependencies") if "dependencies" not in (project.get("dynamic") or []) else None
-            if isinstance(deps, list):
-                for d in deps:
-                    try:
-                        Requirement(d)
-                    except InvalidRequirement:
-                        continue
-                    pins.append(Pin(d, f"{pyproject} [project].dependencies"))
-                read.append(f"{pyproject.name} [project].dependencies ({len(deps)})")
-        notes.append({"component": c.name, "read": bool(read),
-                      "detail": ("read " + ", ".join(read)) if read else "declares no requirements rocmkit can read"})
-    return pins, notes
 
 
 def _stub_wheel(directory: Path, requirement: str) -> None:
@@ -296,7 +252,7 @@ def resolve(stack: Stack, sources: dict[str, str] | None = None, find_links: lis
         hit.seconds = time.monotonic() - started
         return hit
     result = _resolve(stack, sources, find_links, index_url, started)
-    if result.status == "ok":
+    if result.status in resolve_cache.KEPT:
         resolve_cache.keep(key, result.as_json())
     return result
 
@@ -305,7 +261,7 @@ def _resolve(stack: Stack, sources: dict[str, str] | None, find_links: list[str]
              started: float) -> Result:
     result = Result(stack=stack.name, python=stack.python)
     pins, no_deps_pins = stack_pins(stack)
-    git_pins, result.git_requirements = git_requirement_pins(stack, sources or {})
+    git_pins, result.git_requirements = git_requirements.git_requirement_pins(stack, sources or {}, Pin)
     if _is_url(index_url) and not reachable(index_url):
         result.status = "offline"
         result.seconds = time.monotonic() - started
@@ -388,6 +344,8 @@ def _resolve(stack: Stack, sources: dict[str, str] | None, find_links: list[str]
         result.status = "conflict"
     elif result.not_checked:
         result.status = "partial"
+    elif result.unread():
+        result.status = "unread"
     result.seconds = time.monotonic() - started
     return result
 

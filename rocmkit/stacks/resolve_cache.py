@@ -15,11 +15,16 @@ from pathlib import Path
 TTL_S = 24 * 3600  # a stack that resolved resolves again until its index changes: a day, then ask again
 FIELDS = ("stack", "python", "status", "mode", "conflicts", "not_checked", "git_requirements", "built_from_sdist",
           "resolved")
+# the answers kept: pip resolved everything it was given (an unread git component's requirements are the same
+# unread ones until a --source, which changes the key, is given)
+KEPT = ("ok", "unread")
+# the answers' form: an answer kept before git notes said how to read them (and "unread" was a status) is not reused
+FORMAT = "2"
 
 
 def key(stack_text: str, sources: dict[str, str], find_links: list[str], index_url: str, pip: str,
         local_python: bool) -> str:
-    parts = [stack_text, json.dumps(sorted(sources.items())), json.dumps(sorted(find_links)), index_url, pip,
+    parts = [FORMAT, stack_text, json.dumps(sorted(sources.items())), json.dumps(sorted(find_links)), index_url, pip,
              str(local_python)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
@@ -36,7 +41,7 @@ def cached(name: str, result_type):
         doc = json.loads(path.read_text()) if age < TTL_S else None
     except (OSError, ValueError):
         return None
-    if not isinstance(doc, dict) or doc.get("status") != "ok":
+    if not isinstance(doc, dict) or doc.get("status") not in KEPT:
         return None
     r = result_type(**{k: doc[k] for k in FIELDS if k in doc})
     r.mode = f"{r.mode}; the answer of {age / 60:.0f} min ago (the same stack file, pip and index), kept for a day"

@@ -28,6 +28,7 @@ HOST_PARTS = {"weights_fp32": "fp32 weights", "grads_fp32": "fp32 gradients", "a
               "weights_bf16": "bf16 weights",
               "master_weights_and_adamw_fp32": "fp32 master weights and AdamW's moments"}
 HOST_MISFIT = "DOES NOT FIT THE HOST: "  # the note that leads a plan whose offloads the host cannot hold
+OTHER_NODES = "if the job runs on other nodes than this host, --host-memory-gib N checks the plan against theirs"
 
 
 @dataclass
@@ -363,7 +364,8 @@ def _host(job: Job, plan: Plan) -> None:
     hint = f"{spread}, or nodes with at least {_gib(int(est.peak / HOST_USABLE))} of memory"
     if job.host_declared:
         raise UsageError(what, hint=hint)
-    plan.notes.insert(0, f"{HOST_MISFIT}{what}; {hint}")
+    # measured here: the job's nodes may be other machines, whose memory the option gives
+    plan.notes.insert(0, f"{HOST_MISFIT}{what}; {hint}; {OTHER_NODES}")
 
 
 def _asked_step(job: Job, plan: Plan) -> None:

@@ -130,12 +130,23 @@ def _found(get, use_critic: bool, use_reference: bool) -> list[Problem]:
                                   fix="0.5 (verl's default) up to 0.9",
                                   source="vLLM's and SGLang's engine arguments refuse it when the rollout starts"))
     out = s.problems
-    if out:  # a value out of range makes the arithmetic below meaningless
-        return out
-    gpus = per_node * nodes
+    # A value out of range makes the arithmetic that uses it meaningless, and only that: each rule below runs
+    # unless a value it needs failed, and then says it was not checked (a gpu_memory_utilization of 1.5 must not
+    # hide the mini batch's errors, nor a mini batch of "abc" hide the KL estimator's).
+    bad = {p.keys[0] for p in out}
+    ulysses = {f"{A}.megatron.{k}_parallel_size" for k in ("tensor_model", "pipeline_model", "context")} | {
+        f"{A}.veomni.ulysses_parallel_size", f"{A}.ulysses_sequence_parallel_size"}
+
+    def blocked(what: str, *needs: str) -> bool:
+        failed = [k for k in needs if k in bad]
+        if failed:
+            out.append(Problem("not-checked", (failed[0],), f"{what}: not checked, since it needs "
+                               f"{' and '.join(failed)}, whose value is wrong (said above)", severity="note"))
+        return bool(failed)
+
     grpo_like = get("algorithm.adv_estimator") in ("grpo", "grpo_vectorized", "gdpo", "grpo_passk", "rloo",
                                                     "rloo_vectorized")
-    if grpo_like and n == 1:
+    if grpo_like and not blocked("the group rule (rollout.n > 1 for a group baseline)", f"{R}.n") and n == 1:
         estimator = get("algorithm.adv_estimator")
         family = "rloo" if estimator.startswith("rloo") else "grpo"  # GRPO's variants share its group rule
         out.append(Problem("group", (f"{R}.n", "algorithm.adv_estimator"),
@@ -147,6 +158,10 @@ def _found(get, use_critic: bool, use_reference: bool) -> list[Problem]:
                            severity="warning",
                            source=f"verl/trainer/ppo/core_algos.py, compute_{family}_outcome_advantage"))
     out += _kl(get)
+    if blocked("the batch and data-parallel rules (mini and micro batches over the data-parallel ranks)",
+               *GPUS_KEYS, *sorted(ulysses)):
+        return out
+    gpus = per_node * nodes
     if gpus % sp:
         if strategy == "megatron":  # verl's words where validate_config has them (fixed micro batches)
             tp, pp, cp = split
@@ -166,6 +181,15 @@ def _found(get, use_critic: bool, use_reference: bool) -> list[Problem]:
     dp = gpus // sp
     where = f"{gpus} GPUs" + (f" / {what_sp(strategy)} {sp}" if sp > 1 else "")
     mb_keys = (f"{A}.ppo_mini_batch_size", f"{R}.n")
+    if bool(get(f"{R}.log_prob_use_dynamic_bsz")) != dynamic:
+        out.append(Problem("dynamic-match", (f"{R}.log_prob_use_dynamic_bsz", f"{A}.use_dynamic_bsz"),
+                           f"{R}.log_prob_use_dynamic_bsz must equal {A}.use_dynamic_bsz ({dynamic})",
+                           fix=f"{R}.log_prob_use_dynamic_bsz={dynamic} (its default follows the actor's)",
+                           source="verl/workers/engine_workers.py, ActorRolloutRefWorker.init_model"))
+    if blocked("the mini- and micro-batch rules", "data.train_batch_size", f"{R}.n", f"{A}.ppo_mini_batch_size"):
+        if use_critic and not blocked("the critic's mini batch rule", f"{R}.n"):
+            out += _critic(get, gpus, n)
+        return out
     if mini * n % dp:
         step = dp // math.gcd(n, dp)
         out.append(Problem("mini-dp", mb_keys + GPUS_KEYS,
@@ -173,20 +197,17 @@ def _found(get, use_critic: bool, use_reference: bool) -> list[Problem]:
                            f"data-parallel ranks ({where})",
                            fix=f"{A}.ppo_mini_batch_size={_choices(near(mini, lambda v: v % step == 0, hi=train))}",
                            source="verl/workers/engine_workers.py, TrainingWorker.train_mini_batch"))
-    if bool(get(f"{R}.log_prob_use_dynamic_bsz")) != dynamic:
-        out.append(Problem("dynamic-match", (f"{R}.log_prob_use_dynamic_bsz", f"{A}.use_dynamic_bsz"),
-                           f"{R}.log_prob_use_dynamic_bsz must equal {A}.use_dynamic_bsz ({dynamic})",
-                           fix=f"{R}.log_prob_use_dynamic_bsz={dynamic} (its default follows the actor's)",
-                           source="verl/workers/engine_workers.py, ActorRolloutRefWorker.init_model"))
     if not dynamic and train < mini:  # validate_config says it first; said here with a fix, on the key's line
         out.append(Problem("train-mini", (f"{A}.ppo_mini_batch_size", "data.train_batch_size"),
                            f"train_batch_size ({train}) must be >= actor.ppo_mini_batch_size ({mini})",
                            fix=f"{A}.ppo_mini_batch_size={_choices(divisors_near(train, mini))}",
                            source="verl/workers/config/actor.py, ActorConfig.validate"))
-    if not dynamic:
+    micro_keys = (f"{A}.ppo_micro_batch_size_per_gpu", f"{R}.log_prob_micro_batch_size_per_gpu",
+                  f"{REF}.log_prob_micro_batch_size_per_gpu")
+    if not dynamic and not blocked("the micro-batch rules", *micro_keys):
         out += _fixed_batches(get, gpus, dp, train, n, mini, micro, lp_micro, ref_micro, strategy, use_critic,
                               use_reference, where)
-    else:
+    elif dynamic:
         out += _token_budget(get, sp if strategy != "megatron" else 1)
     if use_critic:
         out += _critic(get, gpus, n)

@@ -162,27 +162,27 @@ def _sel(cfg, key: str, default=None):
     return OmegaConf.select(cfg, key, default=default)
 
 
-def _rollout_engine(cfg) -> list[str]:
-    rollout = _sel(cfg, "actor_rollout_ref.rollout.name")
+def _rollout_engine(get) -> list[str]:
+    rollout = get("actor_rollout_ref.rollout.name")
     # not set at all ("???"): "mandatory values not set" says so already
     return [] if rollout in ROLLOUTS or rollout is None else \
         [f"actor_rollout_ref.rollout.name={rollout}: main_ppo runs only {', '.join(ROLLOUTS)}"]
 
 
-def _legacy_reward(cfg) -> list[str]:
+def _legacy_reward(get) -> list[str]:
     return ["custom_reward_function.* is ignored by verl 0.9's main_ppo: use reward.custom_reward_function.*"] \
-        if _sel(cfg, "custom_reward_function.path") else []
+        if get("custom_reward_function.path") else []
 
 
-def _files(cfg) -> list[str]:
+def _files(get) -> list[str]:
     from omegaconf import OmegaConf
 
     out = []
-    reward_path = _sel(cfg, "reward.custom_reward_function.path")
+    reward_path = get("reward.custom_reward_function.path")
     if reward_path and not os.path.exists(reward_path):
         out.append(f"reward.custom_reward_function.path={reward_path}: no such file")
     for key in ("data.train_files", "data.val_files"):
-        value = _sel(cfg, key)
+        value = get(key)
         for path in value if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) else [value]:
             if not os.path.exists(str(path)):
                 out.append(f"{key}={path}: no such file")
@@ -226,16 +226,20 @@ def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), de
     _add(result, typed)
     said = {p["keys"][0] for p in typed if isinstance(p, dict)}  # the range rules would repeat these, vaguer
     _add(result, [p for p in _errors(rules, cfg) if not (isinstance(p, dict) and p["keys"][:1] and
-                                                         p["keys"][0] in said)])
-    if any(p["rule"] in ("range", "type") for p in result.get("problems", [])):  # arithmetic on them would crash
-        result["ok"] = not result["errors"]
-        return result
-    checks = [_rollout_engine, _legacy_reward, lambda c: batch_rules.placement(lambda k: _sel(c, k)),
-              lambda c: rollout_rules.problems(lambda k: _sel(c, k)),
-              lambda c: verl_messages.registries(lambda k: _sel(c, k))] + ([_files] if files else [])
-    for check in checks:
-        _add(result, _errors(check, cfg))
+                                                         p["keys"][0] in said and p["rule"] != "not-checked")])
+    # A value that failed its type or range check is not used by the checks below: each that reads one says it was
+    # not checked, and the rest run, so one pass reports every error it can find.
+    bad = {p["keys"][0] for p in result.get("problems", []) if p["rule"] in ("range", "type") and p["keys"]}
+    checks = [("the rollout engine's name", _rollout_engine), ("the legacy reward section", _legacy_reward),
+              ("the rollout replicas' GPU split", batch_rules.placement),
+              ("the rollout engine's own rules", rollout_rules.problems),
+              ("the policy loss and advantage estimator names", verl_messages.registries)]
+    for what, check in checks + ([("the data and reward files", _files)] if files else []):
+        _add(result, _errors(lambda c, check=check, what=what: typed_values.unless_bad(
+            check, lambda k, c=c: _sel(c, k), bad, what), cfg))
     if result["errors"]:  # verl's own checks would stop at one of these first, or repeat them in its words
+        _add(result, [{"rule": "not-checked", "keys": [], "severity": "note", "fix": None, "source": None,
+                       "message": VERL_AFTER, "text": VERL_AFTER}])
         return result
 
     def verl_validate(c) -> list:
@@ -285,6 +289,10 @@ def validate(cfg, result: dict, files: bool, resolved: bool = False, keys=(), de
         _add(result, _errors(lambda c: vllm_server(c, omega_conf_to_dataclass, HFModelConfig), cfg))
     result["ok"] = not result["errors"]
     return result
+
+
+VERL_AFTER = ("verl's own validation (validate_config and its dataclasses) was not run: it stops at the first of "
+              "the errors above, or says them again in its words; it runs once they are fixed")
 
 
 def vllm_server(cfg, to_dataclass, model_class) -> list:

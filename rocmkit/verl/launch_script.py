@@ -219,11 +219,13 @@ def _in_order(env: dict[str, str], trace: list[Traced]) -> dict[str, str]:
     return dict(sorted(env.items(), key=lambda kv: (first.get(kv[0], (len(trace), 0)), kv[0])))
 
 
-def _strays(script: str, run: Run, lines: _Lines) -> list[tuple[int, int, str]]:
+def _strays(script: str, run: Run, lines: _Lines) -> list[tuple[int, int, str, tuple]]:
     """Overrides bash ran as a command of their own (`reward.num_workers=2 trainer.nnodes=1`, then "command not
-    found"): a comment or a missing backslash ended the main_ppo command before them. Each with the number of
-    main_ppo commands traced before it (its own command is the last of them)."""
-    out = []
+    found"): a comment, a blank line or a missing backslash ended the main_ppo command before them. One finding per
+    break, on the line that ended the command, with the overrides it cut off (a missing backslash cuts off every
+    line after it: one error naming that line, not one per override). Each with the number of main_ppo commands
+    traced before it (its own command is the last of them) and the overrides cut off by a break it names."""
+    groups: list[dict] = []
     commands = 0
     for t in run.trace:
         words = _words(t.text)
@@ -231,11 +233,64 @@ def _strays(script: str, run: Run, lines: _Lines) -> list[tuple[int, int, str]]:
             commands += 1
         if t.source != script or not words or not _dotted(words[0]):
             continue
-        for w in dict.fromkeys(w for w in words if _dotted(w)):
-            out.append((commands, lines.of(w, w.partition("=")[0].lstrip("+~"), t.line),
-                        f"{w} is not passed to main_ppo: the command ends before this line (a comment or a "
-                        "missing backslash)"))
+        found = [(w, lines.of(w, w.partition("=")[0].lstrip("+~"), t.line)) for w in dict.fromkeys(words)
+                 if _dotted(w)]
+        first, last = min(n for _, n in found), max(n for _, n in found)
+        prev = groups[-1] if groups else None
+        if prev and prev["commands"] == commands and _ends_at(lines.source, first) in range(prev["first"],
+                                                                                         prev["last"] + 1):
+            prev["words"] += found  # the next line without its backslash, after lines already cut off
+            prev["last"] = max(prev["last"], last)
+            continue
+        groups.append({"commands": commands, "first": first, "last": last, "words": found})
+    out = []
+    for g in groups:
+        end = _ends_at(lines.source, g["first"])
+        why = _why_it_ends(lines.source, end) if end else None
+        if why is None:  # not a continued command cut short: each override said where it is
+            out += [(g["commands"], n, f"{w} is not passed to main_ppo: the command ends before this line (a "
+                                       "comment or a missing backslash)", ()) for w, n in g["words"]]
+            continue
+        names = [w for w, _ in g["words"]]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        span = f"line {g['first']}" if g["first"] == g["last"] else f"lines {g['first']}-{g['last']}"
+        out.append((g["commands"], end, f"the main_ppo command ends at line {end}: {why}, so the {len(names)} "
+                    f"override(s) after it ({span}: {shown}) are not passed to main_ppo (bash ran them as a command "
+                    "of their own); the rest of this check reads them as passed, as the lines meant",
+                    tuple(g["words"])))
     return list(dict.fromkeys(out))
+
+
+def _continues(line: str) -> bool:
+    """Whether a line continues onto the next: it ends with a backslash and is not a comment."""
+    return line.rstrip("\n").endswith("\\") and not line.lstrip().startswith("#")
+
+
+def _ends_at(source: list[str], first: int) -> int | None:
+    """The line that ended the command before a stray one starting at line `first` (1-based): the line before it,
+    past blank and comment lines that no backslash carried into the command."""
+    n = first - 1
+    while n >= 2 and not _continues(source[n - 2]) and (not source[n - 1].strip()
+                                                         or source[n - 1].lstrip().startswith("#")):
+        n -= 1
+    return n if 1 <= n <= len(source) else None
+
+
+def _why_it_ends(source: list[str], n: int) -> str | None:
+    """Why line n ended the command; None where it ends as a command should (its own last line)."""
+    text = source[n - 1]
+    shown = text.strip()[:120]
+    carried = n >= 2 and _continues(source[n - 2])
+    if not text.strip():
+        return "it is blank, and a blank line ends a command continued by backslashes" if carried else None
+    if text.lstrip().startswith("#"):
+        return f"`{shown}` is a comment, and a comment line ends a command continued by backslashes" \
+            if carried else None
+    if re.search(r"\\[ \t]+$", text):
+        return f"`{shown}` has a space after its backslash, which then escapes the space, not the line's end"
+    if not _continues(text):
+        return f"`{shown}` does not end with a backslash"
+    return None
 
 
 def _dotted(word: str) -> bool:
@@ -282,12 +337,22 @@ def read_script(path: str, text: str, options: ReadOptions | None = None) -> lis
         raise InputFileError(path, "", why, allowed=hint)
     last = found[-1]
     strays = _strays(path, run, lines)
-    for commands, line, msg in strays:
-        found[min(max(commands, 1), len(found)) - 1].problems.append(("error", line, msg))
+    for commands, line, msg, cut in strays:
+        inv = found[min(max(commands, 1), len(found)) - 1]
+        inv.problems.append(("error", line, msg))
+        # checked as the lines meant: their own findings, not the defaults' that stand in for them (a missing
+        # backslash is one error, not one for every key it cut off)
+        for word, n in cut:
+            m = OVERRIDE_RE.match(word)
+            inv.overrides.append(Override(text=word, key=m.group(2), line=n, prefix=m.group(1) or ""))
+        if "a space after its backslash" in msg:  # the escaped space main_ppo got as a word: said by this error
+            inv.problems = [p for p in inv.problems if not re.match(r"'\s+' is not a Hydra override", p[2])]
+    said = _bash_said(path, run)
     if run.timed_out:
         last.problems.append(("note", last.line, f"the script was {_stopped(run, options.timeout)}, after its "
                                                  "main_ppo command (--script-timeout sets the deadline)"))
-    elif run.exit_status and not (strays and _bash_said(path, run).endswith("command not found")):  # said above
+    elif run.exit_status and not (strays and any(w in said for _, _, _, cut in strays for w, _ in cut[:1])
+                                  or strays and said.endswith("command not found")):  # said above
         last.problems.append(("note", last.line, f"the script exited with status {run.exit_status} after its "
                                                  f"main_ppo command: {_bash_said(path, run)}"))
     if options.gpus is None:

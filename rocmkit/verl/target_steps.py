@@ -43,7 +43,19 @@ def architecture(cfg: dict) -> str | None:
 
 def choose(cfg: dict, report: dict) -> bool:
     """What the run's command takes from the target: the actor's attention and SGLang's backends. False when the
-    attention asked for by name cannot run here."""
+    attention asked for by name cannot run here, when verl's main_ppo imports a module this Python lacks, or when a
+    CPU run's vLLM is not the CPU build."""
+    from . import runtime_imports
+
+    report["verl_imports_missing"] = runtime_imports.missing()  # main_ppo's own imports, read from verl's source
+    if report["verl_imports_missing"]:
+        return False
+    if cfg.get("vllm_cpu"):  # --gpus 0: vLLM's CPU build, or nothing starts (vllm_build.py)
+        from . import vllm_build
+
+        report["vllm_build"] = vllm_build.probe()
+        if report["vllm_build"]["cpu"] is False:
+            return False
     if cfg.get("attention"):
         from . import attention
 

@@ -129,3 +129,24 @@ def problems(get, keys, default_of=None) -> list[dict]:
                     "text": message,
                     "fix": f"{key}={default}" if default is not None else None})
     return out
+
+
+class _Unusable(BaseException):
+    """A check read a value that failed its type or range check. A BaseException, so that a check's own `except
+    Exception` (verl's registries looked up in a try) does not take it for its finding."""
+
+
+def unless_bad(check, get, bad: set[str], what: str) -> list:
+    """check(get) on the config, or a note that it was not run where it reads a value said wrong above (`bad`):
+    the checks that do not read one still run, so one pass reports every error it can find."""
+    def guarded(key: str):
+        if key in bad:
+            raise _Unusable(key)
+        return get(key)
+    try:
+        return check(guarded)
+    except _Unusable as exc:
+        key = exc.args[0]
+        text = f"{what}: not checked, since it needs {key}, whose value is wrong (said above)"
+        return [{"rule": "not-checked", "keys": [key], "severity": "note", "fix": None, "source": None,
+                 "message": text, "text": text}]

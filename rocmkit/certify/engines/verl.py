@@ -13,7 +13,7 @@ from ...stall import frdump, testhook
 from ...verl import attention
 from ...verl import overrides as verl_overrides
 from ...verl import report as verl_report
-from ...verl import sleep_pool, smoke_cuts
+from ...verl import runtime_imports, sleep_pool, smoke_cuts, vllm_build
 from ...verl import target_steps
 from .. import job as job_mod
 from .. import own_memory, syncproof, workspace
@@ -151,6 +151,7 @@ class Verl(BuiltinTask):
                 # the setup picks the attention where it can see what imports; the pool check needs vLLM's sleep mode
                 "attention": {"asked": s.attn} if s.backend is Backend.FSDP else None,
                 "sleep_pool": s.rollout is Rollout.VLLM and not s.on_cpu,
+                "vllm_cpu": s.rollout is Rollout.VLLM and s.on_cpu,  # its CPU build, checked first (vllm_build.py)
                 # vLLM's model inspection, done beside the setup instead of on the rollout's start (vllm_modelinfo.py)
                 "modelinfo": s.rollout is Rollout.VLLM,
                 # SGLang's attention and sampler, chosen where the setup sees which kernels exist (sglang_backends.py)
@@ -283,7 +284,8 @@ class Verl(BuiltinTask):
         if found:
             return ("; ".join(f"{c['package']} {c['version']} is installed beside verl: {c['why']}" for c in found),
                     "; ".join(c["fix"] for c in found))
-        return verl_report.refusal(report)
+        return (runtime_imports.refusal(report.get("verl_imports_missing"))
+                or vllm_build.refusal(report.get("vllm_build")) or verl_report.refusal(report))
 
     def configuration_rejection(self, report: dict) -> tuple[str, str] | None:
         v = report.get("verl_validation")

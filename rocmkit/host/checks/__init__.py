@@ -84,8 +84,23 @@ def all_checks() -> list[Check]:
     return checks
 
 
+# The checks of GPUs themselves, by the first part of their ids: on a host where no GPU is seen they find nothing to
+# judge, and the report lists each as skipped with why, rather than leave it out (a short report reads as a clean one)
+PER_GPU = ("gpu", "numa", "pcie")
+
+
+def no_gpu_reason(facts: Facts) -> str | None:
+    """Why no AMD GPU is seen here, or None where one is."""
+    if facts.devices:
+        return None
+    if not facts.topology_found:
+        return "no AMD GPU seen (no KFD topology: amdgpu not loaded, or no GPU here)"
+    return "no AMD GPU in the KFD topology"
+
+
 def run_checks(facts: Facts, ctx: Context, only: set[str] | None = None) -> list[Finding]:
     findings: list[Finding] = []
+    no_gpu = no_gpu_reason(facts)
     for check in all_checks():
         try:
             produced = list(check(facts, ctx))
@@ -94,6 +109,11 @@ def run_checks(facts: Facts, ctx: Context, only: set[str] | None = None) -> list
                                 status=Status.FAIL,
                                 title=f"check {check.__name__} crashed: {type(exc).__name__}: {exc}",
                                 fix="report this as a rocmkit bug with `rocmkit doctor --capture DIR`")]
+        ids = getattr(check, "ids", ())
+        if not produced and no_gpu and ids and ids[0].split(".")[0] in PER_GPU:
+            what = getattr(check, "what", check.__name__)
+            produced = [finding(ids[0], ids[0].split(".")[0], Status.SKIP, f"not run: {no_gpu}; it checks "
+                                f"{what.split(' (')[0].split(': ')[0]}", checks=list(ids), what=what, not_run=True)]
         findings.extend(for_cpu_target(f) if ctx.cpu else f for f in produced if selected(f, only))
     return findings
 
