@@ -26,10 +26,38 @@ BUILD_HEX = 12  # 48 bits: two builds of one fleet colliding by chance is not a 
 @functools.cache
 def identity() -> dict[str, Any]:
     """{"version", "build", "source"} of the rocmkit that runs this code."""
-    from . import __version__
+    dist = _dist_info()
+    return {"version": _version(dist), "build": build_hash(Path(__file__).resolve().parent, _templates()),
+            "source": _source(dist)}
 
-    return {"version": __version__, "build": build_hash(Path(__file__).resolve().parent, _templates()),
-            "source": _source()}
+
+def _dist_info() -> Path | None:
+    """rocmkit's installed dist-info folder, found on sys.path as importlib.metadata finds it, without importing
+    that module (with zipfile, shutil, bz2 and lzma): the doctor's level-1 path must not (test_doctor_imports.py)."""
+    import os
+    import sys
+
+    for entry in sys.path:
+        try:
+            names = sorted(n for n in os.listdir(entry or ".") if n.startswith("rocmkit-") and n.endswith(".dist-info"))
+        except OSError:
+            continue
+        if names:
+            return Path(entry or ".", names[0])
+    return None
+
+
+def _version(dist: Path | None) -> str:
+    """The installed version (METADATA's Version line), as rocmkit.__version__ says it."""
+    try:
+        for line in (dist / "METADATA").read_text(errors="replace").splitlines() if dist else ():
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip()
+            if not line:
+                break
+    except OSError:
+        pass
+    return "0.0.0+source"
 
 
 def _templates() -> Path | None:
@@ -69,15 +97,13 @@ def build_hash(package: Path, templates: Path | None = None) -> str:
     return BUILD_PREFIX + h.hexdigest()[:BUILD_HEX]
 
 
-def _source() -> str | None:
+def _source(dist: Path | None) -> str | None:
     """What to give pip for this build: `git+URL@COMMIT`, a local folder or a wheel's URL; None when the
     distribution was installed from an index (its version then says what to install) or is not installed."""
     try:
-        from importlib.metadata import PackageNotFoundError, distribution
-
-        text = distribution("rocmkit").read_text("direct_url.json")
-    except (ImportError, PackageNotFoundError, OSError):
-        return None
+        text = (dist / "direct_url.json").read_text() if dist else None
+    except OSError:
+        text = None
     try:
         info = json.loads(text) if text else None
     except ValueError:
