@@ -13,7 +13,7 @@ import click
 from ..cluster import kuberay as kuberay_mod
 from ..errors import UsageError
 from ..fileio import write_atomic
-from .common import InputFile, warn
+from .common import InputFile, json_option, warn
 from .slurm import _ray_version, plan_overrides
 
 
@@ -81,11 +81,19 @@ def _arch_from_image(image: str) -> str | None:
 @click.option("--force", is_flag=True, help="Overwrite --output.")
 @click.option("--examples", "examples_dir", type=click.Path(file_okay=False), default=None,
               help="Regenerate the example manifests into this folder, e.g. kuberay/.")
+@click.option("--check-cluster", "check_cluster", is_flag=True,
+              help="Instead of writing the job: check that kubectl's cluster can run it (KubeRay's RayJob CRD with the "
+                   "fields the job sets, its operator, AMD's device plugin ready, allocatable GPUs equal to capacity, "
+                   "enough Ready nodes of the arch without blocking taints). Exit 1 when it cannot.")
+@click.option("--cluster-json", "cluster_json", type=click.Path(file_okay=False, exists=True), default=None,
+              metavar="DIR", help="With --check-cluster: read the cluster from files instead of kubectl: "
+                                  "crd.json, nodes.json, daemonsets.json, deployments.json (`kubectl get ... -o json`).")
+@json_option
 @click.argument("overrides", nargs=-1)
 def kuberay(nodes, gpus_per_node, image, arch, gpu_resource, job_name, namespace, ray_version, stack_name,
             cpus_per_node, memory_per_node, shm_size, ib_hcas, env_pairs, selector_pairs, entrypoint, no_preflight,
             active_deadline, pre_running_deadline, ttl, service_account, rbac, tune_file, verl_python, no_verl_check,
-            output, force, examples_dir, overrides) -> None:
+            output, force, examples_dir, check_cluster, cluster_json, as_json, overrides) -> None:
     """Render a KubeRay RayJob that runs verl with OVERRIDES on N nodes of AMD GPUs.
 
     Written: a ConfigMap with the job's plan, optionally a ServiceAccount with its Role, and a ray.io/v1 RayJob
@@ -127,7 +135,13 @@ def kuberay(nodes, gpus_per_node, image, arch, gpu_resource, job_name, namespace
         extra_env=_pairs(env_pairs, "--env"), node_selector=_pairs(selector_pairs, "--node-selector"),
         entrypoint=entry, overrides=planned + given, preflight=not no_preflight, active_deadline_s=active_deadline,
         pre_running_deadline_s=pre_running_deadline, ttl_s=ttl, service_account=service_account, rbac=rbac)
-    kuberay_mod.validate(spec)  # the options first: a bad one is said before the image is looked into
+    spec = kuberay_mod.validate(spec)  # the options first: a bad one is said before the image is looked into
+    if cluster_json and not check_cluster:
+        raise UsageError("--cluster-json is what --check-cluster reads", hint="add --check-cluster")
+    if as_json and not check_cluster:
+        raise UsageError("--json prints --check-cluster's findings; the job itself is YAML", hint="add --check-cluster")
+    if check_cluster:
+        click.get_current_context().exit(_check_cluster(spec, cluster_json, as_json))
     version, source = _ray_version(ray_version, stack_name, image, "docker")
     if verl_python and no_verl_check:
         raise UsageError("--verl-python and --no-verl-check: give one")
@@ -162,3 +176,20 @@ def _check_with_verl(spec, tune_file, planned, given, verl_python) -> None:
     for line in said:
         warn(line)
     click.echo(f"verl {version} ({where}) accepts the job's overrides", err=True)
+
+
+def _check_cluster(spec, cluster_json, as_json) -> int:
+    from ..cluster import k8s_check
+    from ..host.report import exit_code, table
+    from ..output import document, dumps
+
+    objects = k8s_check.read_files(cluster_json) if cluster_json else k8s_check.read_live()
+    findings = k8s_check.check(spec, objects)
+    code = exit_code(findings, strict=False)
+    if as_json:
+        click.echo(dumps(document("kuberay-check", {"job": kuberay_mod.plan(spec), "findings": [
+            f.to_json() for f in findings], "exit_code": code})), nl=False)
+    else:
+        where = f"cluster files in {cluster_json}" if cluster_json else "kubectl's current cluster"
+        click.echo(table(findings, f"rocmkit kuberay --check-cluster — {where}", color=sys.stdout.isatty()), nl=False)
+    return code
