@@ -202,3 +202,27 @@ def test_cli_refuses_partition_resource_names_it_cannot_read():
     r = CliRunner().invoke(cli, ["kuberay", "--nodes", "2", "--image", "img:1", "--arch", "gfx942",
                                  "--gpu-resource", "amd.com/", "--ray-version", "2.55.1", "--no-verl-check"])
     assert r.exit_code == 2 and "--gpu-resource" in r.output
+
+
+@pytest.mark.slow
+def test_the_jobs_overrides_are_checked_by_verl_before_the_manifests_are_written(tmp_path):
+    """As `rocmkit slurm`: with a `rocmkit tune` plan, rollout TP 3 on a node of 8 GPUs is refused by verl's checker
+    (exit 2, nothing written); the plan alone is written; no verl to check with (the image is not in this host's
+    engine) is exit 3."""
+    from test_slurm import verl_python
+
+    runner = CliRunner()
+    plan = runner.invoke(cli, ["tune", "--model", "Qwen2.5-7B-Instruct", "--gpu", "MI300X", "--json"])
+    (tmp_path / "plan.json").write_text(plan.stdout)
+    out = tmp_path / "job.yaml"
+    args = ["kuberay", "--nodes", "1", "--image", "rocmkit-test/no-such-image:never", "--arch", "gfx942",
+            "--ray-version", "2.55.1", "--tune", str(tmp_path / "plan.json"), "-o", str(out)]
+    tp3 = "actor_rollout_ref.rollout.tensor_model_parallel_size=3"
+    r = runner.invoke(cli, [*args, "--verl-python", verl_python(), "--", tp3])
+    assert r.exit_code == 2 and not out.exists(), r.output
+    assert f"the overrides after --: {tp3}: a rollout replica" in r.stderr and "--no-verl-check" in r.stderr
+    r = runner.invoke(cli, [*args, "--verl-python", verl_python()])
+    assert r.exit_code == 0 and out.exists(), r.output
+    assert "accepts the job's overrides" in r.stderr
+    r = runner.invoke(cli, [*args, "--force"])
+    assert r.exit_code == 3 and "no verl to check the job's overrides with" in r.stderr, r.output
