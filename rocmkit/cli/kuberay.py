@@ -106,6 +106,8 @@ def kuberay(nodes, gpus_per_node, image, arch, gpu_resource, job_name, namespace
 
     As with `rocmkit slurm`, the overrides are first checked by verl's own config, in the job's image (through
     this host's Docker engine) or with --verl-python; a rejection is exit 2, no verl to check with exit 3.
+
+    With --check-cluster nothing is written: the cluster kubectl reaches is checked for the job instead.
     """
     if examples_dir:
         specs = kuberay_mod.example_specs()

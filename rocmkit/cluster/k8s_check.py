@@ -52,7 +52,8 @@ def read_live(kubectl: str = "kubectl") -> dict[str, dict | None]:
             if name == "crd.json" and "NotFound" in r.stderr:
                 out[name] = None
                 continue
-            raise EnvironmentMissing(f"`{kubectl} {' '.join(args)}` failed: {r.stderr.strip()[-400:]}",
+            said = [line for line in r.stderr.splitlines() if line.strip()]  # kubectl's last line says it plainly
+            raise EnvironmentMissing(f"`{kubectl} {' '.join(args)}` failed: {said[-1] if said else r.returncode}",
                                      hint="check the kubeconfig's cluster and your access (`kubectl auth can-i`)")
         out[name] = json.loads(r.stdout)
     return out

@@ -249,7 +249,9 @@ def manifests(spec: KubeRaySpec) -> list[dict]:
            "preRunningDeadlineSeconds": spec.pre_running_deadline_s, "rayClusterSpec": cluster}
     if spec.active_deadline_s:
         job["activeDeadlineSeconds"] = spec.active_deadline_s
-    if spec.service_account:  # the submitter pod too, so the RBAC covers every pod of the job
+    # The submitter pod too, so the RBAC covers every pod of the job; its container without a command, which
+    # KubeRay fills with `ray job submit` (v1.7.0 rayjob_controller.go, configureSubmitterContainer).
+    if spec.service_account:
         job["submitterPodTemplate"] = {"spec": {"serviceAccountName": spec.service_account, "restartPolicy": "Never",
                                                 "containers": [{"name": "ray-job-submitter", "image": spec.image}]}}
     cm_meta = {**meta, "name": plan_name(spec)}
