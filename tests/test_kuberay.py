@@ -226,3 +226,20 @@ def test_the_jobs_overrides_are_checked_by_verl_before_the_manifests_are_written
     assert "accepts the job's overrides" in r.stderr
     r = runner.invoke(cli, [*args, "--force"])
     assert r.exit_code == 3 and "no verl to check the job's overrides with" in r.stderr, r.output
+
+
+@pytest.mark.parametrize("name", sorted(kuberay.example_specs()))
+def test_core_objects_and_pod_templates_validate_against_kubernetes_schemas(name):
+    """The ConfigMap, the RBAC objects and every Ray pod template (as a Pod) against Kubernetes' own OpenAPI schemas
+    (kubernetes-validate's offline copies, strict: an unknown field fails)."""
+    kv = pytest.importorskip("kubernetes_validate", reason="the test extra's kubernetes-validate is not installed")
+    for d in docs(kuberay.example_specs()[name]):
+        if d["kind"] == "RayJob":
+            for _, pod in pods(d):
+                kv.validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": pod}, "1.33",
+                            strict=True)
+        else:
+            kv.validate(d, "1.33", strict=True)
+    with pytest.raises(kv.ValidationError):
+        kv.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": 1}}, "1.33",
+                    strict=True)
