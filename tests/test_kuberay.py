@@ -57,7 +57,8 @@ def test_the_schema_is_kuberays_own():
 @pytest.mark.parametrize("kw", [{}, dict(nodes=1), dict(arch="gfx950", image="img:1", gpu_resource="amd.com/cpx_nps4"),
                                 dict(service_account="verl", rbac=True, namespace="rl", active_deadline_s=7200,
                                      cpus_per_node=96, memory_per_node="1600Gi", ib_hcas=("mlx5_0",),
-                                     node_selector={"pool": "mi300x"}, extra_env={"NCCL_DEBUG": "INFO"}),
+                                     node_selector={"pool": "mi300x"}, extra_env={"NCCL_DEBUG": "INFO"},
+                                     volumes={"rl-data": "/data", "hf.cache": "/root/.cache/huggingface"}),
                                 dict(preflight=False)], ids=lambda kw: ",".join(kw) or "defaults")
 def test_rayjob_validates_against_kuberays_crd(kw):
     validate_rayjob(rayjob(spec(**kw)))
@@ -162,6 +163,10 @@ def test_yaml_round_trips():
     (dict(ib_hcas=("mlx5_0;x",)), "--ib-hcas"),
     (dict(extra_env={"lower": "1"}), "--env"),
     (dict(node_selector={"pool": "a b"}), "--node-selector"),
+    (dict(volumes={"Data": "/data"}), "--pvc Data"),
+    (dict(volumes={"data": "data"}), "an absolute path"),
+    (dict(volumes={"data": "/dev/shm"}), "an absolute path"),
+    (dict(volumes={"data": "/x/../etc"}), "an absolute path"),
     (dict(pre_running_deadline_s=0), "--pre-running-deadline"),
     (dict(active_deadline_s=600), "--active-deadline 600 is not after"),
     (dict(rbac=True), "--rbac makes a ServiceAccount"),
@@ -243,3 +248,11 @@ def test_core_objects_and_pod_templates_validate_against_kubernetes_schemas(name
     with pytest.raises(kv.ValidationError):
         kv.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": 1}}, "1.33",
                     strict=True)
+
+
+def test_claims_are_mounted_in_every_ray_container_not_the_preflight():
+    for _, pod in pods(rayjob(spec(volumes={"rl-data": "/data", "models": "/models"}))):
+        assert {"name": "data-0", "persistentVolumeClaim": {"claimName": "rl-data"}} in pod["volumes"]
+        mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts["/data"] == "data-0" and mounts["/models"] == "data-1"
+        assert "/data" not in {m["mountPath"] for m in pod["initContainers"][0]["volumeMounts"]}

@@ -58,6 +58,9 @@ def _arch_from_image(image: str) -> str | None:
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Extra environment. Repeatable.")
 @click.option("--node-selector", "selector_pairs", multiple=True, metavar="KEY=VALUE",
               help="A node label the pods require besides the arch's (e.g. a node pool). Repeatable.")
+@click.option("--pvc", "pvc_pairs", multiple=True, metavar="CLAIM=PATH",
+              help="Mount the PersistentVolumeClaim CLAIM at PATH in every Ray container (data, models, "
+                   "checkpoints: a ReadWriteMany claim for several nodes). Repeatable.")
 @click.option("--entrypoint", default=None, metavar="COMMAND",
               help="Run COMMAND instead of `python3 -m verl.trainer.main_ppo` (nothing added, nothing checked).")
 @click.option("--no-preflight", "no_preflight", is_flag=True,
@@ -91,8 +94,8 @@ def _arch_from_image(image: str) -> str | None:
 @json_option
 @click.argument("overrides", nargs=-1)
 def kuberay(nodes, gpus_per_node, image, arch, gpu_resource, job_name, namespace, ray_version, stack_name,
-            cpus_per_node, memory_per_node, shm_size, ib_hcas, env_pairs, selector_pairs, entrypoint, no_preflight,
-            active_deadline, pre_running_deadline, ttl, service_account, rbac, tune_file, verl_python, no_verl_check,
+            cpus_per_node, memory_per_node, shm_size, ib_hcas, env_pairs, selector_pairs, pvc_pairs, entrypoint,
+            no_preflight, active_deadline, pre_running_deadline, ttl, service_account, rbac, tune_file, verl_python, no_verl_check,
             output, force, examples_dir, check_cluster, cluster_json, as_json, overrides) -> None:
     """Render a KubeRay RayJob that runs verl with OVERRIDES on N nodes of AMD GPUs.
 
@@ -135,6 +138,7 @@ def kuberay(nodes, gpus_per_node, image, arch, gpu_resource, job_name, namespace
         namespace=namespace, gpu_resource=gpu_resource, cpus_per_node=cpus_per_node, memory_per_node=memory_per_node,
         shm_size=shm_size, ib_hcas=tuple(h for h in (ib_hcas or "").split(",") if h),
         extra_env=_pairs(env_pairs, "--env"), node_selector=_pairs(selector_pairs, "--node-selector"),
+        volumes=_pairs(pvc_pairs, "--pvc"),
         entrypoint=entry, overrides=planned + given, preflight=not no_preflight, active_deadline_s=active_deadline,
         pre_running_deadline_s=pre_running_deadline, ttl_s=ttl, service_account=service_account, rbac=rbac)
     spec = kuberay_mod.validate(spec)  # the options first: a bad one is said before the image is looked into
