@@ -51,7 +51,8 @@ def validate_rayjob(job: dict) -> None:
 def test_the_schema_is_kuberays_own():
     assert CRD["kuberay"] == kuberay.KUBERAY_VERSION and CRD["source"].startswith("https://github.com/ray-project/")
     props = CRD["openAPIV3Schema"]["properties"]["spec"]["properties"]
-    assert {"preRunningDeadlineSeconds", "activeDeadlineSeconds", "rayClusterSpec", "submitterPodTemplate"} <= set(props)
+    assert {"preRunningDeadlineSeconds", "activeDeadlineSeconds", "rayClusterSpec", "submitterPodTemplate"} \
+        <= set(props)
 
 
 @pytest.mark.parametrize("kw", [{}, dict(nodes=1), dict(arch="gfx950", image="img:1", gpu_resource="amd.com/cpx_nps4"),
@@ -183,7 +184,8 @@ def test_committed_examples_are_current():
     for name, s in kuberay.example_specs().items():
         path = REPO / "kuberay" / name
         assert path.exists(), f"run `rocmkit kuberay --examples kuberay` ({name} missing)"
-        assert path.read_text() == kuberay.render(s), f"kuberay/{name} is stale: run `rocmkit kuberay --examples kuberay`"
+        assert path.read_text() == kuberay.render(s), \
+            f"kuberay/{name} is stale: run `rocmkit kuberay --examples kuberay`"
         for d in yaml.safe_load_all(path.read_text()):
             if d["kind"] == "RayJob":
                 validate_rayjob(d)

@@ -106,7 +106,8 @@ def test_cli_reads_the_cluster_files(tmp_path):
     assert doc["schema"] == "rocmkit.kuberay-check/v1" and doc["exit_code"] == 1
     healthy = objects()["nodes.json"]
     healthy["items"][2]["status"]["allocatable"]["amd.com/gpu"] = "8"
-    r = CliRunner().invoke(cli, [*args, "--cluster-json", str(write_cluster(tmp_path / "h", **{"nodes.json": healthy}))])
+    folder = write_cluster(tmp_path / "h", **{"nodes.json": healthy})
+    r = CliRunner().invoke(cli, [*args, "--cluster-json", str(folder)])
     assert r.exit_code == 0, r.output
     assert "3 node(s) can take a pod of the job" in r.output
 
@@ -117,7 +118,8 @@ def test_cli_reads_through_kubectl(tmp_path, monkeypatch):
     fake = tmp_path / "bin" / "kubectl"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\ncase \"$2\" in\n"
-                    f"  crd) echo 'Error from server (NotFound): customresourcedefinitions \"rayjobs.ray.io\" not found' >&2; exit 1;;\n"
+                    "  crd) echo 'Error from server (NotFound): customresourcedefinitions \"rayjobs.ray.io\" not "
+                    "found' >&2; exit 1;;\n"
                     f"  nodes) cat {folder}/nodes.json;;\n  daemonsets) cat {folder}/daemonsets.json;;\n"
                     f"  deployments) cat {folder}/deployments.json;;\nesac\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)

@@ -90,13 +90,13 @@ def _arch_from_image(image: str) -> str | None:
                    "enough Ready nodes of the arch without blocking taints). Exit 1 when it cannot.")
 @click.option("--cluster-json", "cluster_json", type=click.Path(file_okay=False, exists=True), default=None,
               metavar="DIR", help="With --check-cluster: read the cluster from files instead of kubectl: "
-                                  "crd.json, nodes.json, daemonsets.json, deployments.json (`kubectl get ... -o json`).")
+                                  "crd.json, nodes.json, daemonsets.json, deployments.json (`kubectl get -o json`).")
 @json_option
 @click.argument("overrides", nargs=-1)
 def kuberay(nodes, gpus_per_node, image, arch, gpu_resource, job_name, namespace, ray_version, stack_name,
             cpus_per_node, memory_per_node, shm_size, ib_hcas, env_pairs, selector_pairs, pvc_pairs, entrypoint,
-            no_preflight, active_deadline, pre_running_deadline, ttl, service_account, rbac, tune_file, verl_python, no_verl_check,
-            output, force, examples_dir, check_cluster, cluster_json, as_json, overrides) -> None:
+            no_preflight, active_deadline, pre_running_deadline, ttl, service_account, rbac, tune_file, verl_python,
+            no_verl_check, output, force, examples_dir, check_cluster, cluster_json, as_json, overrides) -> None:
     """Render a KubeRay RayJob that runs verl with OVERRIDES on N nodes of AMD GPUs.
 
     Written: a ConfigMap with the job's plan, optionally a ServiceAccount with its Role, and a ray.io/v1 RayJob

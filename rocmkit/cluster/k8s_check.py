@@ -44,7 +44,7 @@ def read_live(kubectl: str = "kubectl") -> dict[str, dict | None]:
             r = subprocess.run([kubectl, *args], capture_output=True, text=True, timeout=KUBECTL_TIMEOUT)
         except FileNotFoundError:
             raise EnvironmentMissing(f"no {kubectl} to read the cluster with",
-                                     hint="install kubectl, or give --cluster-json DIR (files of `kubectl get -o json`)")
+                                     hint="install kubectl, or give --cluster-json DIR (`kubectl get -o json` files)")
         except subprocess.TimeoutExpired:
             raise EnvironmentMissing(f"`{kubectl} {' '.join(args)}` did not answer within {KUBECTL_TIMEOUT} s",
                                      hint="check the kubeconfig's cluster (`kubectl cluster-info`)") from None
@@ -174,7 +174,8 @@ def _nodes(spec: KubeRaySpec, nodes: dict) -> list[Finding]:
             why.append(f"{DEVICE_ID_LABEL}={label} is not {spec.arch}")
         if alloc < spec.gpus_per_node:
             why.append(f"{alloc} allocatable {res}, the job asks {spec.gpus_per_node}")
-        if spec.node_selector and any(n["metadata"].get("labels", {}).get(k) != v for k, v in spec.node_selector.items()):
+        labels = n["metadata"].get("labels", {})
+        if any(labels.get(k) != v for k, v in spec.node_selector.items()):
             why.append("not matched by --node-selector")
         why += [f"taint {t}" for t in taints]
         (out if why else fit).append((name, why))

@@ -137,7 +137,8 @@ def validate(spec: KubeRaySpec) -> KubeRaySpec:
         if len(claim) > 253 or not SUBDOMAIN_RE.match(claim):
             raise UsageError(f"--pvc {claim}: not a PersistentVolumeClaim name")
         if not PATH_RE.match(path) or ".." in path.split("/") or path.rstrip("/") in RESERVED_PATHS:
-            raise UsageError(f"--pvc {claim}={path}: an absolute path in the container, not {', '.join(RESERVED_PATHS)}")
+            raise UsageError(f"--pvc {claim}={path}: an absolute path in the container, not "
+                             + ", ".join(RESERVED_PATHS))
     if spec.rbac and not spec.service_account:
         raise UsageError("--rbac makes a ServiceAccount for the pods", hint="add --service-account NAME")
     if not spec.entrypoint:
@@ -213,7 +214,8 @@ def _pod(spec: KubeRaySpec, head: bool) -> dict:
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
             {"name": "rocmkit-plan", "configMap": {"name": plan_name(spec)}},
             {"name": "rocmkit-report", "emptyDir": {}}]
-        + [{"name": f"data-{i}", "persistentVolumeClaim": {"claimName": claim}} for i, claim in enumerate(spec.volumes)],
+        + [{"name": f"data-{i}", "persistentVolumeClaim": {"claimName": claim}}
+           for i, claim in enumerate(spec.volumes)],
     }
     if spec.preflight:
         pod["initContainers"] = [_preflight(spec)]
@@ -317,7 +319,8 @@ def dump_yaml(value, indent: int = 0) -> str:
             return pad + "[]\n"
         out = []
         for item in value:
-            text = dump_yaml(item, indent + 2) if isinstance(item, (dict, list)) and item else f"{pad}  {_scalar(item)}\n"
+            nested = isinstance(item, (dict, list)) and item
+            text = dump_yaml(item, indent + 2) if nested else f"{pad}  {_scalar(item)}\n"
             out.append(f"{pad}- " + text[indent + 2:])
         return "".join(out)
     return pad + _scalar(value) + "\n"
