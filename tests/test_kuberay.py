@@ -157,6 +157,7 @@ def test_yaml_round_trips():
     (dict(arch="gfx1100"), "unknown arch"),
     (dict(job_name="Verl_Job"), "--job-name"),
     (dict(job_name="a" * 48), "at most 47"),
+    (dict(job_name="1verl"), "a letter, then"),
     (dict(namespace="a b"), "--namespace"),
     (dict(gpu_resource="gpu"), "--gpu-resource"),
     (dict(memory_per_node="lots"), "--memory-per-node"),
@@ -258,3 +259,52 @@ def test_claims_are_mounted_in_every_ray_container_not_the_preflight():
         mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
         assert mounts["/data"] == "data-0" and mounts["/models"] == "data-1"
         assert "/data" not in {m["mountPath"] for m in pod["initContainers"][0]["volumeMounts"]}
+
+
+def cel_rule_paths(schema: dict, path: tuple = ()) -> list[tuple]:
+    """The object paths (keys, "[]" for list items) where the CRD carries x-kubernetes-validations (CEL) rules."""
+    found = [path] if "x-kubernetes-validations" in schema else []
+    for key, sub in schema.get("properties", {}).items():
+        found += cel_rule_paths(sub, path + (key,))
+    if "items" in schema:
+        found += cel_rule_paths(schema["items"], path + ("[]",))
+    return found
+
+
+def has_path(obj, path: tuple) -> bool:
+    if not path:
+        return True
+    if path[0] == "[]":
+        return isinstance(obj, list) and any(has_path(x, path[1:]) for x in obj)
+    return isinstance(obj, dict) and path[0] in obj and has_path(obj[path[0]], path[1:])
+
+
+def test_no_cel_rule_of_the_crd_applies_to_what_rocmkit_sets():
+    """jsonschema does not evaluate the CRD's CEL rules (the API server does); none sits on a field rocmkit sets."""
+    paths = cel_rule_paths(CRD["openAPIV3Schema"])
+    assert ("spec", "managedBy") in paths and ("spec", "deletionStrategy") in paths  # the rules are found
+    for s in [spec(), spec(service_account="verl", rbac=True, active_deadline_s=7200), *kuberay.example_specs().values()]:
+        job = rayjob(s)
+        assert [p for p in paths if has_path(job, p)] == []
+
+
+@pytest.mark.parametrize("s", [spec(), spec(nodes=1), *kuberay.example_specs().values()], ids=lambda s: s.job_name)
+def test_kuberays_own_controller_rules(s):
+    """What KubeRay v1.7.0's controller refuses beyond the schema (ray-operator/controllers/ray/utils/validation.go:
+    ValidateRayJobMetadata, ValidateRayJobSpec, ValidateRayClusterSpec, validateRayGroupResources), for the fields
+    rocmkit sets."""
+    import re
+
+    job = rayjob(s)
+    name, js = job["metadata"]["name"], job["spec"]
+    assert len(name) <= 47 and re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name)  # DNS-1035
+    assert js["submissionMode"] == "K8sJobMode" and not js.get("suspend")  # SidecarMode forbids a submitter template
+    assert js.get("activeDeadlineSeconds", 1) > 0 and js["preRunningDeadlineSeconds"] > 0
+    assert js["backoffLimit"] >= 0 and js["ttlSecondsAfterFinished"] >= 0
+    for group, pod in pods(job):
+        assert pod["containers"]
+        assert "resources" not in group  # not with num-gpus in rayStartParams
+        assert "redis-password" not in group["rayStartParams"]
+        assert not {"RAY_REDIS_ADDRESS", "REDIS_PASSWORD"} & {e["name"] for e in pod["containers"][0]["env"]}
+    for group in js["rayClusterSpec"]["workerGroupSpecs"]:
+        assert 0 <= group["minReplicas"] <= group["maxReplicas"]

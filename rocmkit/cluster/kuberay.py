@@ -37,6 +37,8 @@ DEVICE_ID_LABEL = "amd.com/gpu.device-id"
 # KubeRay refuses longer RayJob names (utils.MaxRayJobNameLength: its RayCluster's name gets a suffix).
 MAX_NAME = 47
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # a DNS-1123 label, as Kubernetes names objects
+# KubeRay asks more of a RayJob's name: a DNS-1035 label, which starts with a letter (utils.ValidateRayJobMetadata).
+JOB_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # An extended resource: a domain, "/", then a name (Kubernetes' qualified name).
 RESOURCE_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
@@ -101,9 +103,9 @@ def validate(spec: KubeRaySpec) -> KubeRaySpec:
         raise UsageError(f"--arch {spec.arch}: not an AMD GPU arch with known PCI ids",
                          hint="gfx942 (MI300X, MI325X) or gfx950 (MI350X, MI355X)")
     spec = replace(spec, arch=arch.name)
-    if len(spec.job_name) > MAX_NAME or not NAME_RE.match(spec.job_name):
-        raise UsageError(f"--job-name {spec.job_name!r}: lower-case letters, digits and -, at most {MAX_NAME} "
-                         "characters (KubeRay's limit for a RayJob)")
+    if len(spec.job_name) > MAX_NAME or not JOB_NAME_RE.match(spec.job_name):
+        raise UsageError(f"--job-name {spec.job_name!r}: a letter, then lower-case letters, digits and -, at most "
+                         f"{MAX_NAME} characters (KubeRay's rules for a RayJob's name)")
     if spec.namespace is not None and (len(spec.namespace) > 63 or not NAME_RE.match(spec.namespace)):
         raise UsageError(f"--namespace {spec.namespace!r}: a DNS label (lower-case letters, digits, -)")
     if spec.service_account is not None and (len(spec.service_account) > 63 or
