@@ -78,3 +78,14 @@ def test_pod_mode_is_for_this_host_only(tmp_path, extra):
         (tmp_path / name).write_text("{}")
     r = CliRunner().invoke(cli, ["doctor", "--pod-gpus", "2", *[str(tmp_path / e) if e in "ab" else e for e in extra]])
     assert r.exit_code == 2 and "--pod-gpus and --report" in r.output
+
+
+def test_two_pods_reports_compare(tmp_path):
+    """The preflight's --report documents are doctor runs: `doctor --compare` names what one pod lacks."""
+    reports = []
+    for name, allocated in (("a", 4), ("b", 3)):
+        root = write_tree(tmp_path / name, HostSpec(container=True, missing_render=tuple(range(allocated, 8))))
+        reports.append(tmp_path / f"{name}.json")
+        doctor(root, "--pod-gpus", "4", "--only", "pod", "--report", str(reports[-1]))
+    r = CliRunner().invoke(cli, ["doctor", "--compare", *map(str, reports)])
+    assert r.exit_code == 1 and "pod.gpus (pass → fail)" in r.output
