@@ -35,7 +35,7 @@ def test_every_check_is_documented():
 def test_checks_produce_only_the_ids_they_declare(tmp_path, name, arch):
     facts = collect(str(write_tree(tmp_path / name, SPECS[name])))
     for check in all_checks():
-        for f in check(facts, Context(arch=arch)):
+        for f in [*check(facts, Context(arch=arch)), *check(facts, Context(arch=arch, pod_gpus=4))]:
             assert declared(check, f.id), f"{check.__name__} produced {f.id}, declares {check.ids}"
 
 
@@ -45,4 +45,4 @@ def test_id_prefixes_come_from_the_declarations():
     from rocmkit.host.doctor import id_prefixes
 
     assert id_prefixes() == {"gpu", "rocm", "kernel", "numa", "container", "env", "software", "probe", "doctor",
-                             "baseline", "image", "rdma", "nic", "pcie"}
+                             "baseline", "image", "rdma", "nic", "pcie", "pod"}

@@ -28,6 +28,7 @@ COMMANDS = {
     "certify": "rocmkit.cli.certify:certify",
     "run": "rocmkit.cli.run:run",
     "slurm": "rocmkit.cli.slurm:slurm",
+    "kuberay": "rocmkit.cli.kuberay:kuberay",
     "matrix": "rocmkit.cli.matrix:matrix",
     "outdated": "rocmkit.cli.outdated:outdated",
     "diff": "rocmkit.cli.diff:diff",

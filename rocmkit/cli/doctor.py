@@ -68,10 +68,18 @@ from .common import InputFile, json_option
 @click.option("--stall-out", "stall_out", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="With --stalled: a new folder for the full stacks and the report (default: "
                    "rocmkit-stall-HOST-TIME in the current folder).")
+@click.option("--pod-gpus", "pod_gpus", type=click.IntRange(min=1), default=None, metavar="N",
+              help="In a Kubernetes pod that requested N GPUs (or partitions) of AMD's device plugin: check that it "
+                   "can open exactly N (render nodes present and openable; sysfs lists all of the host's GPUs, and "
+                   "their absent render nodes are not failures). The preflight init container of `rocmkit kuberay`.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also write this run's JSON document to FILE, whatever it found (the preflight leaves it where "
+                   "the pod's other containers and `kubectl cp` can read it).")
 @fleet_options
 @click.pass_context
 def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, timeout_s, code_objects, save_baseline,
-           force, baseline_file, compare_files, tolerance, multi_node, stalled, stall_out) -> None:
+           force, baseline_file, compare_files, tolerance, multi_node, stalled, stall_out, pod_gpus,
+           report_file) -> None:
     """Check a ROCm host or container and say what to fix.
 
     Level 1 reads sysfs, procfs, /dev and the environment: amdgpu driver, /dev/kfd and render-node
@@ -89,6 +97,9 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
     from ..host import doctor as host_doctor
     from ..host.report import table
 
+    if (pod_gpus or report_file) and (compare_files or image or stalled or fleet_cli.wanted(ctx)):
+        raise UsageError("--pod-gpus and --report belong to a check of this host or pod", hint="leave out --compare, "
+                         "--image, --stalled and --fleet")
     if fleet_cli.wanted(ctx):  # --fleet / --nodes: the doctor on every node of a Slurm allocation (rocmkit/fleet)
         ctx.exit(fleet_cli.run(ctx, level=level, as_json=as_json, strict=strict, arch=arch, only=only, image=image,
                                baseline_file=baseline_file, tolerance=tolerance, code_objects=code_objects,
@@ -101,6 +112,10 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
         from ..fileio import check_writable
 
         check_writable(save_baseline, what="--save-baseline")
+    if report_file:
+        from ..fileio import check_writable
+
+        check_writable(report_file, what="--report")
     if stalled:
         from .stalled import stalled_report
 
@@ -126,8 +141,12 @@ def doctor(ctx, level, as_json, strict, root, arch, only, capture_dir, image, ti
             archs.parse_targets(arch)  # an unknown --arch is a usage error, before anything is read or written
         out = host_doctor.run(level=level, strict=strict, root=root, arch=arch, only=only, capture_dir=capture_dir,
                               code_objects=code_objects, save_baseline=save_baseline, baseline_file=baseline_file,
-                              tolerance=tolerance, multi_node=multi_node, as_json=as_json, force=force,
-                              say=lambda message: click.echo(message, err=True))
+                              tolerance=tolerance, multi_node=multi_node, as_json=as_json or bool(report_file),
+                              force=force, say=lambda message: click.echo(message, err=True), pod_gpus=pod_gpus)
+        if report_file:
+            from ..fileio import write_atomic
+
+            write_atomic(report_file, dumps(out.doc), what="--report")
     if as_json:
         click.echo(dumps(out.doc), nl=False)
     else:

@@ -165,7 +165,14 @@ def environment(spec: SlurmSpec) -> list[tuple[str, str, str]]:
     if spec.gpus_per_node:
         env.append(("HIP_VISIBLE_DEVICES", ",".join(str(i) for i in range(spec.gpus_per_node)),
                     "Ray >= 2.45 raises when ROCR_VISIBLE_DEVICES (which Slurm exports) is set without it"))
-    env.append((spec.noset_var, "1", f"Ray {spec.ray_version} must not narrow each actor's GPUs: verl assigns them"))
+    return env + ray_amd_environment(spec.noset_var, spec.ray_version, spec.ib_hcas, spec.extra_env)
+
+
+def ray_amd_environment(noset_var: str, ray_version: str | None, ib_hcas: tuple[str, ...],
+                        extra_env: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(name, value, why) of Ray and RCCL on AMD GPUs, whatever starts the nodes (Slurm here, KubeRay's pods in
+    cluster/kuberay.py), so the two cannot drift apart."""
+    env = [(noset_var, "1", f"Ray {ray_version} must not narrow each actor's GPUs: verl assigns them")]
     env += [
         ("HSA_NO_SCRATCH_RECLAIM", "1",
          "RCCL on ROCm 7.1+ fails ncclCommInitRank without it (vllm-project/vllm#32497)"),
@@ -174,13 +181,13 @@ def environment(spec: SlurmSpec) -> list[tuple[str, str, str]]:
         ("GPU_MAX_HW_QUEUES", "2", "with TORCH_NCCL_HIGH_PRIORITY, per AMD's multi-node FSDP advice"),
         ("TOKENIZERS_PARALLELISM", "false", "tokenizer threads deadlock after fork in Ray workers"),
     ]
-    if spec.ib_hcas:
+    if ib_hcas:
         env += [
-            ("NCCL_IB_HCA", ",".join(spec.ib_hcas), "the InfiniBand/RoCE adapters RCCL may use"),
+            ("NCCL_IB_HCA", ",".join(ib_hcas), "the InfiniBand/RoCE adapters RCCL may use"),
             ("NCCL_IB_GID_INDEX", "3", "RoCE v2 GID (as verl's AMD multi-node recipe)"),
             ("NCCL_CROSS_NIC", "0", "keep each ring on one NIC (as verl's AMD multi-node recipe)"),
         ]
-    env += [(k, v, "given with --env") for k, v in sorted(spec.extra_env.items())]
+    env += [(k, v, "given with --env") for k, v in sorted(extra_env.items())]
     return env
 
 

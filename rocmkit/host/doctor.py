@@ -47,7 +47,7 @@ def id_prefixes() -> frozenset[str]:
 
 def run(*, level: int, strict: bool, root: str | None, arch: str | None, only: str | None, capture_dir: str | None,
         code_objects: bool, save_baseline: str | None, baseline_file: str | None, tolerance: float, multi_node: bool,
-        as_json: bool, say: Say, force: bool = False) -> Outcome:
+        as_json: bool, say: Say, force: bool = False, pod_gpus: int | None = None) -> Outcome:
     """Level 1 (and 2) over this host, or level 1 over a captured tree (root)."""
     only_ids = parse_only(only, level=level, baseline_file=bool(baseline_file))  # before anything is read
     if root is not None:
@@ -62,7 +62,7 @@ def run(*, level: int, strict: bool, root: str | None, arch: str | None, only: s
         from .facts.image_audit_facts import audit_environment
 
         facts.process.update(audit_environment())
-    findings = run_checks(facts, Context(arch=targets, multi_node=multi_node))
+    findings = run_checks(facts, Context(arch=targets, multi_node=multi_node, pod_gpus=pod_gpus))
     if only_ids:
         findings = [f for f in findings if selected(f, only_ids)]
     if capture_dir:

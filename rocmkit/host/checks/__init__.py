@@ -23,6 +23,7 @@ class Context(NamedTuple):
 
     arch: str | None = None  # --arch, or the targets of the image's manifest
     multi_node: bool = False  # --multi-node: the RDMA preflight runs
+    pod_gpus: int | None = None  # --pod-gpus: in a Kubernetes pod that requested this many GPUs (checks/pod.py)
 
     @property
     def cpu(self) -> bool:

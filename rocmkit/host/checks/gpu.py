@@ -169,6 +169,10 @@ def check_render(f: Facts, ctx: Context):
         yield finding("gpu.render", "gpu", Status.FAIL, f"{len(denied)} render node(s) cannot be opened: {denied[:4]}",
                       fix="add the user to the `render` group (`sudo usermod -aG render $USER`); in Docker pass "
                           "`--group-add <gid of the node>`", ref=PREREQ_DOC, **evidence)
+    elif missing and ctx.pod_gpus is not None:
+        # in a pod, sysfs lists the host's GPUs and the device plugin mounts only the pod's: pod.gpus judges them
+        yield finding("gpu.render", "gpu", Status.PASS, f"{ok} render node(s) accessible; {len(missing)} of GPUs "
+                      "not allocated to this pod are absent (not broken)", **evidence)
     elif missing:
         yield finding("gpu.render", "gpu", Status.FAIL if f.live else Status.WARN,
                       f"{len(missing)} render node(s) of readable GPUs are missing: {missing[:4]}",
