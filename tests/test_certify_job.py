@@ -107,14 +107,16 @@ def test_the_scripts_exports_reach_the_run_under_certifys_own(tmp_path):
     assert (env["VLLM_USE_V1"], env["NCCL_DEBUG"], env["RAY_DEDUP_LOGS"]) == ("1", "WARN", "0")  # the script's
     assert (env["HF_HUB_OFFLINE"], env["PYTORCH_CUDA_ALLOC_CONF"], env["TORCH_NCCL_TRACE_BUFFER_SIZE"]) == (
         "1", "expandable_segments:True", "2000")  # certify's own win
-    assert env["VERL_USE_EXTERNAL_MODULES"] == "my_plugin,rocmkit.stall.frdump"
+    assert env["VERL_USE_EXTERNAL_MODULES"] == ("my_plugin,rocmkit.certify.intarget.verl_sync_witness,"
+                                                "rocmkit.stall.frdump")
     job = engines.get("verl").settings_fields(s)["job"]
     assert job["env"] == {"VLLM_USE_V1": "1", "NCCL_DEBUG": "WARN", "RAY_DEDUP_LOGS": "0"}  # as the script set them
     changed = {c["name"]: (c["script"], c["run"]) for c in job["env_overridden"]}
     assert changed == {"HF_HUB_OFFLINE": ("0", "1"),
                        "PYTORCH_CUDA_ALLOC_CONF": ("expandable_segments:False", "expandable_segments:True"),
                        "TORCH_NCCL_TRACE_BUFFER_SIZE": ("0", "2000"),
-                       "VERL_USE_EXTERNAL_MODULES": ("my_plugin", "my_plugin,rocmkit.stall.frdump")}
+                       "VERL_USE_EXTERNAL_MODULES": ("my_plugin", "my_plugin,rocmkit.certify.intarget.verl_sync_witness,"
+                                                                   "rocmkit.stall.frdump")}
     assert all(c["why"] for c in job["env_overridden"]) and "offline" in job["env_overridden"][0]["why"]
     assert engines.get("verl").run_record(s, {}, None, ws)["job"] == job  # the certificate's engine_run says the same
     said = job_mod.lines(job)

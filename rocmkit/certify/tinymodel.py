@@ -97,10 +97,19 @@ def _tokens(seed: int, vocab: int) -> int:
     return _tokenizer(seed, vocab).get_vocab_size()
 
 
-def config(size: str = "tiny", seed: int = 0, vocab: int = 512) -> dict:
+# Certificates made before the built-in model had one row per token (those without a `numerics` section) trained
+# a model whose rows were padded to this multiple: rocmkit tune reads their shape as it was.
+OLD_ROWS_MULTIPLE = 128
+
+
+def config(size: str = "tiny", seed: int = 0, vocab: int = 512, padded: bool = False) -> dict:
     """The architecture fields of the config.json that build() writes, without torch or transformers (what
-    `rocmkit tune`'s memory model reads for a certificate of the built-in model)."""
-    return _architecture(size, _tokens(seed, vocab))
+    `rocmkit tune`'s memory model reads for a certificate of the built-in model); `padded`: as the model was
+    before it had one row per token."""
+    fields = _architecture(size, _tokens(seed, vocab))
+    if padded:
+        fields["vocab_size"] = -(-fields["vocab_size"] // OLD_ROWS_MULTIPLE) * OLD_ROWS_MULTIPLE
+    return fields
 
 
 def _save_tokenizer(out_dir: Path, seed: int, vocab: int, max_length: int = 2048,

@@ -163,15 +163,16 @@ def lora_rank(o: dict[str, str]) -> int:
     return rank
 
 
-def model_spec(name: str) -> ModelSpec:
+def model_spec(name: str, padded: bool = False) -> ModelSpec:
     """The certified model: the built-in one as certify generates it (its vocabulary comes from training its
-    tokenizer), or a path or name `rocmkit tune --model` takes."""
+    tokenizer; `padded`: its rows as a certificate from before one row per token had them), or a path or name
+    `rocmkit tune --model` takes."""
     if name.startswith(BUILTIN):
         from ..certify import tinymodel
 
         size = name.removeprefix(BUILTIN)
         try:
-            config = tinymodel.config(size)  # certify always builds it with seed 0
+            config = tinymodel.config(size, padded=padded)  # certify always builds it with seed 0
         except ValueError as exc:
             raise NotComparable(f"model {name!r}: {exc}") from None
         except ImportError as exc:
@@ -183,7 +184,7 @@ def model_spec(name: str) -> ModelSpec:
         raise NotComparable(str(exc)) from None
 
 
-def _job_model(settings: dict) -> ModelSpec:
+def _job_model(settings: dict, padded: bool = False) -> ModelSpec:
     """The certified model; a job's random-weight stand-in by the config.json it was built from."""
     job = settings.get("job") or {}
     if job.get("model_config"):
@@ -191,7 +192,7 @@ def _job_model(settings: dict) -> ModelSpec:
             return from_config(job["model_config"], str(job.get("model_path")), str(job.get("model_source")))
         except UsageError as exc:
             raise NotComparable(str(exc)) from None
-    return model_spec(str(settings.get("model")))
+    return model_spec(str(settings.get("model")), padded=padded)
 
 
 def _megatron(o: dict[str, str], gpus: int) -> dict:
@@ -246,7 +247,8 @@ def shape(doc: dict) -> Shape:
     seq = _int(o, "data.max_prompt_length") + _int(o, "data.max_response_length")
     gpus = _int(o, "trainer.n_gpus_per_node") * _int(o, "trainer.nnodes")
     common = dict(
-        model=_job_model(settings), model_name=str(settings.get("model")), gpus=gpus,
+        # a certificate without `numerics` comes from before the built-in model had one row per token
+        model=_job_model(settings, padded="numerics" not in doc), model_name=str(settings.get("model")), gpus=gpus,
         rollout_tp=_int(o, "actor_rollout_ref.rollout.tensor_model_parallel_size"), micro_batch=micro,
         tokens=_int(o, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu") if dynamic else micro * seq,
         bucket_bytes=_int(o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20,
