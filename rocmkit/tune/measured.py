@@ -167,7 +167,7 @@ def model_spec(name: str) -> ModelSpec:
     """The certified model: the built-in one as certify generates it (its vocabulary comes from training its
     tokenizer), or a path or name `rocmkit tune --model` takes."""
     if name.startswith(BUILTIN):
-        from ..certify import tinymodel
+        from .. import tinymodel
 
         size = name.removeprefix(BUILTIN)
         try:
@@ -176,7 +176,7 @@ def model_spec(name: str) -> ModelSpec:
             raise NotComparable(f"model {name!r}: {exc}") from None
         except ImportError as exc:
             raise NotComparable(f"the built-in model's vocabulary needs the tokenizers package ({exc})") from None
-        return from_config(config, name, "rocmkit/certify/tinymodel.py")
+        return from_config(config, name, "rocmkit/tinymodel.py")
     try:
         return lookup(name)
     except UsageError as exc:
