@@ -16,3 +16,15 @@ def test_certify_help_text_is_unchanged():
     result = CliRunner().invoke(cli, ["certify", "--help"], terminal_width=100, prog_name="rocmkit")
     assert result.exit_code == 0, result.output
     assert result.output == SNAPSHOT.read_text()
+
+
+def test_each_engine_declares_its_own_flags_and_the_command_only_the_shared_ones():
+    import re
+
+    from rocmkit.certify import engines
+
+    source = (Path(__file__).parent.parent / "rocmkit" / "cli" / "certify.py").read_text()
+    declared_here = set(re.findall(r'click\.option\("(--[a-z-]+)"', source))
+    by_engine = {o.decls[0]: name for name, e in engines.registry().items() for o in e.cli_options()}
+    assert by_engine and not declared_here & set(by_engine)
+    assert {"--miles-dir": "miles", "--zero": "trl", "--script": "verl"}.items() <= by_engine.items()

@@ -45,6 +45,16 @@ class ClusterJob:
         raise NotImplementedError
 
 
+@dataclass(frozen=True, eq=False)
+class CliOption:
+    """One of an engine's `rocmkit certify` flags: click.option's arguments, and `after`, the shared flag --help
+    lists it after (rocmkit/cli/certify.py collects every engine's flags from the registry, as pytest collects its
+    plugins' pytest_addoption; among several engines' flags after one shared flag, their `cli_rank` orders them)."""
+    after: str
+    decls: tuple[str, ...]
+    attrs: dict
+
+
 def rocmkit_requirement(extra: str) -> str:
     """What pip installs rocmkit with an extra from: this rocmkit's own source folder where it runs from one (a
     clone, an editable install; rocmkit is not on the package index), else the name for a local index."""
@@ -67,6 +77,17 @@ class CertifyEngine:
     command_name = "the training command"  # what the certificate calls the command certify ran, when it died
 
     # ---- options ----
+
+    cli_rank = 9  # where this engine's flags stand in `certify --help` among other engines' after one shared flag
+
+    def cli_options(self) -> list[CliOption]:
+        """This engine's own `rocmkit certify` flags (cli/certify.py declares only the shared ones)."""
+        return []
+
+    def cli_settings(self, values: dict, ctx) -> dict:
+        """Settings fields from this engine's flags. `values` holds every flag's click value by parameter name
+        (ctx, click's context, says which were given); what this returns goes over the shared flags' fields."""
+        return {}
 
     def check(self, s: Settings) -> None:
         """This engine's options in combination with the rest (UsageError). The generic checks ran before."""

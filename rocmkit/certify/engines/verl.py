@@ -62,6 +62,18 @@ class Verl(BuiltinTask):
 
     # ---- options ----
 
+    cli_rank = 0  # verl's flags first in --help, before TRL's: the run's shape (rollout, actor) comes first
+
+    def cli_options(self):
+        from . import verl_cli
+
+        return [*verl_cli.run_options(), *verl_cli.job_options()]
+
+    def cli_settings(self, values: dict, ctx) -> dict:
+        from . import verl_cli
+
+        return verl_cli.settings(values, ctx, self.name)
+
     def check(self, s: Settings) -> None:
         if s.on_cpu and s.rollout is not Rollout.VLLM:
             raise UsageError("--gpus 0 with the verl engine runs vLLM's CPU build; SGLang has no CPU rollout in verl",
