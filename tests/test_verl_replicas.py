@@ -9,7 +9,8 @@ import gzip
 import re
 from pathlib import Path
 
-from rocmkit.certify.watchdog import Watch, source
+from rocmkit.certify.loglines import source
+from rocmkit.certify.watchdog import Watch
 from rocmkit.certify.engines import verl_report as report
 from rocmkit.verl import overrides
 
