@@ -13,7 +13,6 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, field, replace
-from importlib import resources
 
 from .. import raycompat
 from ..certify import engines
@@ -185,17 +184,13 @@ def environment(spec: SlurmSpec) -> list[tuple[str, str, str]]:
 
 
 def render(spec: SlurmSpec) -> str:
-    import jinja2
-
     from ..runtime.container import rocm_device_args
+    from ..templating import environment as jinja_environment
 
     spec = validate(spec)
     if spec.ray_version is None:
         raise ValueError("render needs the spec's Ray version")  # a caller's bug: the CLI always looks it up
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files("rocmkit.templates"))),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             keep_trailing_newline=True, autoescape=False,
-                             comment_start_string="<#", comment_end_string="#>")  # bash has ${#ARRAY[@]}
+    env = jinja_environment(comment_start_string="<#", comment_end_string="#>")  # bash has ${#ARRAY[@]}
     env.filters["q"] = lambda v: shlex.quote(str(v))
     env.filters["qjoin"] = lambda items: " ".join(shlex.quote(str(i)) for i in items)
     # The containers get the ROCm devices of `rocmkit run` (all of /dev/dri: Slurm's GRES decides which GPUs
