@@ -122,7 +122,8 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
             raise UsageError("--min-nodes says how many nodes the preflight may leave", hint="add --preflight")
         if not 1 <= spec.min_nodes <= spec.nodes:
             raise UsageError(f"--min-nodes {spec.min_nodes}: 1 to --nodes ({spec.nodes})")
-        if spec.engine != DEFAULT_ENGINE:
+        known = engines.cluster_engines().get(spec.engine)
+        if known is None or not known.cluster.main_ppo:
             raise UsageError(f"--min-nodes: the {spec.engine} engine's node count cannot follow the preflight",
                              hint=f"--engine {DEFAULT_ENGINE}, or leave --min-nodes out")
     if spec.join_timeout < 10:

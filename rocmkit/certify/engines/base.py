@@ -37,6 +37,9 @@ class ClusterJob:
     # are the head's address; empty: the driver runs on the head node as it is.
     submit: tuple[str, ...] = ()
     runtime_env: tuple[tuple[str, str], ...] = ()
+    # The driver is verl's main_ppo: `rocmkit slurm` has verl check its overrides, and its node count can follow
+    # the fleet preflight (--min-nodes). Asked of the job, so the cluster code compares no engine names.
+    main_ppo: bool = False
 
     def check_argument(self, arg: str) -> None:
         """A user argument, refused with the reason (UsageError); the engine's own syntax rules."""

@@ -58,7 +58,7 @@ class Verl(BuiltinTask):
     extra = "verl"
     first_phase = "starting Ray"
     command_name = "verl's driver (main_ppo)"
-    cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"))
+    cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"), main_ppo=True)
 
     # ---- options ----
 
