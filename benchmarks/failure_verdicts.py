@@ -140,7 +140,7 @@ def capture_holder(pid: int, dest: Path) -> None:
 
 def cut_weights(python: str, folder: Path) -> Path:
     """The built-in tiny model with its safetensors file cut to half its size."""
-    subprocess.run([python, "-c", "import sys; from pathlib import Path; from rocmkit.certify import tinymodel; "
+    subprocess.run([python, "-c", "import sys; from pathlib import Path; from rocmkit import tinymodel; "
                     "tinymodel.build(Path(sys.argv[1]), size='tiny', seed=0)", str(folder)], check=True)
     for f in folder.glob("*.safetensors"):
         data = f.read_bytes()

@@ -21,7 +21,8 @@ from provisioned import provisioned
 from test_certify_runs import need
 from test_certify_stall import TAG, _leftovers, _trainer
 
-from rocmkit.certify import busy, cause, inputs, tinymodel
+from rocmkit import tinymodel
+from rocmkit.certify import busy, cause, inputs
 from rocmkit.certify.processes import Processes
 from rocmkit.host.facts import gpu_holders
 from rocmkit.certify.judge import RunStatus

@@ -75,6 +75,14 @@ def test_no_engine_name_is_compared_outside_the_engines():
     assert found == []
 
 
+def test_no_default_engine_is_compared_outside_the_engines():
+    # `spec.engine != DEFAULT_ENGINE` names an engine as surely as a string does: ask the engine's job instead
+    found = [f"{path.relative_to(REPO)}:{node.lineno}" for path in sorted((REPO / "rocmkit").rglob("*.py"))
+             if ENGINES_DIR not in path.parents for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Compare) and "DEFAULT_ENGINE" in ast.unparse(node)]
+    assert found == []
+
+
 def test_the_comparison_finder_finds_what_it_must(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def f(spec, s, k):\n    a = spec.engine == 'miles'\n    b = s.engine is EngineKind.VERL\n"

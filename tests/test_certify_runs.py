@@ -34,7 +34,7 @@ def certify(*args, timeout=900):
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     need("trl")
-    from rocmkit.certify import tinymodel
+    from rocmkit import tinymodel
 
     return tinymodel.build(tmp_path_factory.mktemp("model") / "tiny")
 

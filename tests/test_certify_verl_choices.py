@@ -14,7 +14,7 @@ import pytest
 
 from rocmkit.verl import attention
 from rocmkit.verl import sleep_pool
-from rocmkit.verl import report as verl_report
+from rocmkit.certify.engines import verl_report
 from rocmkit.certify.settings import Backend, Settings
 from rocmkit.certify.validate import validate as check
 from rocmkit.verl import smoke_cuts

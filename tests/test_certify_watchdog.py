@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit.certify import watchdog
+from rocmkit.certify import loglines, watchdog
 from rocmkit.certify.certificate import meaningful_mfu
 from rocmkit.certify.watchdog import Watch
 
@@ -195,7 +195,7 @@ def test_rays_disk_full_line_on_a_timer_does_not_hide_a_frozen_run():
         step = f.readline().rstrip("\n")
     lines.insert(0, (lines[0][0], step))  # the step line carries no time of its own: that of the next line
     raylet = [line for _, line in lines if "% full, available space: " in line]
-    assert len(raylet) >= 3 and len({watchdog._STAMP_RE.sub("", watchdog.short(x)) for x in raylet}) >= 2
+    assert len(raylet) >= 3 and len({loglines.STAMP_RE.sub("", loglines.short(x)) for x in raylet}) >= 2
     last_news = max(at for at, line in lines if line not in raylet)
     clock = Clock()
     w = Watch(40, stall_s=30, clock=clock)

@@ -53,7 +53,7 @@ def test_vllm_cpu_keeps_loadable_weights_and_two_real_syncs_load_them(tmp_path):
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")
     model = tmp_path / "tiny"
-    subprocess.run([python, "-c", "import sys; from pathlib import Path; from rocmkit.certify import tinymodel; "
+    subprocess.run([python, "-c", "import sys; from pathlib import Path; from rocmkit import tinymodel; "
                     "tinymodel.build(Path(sys.argv[1]))", str(model)], check=True, capture_output=True, timeout=300)
     doc = run("vllm", str(model))
     assert doc["after_start"]["numel"] > 0 and doc["after_start"]["loadable"]

@@ -1,6 +1,8 @@
 """The house rules of the package's layout, read from the source: no import cycles (an import inside a
 function counts: it is the same dependency, only later), no module over 450 lines, a host package that is not
-one flat room, nothing below the CLI that climbs back into it, and no test generator shipped."""
+one flat room, nothing below the CLI that climbs back into it, no two packages importing each other (issue 72:
+each package stands on floors below it, so a package can be read, tested and moved without the ones above it),
+and no test generator shipped."""
 
 from __future__ import annotations
 
@@ -110,6 +112,40 @@ def test_no_import_cycles():
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: rocmkit's direct subpackage, or a top-level module on its own
+    (`rocmkit.certify.engines.verl` -> `rocmkit.certify`, `rocmkit.archs` -> `rocmkit.archs`)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    packages: dict[str, set[str]] = {package_of(m): set() for m in graph}
+    for mod, targets in graph.items():
+        packages[package_of(mod)] |= {package_of(t) for t in targets} - {package_of(mod)}
+    return packages
+
+
+def back_edges(packages: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Pairs of packages that import each other: the floor each one stands on is the other."""
+    return sorted((a, b) for a, ts in packages.items() for b in ts if a < b and a in packages.get(b, ()))
+
+
+def test_no_two_packages_import_each_other():
+    # `rocmkit` itself (its __init__) is the house, not a floor: nothing counts as importing it back.
+    packages = {p: ts - {"rocmkit"} for p, ts in package_graph(import_graph()).items() if p != "rocmkit"}
+    assert back_edges(packages) == []
+    assert cycles(packages) == []
+
+
+def test_the_package_graph_finds_a_back_edge():
+    graph = {"rocmkit.a.x": {"rocmkit.b.y"}, "rocmkit.b.y": {"rocmkit.a.z"}, "rocmkit.a.z": set(),
+             "rocmkit.c": {"rocmkit.a.x"}}
+    packages = package_graph(graph)
+    assert packages == {"rocmkit.a": {"rocmkit.b"}, "rocmkit.b": {"rocmkit.a"}, "rocmkit.c": {"rocmkit.a"}}
+    assert back_edges(packages) == [("rocmkit.a", "rocmkit.b")]
+    assert cycles(packages) == [["rocmkit.a", "rocmkit.b"]]
 
 
 def test_no_module_is_over_the_limit():

@@ -215,7 +215,8 @@ def test_sbom_names_the_wheel_source_and_the_constraint_file():
 
 
 def test_lock_reports_wheels_as_pinned_and_outdated_checks_only_the_index_pin(monkeypatch):
-    from rocmkit.refs import lockrun, outdated
+    from rocmkit.image import outdated
+    from rocmkit.refs import lockrun
 
     stack = load_file(EXAMPLE)
     monkeypatch.setattr(lockrun, "_image", lambda ref, lock, resolved: lockrun.RefCheck(lockrun.OK, ref, ""))

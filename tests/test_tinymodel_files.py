@@ -1,4 +1,4 @@
-"""The built-in model's files (rocmkit/certify/tinymodel.py writes them without transformers, so certify's setup
+"""The built-in model's files (rocmkit/tinymodel.py writes them without transformers, so certify's setup
 imports none) load in transformers exactly as the files transformers' own `save_pretrained` writes: the same config,
 the same tokenizer behaviour and chat template, the same weight names, shapes, tying and initial values. Checked in
 each transformers CI provisions (the test venv's, TRL's and verl's CPU stacks'), by tests/tinymodel_oracle.py."""

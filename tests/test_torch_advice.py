@@ -1,5 +1,5 @@
 """certify on a host whose torch cannot see the GPUs asked for: the hint names the torch found and the command
-that installs the right one (rocmkit/certify/torch_advice.py, called from refusal.setup_problem).
+that installs the right one (rocmkit/host/torch_advice.py, called from refusal.setup_problem).
 
 The `devices` shapes are what setup.devices() reports: from a real certificate (CUDA torch on an H100), from
 this machine's own torch (a CPU build), and from setup.devices() run on a stand-in for ROCm's torch, which
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import treegen
-from rocmkit.certify import refusal, torch_advice
+from rocmkit.certify import refusal
+from rocmkit.host import torch_advice
 from rocmkit.certify.intarget import setup
 from rocmkit.certify.settings import Settings
 from rocmkit.certify.target import Target

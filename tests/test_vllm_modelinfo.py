@@ -94,7 +94,7 @@ def test_a_setup_that_stops_early_leaves_no_inspection_running():
 
 
 def test_the_architecture_is_the_built_in_models_or_the_users(tmp_path):
-    from rocmkit.verl.target_steps import architecture
+    from rocmkit.certify.intarget.verl_steps import architecture
 
     assert architecture({"builtin_model": True}) == ARCH
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
@@ -108,7 +108,7 @@ def test_a_jobs_stand_in_is_inspected_as_its_own_class_not_the_built_in_models(t
     """A job whose model is not on the host gets random weights in its real shape, built later in the setup: the
     inspection beside the setup must warm that class (on the H200, a Qwen3-8B job's warmed Qwen2ForCausalLM)."""
     from rocmkit.certify.job import stand_in_config
-    from rocmkit.verl.target_steps import architecture
+    from rocmkit.certify.intarget.verl_steps import architecture
 
     config, _ = stand_in_config("run.sh", "/models/Qwen3-8B", None)
     cfg = {"builtin_model": True, "model_config": config, "model_dir": str(tmp_path / "model")}

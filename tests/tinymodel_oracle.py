@@ -1,5 +1,5 @@
 """Writes the built-in model twice, for tests/test_tinymodel_files.py, in a Python that has transformers: with
-rocmkit's writer (rocmkit/certify/tinymodel.py, no transformers) and the way transformers itself saves a model
+rocmkit's writer (rocmkit/tinymodel.py, no transformers) and the way transformers itself saves a model
 and tokenizer (`save_pretrained`, what rocmkit did before), then loads both with transformers' Auto classes and
 prints one JSON document of what each loads as: the config, the tokenizer's behaviour on sample text and the chat
 template, and the weights' names, shapes and initial values.
@@ -18,7 +18,7 @@ import transformers
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedTokenizerFast,
                           Qwen2Config, Qwen2ForCausalLM)
 
-from rocmkit.certify import tinymodel
+from rocmkit import tinymodel
 
 
 def with_transformers(out: Path, size: str, seed: int = 0, vocab: int = 512) -> None:

@@ -26,9 +26,9 @@ import signal as signals
 
 from . import signatures
 from .judge import RunStatus
+from .loglines import ANSI_RE, SOURCE_RE, short
 from .logscan import NESTED_RE, TRACEBACK, TRACEBACK_SPAN, Event, scan, source_pid
 from .processes import UNNAMED
-from .watchdog import _ANSI_RE, _SOURCE_RE, short
 
 EVIDENCE_LINES = 8  # the most lines of evidence a cause keeps
 EVIDENCE_CHARS = 1000  # of each: Ray's death message runs to 900
@@ -63,7 +63,7 @@ def _process(processes, pid: int | None, lines: list[str] = ()) -> dict | None:
         return found
     actor = None
     for text in lines:
-        m = _SOURCE_RE.match(text)
+        m = SOURCE_RE.match(text)
         if m and m.group(1) and int(m.group(2)) == pid:
             actor = m.group(1)
             break
@@ -311,7 +311,7 @@ def _from_event(root: Event, lines: list[str], processes, events: list[Event], a
     if sig is not None and sig.id == "ray.worker_died":
         pid = _ray_pid(lines, root)
         proc = _process(processes, pid, lines)
-        text = _ANSI_RE.sub("", root.text)
+        text = ANSI_RE.sub("", root.text)
         if ABRUPT_RE.search(text):
             caught = _faulthandler_signal(events, pid)
             ended = ({"signal": caught, "by": "Python's faulthandler report"} if caught else

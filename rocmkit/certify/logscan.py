@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass
 
 from . import signatures
-from .watchdog import _ANSI_RE, _SOURCE_RE, FATAL, short
+from .loglines import ANSI_RE, SOURCE_RE, short
+from .signatures import FATAL
 
 NESTED_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((\w+) pid=(\d+)[^)]*\)(?:\x1b\[[0-9;]*m)* \((\w+) pid=(\d+)\)")
 TRACEBACK = "Traceback (most recent call last)"
@@ -33,12 +34,12 @@ class Event:
 
 def _indented(line: str) -> str:
     """A line without Ray's "(Actor pid=N) " prefix, its indent kept (short() strips both)."""
-    return _SOURCE_RE.sub("", _ANSI_RE.sub("", line)).removeprefix(" ")
+    return SOURCE_RE.sub("", ANSI_RE.sub("", line)).removeprefix(" ")
 
 
 def source_pid(line: str) -> int | None:
     """A line's pid: Ray's prefix's, or the one nested in it: "(vLLMHttpServer pid=1) (EngineCore pid=2) ..."."""
-    m = NESTED_RE.match(line) or _SOURCE_RE.match(line)
+    m = NESTED_RE.match(line) or SOURCE_RE.match(line)
     return int(m.group(m.lastindex)) if m else None
 
 

@@ -44,7 +44,7 @@ def setup_problem(s: Settings, target: Target, returncode: int | None, report: d
         return f"{where} lacks {missing}", hint
     dev = report.get("devices")
     if dev and s.gpus > dev["visible"]:
-        from . import torch_advice
+        from ..host import torch_advice
 
         built = f"HIP {dev['hip']}" if dev.get("hip") else (f"CUDA {dev['cuda']}" if dev.get("cuda") else "the CPU only")
         env = ", ".join(f"{k}={v!r}" for k, v in dev.get("visible_env", {}).items())

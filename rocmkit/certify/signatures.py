@@ -326,6 +326,37 @@ SIGNATURES: tuple[Signature, ...] = (
 )
 
 
+# ---- the fatal lines ----
+# The watchdog's stop rule (watchdog.py) asks a coarser question than the signatures above: not what happened and
+# what to do, but whether a line is one only a dead run prints. Both lists describe how runs fail, so they live in
+# this one catalogue.
+# Fatal lines, each with a stable id. A Python traceback alone is not one (Ray and vLLM log handled ones); the
+# exception line a dead process ends with is.
+FATAL = tuple((name, re.compile(rx)) for name, rx in (
+    ("vllm.worker_failed", r"Worker failed with error|EngineDeadError|EngineCore encountered a fatal error"
+                           r"|Engine core initialization failed"),
+    ("ray.task_error", r"\bRayTaskError\b|\bRayActorError\b|ActorDiedError|The actor died|"
+                       r"actor died unexpectedly|Worker exit type: (?:SYSTEM_ERROR|INTENDED_SYSTEM_EXIT)"),
+    ("gpu.error", r"\b(?:CUDA|HIP|hip) error\b|\bhipError\w+|\bcudaError\w+|invalid device function|"
+                  r"torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory|HIP out of memory|NCCL error|RCCL error"),
+    ("process.crash", r"Fatal Python error|Segmentation fault|\bSIGSEGV\b|\bSIGBUS\b|core dumped"),
+    # Ray's autoscaler monitor, every 35 s, for a task or actor no node of the cluster can ever hold: certify's
+    # Ray is a local instance of fixed size, so the request never runs and the job waits for it forever
+    ("ray.infeasible", r"No available node types can fulfill resource request"),
+    # the last line of an unhandled exception's traceback (counted only after a traceback, see Watch.line); the
+    # builtins not named *Error: StopIteration is what vLLM's engine raised for verl's empty LoRA adapter
+    ("python.exception", r"(?:^|[\])] )(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration)"
+                         r"(?::|$)"),
+))
+
+
+def fatal_pattern(line: str) -> str | None:
+    for name, rx in FATAL:
+        if rx.search(line):
+            return name
+    return None
+
+
 def match(line: str, extra: tuple[Signature, ...] = ()) -> Signature | None:
     """The first signature of `extra` + SIGNATURES found in `line` (wrappers included: the caller checks
     .wrapper), or None."""

@@ -21,7 +21,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import activity, metrics
+from .loglines import STAMP_RE, short, source
 from .processes import Processes
+from .signatures import FATAL, fatal_pattern  # noqa: F401  (the fatal lines live in the failure catalogue)
 
 # Why 600 s: the longest silence a healthy run showed was the engine start of verl on a GPU (five processes each
 # importing torch and vLLM, then vLLM's compile: about 60 s without a line, the benchmark records it as
@@ -34,25 +36,6 @@ STALL_S = 600
 ERROR_GRACE_S = 60
 RECENT_LINES = 200  # lines looked back over for a fatal line's traceback (vLLM's run to 60 and more)
 CONTEXT_LINES = 40  # the most lines of an error the certificate keeps: its traceback's end, then a few after
-
-# Fatal lines, each with a stable id. A Python traceback alone is not one (Ray and vLLM log handled ones); the
-# exception line a dead process ends with is.
-FATAL = tuple((name, re.compile(rx)) for name, rx in (
-    ("vllm.worker_failed", r"Worker failed with error|EngineDeadError|EngineCore encountered a fatal error"
-                           r"|Engine core initialization failed"),
-    ("ray.task_error", r"\bRayTaskError\b|\bRayActorError\b|ActorDiedError|The actor died|"
-                       r"actor died unexpectedly|Worker exit type: (?:SYSTEM_ERROR|INTENDED_SYSTEM_EXIT)"),
-    ("gpu.error", r"\b(?:CUDA|HIP|hip) error\b|\bhipError\w+|\bcudaError\w+|invalid device function|"
-                  r"torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory|HIP out of memory|NCCL error|RCCL error"),
-    ("process.crash", r"Fatal Python error|Segmentation fault|\bSIGSEGV\b|\bSIGBUS\b|core dumped"),
-    # Ray's autoscaler monitor, every 35 s, for a task or actor no node of the cluster can ever hold: certify's
-    # Ray is a local instance of fixed size, so the request never runs and the job waits for it forever
-    ("ray.infeasible", r"No available node types can fulfill resource request"),
-    # the last line of an unhandled exception's traceback (counted only after a traceback, see Watch.line); the
-    # builtins not named *Error: StopIteration is what vLLM's engine raised for verl's empty LoRA adapter
-    ("python.exception", r"(?:^|[\])] )(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration)"
-                         r"(?::|$)"),
-))
 
 # Lines a job prints on a timer while it waits: they say a process is alive, not that the run moves. Counted as
 # output they hid a real hang on two H100s (verl 0.9.1, vLLM 0.24.0, a rollout rank stopped in its forward pass):
@@ -69,9 +52,6 @@ FATAL = tuple((name, re.compile(rx)) for name, rx in (
 RAY_DISK_FULL = re.compile(r"file_system_monitor\.cc:\d+: (\S+) is over (\d+)% full, available space: ([\d.]+ ?\w+)")
 WAITING = re.compile(r"No available shared memory broadcast block found|\[Performance\] Total success requests"
                      r"|^Time range: last [\d.]+ minutes|^Per-operation statistics: |" + RAY_DISK_FULL.pattern)
-# the timestamps a repeated line differs by: Python logging's "2026-11-26 12:34:59,680", vLLM's "11-26 12:35:09",
-# and the time since the cluster started that Ray's autoscaler monitor puts first, "(autoscaler +1m21s)"
-_STAMP_RE = re.compile(r"(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?|\(autoscaler \+[\dhms]+\)")
 
 # What each line means for the phase: (pattern, kind, text). kind is one of START_UP, ROLLOUT, UPDATE, SYNC; the
 # text is what the terminal shows. Engines share the table: a line names its phase whichever engine prints it.
@@ -156,29 +136,7 @@ class Stop:
                 "working": [[pid, round(s, 1)] for pid, s in self.working]}
 
 
-def fatal_pattern(line: str) -> str | None:
-    for name, rx in FATAL:
-        if rx.search(line):
-            return name
-    return None
-
-
-_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Ray colours its prefixes
-# Ray prefixes a worker's line with its actor and pid, "(vLLMHttpServer pid=9553)": one per rollout replica
-_SOURCE_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((?:(\w+) )?pid=(\d+)(?:, ip=[\d.]+)?\)")
 REPLICA_EVENTS = 400  # the most events kept per source (a long run's sleeps and syncs, two a step)
-_PREFIX_RE = re.compile(r"^(?:\(\S+ pid=\d+\) |\S+ \d\d-\d\d [\d:]+ \[[^\]]+\] )+")
-
-
-def source(line: str) -> str:
-    """The Ray actor and pid a line came from ("vLLMHttpServer pid=9553"), or "driver"."""
-    m = _SOURCE_RE.match(line)
-    return (f"{m.group(1)} pid={m.group(2)}" if m.group(1) else f"pid={m.group(2)}") if m else "driver"
-
-
-def short(line: str, limit: int = 300) -> str:
-    """A log line without its Ray and vLLM prefixes ("(Worker pid=1) ERROR 11-24 12:59:50 [file.py:9] ")."""
-    return _PREFIX_RE.sub("", _ANSI_RE.sub("", line).strip())[:limit]
 
 
 def clock_text(seconds: float) -> str:
@@ -237,7 +195,7 @@ class Watch:
     def _waiting(self, text: str, who: str) -> bool:
         """A status line of a waiting process: a known waiting message, or what the process said last, again."""
         plain = short(text)
-        said = _STAMP_RE.sub("", plain)
+        said = STAMP_RE.sub("", plain)
         repeat = self._last_said.get(who) == said
         self._last_said[who] = said
         return repeat or WAITING.search(plain) is not None

@@ -7,19 +7,13 @@ from pathlib import Path
 import click
 
 from ..certify import engines
-from ..certify.engines.trl import ZERO_STAGES
-from ..certify.settings import SIZES, Backend, Rollout, Settings, VllmMode
+from ..certify.settings import SIZES, Settings
 from ..errors import UsageError
-from ..verl.attention import CHOICES as ATTN_CHOICES
 from ..output import dumps
 from ..certify.job import DEFAULT_STEPS as DEFAULT_JOB_STEPS
-from .common import InputFile, json_option, script_environment
+from .common import InputFile, json_option
 
 D = Settings()  # the defaults: one place (certify/settings.py), read by the options below
-
-
-def _values(enum) -> list[str]:
-    return [e.value for e in enum]
 
 
 @click.command()
@@ -29,8 +23,6 @@ def _values(enum) -> list[str]:
               help="trl: TRL's GRPOTrainer (CPU or one GPU); verl: verl's main_ppo with a vLLM/SGLang rollout "
                    "(GPUs, or the CPU with the verl-cpu stack); miles: Miles' own short e2e test "
                    "(tests/e2e/short/test_qwen2.5_0.5B_gsm8k_short.py) inside --image on --gpus 4 or 8 AMD GPUs.")
-@click.option("--miles-dir", default=D.miles_dir, show_default=True,
-              help="With --engine miles: the Miles checkout inside the image (its tests/ and train.py).")
 @click.option("--model", type=click.Path(file_okay=False), default=None,
               help="A local Hugging Face model folder. Default: a tiny Qwen2 model generated in the target.")
 @click.option("--data", type=InputFile(dir_okay=False), default=None,
@@ -52,40 +44,6 @@ def _values(enum) -> list[str]:
               help="Fail unless the reward rises (always required on the built-in task; reported otherwise).")
 @click.option("--size", type=click.Choice(SIZES), default=D.size, show_default=True,
               help="Size of the built-in model: tiny (1.3M parameters) or 0.5b (Qwen2.5-0.5B-shaped, random).")
-@click.option("--rollout", type=click.Choice(_values(Rollout)), default=D.rollout.value, show_default=True,
-              help="verl's rollout engine.")
-@click.option("--rollout-tp", type=int, default=D.rollout_tp, show_default=True,
-              help="With --engine verl: the rollout's tensor parallel size. verl fills the GPUs with replicas of this "
-                   "many GPUs each, so it must divide --gpus (checked before anything starts); the certificate's "
-                   "engine_run.layout records the replicas and the actor's data-parallel ranks.")
-@click.option("--backend", type=click.Choice(_values(Backend)), default=D.backend.value, show_default=True,
-              help="verl's actor: FSDP, or Megatron (model_engine=megatron with mbridge; GPUs only, and an image "
-                   "with megatron-core and mbridge).")
-@click.option("--tp", type=int, default=D.tp, show_default=True, help="With --backend megatron: tensor parallel size "
-              "of the actor and reference. verl refuses a TP x PP that does not divide --gpus.")
-@click.option("--pp", type=int, default=D.pp, show_default=True, help="With --backend megatron: pipeline parallel size.")
-@click.option("--attn", type=click.Choice(ATTN_CHOICES), default=D.attn, show_default=True,
-              help="With --engine verl: the attention verl's actor and reference load the model with. auto: "
-                   "flash_attention_2 where flash_attn imports in the target (and a GPU is used), otherwise sdpa; a "
-                   "named implementation the target cannot run stops the run (and --dry-run) before training, exit 3. "
-                   "The certificate records the choice and why.")
-@click.option("--rollout-graphs", is_flag=True,
-              help="With --engine verl on GPUs: let the rollout engine compile and capture its CUDA/HIP graphs "
-                   "(verl's default; --engine-defaults restores it too, with the other start-up cuts). Without it "
-                   "the smoke run rolls out eager, which starts faster; the certificate records whether graphs "
-                   "were captured.")
-@click.option("--engine-defaults", is_flag=True,
-              help="With --engine verl: run verl, vLLM and TransferQueue with their own defaults, none of the smoke "
-                   "run's start-up cuts (the actor's entropy compile, the eager rollout, vLLM's model worker in its "
-                   "engine process, one TransferQueue storage unit): certifies exactly what a production job starts, "
-                   "slower. Without it the certificate names each cut and the option that restores it.")
-@click.option("--vllm-mode", type=click.Choice(_values(VllmMode)), default=D.vllm_mode,
-              help="With --engine trl: generate with vLLM. server: `trl vllm-serve` on the first GPU and the trainer "
-                   "under `accelerate launch` on the others (--gpus 2 or more; --gpus 0: both on the CPU, the server "
-                   "on loopback); its log is server.log. colocate: vLLM inside each training process. "
-                   "Default: TRL's Hugging Face generation in one process.")
-@click.option("--zero", type=click.IntRange(min(ZERO_STAGES), max(ZERO_STAGES)), default=D.zero,
-              help="With --vllm-mode on GPUs: DeepSpeed ZeRO stage of the trainer (accelerate --use_deepspeed).")
 @click.option("--timeout", type=int, default=D.timeout, show_default=True,
               help="Seconds for the whole certification; at the deadline everything it started is stopped (exit 124).")
 @click.option("--stall-timeout", type=int, default=D.stall_timeout, show_default=True,
@@ -104,32 +62,10 @@ def _values(enum) -> list[str]:
 @click.option("--dry-run", is_flag=True,
               help="Check everything inside the target (Python, rocmkit, torch, the engine, GPUs, verl's own check "
                    "of the overrides) in a temporary folder, print the command; write nothing to --out.")
-@click.option("--tune", "tune_file", type=InputFile(dir_okay=False, exists=True), default=None, metavar="PLAN.json",
-              help="With --engine verl: also check that the target's verl composes and validates this `rocmkit tune "
-                   "--json` plan (your real job's settings); a rejected plan fails the certificate. A plan without "
-                   "algorithm.adv_estimator is refused (exit 2).")
-@click.option("--script", type=InputFile(dir_okay=False, exists=True), default=None, metavar="RUN.sh",
-              help="Certify this verl launch script as a job (--engine verl is implied). It is read as `rocmkit "
-                   "verl-check` reads it (--arg, --env; its GPU queries answer --gpus), and a script verl rejects "
-                   "stops here (exit 2, the same findings). Then main_ppo runs the script's overrides under a smoke "
-                   "budget: --steps steps, no validation, no checkpoint saves, console and file loggers. A model "
-                   "path not on this host is built with random weights from its config.json (--model-config, or "
-                   "rocmkit's model table by the path's last part); data files not on this host are replaced by "
-                   "the built-in task at the script's lengths. The certificate names each stand-in. The script's "
-                   "exported variables, its --config-name and its backend (Megatron or FSDP) go with the job; "
-                   "--rollout, --rollout-tp, --backend, --tp and --pp are the script's to set.")
-@click.option("--arg", "script_args", multiple=True, metavar="VALUE",
-              help="With --script: an argument to the script ($1, $2... in order); repeatable.")
-@click.option("--env", "script_env", multiple=True, metavar="NAME=VALUE",
-              help="With --script: a variable for the script, over the caller's environment; repeatable.")
-@click.option("--model-config", type=InputFile(dir_okay=False, exists=True), default=None, metavar="FILE",
-              help="With --script: the config.json of the script's model, built with random weights in its shape "
-                   "(used even when the model folder is on this host).")
 @json_option
 @click.pass_context
-def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, out, force, require_learning, size,
-            rollout, rollout_tp, backend, tp, pp, attn, rollout_graphs, engine_defaults, vllm_mode, zero, timeout, stall_timeout, no_probes, progress,
-            dry_run, tune_file, script, script_args, script_env, model_config, as_json) -> None:
+def certify(ctx, image, on_host, engine, model, data, steps, gpus, out, force, require_learning, size, timeout,
+            stall_timeout, no_probes, progress, dry_run, as_json, **engine_values) -> None:
     """Run a short GRPO job on this stack and say, with numbers, whether it trains.
 
     The built-in default needs no network: a tiny Qwen2 model and tokenizer are generated inside the
@@ -165,30 +101,21 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
 
     if image and on_host:
         raise UsageError("--image and --host are alternatives; give one")
-    if tune_file:
-        from ..tune.planfile import load_overrides
-
-        tuned = tuple(load_overrides(tune_file))
-    else:
-        tuned = ()
-    job = None
-    if script:
-        job, model, rollout, rollout_tp, backend, tp, pp = read_job(ctx, script, script_args, script_env, model_config,
-                                                                    model, data, gpus, image)
-        engine = "verl"
-    elif script_args or script_env or model_config:
-        raise UsageError("--arg, --env and --model-config are for --script")
+    values = {**ctx.params}  # every flag, the engines' too: an engine's flags may depend on shared ones
+    fields = {}
+    for each in engines.registry().values():  # each engine makes its own flags into Settings fields
+        fields.update(each.cli_settings(values, ctx))
+    job = fields.get("job")  # a --script job: its engine, model and shape come from the script
     if steps is None:
-        steps = DEFAULT_JOB_STEPS if script else D.steps
-    s = Settings(engine=engine, image=image, model=Path(model) if model else None,
-                 data=Path(data) if data else None, steps=steps, steps_given=ctx.get_parameter_source("steps") is not click.core.ParameterSource.DEFAULT,
-                 job=job, gpus=gpus, out=Path(out),
-                 # a job's learning is reported unless asked for; its verdict is that it runs
-                 require_learning=bool(require_learning) if script else (True if require_learning else None), size=size, rollout=Rollout(rollout),
-                 rollout_tp=rollout_tp,
-                 timeout=timeout, stall_timeout=stall_timeout, probes=not no_probes, force=force, dry_run=dry_run, tune=tuned,
-                 backend=Backend(backend), tp=tp, pp=pp, vllm_mode=VllmMode(vllm_mode) if vllm_mode else None,
-                 zero=zero, attn=attn, rollout_graphs=rollout_graphs, engine_defaults=engine_defaults, miles_dir=miles_dir)
+        steps = DEFAULT_JOB_STEPS if job else D.steps
+    s = Settings(**{"engine": engine, "image": image, "model": Path(model) if model else None,
+                    "data": Path(data) if data else None, "steps": steps,
+                    "steps_given": ctx.get_parameter_source("steps") is not click.core.ParameterSource.DEFAULT,
+                    "gpus": gpus, "out": Path(out),
+                    # a job's learning is reported unless asked for; its verdict is that it runs
+                    "require_learning": bool(require_learning) if job else (True if require_learning else None),
+                    "size": size, "timeout": timeout, "stall_timeout": stall_timeout, "probes": not no_probes,
+                    "force": force, "dry_run": dry_run, **fields})
     with Display("certify", progress) as display:
         outcome = run_certify(s, display)
     if outcome.plan is not None:
@@ -207,7 +134,7 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
                     click.echo(f"{c['name']}: {c['detail']}")
             for c in plan["setup_failures"]:
                 click.echo(f"setup: {c['name']}: {c['detail']}")
-            for line in engines.get(engine).plan_lines(plan):
+            for line in engines.get(s.engine).plan_lines(plan):
                 click.echo(line)
             click.echo(plan["shell"])
     elif outcome.certificate is not None:
@@ -224,43 +151,20 @@ def certify(ctx, image, on_host, engine, miles_dir, model, data, steps, gpus, ou
     ctx.exit(outcome.exit_code)
 
 
-def read_job(ctx, script, script_args, script_env, model_config, model, data, gpus, image):
-    """The script read into a job (certify/job.py); verl's rejection printed as verl-check prints it, exit 2.
-    The script's own model folder, rollout and rollout TP become the run's."""
-    from ..certify import job as job_mod
 
-    if model or data:
-        raise UsageError("--model and --data name the built-in run's inputs; with --script the script names them",
-                         hint="leave them out (a model not on this host: --model-config FILE)")
-    asked = ctx.params["engine"]
-    if ctx.get_parameter_source("engine").name != "DEFAULT" and "job" not in engines.get(asked).options:
-        raise UsageError(f"--script certifies a verl launch script: --engine {asked} cannot run it",
-                         hint="leave out --engine")
-    for name in ("rollout", "rollout_tp", "backend", "tp", "pp"):
-        if ctx.get_parameter_source(name).name != "DEFAULT":
-            raise UsageError(f"--{name.replace('_', '-')}: with --script the script sets it",
-                             hint="change the script's override instead")
-    env = script_environment(script_env)
-    try:
-        job, lines = job_mod.read(script, list(script_args), env, max(1, gpus), 20.0, image, model_config)
-    except job_mod.Rejected as exc:
-        for line in exc.lines:
-            click.echo(line, err=True)
-        raise
-    for line in lines:
-        click.echo(line, err=True)
-    rollout = job.value("actor_rollout_ref.rollout.name") or D.rollout.value
-    tp = job.value("actor_rollout_ref.rollout.tensor_model_parallel_size")
-    if rollout not in _values(Rollout):
-        raise UsageError(f"{script}: actor_rollout_ref.rollout.name={rollout}: certify runs vllm or sglang")
-    try:
-        rollout_tp = int(tp) if tp else 1
-    except ValueError:
-        raise UsageError(f"{script}: actor_rollout_ref.rollout.tensor_model_parallel_size={tp}: not an integer") from None
-    megatron = [job.value(f"actor_rollout_ref.actor.megatron.{k}_model_parallel_size") or "1"
-                for k in ("tensor", "pipeline")]
-    if not all(x.isdigit() for x in megatron):
-        raise UsageError(f"{script}: actor_rollout_ref.actor.megatron's TP and PP ({', '.join(megatron)}): "
-                         "not integers")
-    return (job, (job.model_path if job.config is None else None), rollout, rollout_tp, job_mod.backend(job),
-            *map(int, megatron))
+def _collect_engine_options(command: click.Command) -> None:
+    """Each engine's own flags (CertifyEngine.cli_options) into the command, each after the shared flag it names;
+    several engines' flags after one shared flag in their cli_rank order. --help lists them where they always stood
+    (tests/test_certify_help.py compares the text with the one before the engines declared them)."""
+    shared = {p.name for p in command.params}
+    extra: dict[str, list[click.Option]] = {}
+    for each in sorted(engines.registry().values(), key=lambda e: e.cli_rank):
+        for option in each.cli_options():
+            if option.after not in shared:
+                raise RuntimeError(f"engine {each.name}: --help has no shared flag {option.after!r} to list "
+                                   f"{option.decls[0]} after")  # a programming error: caught by every test run
+            extra.setdefault(option.after, []).append(click.Option(list(option.decls), **option.attrs))
+    command.params[:] = [q for p in command.params for q in (p, *extra.get(p.name, ()))]
+
+
+_collect_engine_options(certify)

@@ -2,30 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import stat
-
 import click
 
+from ..paramtypes import InputFile, script_environment  # noqa: F401  (the commands' one import)
 from ..output import dumps
-
-
-class InputFile(click.Path):
-    """A file the command reads: click.Path, and a device or a pipe is refused (exit 2 naming the option), for
-    /dev/zero, /dev/full or /dev/urandom never end and a FIFO without a writer never starts: reading one as a stack
-    file or a script would fill memory or wait forever."""
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, str) and not value.strip():
-            self.fail("an empty path", param, ctx)  # "" would read as "." (the current folder)
-        rv = super().convert(value, param, ctx)
-        try:
-            mode = os.stat(rv).st_mode
-        except (OSError, ValueError):
-            return rv  # missing: exists= (or the command's own message) decides
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            self.fail(f"{click.format_filename(rv)!r} is a device or a pipe, not a file", param, ctx)
-        return rv
 
 
 def json_option(f):
@@ -51,16 +31,3 @@ def warn(message: str) -> None:
 
 ARCH_HELP = ("Build target: gfx942 (MI300X/MI325X), gfx950 (MI350X/MI355X), a list (gfx942,gfx950) for a multi-arch "
              "image, or cpu for a CPU stack. Default: the stack's only target, when it has one.")
-
-
-def script_environment(items) -> dict[str, str]:
-    """This process's environment with a launch script's `--env NAME=VALUE` items over it (verl-check, certify)."""
-    from ..errors import UsageError
-
-    env = dict(os.environ)
-    for item in items:
-        name, eq, value = item.partition("=")
-        if not eq or not name.isidentifier():
-            raise UsageError(f"--env {item}: expected NAME=VALUE")
-        env[name] = value
-    return env

@@ -53,7 +53,7 @@ def outdated(stack_name, stack_file, index_url, git_remotes, write_file, force, 
     """
     from ..fileio import write_atomic
     from ..output import document
-    from ..refs import outdated as od
+    from ..image import outdated as od
     from ..stacks import source
 
     if stack_name and stack_file:
@@ -125,7 +125,7 @@ def _print(findings) -> None:
             verdict = "" if "satisfied" not in c else (
                 f"  [stack pins {c['stack_pins']}: {'ok' if c['satisfied'] else 'CONFLICT'}]")
             click.echo(f"    {c['file']}: {c['line']}{verdict}")
-    from ..refs.outdated import MISSING, NEWER, UNREACHABLE
+    from ..image.outdated import MISSING, NEWER, UNREACHABLE
 
     newer = sum(f.status == NEWER for f in findings)
     unreachable = sum(f.status == UNREACHABLE for f in findings)

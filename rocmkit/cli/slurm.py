@@ -230,10 +230,10 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
     if verl_python and no_verl_check:
         raise UsageError("--verl-python and --no-verl-check: give one (the first checks with that verl, the second "
                          "checks nothing)")
-    if engine != slurm_mod.DEFAULT_ENGINE or entry:
+    if not spec.job.main_ppo or entry:
         if verl_python:
             raise UsageError("--verl-python checks verl's main_ppo overrides, and this job runs "
-                             + ("--engine " + engine if engine != slurm_mod.DEFAULT_ENGINE else "--entrypoint"))
+                             + ("--engine " + engine if not spec.job.main_ppo else "--entrypoint"))
     elif no_verl_check:
         warn("the job's verl overrides are not checked (--no-verl-check)")
     else:

@@ -13,7 +13,6 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, field, replace
-from importlib import resources
 
 from .. import raycompat
 from ..certify import engines
@@ -123,7 +122,8 @@ def validate(spec: SlurmSpec) -> SlurmSpec:
             raise UsageError("--min-nodes says how many nodes the preflight may leave", hint="add --preflight")
         if not 1 <= spec.min_nodes <= spec.nodes:
             raise UsageError(f"--min-nodes {spec.min_nodes}: 1 to --nodes ({spec.nodes})")
-        if spec.engine != DEFAULT_ENGINE:
+        known = engines.cluster_engines().get(spec.engine)
+        if known is None or not known.cluster.main_ppo:
             raise UsageError(f"--min-nodes: the {spec.engine} engine's node count cannot follow the preflight",
                              hint=f"--engine {DEFAULT_ENGINE}, or leave --min-nodes out")
     if spec.join_timeout < 10:
@@ -192,17 +192,13 @@ def ray_amd_environment(noset_var: str, ray_version: str | None, ib_hcas: tuple[
 
 
 def render(spec: SlurmSpec) -> str:
-    import jinja2
-
     from ..runtime.container import rocm_device_args
+    from ..templating import environment as jinja_environment
 
     spec = validate(spec)
     if spec.ray_version is None:
         raise ValueError("render needs the spec's Ray version")  # a caller's bug: the CLI always looks it up
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files("rocmkit.templates"))),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             keep_trailing_newline=True, autoescape=False,
-                             comment_start_string="<#", comment_end_string="#>")  # bash has ${#ARRAY[@]}
+    env = jinja_environment(comment_start_string="<#", comment_end_string="#>")  # bash has ${#ARRAY[@]}
     env.filters["q"] = lambda v: shlex.quote(str(v))
     env.filters["qjoin"] = lambda items: " ".join(shlex.quote(str(i)) for i in items)
     # The containers get the ROCm devices of `rocmkit run` (all of /dev/dri: Slurm's GRES decides which GPUs

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import json
-from importlib import resources
 
 from ..host.model import Status
 
@@ -27,11 +26,9 @@ CHART_LEFT, CHART_WIDTH, CHART_ROW, CHART_TOP = 16, 720, 46, 30
 
 @functools.cache
 def _template():
-    import jinja2
+    from ..templating import environment
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files("rocmkit.templates"))),
-                             undefined=jinja2.StrictUndefined, autoescape=True, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True)
+    env = environment(autoescape=True)  # the page shows what nodes said: escaped
     return env.get_template("fleet/report.html.j2")
 
 

@@ -7,7 +7,6 @@ import functools
 import json
 import shlex
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from .. import archs
@@ -46,16 +45,9 @@ def _dq(value: str) -> str:
 
 @functools.cache
 def _environment():
-    import jinja2
+    from ..templating import environment
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(resources.files("rocmkit.templates"))),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    env = environment()
     env.filters["sq"] = lambda v: shlex.quote(str(v))
     env.filters["dq"] = _dq
     env.filters["assignments"] = lambda pairs: [f"{k}={_dq(v)}" for k, v in pairs]

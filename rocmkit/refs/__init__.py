@@ -1,7 +1,8 @@
 """Reading refs upstream: an image tag's digest and a repository's tags from its registry (`registry`), a
 git remote's tags, a tag's commit, a commit's existence and files at a tag (`gitrefs`), the versions a package
-index offers (`pkgindex`). What `rocmkit lock` resolves (`lockrun`) and `rocmkit outdated` compares
-(`outdated`); everything here reads the network."""
+index offers (`pkgindex`). What `rocmkit lock` resolves (`lockrun`); everything here reads the network.
+`rocmkit outdated` plans and renders what it compares, so it lives beside the planner (rocmkit/image/outdated.py):
+refs stays below image, never importing it back."""
 
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ def model_spec(name: str, padded: bool = False) -> ModelSpec:
     tokenizer; `padded`: its rows as a certificate from before one row per token had them), or a path or name
     `rocmkit tune --model` takes."""
     if name.startswith(BUILTIN):
-        from ..certify import tinymodel
+        from .. import tinymodel
 
         size = name.removeprefix(BUILTIN)
         try:
@@ -177,7 +177,7 @@ def model_spec(name: str, padded: bool = False) -> ModelSpec:
             raise NotComparable(f"model {name!r}: {exc}") from None
         except ImportError as exc:
             raise NotComparable(f"the built-in model's vocabulary needs the tokenizers package ({exc})") from None
-        return from_config(config, name, "rocmkit/certify/tinymodel.py")
+        return from_config(config, name, "rocmkit/tinymodel.py")
     try:
         return lookup(name)
     except UsageError as exc:

@@ -37,12 +37,25 @@ class ClusterJob:
     # are the head's address; empty: the driver runs on the head node as it is.
     submit: tuple[str, ...] = ()
     runtime_env: tuple[tuple[str, str], ...] = ()
+    # The driver is verl's main_ppo: `rocmkit slurm` has verl check its overrides, and its node count can follow
+    # the fleet preflight (--min-nodes). Asked of the job, so the cluster code compares no engine names.
+    main_ppo: bool = False
 
     def check_argument(self, arg: str) -> None:
         """A user argument, refused with the reason (UsageError); the engine's own syntax rules."""
 
     def driver(self, args: tuple[str, ...], entrypoint: tuple[str, ...], nodes: int, gpus_per_node: int) -> list[str]:
         raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=False)
+class CliOption:
+    """One of an engine's `rocmkit certify` flags: click.option's arguments, and `after`, the shared flag --help
+    lists it after (rocmkit/cli/certify.py collects every engine's flags from the registry, as pytest collects its
+    plugins' pytest_addoption; among several engines' flags after one shared flag, their `cli_rank` orders them)."""
+    after: str
+    decls: tuple[str, ...]
+    attrs: dict
 
 
 def rocmkit_requirement(extra: str) -> str:
@@ -67,6 +80,17 @@ class CertifyEngine:
     command_name = "the training command"  # what the certificate calls the command certify ran, when it died
 
     # ---- options ----
+
+    cli_rank = 9  # where this engine's flags stand in `certify --help` among other engines' after one shared flag
+
+    def cli_options(self) -> list[CliOption]:
+        """This engine's own `rocmkit certify` flags (cli/certify.py declares only the shared ones)."""
+        return []
+
+    def cli_settings(self, values: dict, ctx) -> dict:
+        """Settings fields from this engine's flags. `values` holds every flag's click value by parameter name
+        (ctx, click's context, says which were given); what this returns goes over the shared flags' fields."""
+        return {}
 
     def check(self, s: Settings) -> None:
         """This engine's options in combination with the rest (UsageError). The generic checks ran before."""

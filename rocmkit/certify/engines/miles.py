@@ -112,6 +112,18 @@ class Miles(CertifyEngine):
     cluster = MilesJob(entrypoint=MILES_ENTRYPOINT, reserved=MILES_RESERVED,
                        submit=MILES_SUBMIT, runtime_env=MILES_RUNTIME_ENV)
 
+    cli_rank = 2
+
+    def cli_options(self):
+        from .base import CliOption
+
+        return [CliOption("engine", ("--miles-dir",), dict(
+            default=Settings.miles_dir, show_default=True,
+            help="With --engine miles: the Miles checkout inside the image (its tests/ and train.py)."))]
+
+    def cli_settings(self, values: dict, ctx) -> dict:
+        return {"miles_dir": values["miles_dir"]}
+
     def check(self, s: Settings) -> None:
         if not s.image:
             raise UsageError("--engine miles runs Miles' test inside a Miles image: give --image",

@@ -39,6 +39,29 @@ class Trl(BuiltinTask):
     options = ("vllm_mode", "zero")
     command_name = "TRL's trainer"
 
+    cli_rank = 1  # after verl's run flags in --help
+
+    def cli_options(self):
+        import click
+
+        from .base import CliOption
+
+        return [
+            CliOption("size", ("--vllm-mode",), dict(
+                type=click.Choice([m.value for m in VllmMode]), default=Settings.vllm_mode,
+                help="With --engine trl: generate with vLLM. server: `trl vllm-serve` on the first GPU and the "
+                     "trainer under `accelerate launch` on the others (--gpus 2 or more; --gpus 0: both on the CPU, "
+                     "the server on loopback); its log is server.log. colocate: vLLM inside each training process. "
+                     "Default: TRL's Hugging Face generation in one process.")),
+            CliOption("size", ("--zero",), dict(
+                type=click.IntRange(min(ZERO_STAGES), max(ZERO_STAGES)), default=Settings.zero,
+                help="With --vllm-mode on GPUs: DeepSpeed ZeRO stage of the trainer (accelerate --use_deepspeed).")),
+        ]
+
+    def cli_settings(self, values: dict, ctx) -> dict:
+        mode = values["vllm_mode"]
+        return {"vllm_mode": VllmMode(mode) if mode else None, "zero": values["zero"]}
+
     def check(self, s: Settings) -> None:
         if s.vllm_mode is VllmMode.SERVER and s.gpus == 1:
             raise UsageError("--vllm-mode server puts the server on the first GPU and trains on the others: "

@@ -1,7 +1,7 @@
 """verl's main_ppo with a vLLM or SGLang rollout and an FSDP or Megatron actor. In the target, the setup picks the
 actor's attention, tries vLLM's sleep-mode pool, looks for packages that break verl, and has verl itself validate
-the overrides (rocmkit/verl/target_steps.py); the certificate's `engine_run` says what was chosen and what the
-rollout did (rocmkit/verl/report.py). Under `rocmkit slurm` it is main_ppo with Hydra overrides."""
+the overrides (rocmkit/certify/intarget/verl_steps.py); the certificate's `engine_run` says what was chosen and what the
+rollout did (rocmkit/certify/engines/verl_report.py). Under `rocmkit slurm` it is main_ppo with Hydra overrides."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from ...errors import UsageError
 from ...stall import frdump, testhook
 from ...verl import attention
 from ...verl import overrides as verl_overrides
-from ...verl import report as verl_report
 from ...verl import runtime_imports, sleep_pool, smoke_cuts, vllm_build
-from ...verl import target_steps
 from .. import job as job_mod
 from .. import own_memory, syncproof, workspace
+from ..intarget import verl_steps as target_steps
 from ..intarget import verl_sync_witness as sync_witness
 from ..judge import check as judge_check
 from ..settings import Backend, Rollout, Settings
 from .base import BASE_MODULES, OFFLINE_ENV, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
+from . import verl_report
 from .verl_options import megatron_checks, rollout_tp_checks
 
 # verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
@@ -58,9 +58,21 @@ class Verl(BuiltinTask):
     extra = "verl"
     first_phase = "starting Ray"
     command_name = "verl's driver (main_ppo)"
-    cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"))
+    cluster = MainPpo(entrypoint=MAIN_PPO, reserved=("trainer.nnodes", "trainer.n_gpus_per_node"), main_ppo=True)
 
     # ---- options ----
+
+    cli_rank = 0  # verl's flags first in --help, before TRL's: the run's shape (rollout, actor) comes first
+
+    def cli_options(self):
+        from . import verl_cli
+
+        return [*verl_cli.run_options(), *verl_cli.job_options()]
+
+    def cli_settings(self, values: dict, ctx) -> dict:
+        from . import verl_cli
+
+        return verl_cli.settings(values, ctx, self.name)
 
     def check(self, s: Settings) -> None:
         if s.on_cpu and s.rollout is not Rollout.VLLM:

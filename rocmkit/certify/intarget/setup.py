@@ -5,7 +5,7 @@ BOOTSTRAP needs nothing but Python: it reports which of the modules the run need
 itself among them) and only then hands over to `main()`, which imports torch and the engine, counts the
 GPUs torch sees, runs the engine's own steps first, before and after (certify.json's `target_steps`, a module
 name; verl's: start vLLM's model inspection beside the rest, pick the attention, try vLLM's sleep-mode pool, look
-for packages that break verl and have verl validate the overrides, rocmkit/verl/target_steps.py), and writes the
+for packages that break verl and have verl validate the overrides, rocmkit/certify/intarget/verl_steps.py), and writes the
 built-in model, data and reward file into the run folder (so the host needs no torch). Each step prints one
 `ROCMKIT-SETUP {json}` line; the host merges them.
 """
@@ -86,7 +86,7 @@ def prepare(cfg: dict) -> dict:
 
     timings = {}
     if cfg["builtin_model"]:
-        from .. import tinymodel
+        from ... import tinymodel
 
         t = time.perf_counter()
         if cfg.get("model_config"):  # a job's model that is not on this host: its shape, random weights

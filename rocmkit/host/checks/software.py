@@ -97,7 +97,7 @@ CHECKS = [check_torch, check_versions, check_gpu_libraries, check_docker]  # VF 
 def _torch_index(rocm: str | None) -> str:
     """PyTorch's ROCm index for a host with this ROCm (certify's advice names the same one): the newest index not
     newer than it, so a ROCm 7.0.2 host is pointed at rocm7.0, not at a fixed older index."""
-    from ...certify.torch_advice import INDEX, rocm_index
+    from ..torch_advice import INDEX, rocm_index
 
     return f"{INDEX}{rocm_index(rocm)}"
 

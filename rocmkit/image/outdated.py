@@ -2,7 +2,9 @@
 PyPI versions (the simple API), registry tags of the base image — and, for a git candidate, the lines of its
 own requirement files that bind torch, ROCm, Ray and transformers, checked against the stack's own pins. A
 commit that no release tag names is ordered by its history (a commits-only fetch).
-Lookups run in parallel; one that cannot reach its upstream is reported, never fatal."""
+Lookups run in parallel; one that cannot reach its upstream is reported, never fatal.
+It lives in image because it plans and renders the stack it compares; it reads upstream through rocmkit/refs/,
+which stays below image."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ..stacks import Component, Source, Stack
 from ..stacks.model import NO_ROCM
 from ..stacks.edit import Edit
 from ..tomlread import load_toml_text
-from . import NotFound, gitrefs, pkgindex, registry
+from ..refs import NotFound, gitrefs, pkgindex, registry
 
 NEWER, CURRENT, UNORDERED, UNREACHABLE, NONE_FOUND = "newer", "current", "unordered", "unreachable", "none-found"
 MISSING = "missing"  # the upstream answered: it has no such repository or image (a NotFound)
@@ -320,8 +322,8 @@ def proposed_text(src: Source, findings: list[PinCheck]) -> tuple[str, Stack]:
     """The stack file's text (`src`) with every newer pin written in, and the stack it
     parses to (its patches read from where the source's are): it must parse and render for each of its
     targets (what `rocmkit render --stack-file` does), or nothing is proposed."""
-    from ..image.plan import make_plan
-    from ..image.render import render_dockerfile
+    from .plan import make_plan
+    from .render import render_dockerfile
     from ..stacks.edit import apply
 
     new = apply(src.text, edits(findings), src.origin)

@@ -9,7 +9,10 @@ softmax spans every row: a model with rows beyond its tokenizer is sampled from 
 another. The built-in model once padded 304 tokens to 384 rows, and every vLLM run's rollout log-probs sat
 ln(384/304) = 0.23 nats above the trainer's (rollout_corr/kl 0.227 at step 1 on a CPU and an H100, 1e-5 with SGLang,
 which masks nothing). So the built-in model has exactly as many rows as tokens, and a stand-in for a user's model
-(build_from_config), whose rows are the real model's, gets a tokenizer filled up to them."""
+(build_from_config), whose rows are the real model's, gets a tokenizer filled up to them.
+
+It is a top-level module because both tune (the built-in model's shape) and certify (its files, built in the
+target) stand on it, and tune sits below certify."""
 
 from __future__ import annotations
 

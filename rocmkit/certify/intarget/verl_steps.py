@@ -12,15 +12,15 @@ import json
 import time
 from pathlib import Path
 
-from ..pkgdirs import package_dir
-from . import compat
+from ...pkgdirs import package_dir
+from ...verl import compat
 
 
 def start(cfg: dict):
     """What runs beside the whole setup: vLLM's inspection of the model (None where there is nothing to do)."""
     if not cfg.get("modelinfo"):
         return None
-    from ..certify.intarget import vllm_modelinfo
+    from . import vllm_modelinfo
 
     arch = architecture(cfg)
     return vllm_modelinfo.Warm(arch) if arch else None
@@ -30,7 +30,7 @@ def architecture(cfg: dict) -> str | None:
     """The model's class as vLLM looks it up: the first in the config.json the model is (or will be) built from:
     a job's stand-in's (`model_config`, written later in the setup), the user's folder's, else the built-in's."""
     if cfg.get("builtin_model") and not cfg.get("model_config"):
-        from ..certify.tinymodel import ARCHITECTURE
+        from ...tinymodel import ARCHITECTURE
 
         return ARCHITECTURE
     try:
@@ -45,19 +45,19 @@ def choose(cfg: dict, report: dict) -> bool:
     """What the run's command takes from the target: the actor's attention and SGLang's backends. False when the
     attention asked for by name cannot run here, when verl's main_ppo imports a module this Python lacks, or when a
     CPU run's vLLM is not the CPU build."""
-    from . import runtime_imports
+    from ...verl import runtime_imports
 
     report["verl_imports_missing"] = runtime_imports.missing()  # main_ppo's own imports, read from verl's source
     if report["verl_imports_missing"]:
         return False
     if cfg.get("vllm_cpu"):  # --gpus 0: vLLM's CPU build, or nothing starts (vllm_build.py)
-        from . import vllm_build
+        from ...verl import vllm_build
 
         report["vllm_build"] = vllm_build.probe()
         if report["vllm_build"]["cpu"] is False:
             return False
     if cfg.get("attention"):
-        from . import attention
+        from ...verl import attention
 
         t = time.perf_counter()
         found = attention.probe(cfg["gpus"])
@@ -67,8 +67,8 @@ def choose(cfg: dict, report: dict) -> bool:
         if attention.refusal(choice, found) is not None:
             return False  # asked for an implementation the target cannot run: the host refuses the run
     if cfg.get("sglang") and cfg["gpus"]:
-        from . import sglang_backends
-        from .overrides import rollout_share
+        from ...verl import sglang_backends
+        from ...verl.overrides import rollout_share
 
         found = sglang_backends.probe()
         report["sglang"] = {**sglang_backends.choose(found), "version": found["sglang"], "found": found,
@@ -85,7 +85,7 @@ def before(cfg: dict, report: dict) -> bool:
         report["conflicts"] = conflicts
         return False
     if cfg.get("sleep_pool"):
-        from . import sleep_pool
+        from ...verl import sleep_pool
 
         t = time.perf_counter()
         report["sleep_pool"] = sleep_pool.inspect(package_dir("vllm"), test=True)
@@ -94,8 +94,8 @@ def before(cfg: dict, report: dict) -> bool:
 
 
 def after(cfg: dict, report: dict, background=None) -> None:
-    from .config_check import check
-    from .overrides import run_overrides
+    from ...verl.config_check import check
+    from ...verl.overrides import run_overrides
 
     t = time.perf_counter()
     # beside the run, the first part's choices are in the run's overrides (certify.json's run_overrides)

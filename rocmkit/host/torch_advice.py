@@ -9,6 +9,9 @@ the host is the amdgpu driver, not /opt/rocm: the index named is the newest one 
 
 `hint()` is pure: it takes the setup report's `devices` (setup.devices: torch, hip, cuda, visible, visible_env,
 names) and what `host()` read of this machine.
+
+It lives under host, not certify: the doctor's software check names the same index, and the doctor must not
+import certify (certify stands on host).
 """
 
 from __future__ import annotations
