@@ -48,7 +48,7 @@ def _dist_info() -> Path | None:
 
 
 def _version(dist: Path | None) -> str:
-    """The installed version (METADATA's Version line), as rocmkit.__version__ says it."""
+    """The installed version (METADATA's Version line), as rocmkit's __version__ says it."""
     try:
         for line in (dist / "METADATA").read_text(errors="replace").splitlines() if dist else ():
             if line.startswith("Version:"):

@@ -81,7 +81,7 @@ def test_no_document_at_all_and_a_document_of_another_kind():
     got = parse_frames({0: frame("n1", 0, "just text\n"), 1: frame("n2", 0, '{"schema": "x/v1"}\n'),
                         2: frame("n3", 0, "[1, 2]\n")})
     assert got["n1"].state == "error" and "printed no report (exit 0)" in got["n1"].error
-    assert got["n2"].state == "invalid" and "schema: 'x/v1', not a rocmkit.doctor document" in got["n2"].error
+    assert got["n2"].state == "invalid" and "schema: 'x/v1', not a rocmkit doctor document (schema rocmkit.doctor/v1)" in got["n2"].error
     assert got["n3"].state == "error" and "printed no report" in got["n3"].error  # JSON, but no object
 
 

@@ -61,7 +61,7 @@ def validate(doc: Any) -> list[str]:
     problems: list[str] = []
     schema = doc.get("schema")
     if not (isinstance(schema, str) and schema.startswith("rocmkit.doctor/")):
-        problems.append(f"schema: {schema!r}, not a rocmkit.doctor document" if "schema" in doc else "schema: missing")
+        problems.append(f"schema: {schema!r}, not a rocmkit doctor document (schema rocmkit.doctor/v1)" if "schema" in doc else "schema: missing")
     findings = doc.get("findings")
     if not isinstance(findings, list):
         problems.append(f"findings: {_kind(findings)}, not a list" if "findings" in doc else "findings: missing")
