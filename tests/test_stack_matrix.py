@@ -82,7 +82,10 @@ def _cells_stack(s: str) -> list[dict]:
            {"id": f"wheelhouse/{s}", "cmd": "wheelhouse", "argv": ["wheelhouse", "--stack", s, f"out/wh-{s}"]},
            {"id": f"slurm/{s}", "cmd": "slurm",
             "argv": ["slurm", "--stack", s, "--nodes", "2", "--image", "registry.example/rocmkit/x:1", "--no-verl-check",
-                     *(["--engine", "miles"] if _engine(s) == "miles" else []), "-o", f"out/{s}.sbatch"]}]
+                     *(["--engine", "miles"] if _engine(s) == "miles" else []), "-o", f"out/{s}.sbatch"]},
+           {"id": f"kuberay/{s}", "cmd": "kuberay",
+            "argv": ["kuberay", "--stack", s, "--arch", "gfx942", "--nodes", "2", "--image", "registry.example/rocmkit/x:1",
+                     "--no-verl-check", "-o", f"out/{s}.yaml"]}]
     for t in TARGETS:
         st = f"{s}/{t}"
         out += [{"id": f"render/{st}", "cmd": "render", "argv": ["render", "--stack", s, "--arch", t, "-o",
@@ -207,7 +210,7 @@ def expected(cell: dict) -> tuple[int, tuple[str, ...]]:
         if stack.python != here:
             return 2, (f"is Python {here}; stack {name} wants {stack.python}",)
         return 1, (f"pip wheel for stack {name} failed",)  # offline: the index is a closed port
-    if cmd == "slurm" and stack.pinned_version("ray") is None:
+    if cmd in ("slurm", "kuberay") and stack.pinned_version("ray") is None:
         return 2, (f"stack {name} pins no Ray version", f"base image {stack.base.image}", "--ray-version")
     if cmd == "certify":
         return 3, ("no Docker engine reachable at unix:///nonexistent/rocmkit-matrix.sock",)

@@ -210,7 +210,7 @@ def test_verl_check_asks_verls_vllm_server_to_check_its_config_as_it_would_at_th
     config = json.loads((repo / "tests/data/certify_job/qwen2-tiny-config.json").read_text())
     config["max_position_embeddings"] = 40960  # Qwen3-4B's
     folder = tmp_path / "model"
-    build = subprocess.run([python, "-c", "import json, sys; from pathlib import Path; from rocmkit.certify import "
+    build = subprocess.run([python, "-c", "import json, sys; from pathlib import Path; from rocmkit import "
                             "tinymodel; tinymodel.build_from_config(Path(sys.argv[1]), json.loads(sys.argv[2]))",
                             str(folder), json.dumps(config)], capture_output=True, text=True, timeout=300,
                            env={**os.environ, "PYTHONPATH": str(repo)})
