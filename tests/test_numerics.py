@@ -149,3 +149,7 @@ def test_the_bands_are_what_the_kept_runs_measured():
         "stale: python benchmarks/numerics_bands.py > rocmkit/resources/numerics_bands.toml"
     assert numerics.bands_markdown() in (REPO / "docs" / "guides" / "certification.md").read_text(), \
         "the guide's bands table is stale: paste numerics.bands_markdown() under 'The bands'"
+
+
+def test_no_figure_is_worded_with_a_pipe_that_would_split_the_certificates_table():
+    assert not [what for _, what in numerics.FIGURES.values() if "|" in what]

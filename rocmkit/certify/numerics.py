@@ -18,18 +18,18 @@ import statistics
 from dataclasses import dataclass
 from functools import cache
 
-# our name: (the engine's metric, what it is, for the certificate)
+# our name: (the engine's metric, what it is, for the certificate: no "|", which would split certificate.md's table)
 FIGURES = {
     "k3_kl": ("rollout_corr/k3_kl", "KL per token (k3 estimate)"),
     "kl": ("rollout_corr/kl", "mean log-prob difference, rollout - trainer"),
-    "prob_diff_mean": ("training/rollout_probs_diff_mean", "mean |p_rollout - p_trainer|"),
-    "prob_diff_max": ("training/rollout_probs_diff_max", "max |p_rollout - p_trainer|"),
+    "prob_diff_mean": ("training/rollout_probs_diff_mean", "mean absolute probability difference, rollout - trainer"),
+    "prob_diff_max": ("training/rollout_probs_diff_max", "max absolute probability difference, rollout - trainer"),
     "pearson": ("training/rollout_actor_probs_pearson_corr", "correlation of the probabilities"),
     "log_ppl_diff": ("rollout_corr/log_ppl_diff", "log-perplexity difference"),
     "log_ppl_diff_min": ("rollout_corr/log_ppl_diff_min", "its smallest over the sequences"),
     "log_ppl_diff_max": ("rollout_corr/log_ppl_diff_max", "its largest"),
-    "logp_diff_mean": ("sampling/sampling_logp_difference/mean", "mean |log p_trainer - log p_rollout|"),
-    "logp_diff_max": ("sampling/sampling_logp_difference/max", "max |log p_trainer - log p_rollout|"),
+    "logp_diff_mean": ("sampling/sampling_logp_difference/mean", "mean absolute log-prob difference, trainer - rollout"),
+    "logp_diff_max": ("sampling/sampling_logp_difference/max", "max absolute log-prob difference, trainer - rollout"),
     "is_ratio_min": ("sampling/importance_sampling_ratio/min", "importance-sampling ratio, smallest"),
     "is_ratio_max": ("sampling/importance_sampling_ratio/max", "importance-sampling ratio, largest"),
 }
@@ -122,6 +122,17 @@ def per_step(steps: dict[int, dict[str, float]]) -> list[dict]:
     return out
 
 
+def judged_series(rows: list[dict]) -> tuple[str | None, list[tuple[int, float]]]:
+    """The figure an engine is judged by (the first of JUDGED its rows hold) and its finite values, step by step."""
+    figure = next((f for f in JUDGED if any(f in r for r in rows)), None)
+    return figure, [(r["step"], r[figure]) for r in rows if figure and figure in r and math.isfinite(r[figure])]
+
+
+def steps_of(rows: list[dict]) -> dict[int, dict[str, float]]:
+    """per_step's rows read back into the engine's metrics (a kept certificate judged again)."""
+    return {r["step"]: {FIGURES[k][0]: v for k, v in r.items() if k in FIGURES} for r in rows}
+
+
 def _same_ratio(rows: list[dict]) -> bool:
     """Every sequence of the first step off by the same log-ratio (before training moved anything)."""
     r = rows[0]
@@ -137,11 +148,8 @@ def judge(steps: dict[int, dict[str, float]], *, engine: str, rollout: str | Non
     out of band, whether it was so from the first step (the two sides compute differently) or only after the first
     update (the rollout did not get the trainer's new weights)."""
     rows = per_step(steps)
-    figure = next((f for f in JUDGED if any(f in r for r in rows)), None)
+    figure, series = judged_series(rows)
     doc = {"per_step": rows, "figure": figure, "context": context or {}}
-    if figure is None:
-        return {**doc, "status": "not measured"}
-    series = [(r["step"], r[figure]) for r in rows if figure in r and math.isfinite(r[figure])]
     if not series:
         return {**doc, "status": "not measured"}
     worst_step, worst = max(series, key=lambda p: p[1])
