@@ -46,9 +46,8 @@ def _key(cert: dict) -> tuple[str, str, str]:
 
 
 def _series(steps: dict[int, dict[str, float]]) -> tuple[str, list[tuple[int, float]]] | None:
-    rows = numerics.per_step(steps)
-    figure = next((f for f in numerics.JUDGED if any(f in r for r in rows)), None)
-    return (figure, [(r["step"], r[figure]) for r in rows if figure in r]) if figure else None
+    figure, series = numerics.judged_series(numerics.per_step(steps))
+    return (figure, series) if series else None
 
 
 def runs(root: Path = ROOT) -> list[dict]:
@@ -56,8 +55,7 @@ def runs(root: Path = ROOT) -> list[dict]:
     out = []
     for path in sorted((root / KEPT).glob("*.json.gz")):
         cert = _read(path)
-        steps = {r["step"]: {numerics.FIGURES[k][0]: v for k, v in r.items() if k in numerics.FIGURES}
-                 for r in cert["numerics"]["per_step"]}
+        steps = numerics.steps_of(cert["numerics"]["per_step"])
         problems = (cert["numerics"].get("sync") or {}).get("problems") or []
         out.append({"key": _key(cert), "healthy": "healthy" in path.name, "series": _series(steps),
                     "first_broken": min((p["sync"] for p in problems), default=None),

@@ -55,8 +55,7 @@ def _kept() -> list[tuple[str, dict]]:
 @pytest.mark.parametrize("name,cert", _kept(), ids=lambda v: v if isinstance(v, str) else "")
 def test_the_kept_runs_are_judged_as_they_were_measured(name, cert):
     """Healthy runs pass the current band (no false alarm); a broken sync fails it and the witness names it."""
-    steps = {r["step"]: {numerics.FIGURES[k][0]: v for k, v in r.items() if k in numerics.FIGURES}
-             for r in cert["numerics"]["per_step"]}
+    steps = numerics.steps_of(cert["numerics"]["per_step"])
     s = cert["settings"]
     device = "cpu" if cert["device"] == "cpu" else "gpu"
     doc = numerics.judge(steps, engine=cert["engine"], rollout=s.get("rollout", "vllm"), device=device)

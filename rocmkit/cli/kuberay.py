@@ -14,7 +14,7 @@ from ..cluster import kuberay as kuberay_mod
 from ..errors import UsageError
 from ..fileio import write_atomic
 from .common import InputFile, json_option, warn
-from .slurm import _ray_version, plan_overrides
+from .slurm import _ray_version, check_with_verl, plan_overrides
 
 
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
@@ -157,7 +157,7 @@ def kuberay(nodes, gpus_per_node, image, arch, gpu_resource, job_name, namespace
     elif no_verl_check:
         warn("the job's verl overrides are not checked (--no-verl-check)")
     else:
-        _check_with_verl(spec, tune_file, planned, given, verl_python)
+        check_with_verl(spec, "docker", tune_file, planned, given, verl_python)  # the job's image, by Docker here
     spec = replace(spec, ray_version=version)
     text = kuberay_mod.render(spec)
     click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)
@@ -166,22 +166,6 @@ def kuberay(nodes, gpus_per_node, image, arch, gpu_resource, job_name, namespace
         click.echo(f"wrote {output}; submit with: kubectl apply -f {output}", err=True)
     else:
         sys.stdout.write(text)
-
-
-def _check_with_verl(spec, tune_file, planned, given, verl_python) -> None:
-    """`rocmkit slurm`'s check (cluster/verl_overrides.py) on the driver's command line, in the job's image."""
-    from ..cluster import verl_overrides
-
-    origins = [verl_overrides.Origin("--nodes and --gpus-per-node", (f"trainer.nnodes={spec.nodes}",
-                                                                     f"trainer.n_gpus_per_node={spec.gpus_per_node}"))]
-    if planned:
-        origins.append(verl_overrides.Origin(f"--tune {tune_file}", planned))
-    if given:
-        origins.append(verl_overrides.Origin("the overrides after --", given))
-    said, where, version = verl_overrides.check(origins, "docker", spec.image, verl_python)
-    for line in said:
-        warn(line)
-    click.echo(f"verl {version} ({where}) accepts the job's overrides", err=True)
 
 
 def _check_cluster(spec, cluster_json, as_json) -> int:

@@ -95,9 +95,10 @@ def plan_overrides(path: str, nodes: int, gpus_per_node: int, given: tuple[str, 
     return tuple(o for o in tuned if o.split("=", 1)[0] not in mine)
 
 
-def check_with_verl(spec: slurm_mod.SlurmSpec, tune_file: str | None, planned: tuple[str, ...],
+def check_with_verl(spec, runtime: str, tune_file: str | None, planned: tuple[str, ...],
                     given: tuple[str, ...], verl_python: str | None) -> None:
-    """verl-check's checker on the command line the head node will run; a rejection is exit 2, no verl exit 3."""
+    """verl-check's checker on the command line the head node will run (spec: a Slurm or KubeRay job's nodes,
+    GPUs per node and image, whose verl checks in `runtime`); a rejection is exit 2, no verl exit 3."""
     from ..cluster import verl_overrides
 
     origins = [verl_overrides.Origin("--nodes and --gpus-per-node", (f"trainer.nnodes={spec.nodes}",
@@ -106,7 +107,7 @@ def check_with_verl(spec: slurm_mod.SlurmSpec, tune_file: str | None, planned: t
         origins.append(verl_overrides.Origin(f"--tune {tune_file}", planned))
     if given:
         origins.append(verl_overrides.Origin("the overrides after --", given))
-    said, where, version = verl_overrides.check(origins, spec.runtime, spec.image, verl_python)
+    said, where, version = verl_overrides.check(origins, runtime, spec.image, verl_python)
     for line in said:
         warn(line)
     click.echo(f"verl {version} ({where}) accepts the job's overrides", err=True)
@@ -237,7 +238,7 @@ def slurm(nodes, gpus_per_node, image, runtime, partition, time_limit, ib_hcas, 
     elif no_verl_check:
         warn("the job's verl overrides are not checked (--no-verl-check)")
     else:
-        check_with_verl(spec, tune_file, planned, given, verl_python)
+        check_with_verl(spec, spec.runtime, tune_file, planned, given, verl_python)
     spec = replace(spec, ray_version=version)
     text = slurm_mod.render(spec)
     click.echo(f"Ray {version} ({source}): {spec.noset_var}=1", err=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .sync_record import FAULT_VAR, VAR, Record, apply_faults, parse_fault, tensor_sum
+from .sync_record import FAULT_VAR, VAR, Record, apply_faults, model_state, parse_fault, tensor_sum
 
 METHOD = "rocmkit_load_weights"
 WORKER_EXTENSION = "rocmkit.certify.intarget.file_weights.FileWeightsWorker"
@@ -45,9 +45,8 @@ class FileWeightsWorker:
         if weights:
             self._reload(weights)
         if cls._record:
-            params = list(self.model_runner.model.parameters())
             cls._record.write({"tensors": {n: tensor_sum(t) for n, t in weights.items()},
-                               "model_sum": sum(tensor_sum(p) for p in params), "model_tensors": len(params)})
+                               **model_state(self.model_runner.model)})
         return len(sent)
 
     def _reload(self, weights: dict) -> None:

@@ -35,6 +35,13 @@ def tensor_sum(t) -> float:
     return float(torch.sum(t.detach(), dtype=torch.float64))
 
 
+def model_state(model) -> dict:
+    """The rollout model after a sync: the sum of every parameter (it moves when the sync changed the model) and
+    their count."""
+    params = list(model.parameters())
+    return {"model_sum": sum(tensor_sum(p) for p in params), "model_tensors": len(params)}
+
+
 class Record:
     """This process's syncs, one side each: appended to its own file, a line a sync (never one file for two
     processes, so no lock)."""

@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 
 from ...verl.import_hooks import after_import
-from .sync_record import FAULT_VAR, VAR, Record, apply_faults, parse_fault, tensor_sum
+from .sync_record import FAULT_VAR, VAR, Record, apply_faults, model_state, parse_fault, tensor_sum
 
 __all__ = ["FAULT_VAR", "VAR", "install", "parse_fault"]
 
@@ -84,11 +84,8 @@ def watch_receiver(module, folder: Path) -> None:
         try:
             return update(self, *args, **kwargs)
         finally:
-            model = self.model_runner.model
-            params = list(model.parameters())
             lora = bool(kwargs.get("peft_config") and kwargs.get("base_sync_done"))  # verl passes them by name
-            record.write({"tensors": dict(loaded), "lora": lora,
-                          "model_sum": sum(tensor_sum(p) for p in params), "model_tensors": len(params),
+            record.write({"tensors": dict(loaded), "lora": lora, **model_state(self.model_runner.model),
                           "rank": getattr(self, "rank", None)})
 
     _update_weights._rocmkit_witness = update_weights_from_ipc._rocmkit_witness = True
