@@ -205,9 +205,11 @@ def _name(*, status: RunStatus, returncode: int | None, logs: dict[str, list[str
                 evidence=_tail(lines, main))
 
 
-# Processes that end with the run by design, or come and go during it: their end says nothing
+# Processes that end with the run by design, or come and go during it: their end says nothing. vLLM inspects a
+# model's class in a one-shot `python -m vllm.model_executor.models.registry`; it lived 24-26 s in kept H200 runs and
+# long enough on a loaded 2-core CI machine to be taken for the process that died first when rank 0 was killed
 _TRANSIENT = ("Ray idle", "Ray worker (starting)", "Ray daemon", "Ray raylet", "Ray GCS", "resource tracker",
-              "python -c", "rocmkit")
+              "python -c", "rocmkit", "vllm.model_executor.models.registry")
 LATE_S = 120.0  # a process that ended this long before the run did is not what ended it: the run went on
 # how long before every other process a process must have ended to be the one that died first: a killed vLLM engine
 # on two H200s ended 3.1 s before the next process (verl's shutdown after EngineDeadError), read every second
