@@ -126,7 +126,8 @@ def test_the_run_time_is_one_figure_in_the_progress_the_certificate_and_the_pict
     from launch to end: the certificate, its picture and certify's progress line all say the latter."""
     import io
 
-    from rocmkit.certify.certificate import build, run_seconds
+    from rocmkit.certify.bars import run_seconds
+    from rocmkit.certify.certificate import build
     from rocmkit.certify.judge import Status, Verdict
     from rocmkit.progress import Display
 
@@ -271,3 +272,41 @@ def test_the_guides_picture_is_what_rocmkit_draws_now():
     committed = (Path(__file__).parent.parent / "docs" / "guides" / "img" / "certificate-verl-h100.svg").read_text()
     assert texts(committed) == texts(drawn("verl-h100-tiny.json"))
     assert group_ids(committed) == group_ids(drawn("verl-h100-tiny.json"))
+
+
+def _numerics_kept(name: str) -> dict:
+    import gzip
+
+    return json.loads(gzip.decompress((DATA.parent / "numerics" / f"{name}.json.gz").read_bytes()))
+
+
+def test_a_step_that_never_ran_after_learning_was_proven_is_the_finishing_bar():
+    """verl marks step 9 as it logs step 8; learning proven at step 8 ended the run there, so no "9" over the bars
+    (the certificate's own words: "steps: 8 of 16") and its time is the finishing."""
+    cert = _numerics_kept("cpu-healthy-8-steps")
+    segs = picture.segments(cert)
+    assert max(s.step for s in segs if s.step) == cert["metrics"]["steps"] == 8
+    assert segs[-1].kind == "finishing" and segs[-1].start == 163.67
+    stalled_in_9 = stalled(cert, 164.0)  # a run stopped in step 9 still shows it: it ran there
+    assert stalled_in_9["run"]["status"] != "finished" and any(s.step == 9 for s in picture.segments(stalled_in_9))
+
+
+@pytest.mark.parametrize("cert", [load("trl-cpu-image.json"), _numerics_kept("cpu-healthy-8-steps"),
+                                  _numerics_kept("gpu-h100-healthy-8-steps")], ids=["trl", "verl-cpu", "verl-h100"])
+def test_the_texts_start_up_is_the_pictures_start_up_bar(cert):
+    """TRL's step 1 ran inside its last start-up phase: the picture cuts it out (by TRL's own timing), and the text
+    says the same seconds, not the time until step 2."""
+    bars = picture.segments(cert)
+    first = next(s for s in bars if s.kind != "start-up")
+    assert max(s.end for s in bars if s.kind == "start-up") == first.start
+    assert f"\n- start-up: {first.start:.1f} s, until {first.detail}\n" in markdown(cert)
+
+
+def test_the_text_says_what_was_trained_and_the_steps_whole_time_apart_from_the_phases():
+    text = markdown(_numerics_kept("cpu-healthy-8-steps"))
+    assert ("\n- trained: the built-in tiny model (Qwen2ForCausalLM, 2 layers, hidden 256, made here) on the "
+            "built-in digits task\n") in text
+    assert ("\n- time in each phase over the 8 step(s) (s): generation 10.7217, reference_log_probs 2.274, "
+            "old_log_probs 1.8585, reward 0.0, update 3.735; the steps in all 37.5794\n") in text
+    job = load("verl-h200-job-qwen2.5-7b.json")
+    assert "; learning not judged (its reward means nothing)\n" in markdown(job)

@@ -16,11 +16,11 @@ import datetime as dt
 import statistics
 from pathlib import PurePath
 
-from .. import __version__, archs
+from .. import __version__, archs, tinymodel
 from ..output import document
 from ..tune import measured
 from ..verl import smoke_cuts
-from . import engines
+from . import bars, engines
 from . import metrics as m
 from .judge import Verdict
 
@@ -101,7 +101,7 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
     run = {**run, **{k: v for k, v in info.items() if k not in ("status", "wall_s")}}
     if info.get("wall_s") is not None:  # the engine's own time (TRL's trainer.train()), without its start-up
         run["engine_s"] = round(float(info["wall_s"]), 2)
-    run["wall_s"] = round(run_seconds(timings, timeline, run.get("wall_s")), 2)
+    run["wall_s"] = round(bars.run_seconds(timings, timeline, run.get("wall_s")), 2)
     metrics = summarize(steps, {**info, "device": device})
     metrics["per_step"] = per_step(steps)
     # the actor's measured peak beside tune's model for the same shape, and the GPU's capacity (a job's question:
@@ -134,13 +134,29 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
     }, version=SCHEMA_VERSION)
 
 
-def run_seconds(timings: dict | None, timeline=(), measured: float | None = None) -> float:
-    """The run's time, from the training command's start to its end: the one figure the progress line, the
-    certificate (run.wall_s) and its picture say. rocmkit's own clock (timings.run_s, which the timeline's at_s are
-    on), never shorter than the last phase the watchdog saw begin; `measured` where there is no run_s (a run that
-    never started, an older certificate)."""
-    last = max((float(e["at_s"]) for e in timeline or ()), default=0.0)
-    return max(float((timings or {}).get("run_s") or measured or 0.0), last)
+def _trained_line(settings: dict) -> list[str]:
+    """What was trained, in words: the model and the data (the built-in ones described), and whether learning was
+    judged (a job with random weights: not)."""
+    model, data = settings.get("model"), settings.get("data")
+    if not model:
+        return []
+    size = model.removeprefix("built-in ")
+    if size != model and size in tinymodel.SIZES:
+        hidden, _, layers, *_ = tinymodel.SIZES[size]
+        model = f"the built-in {size} model ({tinymodel.ARCHITECTURE}, {layers} layers, hidden {hidden}, made here)"
+    judged = "" if settings.get("learning_required", True) else "; learning not judged (its reward means nothing)"
+    data = f"the {data}" if data and data.startswith("built-in") else data or "its own data"
+    return [f"- trained: {model} on {data}{judged}"]
+
+
+def _phases_line(phases: dict, steps: int) -> list[str]:
+    """The time in each phase, summed over the steps; the steps' whole time (the engines' timing_s/step) said
+    apart: it holds the phases and what lies between them, it is not a phase beside them."""
+    if not phases:
+        return []
+    parts = ", ".join(f"{k} {v}" for k, v in phases.items() if k != "step")
+    whole = f"{'; ' if parts else ''}the steps in all {phases['step']}" if "step" in phases else ""
+    return [f"- time in each phase over the {steps} step(s) (s): {parts}{whole}"]
 
 
 def upgrade(cert: dict) -> dict:
@@ -228,23 +244,23 @@ def markdown(cert: dict) -> str:
         *([f"- evidence ({ev.get('file')}" + (f", line {ev['line']}" if ev.get("line") else "") + f"): `{ev['text'][:300]}`"
            for ev in (why or {}).get("evidence", [])[-3:]]),
         f"- engine: {cert['engine']}; target: {what}",
+        *_trained_line(cert.get("settings") or {}),
     ]
     if run.get("status") == "not started":  # nothing trained: no device, steps, reward or throughput to show
         lines.append(f"- nothing was trained (of {cert['settings'].get('steps', '?')} steps asked)"
                      + (f"; device: {cert['device']}" if cert.get("device") else ""))
     else:
-        # the start-up (Ray, the workers, the rollout engine) ends at the first phase the watchdog names after it
-        first = next((e for e in cert.get("timeline") or () if e.get("phase") != "start-up"), None)
+        began = bars.startup(cert)
         lines += [
             f"- device: {cert.get('device') or 'not reported'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
-            f"wall: {run_seconds(cert.get('timings'), cert.get('timeline'), run.get('wall_s')):.1f} s",
-            *([f"- start-up: {first['at_s']:.1f} s, until {first['detail']}"] if first else []),
+            f"wall: {bars.run_seconds(cert.get('timings'), cert.get('timeline'), run.get('wall_s')):.1f} s",
+            *([f"- start-up: {began[0]:.1f} s, until {began[1].detail or began[1].row.lower()}"] if began else []),
             *_own_time_line(cert.get("timings")),
             *([f"- ended by: {run['ended_by']}"] if run.get("ended_by") else []),
             f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",
             f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
             + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),
-            "- time per phase (s): " + ", ".join(f"{k} {v}" for k, v in mt["phases_s"].items()),
+            *_phases_line(mt["phases_s"], mt["steps"]),
             *_memory_line(mt.get("actor_memory")),
         ]
     lines += _numerics_lines(cert.get("numerics"), job=bool((cert.get("engine_run") or {}).get("job")))

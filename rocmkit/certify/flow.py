@@ -19,7 +19,8 @@ from . import cause, early, engines, watchdog, workspace
 from . import metrics as metrics_mod
 from . import numerics as numerics_mod
 from .beside import Beside
-from .certificate import build, run_seconds
+from .bars import run_seconds
+from .certificate import build
 from .engines.base import OFFLINE_ENV
 from .intarget import setup as setup_mod
 from .judge import Reason, RunStatus, Status, Verdict, check, not_certified

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..fileio import write_atomic
-from .certificate import run_seconds
+from .bars import STEP_ROWS, Segment, run_end, segments
 
 FILE = "certificate.svg"
 
@@ -30,78 +30,12 @@ KINDS = {
     "step": ("training step (generation and update)", "#56B4E9"),
     "finishing": ("finishing (after the last step)", "#CC79A7"),
 }
-# The rows of the step part of the chart, by kind, top to bottom.
-STEP_ROWS = {"generation": "Generation", "update": "Log-probs and update", "sync": "Weight sync",
-             "step": "Training steps", "finishing": "Finishing"}
-_STEP_RE = re.compile(r"^step (\d+)")
 _JUDGED_RE = re.compile(r"reward (-?[\d.]+) \(first (\d+) steps?\) -> (-?[\d.]+) \(last \d+\): [+-][\d.]+, "
                         r"needs >= \+([\d.]+)")
 # the watchdog's phase kinds as the picture says them
 PHASE_WORDS = {"start-up": "start-up", "rollout": "generation", "update": "log-probs and update",
                "weight sync": "weight sync"}
 ENGINE_NAMES = {"verl": "verl", "trl": "TRL", "miles": "Miles"}
-
-
-@dataclass(frozen=True)
-class Segment:
-    row: str  # the chart's row ("Starting Ray", "Generation")
-    kind: str  # a key of KINDS
-    start: float  # seconds since the training command started
-    end: float
-    step: int | None  # the step it belongs to, None for start-up and finishing
-
-
-def run_end(cert: dict) -> float:
-    """When the run ended on the timeline's clock: the run's time as the certificate says it."""
-    return run_seconds(cert.get("timings"), cert.get("timeline"), (cert.get("run") or {}).get("wall_s"))
-
-
-def segments(cert: dict) -> list[Segment]:
-    """The timeline as bars: each phase lasts until the next one starts, the last one until the run ended. A run
-    whose steps show no update markers (TRL's, verl's without vLLM's sleep mode: on the CPU) gets whole steps:
-    what it printed does not split them."""
-    timeline = cert.get("timeline") or []
-    split = any(e["phase"] == "update" for e in timeline)
-    end = run_end(cert)
-    out = []
-    for i, e in enumerate(timeline):
-        start = float(e["at_s"])
-        stop = float(timeline[i + 1]["at_s"]) if i + 1 < len(timeline) else end
-        if stop <= start:
-            continue  # two markers at once: the later one names the phase
-        detail = str(e.get("detail", ""))
-        if e["phase"] == "start-up":
-            out.append(Segment(detail[:1].upper() + detail[1:], "start-up", start, stop, None))
-            continue
-        after = timeline[i + 1]["phase"] if i + 1 < len(timeline) else None
-        if detail.startswith("finishing"):
-            kind = "finishing"
-        elif e["phase"] == "weight sync" and after == "update":
-            # a wake-up then a sleep with no step line between: vLLM woke, took the weights and generated (verl's
-            # first step; in the others the step line follows the wake-up within a second and starts generation)
-            kind = "generation"
-        elif not split:  # verl's first sync marker comes before step 1 on every device: it holds the whole step
-            kind = "step"
-        else:
-            kind = {"update": "update", "weight sync": "sync"}.get(e["phase"], "generation")
-        m = _STEP_RE.match(detail)
-        out.append(Segment(STEP_ROWS[kind], kind, start, stop, int(m.group(1)) if m else None))
-    return _first_step(out, cert)
-
-
-def _first_step(out: list[Segment], cert: dict) -> list[Segment]:
-    """TRL prints nothing when its first step starts, only when it ends: the step ran in the last start-up phase.
-    Its own measure (timing_s/step) places it there, ending where the next step begins."""
-    steps = [i for i, s in enumerate(out) if s.step is not None]
-    rows = (cert.get("metrics") or {}).get("per_step") or []
-    if not steps or out[steps[0]].step != 2 or not rows or rows[0].get("step") != 1 or steps[0] == 0:
-        return out
-    k, took = steps[0], float(rows[0].get("timing_s/step") or 0.0)
-    before, at = out[k - 1], out[k].start
-    if not 0 < took < at - before.start:
-        return out
-    return [*out[:k - 1], Segment(before.row, before.kind, before.start, at - took, before.step),
-            Segment(out[k].row, out[k].kind, at - took, at, 1), *out[k:]]
 
 
 def rewards(cert: dict) -> list[tuple[int, float]]:
