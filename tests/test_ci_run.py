@@ -1,6 +1,7 @@
 """`.ci/run`'s own plumbing, with stand-ins for its steps (each a few lines of bash): the time table lists every
 part, pytest's too when pytest fails, and CI's exit code is the failing part's; 20-docker.sh runs beside
-50-cpu-stacks.sh, the resolve gate beside the image gate, and a failure beside still stops CI."""
+50-cpu-stacks.sh, the resolve gate beside the image gate, and a failure beside still stops CI. benchmarks/ci_time.py
+reads the table."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+
+import scriptmodule
 
 REPO = Path(__file__).resolve().parent.parent
 STEPS = ("10-python", "20-docker", "30-slurm", "50-cpu-stacks", "55-megatron")
@@ -56,6 +59,11 @@ def test_the_table_lists_every_part_and_the_whole(tmp_path):
                                   "provision 55-megatron.sh", "resolve gate"]
     assert "beside 50-cpu-stacks.sh" in table and "beside the image gate" in table
     assert table.splitlines()[-1].split("min", 1)[1].strip().startswith("exit 0, ")
+    # benchmarks/ci_time.py reads the table as .ci/run writes it
+    ci_time = scriptmodule.load("benchmarks/ci_time.py")
+    read = ci_time.read(work / "times.txt")
+    assert list(read) == parts and read["whole .ci/run"] >= read["pytest"] >= 0
+    assert "whole runs 0% apart: within 10%" in ci_time.verdicts([read, read])
 
 
 def test_pytest_failing_is_in_the_table_and_is_cis_exit_code(tmp_path):
