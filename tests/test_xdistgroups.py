@@ -73,6 +73,10 @@ def via_another(ray_host):
 def test_free():
     pass
 
+@pytest.mark.slow
+def test_free_and_slow():
+    pass
+
 def test_uses_the_tree(tree):
     pass
 
@@ -92,11 +96,13 @@ def test_submits():
 def test_a_real_collection_groups_by_markers_and_fixture_closure_and_orders_the_groups_first(pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_m=MODULE)
-    pytester.makeini("[pytest]\nmarkers =\n    docker: d\n    slurm: s\n    xdist_group(name): g\n")
+    pytester.makeini("[pytest]\nmarkers =\n    docker: d\n    slurm: s\n    slow: l\n    xdist_group(name): g\n")
     r = pytester.runpytest_inprocess("--co", "-q", "-s", "-p", "no:xdist", "-p", "no:cacheprovider")
     got = [line.split()[1:] for line in r.outlines if line.startswith("GROUP ")]
+    # within a rank the slow ones first (here a free test; a module group moves whole, tests/xdistgroups.py)
     assert got == [["test_starts_ray_through_a_fixture", "engines"], ["test_submits", "engines"],
-                   ["test_builds", "docker"], ["test_uses_the_tree", "module:test_m.py"], ["test_free", "-"]]
+                   ["test_builds", "docker"], ["test_uses_the_tree", "module:test_m.py"],
+                   ["test_free_and_slow", "-"], ["test_free", "-"]]
 
 
 RECORDING = '''
