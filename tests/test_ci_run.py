@@ -1,6 +1,7 @@
 """`.ci/run`'s own plumbing, with stand-ins for its steps (each a few lines of bash): the time table lists every
 part, pytest's too when pytest fails, and CI's exit code is the failing part's; 20-docker.sh runs beside
-50-cpu-stacks.sh, the resolve gate beside the image gate, and a failure beside still stops CI. benchmarks/ci_time.py
+50-cpu-stacks.sh, the two images build side by side with the resolve gate beside them, and a failure beside another
+still stops CI. benchmarks/ci_time.py
 reads the table."""
 
 from __future__ import annotations
@@ -28,14 +29,17 @@ def _ci(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
     (root / ".ci" / "provision").mkdir(parents=True)
     shutil.copy(REPO / ".ci" / "run", root / ".ci" / "run")
     for step in STEPS:
-        # 50-cpu-stacks.sh waits until 20-docker.sh has started (and the resolve gate until the image gate has):
+        # 50-cpu-stacks.sh waits until 20-docker.sh has started (the resolve gate until a build has, each build
+        # until the other has):
         # run one after the other, they would hang until `timeout` ends CI
         body = 'until grep -q "start 20-docker" "$ROCMKIT_CI_WORK/order"; do sleep 0.1; done' \
             if step == "50-cpu-stacks" else ""
         _stand_in(root / ".ci" / "provision" / f"{step}.sh", step, body)
     _stand_in(root / ".ci" / "resolve-gate.sh", "resolve",
-              'until grep -q "start gate" "$ROCMKIT_CI_WORK/order"; do sleep 0.1; done')
-    _stand_in(root / ".ci" / "image-gate.sh", "gate")
+              'until grep -q "start build" "$ROCMKIT_CI_WORK/order"; do sleep 0.1; done')
+    _stand_in(root / ".ci" / "image-build.sh", "build",  # the two builds side by side
+              'until [ "$(grep -c "start build" "$ROCMKIT_CI_WORK/order")" = 2 ]; do sleep 0.1; done')
+    _stand_in(root / ".ci" / "image-gate.sh", "gate", '[ "$IMAGE_GATE_BUILT" = 1 ]  # built before')
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     _stand_in(bin_ / "python", "pytest")
@@ -54,10 +58,11 @@ def test_the_table_lists_every_part_and_the_whole(tmp_path):
     assert table in r.stdout
     parts = [line[:34].strip() for line in table.splitlines()]  # in the order they ended
     assert parts[-2:] == ["pytest", "whole .ci/run"]
-    assert sorted(parts[:-2]) == ["TRL gate trl-cpu", "image gate verl-cpu", "provision 10-python.sh",
-                                  "provision 20-docker.sh", "provision 30-slurm.sh", "provision 50-cpu-stacks.sh",
-                                  "provision 55-megatron.sh", "resolve gate"]
-    assert "beside 50-cpu-stacks.sh" in table and "beside the image gate" in table
+    assert sorted(parts[:-2]) == ["TRL gate trl-cpu", "image build trl-cpu", "image build verl-cpu",
+                                  "image gate verl-cpu", "provision 10-python.sh", "provision 20-docker.sh",
+                                  "provision 30-slurm.sh", "provision 50-cpu-stacks.sh", "provision 55-megatron.sh",
+                                  "resolve gate"]
+    assert "beside 50-cpu-stacks.sh" in table and "beside the builds" in table and "beside the verl-cpu build" in table
     assert table.splitlines()[-1].split("min", 1)[1].strip().startswith("exit 0, ")
     # benchmarks/ci_time.py reads the table as .ci/run writes it
     ci_time = scriptmodule.load("benchmarks/ci_time.py")
@@ -79,5 +84,5 @@ def test_a_step_failing_beside_another_stops_ci_after_both(tmp_path):
     order = (work / "order").read_text()
     assert "end 50-cpu-stacks" in order and "55-megatron" not in order  # the one beside ended; nothing after ran
     r, work = _ci(tmp_path / "again", FAIL_resolve="2")
-    assert r.returncode == 2 and "resolve gate failed, exit 2" in r.stderr
-    assert "TRL gate" not in (work / "times.txt").read_text()
+    assert r.returncode == 2 and "resolve gate: every built-in stack resolved by pip failed, exit 2" in r.stderr
+    assert "image build verl-cpu" in (work / "times.txt").read_text() and "gate" not in (work / "order").read_text()
