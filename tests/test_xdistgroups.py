@@ -39,6 +39,14 @@ def test_the_shared_groups_go_first_and_free_tests_last():
     assert ranks == sorted(ranks) and len(set(ranks)) == 4
 
 
+def test_the_summary_says_how_busy_the_workers_were_and_each_groups_share():
+    durations = {"a": 1200.0, "b": 600.0, "c": 300.0, "d": 60.0, "e": 30.0}
+    groups = {"a": "engines", "b": "docker", "c": "docker", "d": "module:tests/test_m.py"}
+    line = xg.worker_minutes(durations, groups, workers=2, wall_s=1200.0)
+    assert line == ("worker-minutes: 36.5 used of 40.0 (2 workers x 20.0 min, 91 % busy); engines 20.0, docker 15.0, "
+                    "module groups 1.0, the rest 0.5")
+
+
 CONFTEST = '''
 import pytest
 from xdistgroups import group_items

@@ -117,6 +117,23 @@ def read(folder: str) -> dict[str, str]:
     return {}
 
 
+def worker_minutes(durations: dict[str, float], groups: dict[str, str], workers: int, wall_s: float) -> str:
+    """Where pytest's time went under xdist, for the end of the run: the worker-minutes its tests took, beside what
+    the workers had (workers x wall), and each shared group's share. A group runs on one worker, one test after
+    another, so no run is shorter than its longest group; when the workers were busy throughout, only fewer
+    worker-minutes make it shorter."""
+    by: dict[str, float] = {}
+    for nodeid, seconds in durations.items():
+        group = groups.get(nodeid)
+        kind = group if group in (ENGINES, DOCKER) else "module groups" if group else "the rest"
+        by[kind] = by.get(kind, 0.0) + seconds
+    used, had = sum(by.values()) / 60, workers * wall_s / 60
+    shares = ", ".join(f"{kind} {minutes / 60:.1f}" for kind, minutes in
+                       sorted(by.items(), key=lambda pair: -pair[1]))
+    return (f"worker-minutes: {used:.1f} used of {had:.1f} ({workers} workers x {wall_s / 60:.1f} min, "
+            f"{100 * used / had if had else 0:.0f} % busy); {shares}")
+
+
 def scheduler(config, log, folder: str):
     """xdist's loadgroup scheduler, its groups read from the workers' files: a test's scope is its group, and a
     test in none is a scope of its own, as in loadgroup."""
