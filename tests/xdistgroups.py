@@ -98,7 +98,7 @@ def group_items(items: list, reorder: bool) -> tuple[list, dict[str, str]]:
             slow.add(group or item.nodeid)  # a group moves whole: its tests stay one unit in the scheduler's queue
         ranked.append((order(group), group or item.nodeid, item))
     if reorder:
-        items = [item for rank, unit, item in sorted(ranked, key=lambda t: (t[0], t[1] not in slow))]
+        items = [item for *_, item in sorted(ranked, key=lambda t: (t[0], t[1] not in slow))]
     return items, groups
 
 
@@ -128,7 +128,7 @@ def worker_minutes(durations: dict[str, float], groups: dict[str, str], workers:
         kind = group if group in (ENGINES, DOCKER) else "module groups" if group else "the rest"
         by[kind] = by.get(kind, 0.0) + seconds
     used, had = sum(by.values()) / 60, workers * wall_s / 60
-    shares = ", ".join(f"{kind} {minutes / 60:.1f}" for kind, minutes in
+    shares = ", ".join(f"{kind} {seconds / 60:.1f}" for kind, seconds in
                        sorted(by.items(), key=lambda pair: -pair[1]))
     return (f"worker-minutes: {used:.1f} used of {had:.1f} ({workers} workers x {wall_s / 60:.1f} min, "
             f"{100 * used / had if had else 0:.0f} % busy); {shares}")
