@@ -1,6 +1,6 @@
-"""Where CI's time went, run beside run: the tables `.ci/run` keeps in $ROCMKIT_CI_WORK/times.txt, one column per run,
-as a markdown table, with issue 73's marks (docs/development.md, "A run from nothing"): the whole run at most 30 minutes,
-pytest at most 15, and a run repeated within 10 % of the first.
+"""Where CI's time went, run beside run: the tables `.ci/run` keeps in $ROCMKIT_CI_WORK/times.txt, one column per
+run, as a markdown table, with issue 73's marks (docs/development.md, "A run from nothing"): the whole run at most
+30 minutes, pytest at most 15, and a run repeated within 10 % of the first.
 
     python benchmarks/ci_time.py FIRST/.ci-work/times.txt [SECOND/.ci-work/times.txt ...]
 
