@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The image pipeline's gate for one CPU stack, on this machine's CPU: build the image from its stack with
-# rocmkit's real BuildKit build (offline: the wheelhouse of 50-cpu-stacks.sh, --network none, the local base
-# image), check it with `rocmkit doctor --image`, and certify it inside with the engine the arguments name:
+# rocmkit's real BuildKit build (.ci/image-build.sh: offline, from the wheelhouse of 50-cpu-stacks.sh; skipped with
+# IMAGE_GATE_BUILT=1, when .ci/run has built it already), check it with `rocmkit doctor --image`, and certify it
+# inside with the engine the arguments name:
 #   bash .ci/image-gate.sh verl-cpu --engine verl                                  # real verl GRPO
 #   bash .ci/image-gate.sh trl-cpu --engine trl --vllm-mode server --steps 12      # TRL's vLLM server mode
 # The image then serves the tests (ROCMKIT_TEST_<STACK>_IMAGE). Each step's exit code stops CI.
@@ -12,20 +13,12 @@ work="${ROCMKIT_CI_WORK:?set by .ci/run}"
 # shellcheck disable=SC1091
 source "$work/env"
 var=$(echo "$stack" | tr 'a-z-' 'A-Z_')
-wheelhouse_var="ROCMKIT_${var}_WHEELHOUSE"
 image="rocmkit-ci/$stack:gate"
 out="$work/certify-$stack"
 
-echo "== rocmkit build --stack $stack"
-# The image this tag held before (an earlier CI run on this machine): removed once the new one is built, so a
-# reused machine does not gather a 4 GB image per run until its disk is full.
-previous=$("$ROCMKIT_DOCKER" image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
-# BuildKit's lines go to the log file (its tail is printed if the build fails); the summary to CI's log.
-rocmkit build --stack "$stack" --base-image "$ROCMKIT_TEST_BASE_IMAGE" --wheelhouse "${!wheelhouse_var}" \
-  --network none --tag "$image" --progress plain --log-file "$work/build-$stack.log" \
-  2> "$work/build-$stack.stderr" || { tail -n 60 "$work/build-$stack.stderr" >&2; exit 1; }
-if [ -n "$previous" ] && [ "$previous" != "$("$ROCMKIT_DOCKER" image inspect -f '{{.Id}}' "$image")" ]; then
-  "$ROCMKIT_DOCKER" image rm "$previous" >/dev/null 2>&1 || echo "note: the previous $image ($previous) is still in use; kept"
+# .ci/run builds both CPU stacks' images side by side first (.ci/image-build.sh) and says so: then only check here.
+if [ "${IMAGE_GATE_BUILT:-}" != 1 ]; then
+  bash "$(dirname "$0")/image-build.sh" "$stack"
 fi
 
 echo "== rocmkit doctor --image $image"

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -74,9 +75,24 @@ class _XdistGroups:
 
     def __init__(self, folder: str):
         self.folder = folder
+        self.started = time.monotonic()
+        self.durations: dict[str, float] = {}  # node id -> seconds (setup, call and teardown)
+        self.workers: set[str] = set()
 
     def pytest_configure_node(self, node):
         node.workerinput["rocmkit_xdistgroups"] = self.folder
+
+    def pytest_runtest_logreport(self, report):
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
+        node = getattr(report, "node", None)
+        if node is not None:
+            self.workers.add(node.gateway.id)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        # CI's log says where pytest's time went by group, beside --durations' slowest tests (.ci/run)
+        if self.durations and self.workers:
+            terminalreporter.write_line(xdistgroups.worker_minutes(
+                self.durations, xdistgroups.read(self.folder), len(self.workers), time.monotonic() - self.started))
 
     def pytest_xdist_make_scheduler(self, config, log):
         if config.getvalue("dist") == "loadgroup":

@@ -41,7 +41,7 @@ def test_readme_quick_start_says_what_it_downloads_and_how_long_it_takes():
 def test_readme_gives_the_test_command_ci_runs():
     text = README.read_text()
     assert "The test command is `python -m pytest`" in text
-    assert 'exec python -m pytest "$@"' in (doc_tables.REPO / ".ci" / "run").read_text()
+    assert 'timed pytest "" python -m pytest "$@"' in (doc_tables.REPO / ".ci" / "run").read_text()
 
 
 def test_readme_command_table_lists_every_command():

@@ -11,6 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from provisioned import provisioned
@@ -70,6 +71,7 @@ def grid(count: int) -> list[dict]:
     return out
 
 
+@pytest.mark.slow  # a minute on CI's 2 cores: scheduled among the first free tests (tests/xdistgroups.py)
 def test_verl_check_agrees_with_verls_own_code_on_a_generated_grid(tmp_path):
     python = provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv",
                          "VERL_CPU")

@@ -39,6 +39,14 @@ def test_the_shared_groups_go_first_and_free_tests_last():
     assert ranks == sorted(ranks) and len(set(ranks)) == 4
 
 
+def test_the_summary_says_how_busy_the_workers_were_and_each_groups_share():
+    durations = {"a": 1200.0, "b": 600.0, "c": 300.0, "d": 60.0, "e": 30.0}
+    groups = {"a": "engines", "b": "docker", "c": "docker", "d": "module:tests/test_m.py"}
+    line = xg.worker_minutes(durations, groups, workers=2, wall_s=1200.0)
+    assert line == ("worker-minutes: 36.5 used of 40.0 (2 workers x 20.0 min, 91 % busy); engines 20.0, docker 15.0, "
+                    "module groups 1.0, the rest 0.5")
+
+
 CONFTEST = '''
 import pytest
 from xdistgroups import group_items
@@ -73,6 +81,10 @@ def via_another(ray_host):
 def test_free():
     pass
 
+@pytest.mark.slow
+def test_free_and_slow():
+    pass
+
 def test_uses_the_tree(tree):
     pass
 
@@ -92,11 +104,13 @@ def test_submits():
 def test_a_real_collection_groups_by_markers_and_fixture_closure_and_orders_the_groups_first(pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_m=MODULE)
-    pytester.makeini("[pytest]\nmarkers =\n    docker: d\n    slurm: s\n    xdist_group(name): g\n")
+    pytester.makeini("[pytest]\nmarkers =\n    docker: d\n    slurm: s\n    slow: l\n    xdist_group(name): g\n")
     r = pytester.runpytest_inprocess("--co", "-q", "-s", "-p", "no:xdist", "-p", "no:cacheprovider")
     got = [line.split()[1:] for line in r.outlines if line.startswith("GROUP ")]
+    # within a rank the slow ones first (here a free test; a module group moves whole, tests/xdistgroups.py)
     assert got == [["test_starts_ray_through_a_fixture", "engines"], ["test_submits", "engines"],
-                   ["test_builds", "docker"], ["test_uses_the_tree", "module:test_m.py"], ["test_free", "-"]]
+                   ["test_builds", "docker"], ["test_uses_the_tree", "module:test_m.py"],
+                   ["test_free_and_slow", "-"], ["test_free", "-"]]
 
 
 RECORDING = '''

@@ -15,7 +15,9 @@ declaration that makes it skip where the thing is missing; there is no list of t
   tree, a wheel, a built site), so it is made once, on one worker, not once on each.
 
 Under xdist the groups also come first, longest first (`order`): the scheduler hands out whole groups in the order
-collected, and a long group started last would be the run's tail.
+collected, and a long group started last would be the run's tail. Within each rank, the tests marked `slow` (and the
+module groups holding one) come before the rest, for the same reason: a minute-long test among the free ones must
+not be the last thing a worker starts while the other waits.
 
 The groups reach xdist's scheduler through a file, not through xdist's own `xdist_group` marker: pytest-xdist 3.8
 marks a group by appending `@group` to the test's node id, which pytest 9.2's structured node ids ignore, so
@@ -82,9 +84,9 @@ def _has_module_fixture(item) -> bool:
 
 
 def group_items(items: list, reorder: bool) -> tuple[list, dict[str, str]]:
-    """Mark each item with its xdist_group; the items (with `reorder`, sorted by `order`, stable) and the group of
-    each grouped test by node id."""
-    ranked, groups = [], {}
+    """Mark each item with its xdist_group; the items (with `reorder`, sorted by `order`, then the `slow` ones and
+    the groups holding one first; stable) and the group of each grouped test by node id."""
+    ranked, groups, slow = [], {}, set()
     for item in items:
         markers = {m.name for m in item.iter_markers()}
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -92,9 +94,11 @@ def group_items(items: list, reorder: bool) -> tuple[list, dict[str, str]]:
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
             groups[item.nodeid] = group
-        ranked.append((order(group), item))
+        if "slow" in markers:
+            slow.add(group or item.nodeid)  # a group moves whole: its tests stay one unit in the scheduler's queue
+        ranked.append((order(group), group or item.nodeid, item))
     if reorder:
-        items = [item for _, item in sorted(ranked, key=lambda pair: pair[0])]
+        items = [item for *_, item in sorted(ranked, key=lambda t: (t[0], t[1] not in slow))]
     return items, groups
 
 
@@ -111,6 +115,23 @@ def read(folder: str) -> dict[str, str]:
     for path in sorted(Path(folder).glob("*.json")):
         return json.loads(path.read_text())
     return {}
+
+
+def worker_minutes(durations: dict[str, float], groups: dict[str, str], workers: int, wall_s: float) -> str:
+    """Where pytest's time went under xdist, for the end of the run: the worker-minutes its tests took, beside what
+    the workers had (workers x wall), and each shared group's share. A group runs on one worker, one test after
+    another, so no run is shorter than its longest group; when the workers were busy throughout, only fewer
+    worker-minutes make it shorter."""
+    by: dict[str, float] = {}
+    for nodeid, seconds in durations.items():
+        group = groups.get(nodeid)
+        kind = group if group in (ENGINES, DOCKER) else "module groups" if group else "the rest"
+        by[kind] = by.get(kind, 0.0) + seconds
+    used, had = sum(by.values()) / 60, workers * wall_s / 60
+    shares = ", ".join(f"{kind} {seconds / 60:.1f}" for kind, seconds in
+                       sorted(by.items(), key=lambda pair: -pair[1]))
+    return (f"worker-minutes: {used:.1f} used of {had:.1f} ({workers} workers x {wall_s / 60:.1f} min, "
+            f"{100 * used / had if had else 0:.0f} % busy); {shares}")
 
 
 def scheduler(config, log, folder: str):
