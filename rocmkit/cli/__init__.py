@@ -21,6 +21,7 @@ COMMANDS = {
     "build": "rocmkit.cli.build:build",
     "bake": "rocmkit.cli.bake:bake",
     "wheelhouse": "rocmkit.cli.wheelhouse:wheelhouse",
+    "venv": "rocmkit.cli.venv:venv",
     "doctor": "rocmkit.cli.doctor:doctor",
     "vf-configs": "rocmkit.cli.vf_configs:vf_configs",
     "tune": "rocmkit.cli.tune:tune",

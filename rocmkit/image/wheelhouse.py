@@ -82,11 +82,11 @@ def pip_calls(stack: Stack) -> list[PipCall]:
     return [together, *alone]
 
 
-def python_version(python: str) -> str:
+def python_version(python: str, purpose: str = "to make the wheelhouse") -> str:
     result = proc.capture([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=60)
     version = result.output.strip().splitlines()[-1] if result.tail else ""
     if result.returncode != 0 or not re.fullmatch(r"3\.\d+", version):
-        raise EnvironmentMissing(f"cannot run {python} to make the wheelhouse: {result.output.strip()[:200]}",
+        raise EnvironmentMissing(f"cannot run {python} {purpose}: {result.output.strip()[:200]}",
                                  hint="name a Python with --python PATH")
     return version
 
