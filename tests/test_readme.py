@@ -76,6 +76,39 @@ def test_readme_verl_recipe_is_the_words_certify_hints():
     assert "`.venv-verl/bin/rocmkit certify --host --engine verl`" in README.read_text()
 
 
+def test_the_readme_cpu_verl_line_is_the_command_ci_makes_its_verl_venv_with():
+    """The README's CPU verl line (issue 70: "a fresh venv made exactly as the README says certifies with verl on the
+    CPU in CI"): `rocmkit venv --stack verl-cpu .venv-verl-cpu`, then certify in it. CI's provisioning
+    (.ci/provision/50-cpu-stacks.sh) makes the venv that ROCMKIT_VERL_CPU_PYTHON names with the same command, only
+    offline (--wheelhouse, the same pins), with rocmkit from this checkout (--rocmkit editable) and replacing an older
+    venv (--force); tests/test_certify_runs.py::test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default
+    then certifies verl in it with the README's certify words. certify's refusal of PyPI's vllm names the same line."""
+    import shlex
+
+    from rocmkit.verl.vllm_build import VENV_LINE
+
+    install = README.read_text().split("## Install", 1)[1].split("```", 2)[1]
+    line = next(x for x in install.splitlines() if ".venv-verl-cpu" in x).split("  #")[0].strip()
+    assert line == VENV_LINE
+    make, run = line.split(" && ")
+    assert shlex.split(run) == [".venv-verl-cpu/bin/rocmkit", "certify", "--host", "--engine", "verl", "--gpus", "0"]
+    words = shlex.split(make)
+    assert words[:2] == ["rocmkit", "venv"]
+
+    script = (doc_tables.REPO / ".ci" / "provision" / "50-cpu-stacks.sh").read_text()
+    assert re.search(r"^for stack in verl-cpu trl-cpu; do$", script, re.M)
+    assert 'echo "export ROCMKIT_${var}_PYTHON=$venv/bin/python"' in script
+    ci = next(x for x in script.replace("\\\n", " ").splitlines() if "-m rocmkit venv" in x)
+    argv = shlex.split(ci.split(">", 1)[0])
+    assert argv[:3] == ["$py", "-m", "rocmkit"]
+    argv = [{"$stack": "verl-cpu", "$venv": ".venv-verl-cpu"}.get(w, w) for w in argv[3:]]
+    assert argv[:len(words) - 1] == words[1:], (argv, words)
+    extra = argv[len(words) - 1:]
+    assert extra == ["--wheelhouse", "$wh", "--rocmkit", "editable", "--force"], extra
+    # the only venv-making command there: no hand-made pip steps beside it
+    assert "pip install" not in script and "python3 -m venv" not in script
+
+
 @pytest.mark.slow
 def test_the_readme_verl_venv_resolves_with_a_fresh_venvs_own_pip_to_verls_own_rollout_pin(tmp_path):
     """The README's verl line, word for word (rocmkit's `.` is this checkout), in a venv made by `python3 -m venv`

