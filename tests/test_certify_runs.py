@@ -156,7 +156,8 @@ def test_known_bad_overrides_are_rejected(tmp_path, tiny_model, bad, message):
 
 
 def verl_cpu_python() -> str:
-    """A Python with the verl-cpu stack's packages and rocmkit (.ci/provision/50-cpu-stacks.sh makes it)."""
+    """A Python with the verl-cpu stack's packages and rocmkit: the venv .ci/provision/50-cpu-stacks.sh makes with
+    the README's `rocmkit venv --stack verl-cpu` line (offline from the wheelhouse; tests/test_readme.py)."""
     return provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/50-cpu-stacks.sh makes the verl-cpu venv", "VERL_CPU")
 
 
@@ -244,6 +245,11 @@ def test_a_tuned_plan_is_checked_by_the_targets_verl(tmp_path):
 
 @pytest.mark.slow
 def test_real_verl_grpo_on_the_host_cpu_certifies_the_builtin_default(tmp_path, ray_host):
+    """Issue 70's "a fresh venv made exactly as the README says certifies with verl on the CPU in CI": the venv is
+    the one CI makes with the README's Install line, `rocmkit venv --stack verl-cpu .venv-verl-cpu` (only offline,
+    from the stack's wheelhouse, and with rocmkit editable from the checkout under test:
+    tests/test_readme.py::test_the_readme_cpu_verl_line_is_the_command_ci_makes_its_verl_venv_with), and this is the
+    README's `.venv-verl-cpu/bin/rocmkit certify --host --engine verl --gpus 0` in it, run to a pass."""
     out = tmp_path / "cert"
     home = tmp_path / "home"
     home.mkdir()
