@@ -22,7 +22,8 @@ def wheelhouse(stack_name, stack_file, dest, python, as_json) -> None:
     `pip wheel` resolves the base pins, the pip components and rocmkit's own requirements together, as
     the image's pip does, and turns any sdist into a wheel, so nothing compiles in the image. Then
     `rocmkit build --wheelhouse DEST --network none` builds with no network at all (pip installs only
-    from DEST). Files land in DEST only when every download succeeded; other files there are kept, and
+    from DEST), and `rocmkit venv --stack NAME VENV --wheelhouse DEST` installs the stack into a venv from
+    it. Files land in DEST only when every download succeeded; other files there are kept, and
     DEST/wheelhouse.json lists the files with their sha256. Stacks that build components from git are
     refused: what those install is known only from their sources.
 
