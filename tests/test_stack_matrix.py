@@ -80,6 +80,7 @@ def _cells_stack(s: str) -> list[dict]:
            {"id": f"lock-check/{s}", "cmd": "lock", "argv": ["lock", "--check", s]},
            {"id": f"outdated/{s}", "cmd": "outdated", "argv": ["outdated", s]},
            {"id": f"wheelhouse/{s}", "cmd": "wheelhouse", "argv": ["wheelhouse", "--stack", s, f"out/wh-{s}"]},
+           {"id": f"venv/{s}", "cmd": "venv", "argv": ["venv", "--stack", s, f"out/venv-{s}"]},
            {"id": f"slurm/{s}", "cmd": "slurm",
             "argv": ["slurm", "--stack", s, "--nodes", "2", "--image", "registry.example/rocmkit/x:1", "--no-verl-check",
                      *(["--engine", "miles"] if _engine(s) == "miles" else []), "-o", f"out/{s}.sbatch"]},
@@ -210,6 +211,16 @@ def expected(cell: dict) -> tuple[int, tuple[str, ...]]:
         if stack.python != here:
             return 2, (f"is Python {here}; stack {name} wants {stack.python}",)
         return 1, (f"pip wheel for stack {name} failed",)  # offline: the index is a closed port
+    if cmd == "venv":
+        from rocmkit.image.venv import refusal
+
+        if refusal(stack):
+            return 2, (f"error: stack {name} ", "it has no pip-only install for a venv", f"rocmkit build --stack {name}")
+        here = f"{sys.version_info.major}.{sys.version_info.minor}"
+        if stack.python != here and not shutil.which(f"python{stack.python}"):
+            return 3, (f"stack {name} wants Python {stack.python}",)
+        # offline: the base step cannot reach the index, and the venv it began is removed
+        return 1, (f"venv for stack {name}: step base failed", "the venv was removed")
     if cmd in ("slurm", "kuberay") and stack.pinned_version("ray") is None:
         return 2, (f"stack {name} pins no Ray version", f"base image {stack.base.image}", "--ray-version")
     if cmd == "certify":
