@@ -26,11 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 ENGINES_DIR = REPO / "rocmkit" / "certify" / "engines"
 
 
-def test_each_engine_is_one_module_and_the_registry_reads_them():
-    modules = sorted(p.stem for p in ENGINES_DIR.glob("*.py") if p.stem not in ("__init__", "base"))
-    helpers = [m for m in modules if "_" in m]  # an engine's own helpers, named after it (verl_options)
-    assert sorted(engines.names()) == [m for m in modules if m not in helpers] == ["miles", "trl", "verl"]
-    assert all(h.split("_")[0] in engines.names() for h in helpers), helpers
+def test_each_engine_is_one_folder_and_the_registry_reads_them():
+    folders = sorted(p.parent.name for p in ENGINES_DIR.glob("*/engine.py"))
+    assert sorted(engines.names()) == folders == ["miles", "trl", "verl"]
+    assert sorted(p.stem for p in ENGINES_DIR.glob("*.py")) == ["__init__", "base"]  # nothing beside the folders
     assert engines.names()[0] == Settings().engine  # the default first, as --help lists them
     for name, engine in engines.registry().items():
         assert isinstance(engine, CertifyEngine) and engine.name == name
@@ -300,7 +299,7 @@ def test_a_rollout_tp_verl_would_refuse_is_refused_before_anything_starts(kw, sa
 
 def test_the_rollout_tp_reaches_verl_and_the_layout_is_recorded(tmp_path):
     from rocmkit.certify import workspace
-    from rocmkit.certify.engines.verl import layout
+    from rocmkit.certify.engines.verl.engine import layout
     from rocmkit.certify.settings import Backend
     from rocmkit.certify.target import Target
 

@@ -14,7 +14,7 @@ import pytest
 
 from rocmkit.verl import attention
 from rocmkit.verl import sleep_pool
-from rocmkit.certify.engines import verl_report
+from rocmkit.certify.engines.verl import report as verl_report
 from rocmkit.certify.settings import Backend, Settings
 from rocmkit.certify.validate import validate as check
 from rocmkit.verl import smoke_cuts
@@ -145,7 +145,7 @@ def test_the_cpu_run_keeps_what_it_needs_and_gives_no_key_twice(engine_defaults)
 
 
 def test_the_certificate_names_each_cut_and_the_option_that_restores_it():
-    from rocmkit.certify.engines.verl import Verl
+    from rocmkit.certify.engines.verl.engine import Verl
 
     fields = Verl().settings_fields(Settings(engine="verl", gpus=1))
     assert [c["name"] for c in fields["smoke_cuts"]] == [c.name for c in startup_cuts(VerlRun(**RUN))]

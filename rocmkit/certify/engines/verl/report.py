@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from ...verl import attention
-from ...verl import sleep_pool
-from ..judge import check
-from ..loglines import source
+from ....verl import attention
+from ....verl import sleep_pool
+from ...judge import check
+from ...loglines import source
 
 # vLLM 0.24.0's own lines (vllm/v1/worker/gpu_model_runner.py:6657, vllm/compilation/monitor.py:20 and 53,
 # vllm/v1/engine/core.py:328-346, vllm/v1/worker/gpu_worker.py:182)

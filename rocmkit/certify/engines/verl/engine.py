@@ -1,27 +1,27 @@
 """verl's main_ppo with a vLLM or SGLang rollout and an FSDP or Megatron actor. In the target, the setup picks the
 actor's attention, tries vLLM's sleep-mode pool, looks for packages that break verl, and has verl itself validate
 the overrides (rocmkit/certify/intarget/verl_steps.py); the certificate's `engine_run` says what was chosen and what the
-rollout did (rocmkit/certify/engines/verl_report.py). Under `rocmkit slurm` it is main_ppo with Hydra overrides."""
+rollout did (rocmkit/certify/engines/verl/report.py). Under `rocmkit slurm` it is main_ppo with Hydra overrides."""
 
 from __future__ import annotations
 
 import os
 import re
 
-from ...errors import UsageError
-from ...stall import frdump, testhook
-from ...verl import attention
-from ...verl import overrides as verl_overrides
-from ...verl import runtime_imports, sleep_pool, smoke_cuts, vllm_build
-from .. import job as job_mod
-from .. import own_memory, syncproof, workspace
-from ..intarget import verl_steps as target_steps
-from ..intarget import verl_sync_witness as sync_witness
-from ..judge import check as judge_check
-from ..settings import Backend, Rollout, Settings
-from .base import BASE_MODULES, OFFLINE_ENV, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
-from . import verl_report
-from .verl_options import megatron_checks, rollout_tp_checks
+from ....errors import UsageError
+from ....stall import frdump, testhook
+from ....verl import attention
+from ....verl import overrides as verl_overrides
+from ....verl import runtime_imports, sleep_pool, smoke_cuts, vllm_build
+from ... import job as job_mod
+from ... import own_memory, syncproof, workspace
+from ...intarget import verl_steps as target_steps
+from ...intarget import verl_sync_witness as sync_witness
+from ...judge import check as judge_check
+from ...settings import Backend, Rollout, Settings
+from ..base import BASE_MODULES, OFFLINE_ENV, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
+from . import report as verl_report
+from .options import megatron_checks, rollout_tp_checks
 
 # verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
 # learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
@@ -65,12 +65,12 @@ class Verl(BuiltinTask):
     cli_rank = 0  # verl's flags first in --help, before TRL's: the run's shape (rollout, actor) comes first
 
     def cli_options(self):
-        from . import verl_cli
+        from . import cli as verl_cli
 
         return [*verl_cli.run_options(), *verl_cli.job_options()]
 
     def cli_settings(self, values: dict, ctx) -> dict:
-        from . import verl_cli
+        from . import cli as verl_cli
 
         return verl_cli.settings(values, ctx, self.name)
 
@@ -273,8 +273,8 @@ class Verl(BuiltinTask):
         filled = why.get("kind") == own_memory.KIND and "memory" in why  # by the job, not by another process
         if s.job is None or not (why.get("kind") in OOM_KINDS or filled) or not gpus:
             return why
-        from ... import archs
-        from ...tune import advice, models
+        from .... import archs
+        from ....tune import advice, models
 
         job = s.job
         try:
