@@ -107,6 +107,7 @@ class Miles(CertifyEngine):
     options = ("miles_dir",)
     first_phase = "Miles' test"
     command_name = "Miles' test"
+    title = "Miles"
     setup_in_target = False
     probes = False
     cluster = MilesJob(entrypoint=MILES_ENTRYPOINT, reserved=MILES_RESERVED,

@@ -38,6 +38,7 @@ class Trl(BuiltinTask):
     name = "trl"
     options = ("vllm_mode", "zero")
     command_name = "TRL's trainer"
+    title = "TRL"
 
     cli_rank = 1  # after verl's run flags in --help
 

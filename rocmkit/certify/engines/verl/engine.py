@@ -327,7 +327,7 @@ class Verl(BuiltinTask):
         if plan.get("attention"):
             out.append(f"attention: {plan['attention']['chosen']} ({plan['attention']['why']})")
         if plan.get("sglang"):
-            out.append(sglang_line(plan["sglang"]))
+            out.append(verl_report.sglang_line(plan["sglang"]))
         if plan.get("verl_validation"):
             out.append(f"verl {plan['verl_validation']['verl']} accepts the configuration")
         tv = plan.get("tune_validation")
@@ -355,6 +355,12 @@ class Verl(BuiltinTask):
         job = {"job": job_mod.record(s.job, s.steps, self.own_environment(s, ws, create=False))} if s.job else {}
         return {"layout": layout(s), **job, **verl_report.record(report, log, s.rollout_graphs)}
 
+    def settings_section(self, settings: dict) -> list[str]:
+        return smoke_cuts.markdown(settings.get("smoke_cuts"))  # what a smoke run changed to start faster
+
+    def reported_mfu(self, series) -> dict | None:
+        return verl_report.mfu(series)
+
     def summary_lines(self, v: dict | None) -> list[str]:
         if not v:
             return []
@@ -367,7 +373,7 @@ class Verl(BuiltinTask):
         if v.get("attention"):
             out.append(f"- attention: {v['attention']['chosen']} ({v['attention']['why']})")
         if v.get("sglang"):
-            out.append("- " + sglang_line(v["sglang"]))
+            out.append("- " + verl_report.sglang_line(v["sglang"]))
         mm = v.get("megatron_model")
         if mm:
             out.append("- Megatron layers: " + ("TransformerEngine" if mm["transformer_engine"] else
@@ -387,22 +393,9 @@ class Verl(BuiltinTask):
         if sm.get("freed_gib"):
             each = sm.get("per_replica") or {}
             split = f" ({' + '.join(map(str, each.values()))} over {len(each)} replicas)" if len(each) > 1 else ""
-            out.append(f"- sleep mode: {sm['sleeps']} sleeps{split} freed {_span(sm['freed_gib'])} GiB, "
-                       f"{_span(sm['still_in_use_gib'])} GiB still in use")
+            out.append(f"- sleep mode: {sm['sleeps']} sleeps{split} freed {verl_report.span(sm['freed_gib'])} GiB, "
+                       f"{verl_report.span(sm['still_in_use_gib'])} GiB still in use")
         return out
-
-
-def sglang_line(doc: dict) -> str:
-    line = (f"SGLang {doc.get('version') or '?'}: {doc['attention_backend']} attention, {doc['sampling_backend']} "
-            f"sampler ({doc['why']})")
-    if doc.get("mem_fraction_static") is not None:
-        line += f"; mem_fraction_static {doc['mem_fraction_static']:g} (verl's gpu_memory_utilization)"
-    mem = doc.get("memory")
-    if mem and mem.get("kv_cache_gb") is not None:
-        line += (f"; per GPU: weights {mem['weights_gb']:g} GB, KV cache {mem['kv_cache_gb']:g} GB "
-                 f"({mem['kv_tokens']} tokens), released at each sleep and taken back at each wake by its memory "
-                 "saver (torch_memory_saver)")
-    return line
 
 
 def numerics_context(s: Settings, report: dict) -> dict:
@@ -436,10 +429,6 @@ def layout(s: Settings) -> dict:
 def job_keys(s: Settings) -> frozenset[str]:
     """The keys a user's script sets (certify --script): the start-up cuts leave them as the script has them."""
     return frozenset(smoke_cuts.key_of(o) for o in s.job.overrides) if s.job else frozenset()
-
-
-def _span(pair: list[float]) -> str:
-    return f"{pair[0]}" if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"
 
 
 ENGINE = Verl
