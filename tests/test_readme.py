@@ -149,7 +149,7 @@ def test_the_verl_extra_installs_every_module_verls_main_ppo_imports():
     if spec is None:
         provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/40-certify.sh installs verl for the checks", "VERL_CPU")
         pytest.skip("verl is not installed in this Python")
-    from rocmkit.verl import runtime_imports
+    from rocmkit.certify.engines.verl import runtime_imports
 
     imported = runtime_imports.imported(Path(spec.origin).parent)  # read from verl's source: what main_ppo imports
     assert {"ray", "hydra", "transfer_queue"} <= imported, imported  # main_ppo's own, in and outside TaskRunner.run

@@ -269,5 +269,5 @@ def markdown(cert: dict) -> str:
     gpus = cert["host"].get("gpus") or []
     lines += ["", f"Host: {len(gpus)} AMD GPU(s) in the KFD topology" + (f" ({gpus[0].get('product')})" if gpus else "")
               + f"; ROCm {cert['host'].get('rocm') or 'n/a'}."]
-    lines += engine.settings_section(cert["settings"]) if engine else []  # verl: what a smoke run changed to start faster
+    lines += engine.settings_section(cert["settings"]) if engine else []  # verl: its start-up cuts
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ import click
 
 from ....paramtypes import InputFile, script_environment
 from ....errors import UsageError
-from ....verl.attention import CHOICES as ATTN_CHOICES
+from .attention import CHOICES as ATTN_CHOICES
 from ...settings import Backend, Rollout, Settings
 from ..base import CliOption
 

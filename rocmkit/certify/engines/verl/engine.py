@@ -10,9 +10,8 @@ import re
 
 from ....errors import UsageError
 from ....stall import frdump, testhook
-from ....verl import attention
-from ....verl import overrides as verl_overrides
-from ....verl import runtime_imports, sleep_pool, smoke_cuts, vllm_build
+from . import attention, runtime_imports, sleep_pool, smoke_cuts, vllm_build
+from . import overrides as verl_overrides
 from ... import job as job_mod
 from ... import own_memory, syncproof, workspace
 from ...intarget import verl_steps as target_steps
@@ -196,8 +195,9 @@ class Verl(BuiltinTask):
         env = verl_overrides.environment(self.run(s, ws, target), str(ws.metrics))
         own = {k: (v, "every certify run has it: the hub offline, output unbuffered, tokenizers without threads")
                for k, v in OFFLINE_ENV.items()}
-        own.update({k: (v, "vLLM's sleep-mode pool needs it (rocmkit/verl/sleep_pool.py)" if k in sleep_pool.VARIABLES
-                        else "the smoke run's own setting (rocmkit/verl/overrides.py environment())")
+        own.update({k: (v, "vLLM's sleep-mode pool needs it (rocmkit/certify/engines/verl/sleep_pool.py)"
+                        if k in sleep_pool.VARIABLES
+                        else "the smoke run's own setting (rocmkit/certify/engines/verl/overrides.py environment())")
                     for k, v in env.items()})
         modules = [m for m in env.get(job_mod.MODULES, "").split(",") if m]
         if s.rollout is Rollout.VLLM:  # what each weight sync carried, from both ends (verl_sync_witness.py)
@@ -292,7 +292,7 @@ class Verl(BuiltinTask):
         return " (the verl engine needs the verl-cpu stack for that)"
 
     def setup_refusal(self, report: dict) -> tuple[str, str] | None:
-        found = report.get("conflicts")  # rocmkit/verl/compat.py: installed beside verl, they break it
+        found = report.get("conflicts")  # rocmkit/certify/engines/verl/compat.py: installed beside verl, they break it
         if found:
             return ("; ".join(f"{c['package']} {c['version']} is installed beside verl: {c['why']}" for c in found),
                     "; ".join(c["fix"] for c in found))

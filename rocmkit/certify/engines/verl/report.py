@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 import statistics
 
-from ....verl import attention
-from ....verl import sleep_pool
+from . import attention
+from . import sleep_pool
 from ...judge import check
 from ...loglines import source
 
@@ -157,4 +157,6 @@ def mfu(series) -> dict | None:
     """verl's own MFU of the update (perf/mfu/actor) over the steps after the first; verl says 0 where it knows no
     peak, and then there is none."""
     values = [v for v in series("perf/mfu/actor") if v > 0]
-    return {"update": round(statistics.fmean(values[1:] or values), 4), "source": "verl perf/mfu/actor"} if values else None
+    if not values:
+        return None
+    return {"update": round(statistics.fmean(values[1:] or values), 4), "source": "verl perf/mfu/actor"}
