@@ -17,6 +17,7 @@ import pytest
 
 from rocmkit.certify import activity, watchdog
 from rocmkit.certify.activity import Counters, Gpu, Sample
+from rocmkit.certify.follow import Follow
 from rocmkit.progress import Display
 from rocmkit.runtime import proc
 
@@ -54,7 +55,7 @@ def hogs():
 
 def _certify_like(code: str) -> tuple[proc.Result, watchdog.Watch]:
     watch = watchdog.Watch(1, stall_s=STALL_S)
-    follow = watchdog.Follow(Display("test", mode="plain", stream=io.StringIO()), watch)
+    follow = Follow(Display("test", mode="plain", stream=io.StringIO()), watch)
     result = proc.run([sys.executable, "-c", code], timeout=60, on_line=follow.line, stop_when=follow.tick,
                       grace_s=2)
     return result, watch

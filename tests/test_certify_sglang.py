@@ -12,8 +12,8 @@ import pytest
 
 from rocmkit.certify import cause
 from rocmkit.certify.processes import Processes
-from rocmkit.certify.engines import verl_report as report
-from rocmkit.verl import overrides, sglang_backends, smoke_cuts
+from rocmkit.certify.engines.verl import report
+from rocmkit.certify.engines.verl import overrides, sglang_backends, smoke_cuts
 
 DATA = Path(__file__).parent / "data"
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from rocmkit.certify import judge, metrics, task
-from rocmkit.verl import overrides as verl_overrides
+from rocmkit.certify.engines.verl import overrides as verl_overrides
 from rocmkit.certify.certificate import summarize
 
 # Console lines as verl 0.9 prints them through Ray (pprint of numpy scalars: np.float64(...)).

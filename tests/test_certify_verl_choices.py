@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from rocmkit.verl import attention
-from rocmkit.verl import sleep_pool
-from rocmkit.certify.engines import verl_report
+from rocmkit.certify.engines.verl import attention
+from rocmkit.certify.engines.verl import sleep_pool
+from rocmkit.certify.engines.verl import report as verl_report
 from rocmkit.certify.settings import Backend, Settings
 from rocmkit.certify.validate import validate as check
-from rocmkit.verl import smoke_cuts
-from rocmkit.verl.overrides import VerlRun, environment, overrides, run_overrides, startup_cuts
+from rocmkit.certify.engines.verl import smoke_cuts
+from rocmkit.certify.engines.verl.overrides import VerlRun, environment, overrides, run_overrides, startup_cuts
 from rocmkit.errors import UsageError
 
 NO_FA = {"flash_attn": None, "error": "ModuleNotFoundError: No module named 'flash_attn'", "transformers_fa2": None,
@@ -60,7 +60,7 @@ def test_the_probe_on_this_machine_finds_no_usable_flash_attention():
 
 def test_without_flash_attn_the_probe_leaves_transformers_unimported():
     """Its import is most of the probe's time on a GPU host, and without flash_attn its answer changes nothing."""
-    code = ("import importlib.util, json, sys; from rocmkit.verl import attention; found = attention.probe(gpus=1); "
+    code = ("import importlib.util, json, sys; from rocmkit.certify.engines.verl import attention; found = attention.probe(gpus=1); "
             "print(json.dumps([importlib.util.find_spec('flash_attn') is None, found, 'transformers' in sys.modules]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
                           cwd=Path(__file__).resolve().parents[1])
@@ -145,7 +145,7 @@ def test_the_cpu_run_keeps_what_it_needs_and_gives_no_key_twice(engine_defaults)
 
 
 def test_the_certificate_names_each_cut_and_the_option_that_restores_it():
-    from rocmkit.certify.engines.verl import Verl
+    from rocmkit.certify.engines.verl.engine import Verl
 
     fields = Verl().settings_fields(Settings(engine="verl", gpus=1))
     assert [c["name"] for c in fields["smoke_cuts"]] == [c.name for c in startup_cuts(VerlRun(**RUN))]

@@ -16,6 +16,7 @@ from rayhost import ray_processes
 
 from rocmkit.certify import watchdog
 from rocmkit.certify.flow import OFFLINE_ENV
+from rocmkit.certify.follow import Follow
 from rocmkit.progress import Display
 from rocmkit.runtime import proc
 
@@ -41,7 +42,7 @@ def test_a_task_rays_cluster_can_never_hold_stops_the_run_as_an_engine_error(tmp
     home.mkdir()
     before = set(ray_processes())
     watch = watchdog.Watch(1, grace_s=GRACE_S)  # the default stall timeout: the silence rule never fires here
-    follow = watchdog.Follow(Display("test", mode="plain", stream=io.StringIO()), watch)
+    follow = Follow(Display("test", mode="plain", stream=io.StringIO()), watch)
     started = time.monotonic()
     temp = tempfile.mkdtemp(prefix="rk-ray-", dir="/tmp")  # Ray's socket paths must fit 107 bytes, as certify's
     try:

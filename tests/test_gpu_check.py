@@ -15,7 +15,7 @@ import pytest
 
 from rocmkit.certify.certificate import markdown, upgrade
 from rocmkit.certify.judge import RunStatus, judge
-from rocmkit.certify.engines import verl_report
+from rocmkit.certify.engines.verl import report as verl_report
 
 DATA = Path(__file__).resolve().parent / "data" / "certify" / "gpu-check"
 SUMMARY = json.loads((DATA / "summary.json").read_text())

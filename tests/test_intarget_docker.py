@@ -1,4 +1,4 @@
-"""The rocmkit code in a target is the host's (rocmkit/runtime/intarget.py), tested with images of an earlier
+"""The rocmkit code in a target is the host's (rocmkit/runtime/host_rocmkit.py), tested with images of an earlier
 rocmkit: the trl-cpu image of CI's image gate with its rocmkit package replaced by main's before the layout
 changed (OLDER_MAIN, from this repository's history: no `rocmkit.runtime`, the doctor's modules flat in
 `rocmkit/host/`), and one with a module of its rocmkit removed, as an older layout would lack it. certify (TRL,

@@ -168,3 +168,43 @@ def test_nothing_below_the_cli_imports_it():
 
 def test_no_test_generator_ships():
     assert sorted(str(p.relative_to(REPO)) for p in PACKAGE.rglob("*treegen*")) == []
+
+
+ENGINES = PACKAGE / "certify" / "engines"
+
+
+def engine_name_uses(path: Path, names: set[str]) -> list[str]:
+    """Where a module says an engine's name as a decision: a comparison about an engine with a name in it, or a
+    table keyed by two engines' names (`{"verl": ..., "trl": ...}`: each engine's attribute, read from the registry,
+    says it instead)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Compare):
+            said = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant)} & names
+            if said and "engine" in ast.unparse(node).lower():
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)} & names
+            if len(keys) > 1:
+                found.append(f"{node.lineno}: a table keyed by {sorted(keys)}")
+    return found
+
+
+def test_no_engine_name_is_compared_outside_its_engine():
+    # the engines are the folders of certify/engines/ (read from the tree: this test imports nothing); each may say
+    # its own name, nothing else says any
+    names = {p.parent.name for p in ENGINES.glob("*/engine.py")}
+    assert names >= {"trl", "verl", "miles"}
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        own = path.relative_to(ENGINES).parts[0] if ENGINES in path.parents else None
+        uses = engine_name_uses(path, names - {own})
+        if uses:
+            found[str(path.relative_to(REPO))] = uses
+    assert found == {}
+
+
+def test_the_engine_name_finder_finds_a_comparison_and_a_table(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("T = {'verl': 1, 'trl': 2}\nU = {'verl': 1}\ndef f(s, k):\n    return s.engine == 'trl', k == 'verl'\n")
+    assert engine_name_uses(f, {"verl", "trl"}) == ["1: a table keyed by ['trl', 'verl']", "4: s.engine == 'trl'"]

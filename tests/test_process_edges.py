@@ -79,7 +79,7 @@ def test_build_timeout_stops_the_build_and_names_the_stage(slow_stack):
 @pytest.fixture(scope="module")
 def sleepy_image(base_image):
     """An image whose `python3` sleeps: the doctor run inside it (`python3 -m rocmkit` from the host's mount,
-    runtime/intarget.py) outlasts any short deadline."""
+    runtime/host_rocmkit.py) outlasts any short deadline."""
     tag = f"rocmkit-test/sleepy:{uuid.uuid4().hex[:8]}"
     dockerfile = (f"FROM {base_image}\n"
                   "RUN printf '#!/bin/sh\\nsleep 301.5\\n' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3\n")

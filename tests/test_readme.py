@@ -85,7 +85,7 @@ def test_the_readme_cpu_verl_line_is_the_command_ci_makes_its_verl_venv_with():
     then certifies verl in it with the README's certify words. certify's refusal of PyPI's vllm names the same line."""
     import shlex
 
-    from rocmkit.verl.vllm_build import VENV_LINE
+    from rocmkit.certify.engines.verl.vllm_build import VENV_LINE
 
     install = README.read_text().split("## Install", 1)[1].split("```", 2)[1]
     line = next(x for x in install.splitlines() if ".venv-verl-cpu" in x).split("  #")[0].strip()
@@ -182,7 +182,7 @@ def test_the_verl_extra_installs_every_module_verls_main_ppo_imports():
     if spec is None:
         provisioned("ROCMKIT_VERL_CPU_PYTHON", ".ci/provision/40-certify.sh installs verl for the checks", "VERL_CPU")
         pytest.skip("verl is not installed in this Python")
-    from rocmkit.verl import runtime_imports
+    from rocmkit.certify.engines.verl import runtime_imports
 
     imported = runtime_imports.imported(Path(spec.origin).parent)  # read from verl's source: what main_ppo imports
     assert {"ray", "hydra", "transfer_queue"} <= imported, imported  # main_ppo's own, in and outside TaskRunner.run

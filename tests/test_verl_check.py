@@ -16,7 +16,7 @@ from provisioned import provisioned
 
 from rocmkit.verl import launch_script
 from rocmkit.verl import history as verl_history
-from rocmkit.verl import overrides as verl_overrides
+from rocmkit.certify.engines.verl import overrides as verl_overrides
 from rocmkit.certify.settings import Backend, Settings
 from rocmkit.certify.validate import validate as check
 

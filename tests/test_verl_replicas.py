@@ -1,4 +1,4 @@
-"""Counting a verl run's sleeps and weight syncs per rollout replica from its log (rocmkit/certify/engines/verl_report.py), on
+"""Counting a verl run's sleeps and weight syncs per rollout replica from its log (certify/engines/verl/report.py), on
 real logs: Ray prefixes each worker's line with its actor and pid, and its driver folds lines that repeat across
 workers into "[repeated Nx across cluster]" (certify turns that off for verl with RAY_DEDUP_LOGS=0; a folded
 line still counts N times)."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rocmkit.certify.loglines import source
 from rocmkit.certify.watchdog import Watch
-from rocmkit.certify.engines import verl_report as report
-from rocmkit.verl import overrides
+from rocmkit.certify.engines.verl import report
+from rocmkit.certify.engines.verl import overrides
 
 DATA = Path(__file__).resolve().parent / "data" / "certify"
 

@@ -13,7 +13,7 @@ if [ ! -f "$target/megatron/core/__init__.py" ]; then
   "$work/venv/bin/python" -m pip install -q --target "$target" --python-version 3.12 --only-binary=:all: \
     --no-deps megatron-core==0.18.0
 fi
-# mbridge 0.15.1 (pure Python, the newest on PyPI) in a folder of its own: rocmkit/verl/compat.py reads it beside
+# mbridge 0.15.1 (pure Python, the newest on PyPI) in a folder of its own: rocmkit/certify/engines/verl/compat.py reads it beside
 # megatron-core 0.18.0, which no longer has the ModelType member it uses (tests/test_certify_engines.py).
 if [ ! -f "$work/mbridge/mbridge/core/util.py" ]; then
   "$work/venv/bin/python" -m pip install -q --target "$work/mbridge" --no-deps mbridge==0.15.1

@@ -13,7 +13,7 @@ for n in $(seq 5 39); do tags="$tags --platform manylinux_2_${n}_x86_64"; done
 python3 -m pip download -q --no-deps $tags -d "$out/dl/w" -r "$here/wheels.txt"
 # sgl_kernel keeps sm90/common_ops (the norms, activations, rotary embedding and sampling a dense model runs on Hopper)
 # and drops FlashAttention 3 (flash_ops, 1.07 GB: the fa3 attention backend), FlashMLA (DeepSeek's MLA) and the
-# Blackwell build; certify then runs SGLang's Triton attention backend (rocmkit/verl/sglang_backends.py says why).
+# Blackwell build; certify then runs SGLang's Triton attention backend (rocmkit/certify/engines/verl/sglang_backends.py says why).
 zip -q -d "$out"/dl/w/sglang_kernel-*.whl 'sgl_kernel/flash_ops.abi3.so' 'sgl_kernel/flashmla_ops.abi3.so' \
   'sgl_kernel/sm100/*' 'lib/libmscclpp_nccl_static.a' >/dev/null
 echo "$(ls "$out"/dl/w/*.whl | wc -l) wheels, $(du -sh "$out/dl/w" | cut -f1)"

@@ -19,7 +19,6 @@ from pathlib import PurePath
 from .. import __version__, archs, tinymodel
 from ..output import document
 from ..tune import measured
-from ..verl import smoke_cuts
 from . import bars, engines
 from . import metrics as m
 from .judge import Verdict
@@ -44,8 +43,8 @@ def completion_tokens(row: dict[str, float]) -> float:
     return row.get("timing_s/gen", 0.0) * 1000 / per_token_ms if per_token_ms else 0.0
 
 
-def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
-    """Throughput, per-phase times and MFU from the per-step metrics."""
+def summarize(steps: dict[int, dict[str, float]], info: dict, engine=None) -> dict:
+    """Throughput, per-phase times and MFU from the per-step metrics (the engine's own MFU where it reports one)."""
     ordered = [steps[s] for s in sorted(steps)]
     # the first step includes one-off warm-up (compilation, allocator, caches): throughput skips it
     steady = ordered[1:] if len(ordered) > 2 else ordered
@@ -69,11 +68,11 @@ def summarize(steps: dict[int, dict[str, float]], info: dict) -> dict:
     if rewards:
         q = max(1, len(rewards) // 4)
         out["reward"] = {"first": round(statistics.fmean(rewards[:q]), 4), "last": round(statistics.fmean(rewards[-q:]), 4)}
-    verl_mfu = [v for v in m.series(steps, "perf/mfu/actor") if v > 0]  # verl says 0 where it knows no peak
+    reported = engine.reported_mfu(lambda key: m.series(steps, key)) if engine else None
     peak = _peak_tflops(info.get("device"), info.get("precision"))
     params = info.get("parameters")
-    if verl_mfu:
-        out["mfu"] = {"update": round(statistics.fmean(verl_mfu[1:] or verl_mfu), 4), "source": "verl perf/mfu/actor"}
+    if reported:
+        out["mfu"] = reported
     elif peak and params and total("timing_s/update_actor") > 0:
         # forward + backward of every token of the step: 6 x parameters x tokens (decoder-only, no attention term)
         flops = 6 * params * all_tokens
@@ -102,7 +101,7 @@ def build(*, settings: dict, target: dict, host: dict, verdict: Verdict, run: di
     if info.get("wall_s") is not None:  # the engine's own time (TRL's trainer.train()), without its start-up
         run["engine_s"] = round(float(info["wall_s"]), 2)
     run["wall_s"] = round(bars.run_seconds(timings, timeline, run.get("wall_s")), 2)
-    metrics = summarize(steps, {**info, "device": device})
+    metrics = summarize(steps, {**info, "device": device}, engines.registry().get(settings["engine"]))
     metrics["per_step"] = per_step(steps)
     # the actor's measured peak beside tune's model for the same shape, and the GPU's capacity (a job's question:
     # will it fit, with how much to spare)
@@ -286,5 +285,5 @@ def markdown(cert: dict) -> str:
     gpus = cert["host"].get("gpus") or []
     lines += ["", f"Host: {len(gpus)} AMD GPU(s) in the KFD topology" + (f" ({gpus[0].get('product')})" if gpus else "")
               + f"; ROCm {cert['host'].get('rocm') or 'n/a'}."]
-    lines += smoke_cuts.markdown(cert["settings"].get("smoke_cuts"))  # what a smoke run changed to start faster
+    lines += engine.settings_section(cert["settings"]) if engine else []  # verl: its start-up cuts
     return "\n".join(lines) + "\n"

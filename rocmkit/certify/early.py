@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .judge import LEARNING_MARGIN, reward_rise
-from .watchdog import Follow
+from .follow import Follow
 
 MIN_STEPS = 8
 REASON = "learning proven"  # proc.run's stopped reason; outcome.run_status reads it as a finished run

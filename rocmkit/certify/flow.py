@@ -15,7 +15,8 @@ from dataclasses import replace
 from ..errors import UsageError
 from ..fileio import write_atomic
 from ..progress import Display
-from . import cause, early, engines, watchdog, workspace
+from . import cause, early, engines, workspace
+from .follow import Follow
 from . import metrics as metrics_mod
 from . import numerics as numerics_mod
 from .beside import Beside
@@ -174,7 +175,7 @@ def _certify(s: Settings, target: Target, ws: Workspace, deadline: float, displa
     display.stage("training", f"{s.engine}, " + (f"{'up to ' if proving else ''}{s.steps} steps on {device}"
                                                  if engine.setup_in_target else f"on {device}")
                   + (f", {_beside_words(split, probes_wanted)} beside its start-up" if side else ""))
-    follow = (early.ProvingFollow if proving else watchdog.Follow)(display, engine.watch(s), stall_dir=ws.stall_dir)
+    follow = (early.ProvingFollow if proving else Follow)(display, engine.watch(s), stall_dir=ws.stall_dir)
     follow.also_stop = side.stop_reason if split else None
     run_started = time.monotonic()
     try:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..fileio import write_atomic
+from . import engines
 from .bars import STEP_ROWS, Segment, run_end, segments
 
 FILE = "certificate.svg"
@@ -35,7 +36,6 @@ _JUDGED_RE = re.compile(r"reward (-?[\d.]+) \(first (\d+) steps?\) -> (-?[\d.]+)
 # the watchdog's phase kinds as the picture says them
 PHASE_WORDS = {"start-up": "start-up", "rollout": "generation", "update": "log-probs and update",
                "weight sync": "weight sync"}
-ENGINE_NAMES = {"verl": "verl", "trl": "TRL", "miles": "Miles"}
 
 
 def rewards(cert: dict) -> list[tuple[int, float]]:
@@ -93,7 +93,8 @@ def device_text(device: str | None) -> str:
 def title(cert: dict) -> str:
     verdict = str(cert.get("verdict", "?"))
     label = verdict.upper() if ":" not in verdict else "NOT CERTIFIED ({})".format(verdict.split(":", 1)[1].strip())
-    engine = ENGINE_NAMES.get(cert.get("engine"), str(cert.get("engine")))
+    known = engines.registry().get(cert.get("engine"))
+    engine = known.title or known.name if known else str(cert.get("engine"))
     return f"{engine} on {device_text(cert.get('device'))}: {label}"
 
 

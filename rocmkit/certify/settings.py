@@ -60,7 +60,7 @@ class Settings:
     zero: int | None = None  # DeepSpeed ZeRO stage for TRL's trainer under accelerate
     attn: str = "auto"  # verl's actor and reference attention: auto, flash_attention_2, sdpa (attention.py)
     rollout_graphs: bool = False  # verl's rollout compiled with CUDA/HIP graphs instead of eager
-    engine_defaults: bool = False  # verl: none of the smoke run's start-up cuts (rocmkit/verl/smoke_cuts.py)
+    engine_defaults: bool = False  # verl: none of the smoke run's start-up cuts (certify/engines/verl/smoke_cuts.py)
     rollout_tp: int = 1  # verl's rollout tensor parallel size: replicas of this many GPUs each
     miles_dir: str = MILES_DIR  # Miles only: its checkout inside the image
     job: Job | None = None  # verl only: a user's launch script read as a job (certify --script; job.py)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..runtime import intarget, proc
+from ..runtime import host_rocmkit, proc
 from ..runtime.container import DeviceNodes, read_device_nodes
 from .settings import Settings
 from .workspace import Workspace
@@ -59,8 +59,8 @@ class Target:
             on_line: Callable[[str], None] | None = None, log_path: Path | None = None, what: str,
             stop_when: Callable[[Callable[[], list[int]]], str | None] | None = None,
             on_stop: Callable[[list[int]], object] | None = None) -> proc.Result:
-        if not self.image:  # this host's rocmkit first on the path, whichever Python runs it (runtime/intarget.py)
-            return proc.run(inner, env=intarget.host_env({**os.environ, **env}), cwd=ws.root, timeout=timeout, on_line=on_line,
+        if not self.image:  # this host's rocmkit first on the path, whichever Python runs it (runtime/host_rocmkit.py)
+            return proc.run(inner, env=host_rocmkit.host_env({**os.environ, **env}), cwd=ws.root, timeout=timeout, on_line=on_line,
                             log_path=log_path, what=what, stop_when=stop_when, on_stop=on_stop)
         from ..runtime.container import ULIMIT_NOTE, run_container
 

@@ -163,7 +163,7 @@ def compose_with_verl(overrides: list[str], verl_python: str | None) -> dict:
     import tempfile
 
     from ..errors import Failed
-    from ..runtime import intarget, proc
+    from ..runtime import host_rocmkit, proc
     from ..verl import config_check
 
     python = verl_python or (sys.executable if importlib.util.find_spec("verl") else None)
@@ -174,7 +174,7 @@ def compose_with_verl(overrides: list[str], verl_python: str | None) -> dict:
         with open(path, "w") as f:
             json.dump(overrides, f)  # the plan's own, its algorithm among them
         out = proc.capture([python, "-m", config_check.__name__, "--structure", path], timeout=300,
-                           env=intarget.host_env())  # this rocmkit's config check, in the Python that has verl
+                           env=host_rocmkit.host_env())  # this rocmkit's config check, in the Python that has verl
     text = "\n".join(out.tail)
     try:
         verdict = json.loads(text[text.rindex('{"ok"'):].splitlines()[0])

@@ -171,7 +171,7 @@ def in_image(image: str, level: int, strict: bool, arch: str | None, only: str |
 
     info = Engine.connect().require_image(image)
     docker = run_cli()
-    # run_container runs this host's rocmkit in the image (runtime/intarget.py), as `python3 -m rocmkit`
+    # run_container runs this host's rocmkit in the image (runtime/host_rocmkit.py), as `python3 -m rocmkit`
     inner = ["rocmkit", "doctor", "--json", "--level", str(level), "--code-objects"]
     inner += ["--arch", arch] if arch else []
     inner += ["--only", only] if only else []

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EnvironmentMissing
-from . import intarget, proc
+from . import host_rocmkit, proc
 
 DEFAULT_SHM = "16g"
 RUN_LABEL = "io.rocmkit.run"  # every container rocmkit starts carries one: io.rocmkit.run=<the run's id>
@@ -91,9 +91,9 @@ def docker_run_argv(image: str, command: list[str], *, render_nodes: list[str] |
     """The full `docker run` argv. mounts are (host_path, container_path, "ro"|"rw"); shm_size gives the
     container a private /dev/shm of that size instead of the host's IPC namespace; labels mark what rocmkit
     started (the runner removes containers by label); user is "uid:gid"; host_code runs this host's rocmkit
-    in the container instead of the image's (runtime/intarget.py)."""
+    in the container instead of the image's (runtime/host_rocmkit.py)."""
     if host_code:
-        command, mounts = intarget.in_container(list(command), mounts)
+        command, mounts = host_rocmkit.in_container(list(command), mounts)
     argv = [docker, "run"]
     if remove:
         argv.append("--rm")
@@ -128,13 +128,13 @@ def run_container(image: str, command: list[str], *, what: str, timeout: float |
                   passthrough: bool = False, stop_when=None, on_stop=None, host_code: bool = True, **flags):
     """Run a labelled container through the runner (runtime.proc): the deadline and signals stop it and it is
     removed on every exit path (the runner's cleanup is remove_containers of its label). With host_code (the
-    default: certify, `doctor --image`) the rocmkit code it runs is this host's (runtime/intarget.py); a
+    default: certify, `doctor --image`) the rocmkit code it runs is this host's (runtime/host_rocmkit.py); a
     user's own container (`rocmkit run`) passes False. An engine that refuses the memlock/stack ulimits (rootless, restricted) gets
     a second try without them (with passthrough the refusal is not readable: exit 125 is taken for it).
     `on_stop` (see proc.run) gets the container's processes too, by their pids on this host.
     Returns (Result, whether ulimits were applied)."""
     if host_code:
-        intarget.check_engine_local()
+        host_rocmkit.check_engine_local()
     label = proc.new_run_label()
     labels = {RUN_LABEL: label, "io.rocmkit.what": what, OWNER_LABEL: owner()}
     firsts: list[int] = []

@@ -1,15 +1,19 @@
-"""certify's engines: one module each (trl, verl, miles), each defining ENGINE, a CertifyEngine (base.py). The
-registry is read from the modules of this package, so a new engine is one new module (and its tests): `--engine`
-offers it, the flow runs it through the shared steps, and `rocmkit slurm` offers it when it has a cluster job.
-Nothing outside this package compares engine names."""
+"""certify's engines: one folder each (trl/, verl/, miles/), each with an `engine` module defining ENGINE, a
+CertifyEngine (base.py). The registry is read from the folders of this package, so a new engine is one new folder
+(and its tests): `--engine` offers it, the flow runs it through the shared steps, and `rocmkit slurm` offers it
+when it has a cluster job. Nothing outside this package compares engine names. This module imports no engine
+and no host-side code until asked (an engine folder's module may run in a target)."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING
 
 from ...errors import UsageError
-from .base import CertifyEngine
+
+if TYPE_CHECKING:
+    from .base import CertifyEngine
 
 _REGISTRY: dict[str, CertifyEngine] = {}
 
@@ -19,7 +23,9 @@ def registry() -> dict[str, CertifyEngine]:
     if not _REGISTRY:
         found = []
         for info in pkgutil.iter_modules(__path__):
-            engine = getattr(importlib.import_module(f"{__name__}.{info.name}"), "ENGINE", None)
+            if not info.ispkg:  # base.py: the interface, no engine
+                continue
+            engine = getattr(importlib.import_module(f"{__name__}.{info.name}.engine"), "ENGINE", None)
             if engine is not None:
                 found.append(engine())
         from ..settings import Settings

@@ -78,6 +78,7 @@ class CertifyEngine:
     probes = True  # the doctor's GPU probes are measured where the run happens
     cluster: ClusterJob | None = None  # the engine's job under `rocmkit slurm`; None: not offered there
     command_name = "the training command"  # what the certificate calls the command certify ran, when it died
+    title = ""  # how the certificate's picture names the engine ("TRL"); empty: its name
 
     # ---- options ----
 
@@ -188,6 +189,16 @@ class CertifyEngine:
     def summary_lines(self, engine_run: dict | None) -> list[str]:
         """The certificate's markdown lines about the engine's own record."""
         return []
+
+    def settings_section(self, settings: dict) -> list[str]:
+        """The certificate's closing markdown section about the engine's recorded settings (verl: the smoke run's
+        start-up cuts); nothing by default."""
+        return []
+
+    def reported_mfu(self, series) -> dict | None:
+        """The engine's own MFU of the update, from its per-step metrics (`series(key)`: the key's values by step),
+        as the certificate's `metrics.mfu`; None: rocmkit estimates it where it knows the device's peak."""
+        return None
 
     def advise(self, s: Settings, report: dict, why: dict) -> dict:
         """The cause of a run that did not finish well, with what the engine knows to add to its fix."""

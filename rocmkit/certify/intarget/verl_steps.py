@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from ...pkgdirs import package_dir
-from ...verl import compat
+from ..engines.verl import compat
 
 
 def start(cfg: dict):
@@ -45,19 +45,19 @@ def choose(cfg: dict, report: dict) -> bool:
     """What the run's command takes from the target: the actor's attention and SGLang's backends. False when the
     attention asked for by name cannot run here, when verl's main_ppo imports a module this Python lacks, or when a
     CPU run's vLLM is not the CPU build."""
-    from ...verl import runtime_imports
+    from ..engines.verl import runtime_imports
 
     report["verl_imports_missing"] = runtime_imports.missing()  # main_ppo's own imports, read from verl's source
     if report["verl_imports_missing"]:
         return False
     if cfg.get("vllm_cpu"):  # --gpus 0: vLLM's CPU build, or nothing starts (vllm_build.py)
-        from ...verl import vllm_build
+        from ..engines.verl import vllm_build
 
         report["vllm_build"] = vllm_build.probe()
         if report["vllm_build"]["cpu"] is False:
             return False
     if cfg.get("attention"):
-        from ...verl import attention
+        from ..engines.verl import attention
 
         t = time.perf_counter()
         found = attention.probe(cfg["gpus"])
@@ -67,8 +67,8 @@ def choose(cfg: dict, report: dict) -> bool:
         if attention.refusal(choice, found) is not None:
             return False  # asked for an implementation the target cannot run: the host refuses the run
     if cfg.get("sglang") and cfg["gpus"]:
-        from ...verl import sglang_backends
-        from ...verl.overrides import rollout_share
+        from ..engines.verl import sglang_backends
+        from ..engines.verl.overrides import rollout_share
 
         found = sglang_backends.probe()
         report["sglang"] = {**sglang_backends.choose(found), "version": found["sglang"], "found": found,
@@ -85,7 +85,7 @@ def before(cfg: dict, report: dict) -> bool:
         report["conflicts"] = conflicts
         return False
     if cfg.get("sleep_pool"):
-        from ...verl import sleep_pool
+        from ..engines.verl import sleep_pool
 
         t = time.perf_counter()
         report["sleep_pool"] = sleep_pool.inspect(package_dir("vllm"), test=True)
@@ -95,7 +95,7 @@ def before(cfg: dict, report: dict) -> bool:
 
 def after(cfg: dict, report: dict, background=None) -> None:
     from ...verl.config_check import check
-    from ...verl.overrides import run_overrides
+    from ..engines.verl.overrides import run_overrides
 
     t = time.perf_counter()
     # beside the run, the first part's choices are in the run's overrides (certify.json's run_overrides)

@@ -87,7 +87,7 @@ def measure_megatron(devices: list[str], *, steps: int = STEPS, model: GPT = GPT
     when transformer_engine is installed (GPU only). `dtype` is "bf16" (GPUs' default, as verl trains) or
     "fp32" (the CPU's default; bf16 on the CPU runs the GPU path's casts where the tests run). No megatron-core
     in the worker's environment: available False, saying so."""
-    from ...runtime import intarget, proc
+    from ...runtime import host_rocmkit, proc
 
     tp = min(len(devices), 2)
     devices = devices[:tp]
@@ -104,7 +104,7 @@ def measure_megatron(devices: list[str], *, steps: int = STEPS, model: GPT = GPT
             json.dump({**doc, "port": _free_port(), "result": result}, f)
         # `python` may be another interpreter (the megatron venv): it runs this rocmkit, not its own
         run = proc.capture([python, "-m", "rocmkit.host.probes.megatron", args], timeout=timeout_s,
-                           env=intarget.host_env())
+                           env=host_rocmkit.host_env())
         if os.path.exists(result):
             with open(result) as f:
                 doc.update(json.load(f))

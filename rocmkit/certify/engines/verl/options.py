@@ -3,8 +3,8 @@ built-in model's shape (the engine calls them from Verl.check)."""
 
 from __future__ import annotations
 
-from ...errors import UsageError
-from ..settings import Settings
+from ....errors import UsageError
+from ...settings import Settings
 
 
 def rollout_tp_checks(s: Settings) -> None:
@@ -24,7 +24,7 @@ def rollout_tp_checks(s: Settings) -> None:
                          f"rollout replicas of {s.rollout_tp} GPUs each",
                          hint=f"--rollout-tp one of {', '.join(map(str, fits))}, or --gpus a multiple of {s.rollout_tp}")
     if s.model is None:
-        from ...tinymodel import SIZES
+        from ....tinymodel import SIZES
 
         _, _, _, heads, kv_heads = SIZES[s.size]
         if heads % s.rollout_tp or (kv_heads % s.rollout_tp and s.rollout_tp % kv_heads):
@@ -45,7 +45,7 @@ def megatron_checks(s: Settings) -> None:
         if value < 1:
             raise UsageError(f"{name} {value}: a parallel size, at least 1")
     if s.model is None:
-        from ...tinymodel import SIZES
+        from ....tinymodel import SIZES
 
         _, _, layers, heads, kv_heads = SIZES[s.size]
         if heads % s.tp or kv_heads % s.tp:

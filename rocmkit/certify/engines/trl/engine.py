@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import re
 
-from ...errors import UsageError
-from .. import syncproof
-from ..intarget import sync_record, trl_launch, trl_run
-from ..settings import Settings, VllmMode
-from ..signatures import Signature
-from .base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask
+from ....errors import UsageError
+from ... import syncproof
+from ...intarget import sync_record, trl_launch, trl_run
+from ...settings import Settings, VllmMode
+from ...signatures import Signature
+from ..base import BASE_MODULES, TRAINER_BYTES, TRAINER_WHO, BuiltinTask
 
 # Built-in task: a group of 8 answers per prompt, 2 prompts a step, a high learning rate for a tiny model
 # (the reward rises within about ten steps on a CPU). A 0.5B model diverges at the tiny model's rate.
@@ -38,13 +38,14 @@ class Trl(BuiltinTask):
     name = "trl"
     options = ("vllm_mode", "zero")
     command_name = "TRL's trainer"
+    title = "TRL"
 
     cli_rank = 1  # after verl's run flags in --help
 
     def cli_options(self):
         import click
 
-        from .base import CliOption
+        from ..base import CliOption
 
         return [
             CliOption("size", ("--vllm-mode",), dict(

@@ -1,6 +1,6 @@
 """verl's own `rocmkit certify` flags, their values made into Settings fields, and `--script` read into a job.
 The certify command collects these from the registry (rocmkit/cli/certify.py declares only the shared flags), so a
-verl flag is declared, converted and checked (verl_options.py) beside the engine that reads it."""
+verl flag is declared, converted and checked (options.py) beside the engine that reads it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from ...paramtypes import InputFile, script_environment
-from ...errors import UsageError
-from ...verl.attention import CHOICES as ATTN_CHOICES
-from ..settings import Backend, Rollout, Settings
-from .base import CliOption
+from ....paramtypes import InputFile, script_environment
+from ....errors import UsageError
+from .attention import CHOICES as ATTN_CHOICES
+from ...settings import Backend, Rollout, Settings
+from ..base import CliOption
 
 D = Settings()  # the defaults: one place (certify/settings.py)
 # the flags a --script job takes from its script; given as well, they are refused
@@ -99,7 +99,7 @@ def settings(values: dict, ctx, name: str) -> dict:
     """Settings fields from verl's flags; with --script, the job and what the script sets (the engine too)."""
     v = dict(values)
     if v["tune_file"]:
-        from ...tune.planfile import load_overrides
+        from ....tune.planfile import load_overrides
 
         tuned = tuple(load_overrides(v["tune_file"]))
     else:
@@ -120,8 +120,8 @@ def settings(values: dict, ctx, name: str) -> dict:
 def read_job(ctx, v: dict):
     """The script read into a job (certify/job.py); verl's rejection printed as verl-check prints it, exit 2.
     Returns the job and the script's own model folder (None where its config.json stands in)."""
-    from .. import engines
-    from .. import job as job_mod
+    from ... import engines
+    from ... import job as job_mod
 
     if v["model"] or v["data"]:
         raise UsageError("--model and --data name the built-in run's inputs; with --script the script names them",
@@ -149,7 +149,7 @@ def read_job(ctx, v: dict):
 
 def job_shape(job, script) -> tuple:
     """The script's rollout, rollout TP, backend and Megatron TP and PP, as the flags would give them."""
-    from .. import job as job_mod
+    from ... import job as job_mod
 
     rollout = job.value("actor_rollout_ref.rollout.name") or D.rollout.value
     tp = job.value("actor_rollout_ref.rollout.tensor_model_parallel_size")

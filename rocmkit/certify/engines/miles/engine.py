@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ...errors import UsageError
-from ..judge import Reason, Status, Verdict, not_certified
-from ..settings import MILES_DIR, Settings
-from ..watchdog import Watch
-from .base import CertifyEngine, ClusterJob
+from ....errors import UsageError
+from ...judge import Reason, Status, Verdict, not_certified
+from ...settings import MILES_DIR, Settings
+from ...watchdog import Watch
+from ..base import CertifyEngine, ClusterJob
 
 MILES_COMMIT = "31f1ca961a94cb860cec3b2dea34ec332bfa8f76"
 TEST_FILE = "tests/e2e/short/test_qwen2.5_0.5B_gsm8k_short.py"
@@ -76,7 +76,7 @@ def command(gpus: int, miles_dir: str = MILES_DIR) -> tuple[list[str], dict[str,
 def docker_argv(image: str, gpus: int, miles_dir: str, mounts: list[tuple[str, str, str]], *, docker: str = "docker",
                 nodes=None, ulimits: bool = True) -> list[str]:
     """The `docker run` of the test: root (it writes /root/models), working directory the checkout."""
-    from ...runtime.container import docker_run_argv
+    from ....runtime.container import docker_run_argv
 
     argv, env = command(gpus, miles_dir)
     return docker_run_argv(image, argv, env=env, mounts=mounts, workdir=miles_dir, docker=docker, nodes=nodes,
@@ -86,7 +86,7 @@ def docker_argv(image: str, gpus: int, miles_dir: str, mounts: list[tuple[str, s
 def checks_from_output(returncode: int | None, timed_out: bool, lines: list[str]) -> list[dict]:
     """The certificate's checks: the test's own exit (its --ci-test assertions), and whether Ray's job ended
     SUCCEEDED, read from `ray job submit`'s own closing line."""
-    from ..judge import check
+    from ...judge import check
 
     succeeded = any(re.search(r"Job '[^']+' succeeded", line) for line in lines)
     failed = next((line.strip() for line in lines if re.search(r"Job '[^']+' failed", line)), None)
@@ -107,6 +107,7 @@ class Miles(CertifyEngine):
     options = ("miles_dir",)
     first_phase = "Miles' test"
     command_name = "Miles' test"
+    title = "Miles"
     setup_in_target = False
     probes = False
     cluster = MilesJob(entrypoint=MILES_ENTRYPOINT, reserved=MILES_RESERVED,
@@ -115,7 +116,7 @@ class Miles(CertifyEngine):
     cli_rank = 2
 
     def cli_options(self):
-        from .base import CliOption
+        from ..base import CliOption
 
         return [CliOption("engine", ("--miles-dir",), dict(
             default=Settings.miles_dir, show_default=True,
@@ -151,7 +152,7 @@ class Miles(CertifyEngine):
         return Watch(0, stall_s=s.stall_timeout or float("inf"), first_phase=self.first_phase, fatal=False)
 
     def execute(self, s: Settings, target, ws, inner, env, *, timeout: float, follow):
-        from ...runtime.container import run_container
+        from ....runtime.container import run_container
 
         result, _ = run_container(target.image_id, inner, what="Miles' short e2e test", timeout=timeout,
                                   docker=target.docker or "docker", on_line=follow.line, log_path=ws.log,

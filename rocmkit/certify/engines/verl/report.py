@@ -5,11 +5,12 @@ captured graphs, what its sleep mode freed, and which layers a Megatron actor wa
 from __future__ import annotations
 
 import re
+import statistics
 
-from ...verl import attention
-from ...verl import sleep_pool
-from ..judge import check
-from ..loglines import source
+from . import attention
+from . import sleep_pool
+from ...judge import check
+from ...loglines import source
 
 # vLLM 0.24.0's own lines (vllm/v1/worker/gpu_model_runner.py:6657, vllm/compilation/monitor.py:20 and 53,
 # vllm/v1/engine/core.py:328-346, vllm/v1/worker/gpu_worker.py:182)
@@ -133,3 +134,29 @@ def record(report: dict, log_text: str, rollout_graphs: bool) -> dict:
                         "still_in_use_gib": seen["sleep_still_in_use_gib"], "allocator": report.get("sleep_pool")}
                        if seen["sleeps"] or report.get("sleep_pool") else None),
     }
+
+
+def sglang_line(doc: dict) -> str:
+    line = (f"SGLang {doc.get('version') or '?'}: {doc['attention_backend']} attention, {doc['sampling_backend']} "
+            f"sampler ({doc['why']})")
+    if doc.get("mem_fraction_static") is not None:
+        line += f"; mem_fraction_static {doc['mem_fraction_static']:g} (verl's gpu_memory_utilization)"
+    mem = doc.get("memory")
+    if mem and mem.get("kv_cache_gb") is not None:
+        line += (f"; per GPU: weights {mem['weights_gb']:g} GB, KV cache {mem['kv_cache_gb']:g} GB "
+                 f"({mem['kv_tokens']} tokens), released at each sleep and taken back at each wake by its memory "
+                 "saver (torch_memory_saver)")
+    return line
+
+
+def span(pair: list[float]) -> str:
+    return f"{pair[0]}" if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"
+
+
+def mfu(series) -> dict | None:
+    """verl's own MFU of the update (perf/mfu/actor) over the steps after the first; verl says 0 where it knows no
+    peak, and then there is none."""
+    values = [v for v in series("perf/mfu/actor") if v > 0]
+    if not values:
+        return None
+    return {"update": round(statistics.fmean(values[1:] or values), 4), "source": "verl perf/mfu/actor"}
