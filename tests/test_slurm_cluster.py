@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rayhost import ray_processes
+from rayhost import ray_processes, ray_processes_left
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("ray_host")]
 
@@ -146,5 +146,5 @@ def test_a_worker_that_cannot_join_fails_the_job_within_the_deadline(tmp_path):
     assert "the Ray cluster is incomplete" in log and "driver exited" not in log
     # the job ends by its own deadline (plus Ray/Slurm start-up and teardown), not by a scheduler limit
     assert elapsed < deadline + 120, elapsed
-    time.sleep(2)
-    assert not ray_processes(), ray_processes()
+    left = ray_processes_left()
+    assert not left, left
