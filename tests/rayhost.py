@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,3 +49,12 @@ def ray_processes() -> list[str]:
         if "raylet" in args or "gcs_server" in args:
             found.append(f"{cmdline.parent.name} {args}")
     return found
+
+
+def ray_processes_left(within_s: float = 30) -> list[str]:
+    """Ray's daemons still up after up to `within_s` seconds (a job's teardown stops them; on a loaded machine that
+    takes seconds, and `sbatch --wait` returns within 2 s of the job's end): [] as soon as none is left."""
+    deadline = time.monotonic() + within_s
+    while (left := ray_processes()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rayhost import ray_processes
+from rayhost import ray_processes_left
 
 from rocmkit.host.facts import kernlog
 from treegen import HEALTHY_KMSG, HostSpec, format_records, healthy_ports, healthy_process, write_tree
@@ -91,8 +91,8 @@ def test_healthy_nodes_pass_the_preflight_and_ray_starts(tmp_path):
     assert "driver exited with 0" in log, log
     starts = sorted(line.split()[0] for line in ray_calls.read_text().splitlines() if " start " in f"{line} ")
     assert starts == ["n1", "n2"], ray_calls.read_text()
-    time.sleep(2)
-    assert not ray_processes(), ray_processes()  # the teardown stopped them
+    left = ray_processes_left()
+    assert not left, left  # the teardown stopped them
 
 
 def test_a_tcp_cluster_passes_when_the_job_says_so(tmp_path):

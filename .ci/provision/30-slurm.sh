@@ -26,6 +26,11 @@ if ! munge -S "$sock" -n >/dev/null 2>&1; then
     --log-file="$base/munge/log/munged.log" --seed-file="$base/munge/lib/munged.seed" --force
 fi
 
+# MinJobAge=5 (default 300): `sbatch --wait`, which the slurm tests submit with, polls the job after 2 s, then 8,
+# then every 32 s, growing its interval only while it is below MinJobAge/2 (sbatch.c, _job_wait): with the default a
+# job of 12-40 s was seen done 42 s after its submission; with 5 it is polled every 2 s. A finished job's record
+# stays at least MinJobAge, longer than that poll. batch_sched_delay=0 (default 3 s): a batch job is placed at its
+# submission, not up to 3 s later in the controller's next pass (0.4 s against 0.1-2.8 s here).
 conf="$base/etc/slurm.conf"
 cat > "$conf" <<CONF
 ClusterName=rocmkit
@@ -51,6 +56,8 @@ ReturnToService=2
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
+MinJobAge=5
+SchedulerParameters=batch_sched_delay=0
 NodeName=n[1-2] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$node_port-$((node_port + 1))] CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
