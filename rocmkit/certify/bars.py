@@ -77,11 +77,11 @@ def segments(cert: dict) -> list[Segment]:
     return _first_step(out, cert)
 
 
-def startup(cert: dict) -> tuple[float, Segment] | None:
-    """How long the start-up took (Ray, the workers, the rollout engine) and the bar that ended it: the first bar
-    that is not start-up, as the picture draws it (TRL's first step placed inside its last start-up phase)."""
-    first = next((s for s in segments(cert) if s.kind != "start-up"), None)
-    return (first.start, first) if first else None
+def after_startup(cert: dict) -> Segment | None:
+    """The bar that ended the start-up (Ray, the workers, the rollout engine), which lasted until its start: the
+    first bar that is not start-up, as the picture draws it (TRL's first step placed inside its last start-up
+    phase)."""
+    return next((s for s in segments(cert) if s.kind != "start-up"), None)
 
 
 def _first_step(out: list[Segment], cert: dict) -> list[Segment]:

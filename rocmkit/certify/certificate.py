@@ -249,11 +249,11 @@ def markdown(cert: dict) -> str:
         lines.append(f"- nothing was trained (of {cert['settings'].get('steps', '?')} steps asked)"
                      + (f"; device: {cert['device']}" if cert.get("device") else ""))
     else:
-        began = bars.startup(cert)
+        began = bars.after_startup(cert)
         lines += [
             f"- device: {cert.get('device') or 'not reported'}; steps: {mt['steps']} of {cert['settings']['steps']}; "
-            f"wall: {bars.run_seconds(cert.get('timings'), cert.get('timeline'), run.get('wall_s')):.1f} s",
-            *([f"- start-up: {began[0]:.1f} s, until {began[1].detail or began[1].row.lower()}"] if began else []),
+            f"wall: {bars.run_end(cert):.1f} s",
+            *([f"- start-up: {began.start:.1f} s, until {began.detail or began.row.lower()}"] if began else []),
             *_own_time_line(cert.get("timings")),
             *([f"- ended by: {run['ended_by']}"] if run.get("ended_by") else []),
             f"- reward: {mt['reward']['first']} → {mt['reward']['last']}",

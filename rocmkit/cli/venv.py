@@ -40,8 +40,8 @@ def venv(stack_name, stack_file, dest, wheelhouse, python, rocmkit_from, force, 
     verl --gpus 0` certifies in it. A stack whose image needs more than pip (ROCm from a base image, components
     compiled from git, downloaded files) is refused, naming why, as is a Python of another version.
 
-    A failed step is named with its pip line, and the venv is removed: nothing half-made is left. DEST/rocmkit-venv.json,
-    venv.json, written last, records the steps. DEST must not exist (or `--force` for a venv there).
+    A failed step is named with its pip line, and the venv is removed: nothing half-made is left.
+    DEST/rocmkit-venv.json, written last, records the steps. DEST must not exist (or `--force` for a venv there).
 
     Exit 0 made, 1 a step failed, 2 bad usage (no pip-only install, wrong Python, DEST exists), 3 no Python of
     the stack's version found, 130/143 interrupted.

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from packaging.utils import canonicalize_name
+
 from ..errors import EnvironmentMissing, Failed, UsageError
 from ..fileio import write_atomic
 from ..output import document
@@ -255,8 +257,8 @@ def _hold(stack: Stack, dest: Path, vpy: str, env: dict, say) -> None:
     if not r.ok:
         raise Failed(f"venv for stack {stack.name}: `pip list` failed", hint=r.output[-2000:])
     pins = held.stack_pins(stack, stack.targets)
-    names = {held._canon(n) for n in held.held_from_image(stack, pins)}
-    installed = [line for line in (r.stdout or []) if "==" in line and held._canon(line.split("==")[0]) in names]
+    names = {canonicalize_name(n) for n in held.held_from_image(stack, pins)}
+    installed = [line for line in (r.stdout or []) if "==" in line and canonicalize_name(line.split("==")[0]) in names]
     write_atomic(dest / CONSTRAINTS, "".join(p + "\n" for p in pins + installed))
     if pins or installed:
         say(f"held (pip constraint, as the image's): {', '.join(pins + installed)}")
