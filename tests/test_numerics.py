@@ -153,3 +153,24 @@ def test_the_bands_are_what_the_kept_runs_measured():
 
 def test_no_figure_is_worded_with_a_pipe_that_would_split_the_certificates_table():
     assert not [what for _, what in numerics.FIGURES.values() if "|" in what]
+
+
+def test_the_kept_h100_job_with_an_fp8_kv_cache_is_judged_in_band_and_its_syncs_proven():
+    """certify --script of tests/data/certify_job/ with `engine_kwargs.vllm.kv_cache_dtype=fp8` on one H100
+    (2026-12-07, benchmarks/gpu_numerics/go.sh job-fp8kv): random weights, so learning is not judged and the
+    numerics and the sync witness are the job's evidence. Its log and witness records, judged again, give what its
+    certificate says."""
+    import json
+    kept = DATA / "verl-h100-job-fp8kv"
+    cert = json.loads((kept / "certificate.json").read_text())
+    assert cert["settings"]["learning_required"] is False
+    doc = numerics.judge(_steps("verl-h100-job-fp8kv/run.log.gz"), engine="verl", rollout="vllm", device="gpu")
+    assert [r["step"] for r in doc["per_step"]] == [1, 2, 3, 4]
+    assert doc["status"] == "in band" and doc["worst"] == pytest.approx(cert["numerics"]["worst"])
+    assert cert["numerics"]["context"]["KV cache dtype"] == "fp8"
+    sync = syncproof.judge(syncproof.read(kept / "sync"))
+    assert sync["summary"] == cert["numerics"]["sync"]["summary"] and sync["syncs"] == 5 and not sync["problems"]
+    assert {c["name"]: (c["passed"], c["required"]) for c in cert["checks"]}["weight sync reached the rollout"] \
+        == (True, True)
+    assert "the rollout generated with the weights the trainer trained at every sync" in \
+        (kept / "certificate.md").read_text()

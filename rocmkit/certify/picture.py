@@ -206,9 +206,10 @@ def _step_numbers(ax, segs: list[Segment], rows: list[str], end: float) -> None:
     for n in shown:
         ax.text(starts[n], first_row - 0.37, str(n), ha="left", va="bottom", fontsize=7, color="#333333",
                 gid=f"step-number-{n}")
-    ordinal = "" if every == 1 else f"(every {every}{'nd' if every == 2 else 'th'}) "
-    ax.text(min(starts.values()), first_row - 0.37, f"step {ordinal}", ha="right", va="bottom", fontsize=7,
-            color="#333333", gid="step-numbers")
+    ordinal = "" if every == 1 else f" (every {every}{'nd' if every == 2 else 'th'})"
+    # set off by points, not a trailing space: SVG collapses a text's trailing whitespace ("step (every 2nd)1")
+    ax.annotate(f"step{ordinal}", (min(starts.values()), first_row - 0.37), xytext=(-3, 0), textcoords="offset points",
+                ha="right", va="bottom", fontsize=7, color="#333333", gid="step-numbers")
 
 
 def _reward(ax, cert: dict) -> None:
