@@ -195,6 +195,18 @@ def test_the_plan_counts_the_weight_sync():
     assert mem["weight_sync_peak_gib"] > 2.0
 
 
+@pytest.mark.parametrize("name", ["verl-sglang-h200-1gpu", "verl-sglang-h100-1gpu"])
+def test_sglangs_weight_sync_stages_no_bucket(builtin_model, name):
+    """verl's SGLang rollout hands SGLang the weights as they are (IPC handles of tensors grouped up to the bucket
+    size): no 2 GiB buffer as vLLM's BucketedWeightSender has. Both kept SGLang runs peaked at 0.09 GiB, where the
+    model said 2.02 GiB (21.8x) while it counted the buffer; a plan for SGLang counts none either."""
+    side = measured.side_by_side(json.loads((REPO / "tests/data/certify" / f"{name}.json").read_text()))
+    assert side["measured_gib"] == 0.09 and side["predicted_gib"] < side["measured_gib"], side
+    job = plan.Job(models.lookup("Qwen2-0.5B-Instruct"), "test GPU", 192 * GIB, gpus_per_node=8, rollout="sglang")
+    assert plan.make(job).memory["weight_sync_breakdown_gib"]["bucket"] == 0
+    assert memory.sync_staging("vllm") == memory.VERL_SYNC_BUCKET
+
+
 def test_a_verl_gpu_certificate_shows_the_actors_peak_beside_tunes_model_and_the_gpu(builtin_model):
     """What a job's verdict shows: the default command on one H200 (kept), its actor's peak as verl measured it,
     the memory model's prediction for the same shape, and the GPU's capacity from the setup's read."""

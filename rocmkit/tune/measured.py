@@ -251,7 +251,8 @@ def shape(doc: dict) -> Shape:
         model=_job_model(settings, padded="numerics" not in doc), model_name=str(settings.get("model")), gpus=gpus,
         rollout_tp=_int(o, "actor_rollout_ref.rollout.tensor_model_parallel_size"), micro_batch=micro,
         tokens=_int(o, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu") if dynamic else micro * seq,
-        bucket_bytes=_int(o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20,
+        bucket_bytes=memory.sync_staging(settings.get("rollout") or "vllm", _int(
+            o, "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes") << 20),
         foreach=foreach, lora_rank=lora)
     if lora and common["model"].experts:
         raise NotComparable("LoRA on a mixture-of-experts model: the model counts adapters on dense layers")

@@ -173,7 +173,8 @@ def _fsdp(job: Job, plan: Plan, per_gpu_mini: int) -> None:
         # between phases (param_offload and optimizer_offload below), FSDP1 (verl's default strategy) unless
         # FSDP2's offload policy or LoRA needs FSDP2.
         sync = memory.weight_sync(m, shards=shards, fsdp1=not (offload or job.lora_rank), param_offload=True,
-                                  adam_on_gpu=False, lora_rank=job.lora_rank)
+                                  adam_on_gpu=False, lora_rank=job.lora_rank,
+                                  bucket_bytes=memory.sync_staging(job.rollout))
         if max(est.peak, sync.peak) <= limit:
             break
     else:  # est: one sequence, checkpointed and offloaded, the last try
