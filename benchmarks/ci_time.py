@@ -3,6 +3,11 @@ run, as a markdown table, with issue 73's marks (docs/development.md, "A run fro
 30 minutes, pytest at most 15, and a run repeated within 10 % of the first.
 
     python benchmarks/ci_time.py FIRST/.ci-work/times.txt [SECOND/.ci-work/times.txt ...]
+    python benchmarks/ci_time.py --tests FIRST/.ci-work/durations.json [SECOND/.ci-work/durations.json ...]
+
+--tests: the tests, test by test, from the records `.ci/run` keeps in $ROCMKIT_CI_WORK/durations.json (every
+test's seconds and xdist group, tests/xdistgroups.py): each group's minutes, then the SLOWEST (25) tests by their
+largest time in any run, so a test that got slower or faster between two runs shows beside its other figure.
 
 A part run beside another (20-docker.sh beside 50-cpu-stacks.sh, the resolve gate beside the image gate) counts its
 own seconds, so the parts add up to more than the whole. On a shared machine, compare runs made side by side in
@@ -52,10 +57,38 @@ def verdicts(runs: list[dict[str, int]]) -> list[str]:
     return said
 
 
+SLOWEST = 25
+
+
+def read_tests(path: Path) -> dict[str, dict]:
+    """A durations.json: node id -> {"s": seconds, "group": group}."""
+    import json
+    return json.loads(path.read_text())["tests"]
+
+
+def tests_table(runs: list[dict[str, dict]], slowest: int = SLOWEST) -> str:
+    cols = " | ".join(f"run {i + 1}" for i in range(len(runs)))
+    groups = sorted({t["group"] for run in runs for t in run.values()})
+    rows = [f"| group | {cols} |", "|---|" + "---:|" * len(runs)]
+    for g in groups:
+        cells = [f"{sum(t['s'] for t in run.values() if t['group'] == g) / 60:.1f} min" for run in runs]
+        rows.append(f"| {g} | " + " | ".join(cells) + " |")
+    ids = sorted({i for run in runs for i in run}, key=lambda i: -max(run.get(i, {"s": 0})["s"] for run in runs))
+    rows += ["", f"| test (the {slowest} slowest in any run) | group | {cols} |", "|---|---|" + "---:|" * len(runs)]
+    for i in ids[:slowest]:
+        group = next(run[i]["group"] for run in runs if i in run)
+        rows.append(f"| `{i}` | {group} | " + " | ".join(f"{run[i]['s']:.0f} s" if i in run else "" for run in runs)
+                    + " |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str]) -> int:
-    if not argv:
+    if not argv or argv == ["--tests"]:
         print(__doc__.strip(), file=sys.stderr)
         return 2
+    if argv[0] == "--tests":
+        print(tests_table([read_tests(Path(p)) for p in argv[1:]]))
+        return 0
     runs = [read(Path(p)) for p in argv]
     print(table(runs))
     print()

@@ -91,8 +91,12 @@ class _XdistGroups:
     def pytest_terminal_summary(self, terminalreporter):
         # CI's log says where pytest's time went by group, beside --durations' slowest tests (.ci/run)
         if self.durations and self.workers:
+            groups = xdistgroups.read(self.folder)
             terminalreporter.write_line(xdistgroups.worker_minutes(
-                self.durations, xdistgroups.read(self.folder), len(self.workers), time.monotonic() - self.started))
+                self.durations, groups, len(self.workers), time.monotonic() - self.started))
+            record = os.environ.get("ROCMKIT_TEST_DURATIONS")
+            if record:  # every test's seconds and group, for comparing runs test by test (benchmarks/ci_time.py)
+                xdistgroups.write_durations(Path(record), self.durations, groups)
 
     def pytest_xdist_make_scheduler(self, config, log):
         if config.getvalue("dist") == "loadgroup":

@@ -159,9 +159,19 @@ def test_two_workers_run_each_group_on_one_worker(pytester, tmp_path, monkeypatc
     out.mkdir()
     monkeypatch.setenv("XDIST_GROUPS_OUT", str(out))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tests), os.environ.get("PYTHONPATH")) if p))
+    record = tmp_path / "durations.json"
+    monkeypatch.setenv("ROCMKIT_TEST_DURATIONS", str(record))
     r = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-q")
     assert r.ret == 0, r.stdout.str()[-3000:]
     ran = {p.name: p.read_text() for p in out.iterdir()}
     assert len(ran) == 16
     for group in ("engines", "module"):
         assert len({w for name, w in ran.items() if name.startswith(group)}) == 1, ran
+    # the record .ci/run keeps: every test with its group, read by benchmarks/ci_time.py --tests
+    import scriptmodule
+    ci_time = scriptmodule.load("benchmarks/ci_time.py")
+    kept = ci_time.read_tests(record)
+    assert len(kept) == 16 and {t["group"] for t in kept.values()} == {"engines", "module groups", "the rest"}
+    assert kept["test_rec.py::test_engine[0]"]["group"] == "engines" and not list(tmp_path.glob("*.tmp"))
+    said = ci_time.tests_table([kept, kept])
+    assert "| engines | 0.0 min | 0.0 min |" in said and "`test_rec.py::test_free[7]` | the rest |" in said

@@ -124,14 +124,28 @@ def worker_minutes(durations: dict[str, float], groups: dict[str, str], workers:
     worker-minutes make it shorter."""
     by: dict[str, float] = {}
     for nodeid, seconds in durations.items():
-        group = groups.get(nodeid)
-        kind = group if group in (ENGINES, DOCKER) else "module groups" if group else "the rest"
+        kind = _kind(groups.get(nodeid))
         by[kind] = by.get(kind, 0.0) + seconds
     used, had = sum(by.values()) / 60, workers * wall_s / 60
     shares = ", ".join(f"{kind} {seconds / 60:.1f}" for kind, seconds in
                        sorted(by.items(), key=lambda pair: -pair[1]))
     return (f"worker-minutes: {used:.1f} used of {had:.1f} ({workers} workers x {wall_s / 60:.1f} min, "
             f"{100 * used / had if had else 0:.0f} % busy); {shares}")
+
+
+def write_durations(path: Path, durations: dict[str, float], groups: dict[str, str]) -> None:
+    """Every test's seconds (setup, call and teardown) and its group, sorted by node id, written whole or not at
+    all (a temporary file renamed): `python benchmarks/ci_time.py --tests A.json B.json` puts two runs side by
+    side test by test, where --durations' 25 slowest of each say nothing about the rest."""
+    tests = {nodeid: {"s": round(seconds, 2), "group": _kind(groups.get(nodeid))}
+             for nodeid, seconds in sorted(durations.items())}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"tests": tests}, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def _kind(group: str | None) -> str:
+    return group if group in (ENGINES, DOCKER) else "module groups" if group else "the rest"
 
 
 def scheduler(config, log, folder: str):
