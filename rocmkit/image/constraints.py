@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from ..stacks import ComponentKind, Stack
 
@@ -16,10 +17,6 @@ CONSTRAINTS_PATH = "/opt/rocmkit/constraints.txt"
 # Only the PyTorch family is held: a stack may deliberately build its own Triton (upstream swaps it last).
 CONSTRAINED_PACKAGES = ("torch", "torchvision", "torchaudio")
 TRITON_PACKAGES = ("triton", "pytorch-triton-rocm")
-
-
-def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def opted_in(stack: Stack) -> bool:
@@ -34,8 +31,8 @@ def stack_pins(stack: Stack, targets) -> list[str]:
     reqs: list[str] = []
     if stack.base.rocm_wheels:
         reqs += stack.base.rocm_wheels.requirements(targets)
-    held = {_canon(n) for n in CONSTRAINED_PACKAGES + TRITON_PACKAGES}
-    reqs += [r for r in stack.base.pip if _canon(Requirement(r).name) in held]
+    held = {canonicalize_name(n) for n in CONSTRAINED_PACKAGES + TRITON_PACKAGES}
+    reqs += [r for r in stack.base.pip if canonicalize_name(Requirement(r).name) in held]
     for c in stack.components:
         if c.constrain:
             reqs += [c.wheel_pin()] if c.kind is ComponentKind.WHEEL else list(c.pip)
@@ -43,7 +40,7 @@ def stack_pins(stack: Stack, targets) -> list[str]:
     out: dict[str, str] = {}
     for r in reqs:
         req = Requirement(r)
-        out.setdefault(_canon(req.name), f"{req.name}{req.specifier}")
+        out.setdefault(canonicalize_name(req.name), f"{req.name}{req.specifier}")
     return list(out.values())
 
 
@@ -51,11 +48,12 @@ def held_from_image(stack: Stack, pins: list[str]) -> list[str]:
     """The distributions whose installed versions the file takes from the image: the PyTorch family, a ROCm
     Triton when the base pins one, and what the stack declares the base provides (its check has just read
     them), less those already pinned."""
-    pinned = {_canon(Requirement(r).name) for r in stack.base.pip}
+    pinned = {canonicalize_name(Requirement(r).name) for r in stack.base.pip}
     names = list(CONSTRAINED_PACKAGES) + sorted({n for n in pinned if n in TRITON_PACKAGES})
-    names += [p.distribution for p in stack.base.provides if _canon(p.distribution) not in map(_canon, names)]
-    taken = {_canon(Requirement(p).name) for p in pins}
-    return [n for n in names if _canon(n) not in taken]
+    listed = {canonicalize_name(n) for n in names}
+    names += [p.distribution for p in stack.base.provides if canonicalize_name(p.distribution) not in listed]
+    taken = {canonicalize_name(Requirement(p).name) for p in pins}
+    return [n for n in names if canonicalize_name(n) not in taken]
 
 
 def name_pattern(name: str) -> str:

@@ -37,7 +37,8 @@ class OS:
 
 
 def _norm(name: str) -> str:
-    """PEP 503 normalisation, which pkg:pypi names use."""
+    """PEP 503 normalisation, which pkg:pypi names use (packaging's canonicalize_name, written out: this module
+    runs in the image's Python, standard library only; tests/test_sbom.py runs it so)."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 

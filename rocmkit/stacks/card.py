@@ -5,10 +5,10 @@ that every present component is pinned read it. Pure: a Stack in, words out."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from .model import ComponentKind, Stack
 
@@ -31,10 +31,6 @@ class Pin:
     text: str  # what the table shows
 
 
-def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _version(req: str) -> str:
     return next(iter(Requirement(req).specifier)).version
 
@@ -48,28 +44,28 @@ def pins(stack: Stack) -> dict[str, list[Pin]]:
         out["ROCm"].append(Pin("exact", f"wheels `{stack.rocm}`") if rw else
                            Pin("base", f"base `{stack.rocm}`, checked"))
     for card, names in CARD.items():
-        wanted = {_canon(n) for n in names}
+        wanted = {canonicalize_name(n) for n in names}
         for c in stack.components:
-            if c.kind is ComponentKind.GIT and _canon(c.name) in wanted:
+            if c.kind is ComponentKind.GIT and canonicalize_name(c.name) in wanted:
                 out[card].append(Pin("mutable", f"git `{c.mutable_ref}` **MUTABLE**") if c.mutable else
                                  Pin("commit", f"git `{c.commit[:12]}`"))
-            elif c.kind is ComponentKind.WHEEL and _canon(Requirement(c.wheel_pin()).name) in wanted:
+            elif c.kind is ComponentKind.WHEEL and canonicalize_name(Requirement(c.wheel_pin()).name) in wanted:
                 out[card].append(Pin("exact", f"wheel `=={_version(c.wheel_pin())}`"))
             elif c.kind is ComponentKind.PIP:
                 out[card] += [Pin("exact", f"pip `=={_version(r)}`") for r in c.pip
-                              if _canon(Requirement(r).name) in wanted]
+                              if canonicalize_name(Requirement(r).name) in wanted]
         out[card] += [Pin("exact", f"pip `=={_version(r)}`") for r in stack.base.pip
-                      if _canon(Requirement(r).name) in wanted]
+                      if canonicalize_name(Requirement(r).name) in wanted]
         if stack.base.rocm_wheels:
             out[card] += [Pin("exact", f"wheels `=={_version(r)}`") for r in stack.base.rocm_wheels.packages
-                          if _canon(Requirement(r).name) in wanted]
+                          if canonicalize_name(Requirement(r).name) in wanted]
         for p in stack.base.provides:
-            if _canon(p.name) in wanted or _canon(p.distribution) in wanted:
+            if canonicalize_name(p.name) in wanted or canonicalize_name(p.distribution) in wanted:
                 out[card].append(Pin("mutable", "base, **MUTABLE**") if p.mutable else
                                  Pin("base", f"base `=={p.version}`, checked") if p.version else
                                  Pin("base", f"base release `{p.release}`, checked"))
         out[card] += [Pin("exact", f"held `=={_version(r)}`") for r in stack.constraints
-                      if _canon(Requirement(r).name) in wanted]
+                      if canonicalize_name(Requirement(r).name) in wanted]
     return out
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from .. import archs
 from ..textenum import TextEnum
@@ -286,12 +286,8 @@ class Stack:
         reqs = list(self.base.pip) + [r for c in self.pip_components for r in c.pip]
         for r in reqs:
             req = Requirement(r)
-            if _canon(req.name) == _canon(package):
+            if canonicalize_name(req.name) == canonicalize_name(package):
                 return next(iter(req.specifier)).version
         return None
-
-
-def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 

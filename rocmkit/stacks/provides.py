@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import InputFileError
@@ -56,7 +57,7 @@ def provides(b: Fields) -> tuple[Provided, ...]:
             version=version, release=release, source_note=f.text("source_note", TEXT_RE, NOTE, ""),
             mutable_reason=reason))
     for key in ("name", "distribution"):
-        seen = [_canon(getattr(p, key)) for p in out]
+        seen = [canonicalize_name(getattr(p, key)) for p in out]
         dupes = sorted({v for v in seen if seen.count(v) > 1})
         if dupes:
             raise b.error("provides", f"two entries with the {key} {dupes[0]!r}", f"one entry per {key}")
@@ -73,18 +74,15 @@ def check_against(path: str, provided: tuple[Provided, ...], python_from: Python
     names = {c.name for c in components}
     from packaging.requirements import Requirement
 
-    installed = {_canon(Requirement(r).name) for r in base_pip}
-    installed |= {_canon(Requirement(r).name) for c in components for r in c.pip}
-    installed |= {_canon(Requirement(c.wheel_pin()).name) for c in components if c.kind is ComponentKind.WHEEL}
+    installed = {canonicalize_name(Requirement(r).name) for r in base_pip}
+    installed |= {canonicalize_name(Requirement(r).name) for c in components for r in c.pip}
+    installed |= {canonicalize_name(Requirement(c.wheel_pin()).name) for c in components if c.kind is ComponentKind.WHEEL}
     for i, p in enumerate(provided):
         if p.name in names:
             raise InputFileError(path, f"base.provides[{i}] ({p.name})", "also a component of this stack: the "
                                  "stack builds or installs it, so the base's is replaced",
                                  "remove one of the two")
-        if _canon(p.distribution) in installed:
+        if canonicalize_name(p.distribution) in installed:
             raise InputFileError(path, f"base.provides[{i}] ({p.name})", f"{p.distribution} is also installed "
                                  "by this stack (pip or a wheel), which replaces the base's", "remove one of the two")
 
-
-def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()

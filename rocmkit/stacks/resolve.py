@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from ..runtime import proc
 from . import git_requirements, resolve_cache
-from .model import Stack, _canon
+from .model import Stack
 from .pip_tool import find_interpreter, pip_too_old, pip_version
 
 PYPI = "https://pypi.org/simple/"
@@ -134,8 +135,8 @@ def stack_pins(stack: Stack) -> tuple[list[Pin], list[Pin]]:
     """(pins resolved with their dependencies, no_deps pins), each with its stack line."""
     text = stack_text(stack)
     comp_reqs = [(r, c.no_deps) for c in stack.pip_components + stack.wheel_components for r in c.pip]
-    repinned = {_canon(Requirement(r).name) for r, _ in comp_reqs}
-    pins = [Pin(r, pin_line(stack, text, r)) for r in stack.base.pip if _canon(Requirement(r).name) not in repinned]
+    repinned = {canonicalize_name(Requirement(r).name) for r, _ in comp_reqs}
+    pins = [Pin(r, pin_line(stack, text, r)) for r in stack.base.pip if canonicalize_name(Requirement(r).name) not in repinned]
     pins += [Pin(r, pin_line(stack, text, r), no_deps) for r, no_deps in comp_reqs]
     pins += [Pin(r, pin_line(stack, text, r)) for r in rocm_wheel_pins(stack)]
     return [p for p in pins if not p.no_deps], [p for p in pins if p.no_deps]
@@ -381,11 +382,11 @@ def _where(side: dict, pins: list[Pin]) -> str:
     candidates = [side["requirement"]] if side["by"] == "the stack" else [asked_by, side["requirement"]]
     for text in candidates:
         try:
-            name = _canon(Requirement(text.split(";")[0].strip()).name)
+            name = canonicalize_name(Requirement(text.split(";")[0].strip()).name)
         except InvalidRequirement:
             continue
         for p in pins:
-            if _canon(Requirement(p.requirement).name) == name:
+            if canonicalize_name(Requirement(p.requirement).name) == name:
                 return p.where
     return ""
 
