@@ -57,6 +57,8 @@ def test_the_table_lists_every_part_and_the_whole(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     table = (work / "times.txt").read_text()
     assert table in r.stdout
+    # the log says which CPU ran (the CPU numerics bands were measured on AVX-512)
+    assert re.search(r"^cpu: \d+ core\(s\), .*, (AVX-512|no AVX-512)$", r.stdout, re.M), r.stdout[:500]
     parts = [line[:34].strip() for line in table.splitlines()]  # in the order they ended
     assert parts[-2:] == ["pytest", "whole .ci/run"]
     assert sorted(parts[:-2]) == ["TRL gate trl-cpu", "image build trl-cpu", "image build verl-cpu",
