@@ -314,3 +314,19 @@ def test_the_text_says_what_was_trained_and_the_steps_whole_time_apart_from_the_
             "old_log_probs 1.8585, reward 0.0, update 3.735; the steps in all 37.5794\n") in text
     job = load("verl-h200-job-qwen2.5-7b.json")
     assert "; learning not judged (its reward means nothing)\n" in markdown(job)
+
+
+def test_a_slow_first_step_is_said_apart_from_the_pace_of_the_others():
+    """SGLang's rollout on one H100 (2026-12-07): step 1 took 110 s, 88 of them generating (SGLang's kernels
+    compiled at their first use), the others 2.8-3.0 s; the phase totals hold both, so the text says step 1 apart.
+    A run whose first step is like the others, or too short a run to tell, says nothing of it."""
+    sglang = json.loads((Path(__file__).parent / "data" / "certify" / "verl-sglang-h100-1gpu.json").read_text())
+    assert ("\n- step 1: 110.0 s, generation 88.1 s of it, the later steps 2.8–3.0 s (median 2.9 s): one-off "
+            "warm-up (compilation, allocator, caches), which the throughput figures leave out\n") in markdown(sglang)
+    trl = markdown(load("gpu-check/trl-1gpu.json"))
+    assert "\n- step 1: 1.8 s, generation 0.51 s of it, the later steps 0.059–0.09 s (median 0.068 s)" in trl
+    even = copy.deepcopy(sglang)
+    even["metrics"]["per_step"][0]["timing_s/step"] = 3.1
+    assert "\n- step 1:" not in markdown(even)
+    even["metrics"]["per_step"] = even["metrics"]["per_step"][:2]
+    assert "\n- step 1:" not in markdown(even)

@@ -158,6 +158,29 @@ def _phases_line(phases: dict, steps: int) -> list[str]:
     return [f"- time in each phase over the {steps} step(s) (s): {parts}{whole}"]
 
 
+FIRST_STEP_SLOW = 3.0  # step 1 over the others' median: worth a line of its own
+
+
+def _first_step_line(per_step: list[dict]) -> list[str]:
+    """Step 1 said apart where it took several times the others: its one-off warm-up (kernels compiled, caches
+    filled; SGLang's JIT, 88 of its 110 s on an H100) is in the phase totals above, and a reader comparing steps
+    should not take it for the pace. The throughput figures leave it out (summarize's steady steps)."""
+    times = [r.get("timing_s/step") for r in per_step]
+    if len(times) < 3 or None in times:
+        return []
+    rest = sorted(times[1:])
+    median = statistics.median(rest)
+    if median <= 0 or times[0] < FIRST_STEP_SLOW * median:
+        return []
+    def s(x: float) -> str:
+        return f"{x:.1f}" if x >= 1 else f"{x:.2g}"
+
+    gen = per_step[0].get("timing_s/gen")
+    of_it = f", generation {s(gen)} s of it" if gen else ""
+    return [f"- step 1: {s(times[0])} s{of_it}, the later steps {s(rest[0])}–{s(rest[-1])} s (median {s(median)} s): "
+            "one-off warm-up (compilation, allocator, caches), which the throughput figures leave out"]
+
+
 def upgrade(cert: dict) -> dict:
     """A certificate of an earlier schema read as this one (the fields renamed; nothing is made up)."""
     if cert.get("schema") == "rocmkit.certificate/v1":
@@ -260,6 +283,7 @@ def markdown(cert: dict) -> str:
             f"- rollout: {mt['rollout_tokens_per_s']} tokens/s; training: {mt['training_tokens_per_s']} tokens/s"
             + (f"; MFU (update): {mt['mfu']['update']:.1%}" if meaningful_mfu(mt.get("mfu")) else ""),
             *_phases_line(mt["phases_s"], mt["steps"]),
+            *_first_step_line(mt.get("per_step") or []),
             *_memory_line(mt.get("actor_memory")),
         ]
     lines += _numerics_lines(cert.get("numerics"), job=bool((cert.get("engine_run") or {}).get("job")))
