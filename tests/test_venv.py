@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,71 @@ no_deps = true
     v = subprocess.run([str(dest / "bin" / "rocmkit"), "--version"], capture_output=True, text=True, timeout=120,
                        env={"PATH": "/usr/bin:/bin"})
     assert v.returncode == 0 and "rocmkit, version" in v.stdout
+
+
+def test_the_editable_step_names_the_checkout_it_locks_and_no_other_step_does():
+    plan = hostvenv.steps(stacks.load("verl-cpu"), wheelhouse=Path("/wh"), constraints=Path("/c.txt"),
+                          rocmkit=[("click>=8.1",), ("--no-deps", "--no-build-isolation", "-e", "/src/rocmkit")])
+    assert [(s.name, s.editable) for s in plan if s.editable] == [("rocmkit", Path("/src/rocmkit"))]
+
+
+EDITABLE = '''
+import json, subprocess, sys, time
+from pathlib import Path
+from rocmkit.image.venv import checkout_lock
+tree, prefix, out = sys.argv[1:4]
+waited = []
+with checkout_lock(Path(tree), say=waited.append):
+    t0 = time.time()
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
+                        "--no-deps", "--no-build-isolation", "--prefix", prefix, "-e", tree],
+                       capture_output=True, text=True, timeout=300)
+    t1 = time.time()
+Path(out).write_text(json.dumps({"rc": r.returncode, "log": r.stdout + r.stderr, "held": [t0, t1], "waited": waited}))
+'''
+
+
+def test_two_editable_installs_from_one_checkout_at_once_take_turns_and_both_are_whole(tmp_path):
+    """Real pip and setuptools, two processes started together: `pip install -e` of one checkout (laid out as
+    rocmkit's: a package-dir mapping, an entry point) inside `checkout_lock`, as `rocmkit venv`'s editable step runs
+    it. Both succeed, one waited for the other (their installs never overlapped), each install's metadata is whole
+    and points at the checkout, and the lock left no file there."""
+    tree = tmp_path / "tree"
+    (tree / "pkgx").mkdir(parents=True)
+    (tree / "templates").mkdir()
+    (tree / "pkgx" / "__init__.py").write_text("def main():\n    print('pkgx')\n")
+    (tree / "templates" / "__init__.py").write_text("")
+    (tree / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "pkgx"\nversion = "1.0"\ndependencies = ["click>=8.1"]\n'
+        '[project.scripts]\npkgx = "pkgx:main"\n'
+        '[tool.setuptools]\npackages = ["pkgx", "pkgx.templates"]\npackage-dir = { "pkgx.templates" = "templates" }\n')
+    before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = [subprocess.Popen([sys.executable, "-c", EDITABLE, str(tree), str(tmp_path / f"p{i}"),
+                              str(tmp_path / f"r{i}.json")], env=env) for i in (1, 2)]
+    assert [p.wait(timeout=600) for p in runs] == [0, 0]
+    got = [json.loads((tmp_path / f"r{i}.json").read_text()) for i in (1, 2)]
+    for g in got:
+        assert g["rc"] == 0, g["log"][-3000:]
+    (a0, a1), (b0, b1) = sorted(g["held"] for g in got)
+    assert a1 <= b0, "the two editable installs overlapped"
+    assert sum(bool(g["waited"]) for g in got) <= 1
+    for i in (1, 2):
+        site = next((tmp_path / f"p{i}").glob("lib/python*/site-packages"))
+        info = site / "pkgx-1.0.dist-info"
+        assert "Name: pkgx\n" in (info / "METADATA").read_text() and "Requires-Dist: click>=8.1" in (
+            info / "METADATA").read_text()
+        assert "pkgx = pkgx:main" in (info / "entry_points.txt").read_text()
+        recorded = {line.split(",")[0] for line in (info / "RECORD").read_text().splitlines()}
+        assert all((site / name).exists() for name in recorded if not name.startswith("..")), recorded
+        finder = "".join(p.read_text() for p in site.glob("__editable__*pkgx*"))
+        assert str(tree / "pkgx") in finder and str(tree / "templates") in finder
+    after = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    # setuptools may leave pkgx.egg-info or build/ (older ones did, in the checkout); whole where it does; no lock file
+    left = [p for p in after if p not in before and p.parts[0] not in ("pkgx.egg-info", "build")
+            and "__pycache__" not in p.parts]
+    assert not left, left
+    if (tree / "pkgx.egg-info").exists():
+        assert "Name: pkgx" in (tree / "pkgx.egg-info" / "PKG-INFO").read_text()
+        assert "pkgx/__init__.py" in (tree / "pkgx.egg-info" / "SOURCES.txt").read_text()

@@ -12,6 +12,9 @@ interrupted step removes the venv, so nothing half-made is left that looks compl
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import shlex
@@ -50,6 +53,49 @@ class Step:
 
     def line(self, python: str) -> str:
         return shlex.join([python, "-m", "pip", *self.args])
+
+    @property
+    def editable(self) -> Path | None:
+        """The checkout this step installs editable (`pip install -e TREE`), or None."""
+        return Path(self.args[self.args.index("-e") + 1]) if "-e" in self.args else None
+
+
+@contextlib.contextmanager
+def checkout_lock(tree: Path, say: Callable[[str], None] = print):
+    """Held around `pip install -e TREE`, so that two `rocmkit venv` runs from one checkout (CI makes its two stacks'
+    venvs side by side) take turns there: setuptools' editable build writes TREE/rocmkit.egg-info (and build/) in
+    the checkout itself, and two builds at once race on those files (one's SOURCES.txt or PKG-INFO half-written
+    or removed under the other). Only that step: every other step writes inside its own venv.
+
+    The lock is flock(2) on the checkout folder itself (a directory's descriptor takes flock on Linux): every run
+    from this checkout names the same lock whatever its venv, worktrees and other clones get locks of their own
+    (their egg-info is their own), no lock file is made (nothing in `git status`, nothing in the tracked tree),
+    and the kernel drops the lock when its holder exits, however it exits, so none is left stale. Where the
+    folder takes no flock (some network filesystems), a file in the temporary folder named by the checkout's
+    path holds it instead."""
+    tree = Path(os.path.realpath(tree))
+    fd, held = None, False
+    try:
+        fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held = True
+    except BlockingIOError:
+        pass  # another run holds it: wait below
+    except OSError:  # no flock on this folder
+        if fd is not None:
+            os.close(fd)
+        name = f"rocmkit-editable-{hashlib.sha256(str(tree).encode()).hexdigest()[:16]}.lock"
+        fd = os.open(Path(tempfile.gettempdir()) / name, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if not held:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                say(f"  waiting for another editable install from {tree} to end (a lock on the checkout)")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def refusal(stack: Stack) -> str | None:
@@ -228,8 +274,9 @@ def make(stack: Stack, dest: Path, *, python: str | None = None, wheelhouse: Pat
                     _hold(stack, dest, vpy, env, say)
                 say(f"step {n}/{len(plan)} {step.name}: {step.why}")
                 say(f"  {step.line(vpy)}")
-                t = time.monotonic()
-                _run(step.name, [vpy, "-m", "pip", *step.args], env, step_timeout_s, on_line, stack)
+                with checkout_lock(step.editable, say) if step.editable else contextlib.nullcontext():
+                    t = time.monotonic()  # the step's own time, not a wait for the lock
+                    _run(step.name, [vpy, "-m", "pip", *step.args], env, step_timeout_s, on_line, stack)
                 record_steps.append({"name": step.name, "argv": ["python", "-m", "pip", *step.args],
                                      "seconds": round(time.monotonic() - t, 1)})
             doc = document("venv", {"stack": stack.name, "python": version, "venv": str(dest),
