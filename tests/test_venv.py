@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,37 @@ def test_two_editable_installs_from_one_checkout_at_once_take_turns_and_both_are
     if (tree / "pkgx.egg-info").exists():
         assert "Name: pkgx" in (tree / "pkgx.egg-info" / "PKG-INFO").read_text()
         assert "pkgx/__init__.py" in (tree / "pkgx.egg-info" / "SOURCES.txt").read_text()
+
+
+HOLD = '''
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+'''
+
+
+def test_a_lock_held_past_the_deadline_fails_naming_the_checkout(tmp_path):
+    """A holder that never lets go (stopped, frozen) is waited for until the step's deadline, then named: never a
+    wait without end. Another process really holds the flock on the checkout folder."""
+    from rocmkit.errors import Failed
+    from rocmkit.image.venv import checkout_lock
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        said: list[str] = []
+        t0 = time.monotonic()
+        with pytest.raises(Failed) as exc:
+            with checkout_lock(tmp_path, say=said.append, timeout_s=1.5):
+                pytest.fail("the lock was taken while another process held it")
+        assert 1.5 <= time.monotonic() - t0 < 10
+        assert f"waited 1.5 s for another editable install from {tmp_path}" in exc.value.message
+        assert said == [f"  waiting for another editable install from {tmp_path} to end (a lock on the checkout, "
+                        "at most 1.5 s)"]
+    finally:
+        holder.kill()
+        holder.wait()
+    with checkout_lock(tmp_path, say=said.append, timeout_s=1.5):  # its holder gone, the kernel freed it
+        pass

@@ -61,7 +61,7 @@ class Step:
 
 
 @contextlib.contextmanager
-def checkout_lock(tree: Path, say: Callable[[str], None] = print):
+def checkout_lock(tree: Path, say: Callable[[str], None] = print, timeout_s: float = 600.0):
     """Held around `pip install -e TREE`, so that two `rocmkit venv` runs from one checkout (CI makes its two stacks'
     venvs side by side) take turns there: setuptools' editable build writes TREE/rocmkit.egg-info (and build/) in
     the checkout itself, and two builds at once race on those files (one's SOURCES.txt or PKG-INFO half-written
@@ -91,11 +91,28 @@ def checkout_lock(tree: Path, say: Callable[[str], None] = print):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                say(f"  waiting for another editable install from {tree} to end (a lock on the checkout)")
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                say(f"  waiting for another editable install from {tree} to end (a lock on the checkout, "
+                    f"at most {timeout_s:g} s)")
+                _wait_for_lock(fd, tree, timeout_s)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _wait_for_lock(fd: int, tree: Path, timeout_s: float) -> None:
+    """The lock, polled until the deadline: the holder's own pip step has one, but a holder stopped (SIGSTOP, a
+    frozen container) would otherwise keep this run waiting for ever."""
+    end = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= end:
+                raise Failed(f"waited {timeout_s:g} s for another editable install from {tree} to end: another "
+                             "`rocmkit venv` (or pip) from this checkout holds its lock",
+                             hint="see what runs there: fuser -v " + shlex.quote(str(tree))) from None
+            time.sleep(0.5)
 
 
 def refusal(stack: Stack) -> str | None:
@@ -274,7 +291,8 @@ def make(stack: Stack, dest: Path, *, python: str | None = None, wheelhouse: Pat
                     _hold(stack, dest, vpy, env, say)
                 say(f"step {n}/{len(plan)} {step.name}: {step.why}")
                 say(f"  {step.line(vpy)}")
-                with checkout_lock(step.editable, say) if step.editable else contextlib.nullcontext():
+                with (checkout_lock(step.editable, say, step_timeout_s) if step.editable
+                      else contextlib.nullcontext()):
                     t = time.monotonic()  # the step's own time, not a wait for the lock
                     _run(step.name, [vpy, "-m", "pip", *step.args], env, step_timeout_s, on_line, stack)
                 record_steps.append({"name": step.name, "argv": ["python", "-m", "pip", *step.args],
