@@ -33,6 +33,19 @@ def containers(label: str = "io.rocmkit.run") -> list[str]:
     return out.stdout.split()
 
 
+def running(label: str = "io.rocmkit.run", within: float = 60.0) -> list[str]:
+    """The running containers with `label`, once there is one (polled every 0.2 s, for at most `within` s). A
+    poll, not a fixed sleep: the tests below signal or kill certify once its training container runs, which a
+    fixed 5 s wait after "certify: training" only made likely and paid in full every time."""
+    end = time.monotonic() + within
+    while True:
+        out = subprocess.run([DOCKER, "ps", "-q", "--filter", f"label={label}", "--filter", "status=running"],
+                             capture_output=True, text=True, check=False).stdout.split()
+        if out or time.monotonic() > end:
+            return out
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def no_torch_image(tmp_path_factory, base_image):
     """A rocmkit-built image with rocmkit and one pure-Python component, and no torch."""
@@ -124,8 +137,7 @@ def test_a_signal_to_rocmkit_alone_removes_the_container(tmp_path, verl_cpu_imag
         seen.append(line)
         if "certify: training" in line:
             break
-    time.sleep(5)
-    assert containers(), "no container was running"
+    assert running(), "no container was running"
     os.kill(p.pid, sig)  # rocmkit alone: it runs in a session of its own, the container's client in another
     rest, _ = p.communicate(timeout=60)
     assert p.returncode == code, "".join(seen) + rest
@@ -143,8 +155,8 @@ def test_a_container_left_by_a_certify_killed_outright_is_removed_by_the_next_an
                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 300
     while "certify: training" not in (tmp_path / "killed.log").read_text() and time.monotonic() < deadline:
-        time.sleep(1)
-    time.sleep(5)
+        time.sleep(0.2)
+    running("io.rocmkit.owner")  # its training container runs (the assertion below says so if it never did)
     left = containers("io.rocmkit.owner")
     assert left, (tmp_path / "killed.log").read_text()[-2000:]
     os.killpg(p.pid, signal.SIGKILL)  # certify and anything in its session; the containers' clients die with it
