@@ -16,6 +16,7 @@ time, or their ratios.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -62,7 +63,6 @@ SLOWEST = 25
 
 def read_tests(path: Path) -> dict[str, dict]:
     """A durations.json: node id -> {"s": seconds, "group": group}."""
-    import json
     return json.loads(path.read_text())["tests"]
 
 

@@ -43,17 +43,22 @@ def completion_tokens(row: dict[str, float]) -> float:
     return row.get("timing_s/gen", 0.0) * 1000 / per_token_ms if per_token_ms else 0.0
 
 
+def steady(rows: list) -> list:
+    """The steps throughput counts: the first includes one-off warm-up (compilation, allocator, caches), so it is
+    left out where enough steps remain."""
+    return rows[1:] if len(rows) > 2 else rows
+
+
 def summarize(steps: dict[int, dict[str, float]], info: dict, engine=None) -> dict:
     """Throughput, per-phase times and MFU from the per-step metrics (the engine's own MFU where it reports one)."""
     ordered = [steps[s] for s in sorted(steps)]
-    # the first step includes one-off warm-up (compilation, allocator, caches): throughput skips it
-    steady = ordered[1:] if len(ordered) > 2 else ordered
+    steady_rows = steady(ordered)
 
-    def total(key, rows=steady):
+    def total(key, rows=steady_rows):
         return sum(r.get(key, 0.0) for r in rows)
 
     phases = {name: round(total(key, ordered), 4) for name, key in PHASES.items()}
-    gen_time, gen_tokens = total("timing_s/gen"), sum(completion_tokens(r) for r in steady)
+    gen_time, gen_tokens = total("timing_s/gen"), sum(completion_tokens(r) for r in steady_rows)
     train_time = total("timing_s/update_actor") + total("timing_s/ref") + total("timing_s/old_log_prob")
     all_tokens = total("perf/total_num_tokens")
     out = {
@@ -164,14 +169,15 @@ FIRST_STEP_SLOW = 3.0  # step 1 over the others' median: worth a line of its own
 def _first_step_line(per_step: list[dict]) -> list[str]:
     """Step 1 said apart where it took several times the others: its one-off warm-up (kernels compiled, caches
     filled; SGLang's JIT, 88 of its 110 s on an H100) is in the phase totals above, and a reader comparing steps
-    should not take it for the pace. The throughput figures leave it out (summarize's steady steps)."""
+    should not take it for the pace. Said only where the throughput figures leave it out (steady)."""
     times = [r.get("timing_s/step") for r in per_step]
-    if len(times) < 3 or None in times:
+    if None in times or len(steady(times)) == len(times):
         return []
-    rest = sorted(times[1:])
+    rest = sorted(steady(times))
     median = statistics.median(rest)
     if median <= 0 or times[0] < FIRST_STEP_SLOW * median:
         return []
+
     def s(x: float) -> str:
         return f"{x:.1f}" if x >= 1 else f"{x:.2g}"
 

@@ -63,51 +63,44 @@ class Step:
 @contextlib.contextmanager
 def checkout_lock(tree: Path, say: Callable[[str], None] = print, timeout_s: float = 600.0):
     """Held around `pip install -e TREE`, so that two `rocmkit venv` runs from one checkout (CI makes its two stacks'
-    venvs side by side) take turns there: setuptools' editable build writes TREE/rocmkit.egg-info (and build/) in
-    the checkout itself, and two builds at once race on those files (one's SOURCES.txt or PKG-INFO half-written
-    or removed under the other). Only that step: every other step writes inside its own venv.
+    venvs side by side) take turns there. A setuptools whose editable build writes TREE/rocmkit.egg-info (and
+    build/) in the checkout would race on those files; the setuptools of CI's venvs (77, 78) write there nothing,
+    and the lock costs nothing uncontended. Only that step: every other step writes inside its own venv.
 
     The lock is flock(2) on the checkout folder itself (a directory's descriptor takes flock on Linux): every run
-    from this checkout names the same lock whatever its venv, worktrees and other clones get locks of their own
-    (their egg-info is their own), no lock file is made (nothing in `git status`, nothing in the tracked tree),
-    and the kernel drops the lock when its holder exits, however it exits, so none is left stale. Where the
-    folder takes no flock (some network filesystems), a file in the temporary folder named by the checkout's
-    path holds it instead."""
+    from this checkout names the same lock whatever its venv, worktrees and other clones get locks of their own,
+    no lock file is made (nothing in `git status`), and the kernel drops the lock when its holder exits, however
+    it exits, so none is left stale. Where the folder takes no flock (some network filesystems), a file in the
+    temporary folder named by the checkout's path holds it instead."""
     tree = Path(os.path.realpath(tree))
-    fd, held = None, False
+    fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held = True
-    except BlockingIOError:
-        pass  # another run holds it: wait below
-    except OSError:  # no flock on this folder
-        if fd is not None:
+        try:
+            _wait_for_lock(fd, tree, timeout_s, say)
+        except OSError:  # no flock on this folder
             os.close(fd)
-        name = f"rocmkit-editable-{hashlib.sha256(str(tree).encode()).hexdigest()[:16]}.lock"
-        fd = os.open(Path(tempfile.gettempdir()) / name, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        if not held:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                say(f"  waiting for another editable install from {tree} to end (a lock on the checkout, "
-                    f"at most {timeout_s:g} s)")
-                _wait_for_lock(fd, tree, timeout_s)
+            name = f"rocmkit-editable-{hashlib.sha256(str(tree).encode()).hexdigest()[:16]}.lock"
+            fd = os.open(Path(tempfile.gettempdir()) / name, os.O_RDWR | os.O_CREAT, 0o666)
+            _wait_for_lock(fd, tree, timeout_s, say)
         yield
     finally:
         os.close(fd)  # releases the lock
 
 
-def _wait_for_lock(fd: int, tree: Path, timeout_s: float) -> None:
-    """The lock, polled until the deadline: the holder's own pip step has one, but a holder stopped (SIGSTOP, a
-    frozen container) would otherwise keep this run waiting for ever."""
+def _wait_for_lock(fd: int, tree: Path, timeout_s: float, say: Callable[[str], None]) -> None:
+    """The lock, polled until the deadline (said once when another run holds it): the holder's own pip step has
+    one, but a holder stopped (SIGSTOP, a frozen container) would otherwise keep this run waiting for ever."""
     end = time.monotonic() + timeout_s
+    waiting = False
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
+            if not waiting:
+                say(f"  waiting for another editable install from {tree} to end (a lock on the checkout, "
+                    f"at most {timeout_s:g} s)")
+                waiting = True
             if time.monotonic() >= end:
                 raise Failed(f"waited {timeout_s:g} s for another editable install from {tree} to end: another "
                              "`rocmkit venv` (or pip) from this checkout holds its lock",
