@@ -1,8 +1,7 @@
 """`.ci/run`'s own plumbing, with stand-ins for its steps (each a few lines of bash): the time table lists every
-part, pytest's too when pytest fails, and CI's exit code is the failing part's; 20-docker.sh runs beside
-50-cpu-stacks.sh, the two images build side by side with the resolve gate beside them, and a failure beside another
-still stops CI. benchmarks/ci_time.py
-reads the table."""
+part, pytest's too when pytest fails, and CI's exit code is the failing part's; 20-docker.sh and 40-doctor-libs.sh
+run beside 50-cpu-stacks.sh, the two images build side by side with the resolve gate beside them, the two image gates
+certify side by side, and a failure beside another still stops CI. benchmarks/ci_time.py reads the table."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from pathlib import Path
 import scriptmodule
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("10-python", "20-docker", "30-slurm", "50-cpu-stacks", "55-megatron")
+STEPS = ("10-python", "20-docker", "30-slurm", "40-doctor-libs", "50-cpu-stacks", "55-megatron")
 
 
 def _stand_in(path: Path, name: str, body: str = "") -> None:
@@ -30,17 +29,20 @@ def _ci(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
     (root / ".ci" / "provision").mkdir(parents=True)
     shutil.copy(REPO / ".ci" / "run", root / ".ci" / "run")
     for step in STEPS:
-        # 50-cpu-stacks.sh waits until 20-docker.sh has started (the resolve gate until a build has, each build
-        # until the other has):
-        # run one after the other, they would hang until `timeout` ends CI
-        body = 'until grep -q "start 20-docker" "$ROCMKIT_CI_WORK/order"; do sleep 0.1; done' \
+        # 50-cpu-stacks.sh waits until 20-docker.sh and 40-doctor-libs.sh have started (the resolve gate until a
+        # build has, each build until the other has, each gate until the other has): run one after the other, they
+        # would hang until `timeout` ends CI
+        body = ('until grep -q "start 20-docker" "$ROCMKIT_CI_WORK/order" && '
+                'grep -q "start 40-doctor-libs" "$ROCMKIT_CI_WORK/order"; do sleep 0.1; done') \
             if step == "50-cpu-stacks" else ""
         _stand_in(root / ".ci" / "provision" / f"{step}.sh", step, body)
     _stand_in(root / ".ci" / "resolve-gate.sh", "resolve",
               'until grep -q "start build" "$ROCMKIT_CI_WORK/order"; do sleep 0.1; done')
     _stand_in(root / ".ci" / "image-build.sh", "build",  # the two builds side by side
               'until [ "$(grep -c "start build" "$ROCMKIT_CI_WORK/order")" = 2 ]; do sleep 0.1; done')
-    _stand_in(root / ".ci" / "image-gate.sh", "gate", '[ "$IMAGE_GATE_BUILT" = 1 ]  # built before')
+    _stand_in(root / ".ci" / "image-gate.sh", "gate",  # built before; the two gates side by side
+              '[ "$IMAGE_GATE_BUILT" = 1 ]\n'
+              'until [ "$(grep -c "start gate" "$ROCMKIT_CI_WORK/order")" = 2 ]; do sleep 0.1; done')
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     _stand_in(bin_ / "python", "pytest")
@@ -63,9 +65,10 @@ def test_the_table_lists_every_part_and_the_whole(tmp_path):
     assert parts[-2:] == ["pytest", "whole .ci/run"]
     assert sorted(parts[:-2]) == ["TRL gate trl-cpu", "image build trl-cpu", "image build verl-cpu",
                                   "image gate verl-cpu", "provision 10-python.sh", "provision 20-docker.sh",
-                                  "provision 30-slurm.sh", "provision 50-cpu-stacks.sh", "provision 55-megatron.sh",
+                                  "provision 30-slurm.sh", "provision 40-doctor-libs.sh", "provision 50-cpu-stacks.sh", "provision 55-megatron.sh",
                                   "resolve gate"]
-    assert "beside 50-cpu-stacks.sh" in table and "beside the builds" in table and "beside the verl-cpu build" in table
+    assert table.count("beside 50-cpu-stacks.sh") == 2 and "beside the builds" in table
+    assert "beside the verl-cpu build" in table and "beside the verl-cpu gate" in table
     assert re.search(r" min  CPU +\d+ %  exit 0, \d{4}-\d\d-\d\d \d\d:\d\d UTC$", table.splitlines()[-1])
     assert all(re.search(r" min  CPU +\d+ %", line) for line in table.splitlines())  # the cores busy meanwhile
     # benchmarks/ci_time.py reads the table as .ci/run writes it
@@ -90,3 +93,9 @@ def test_a_step_failing_beside_another_stops_ci_after_both(tmp_path):
     r, work = _ci(tmp_path / "again", FAIL_resolve="2")
     assert r.returncode == 2 and "resolve gate: every built-in stack resolved by pip failed, exit 2" in r.stderr
     assert "image build verl-cpu" in (work / "times.txt").read_text() and "gate" not in (work / "order").read_text()
+    r, work = _ci(tmp_path / "doctor-libs", FAIL_40_doctor_libs="3")  # the second step beside, failing
+    assert r.returncode == 3 and "40-doctor-libs.sh failed, exit 3" in r.stderr
+    assert "end 50-cpu-stacks" in (work / "order").read_text()
+    r, work = _ci(tmp_path / "gates", FAIL_gate="6")  # both gates fail: CI stops with their exit code, after both
+    assert r.returncode == 6 and (work / "order").read_text().count("end gate") == 2
+    assert "pytest" not in (work / "order").read_text()

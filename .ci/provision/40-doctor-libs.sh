@@ -11,7 +11,10 @@ venv="$work/venv-doctor-libs"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q -e '.[doctor-libs,slurm]'
+# .ci/run runs this beside 50-cpu-stacks.sh, whose `rocmkit venv` runs install this checkout editable too: the same
+# lock as theirs (flock on the checkout folder, rocmkit/image/venv.py's checkout_lock), so the two never build there
+# at once.
+flock "$PWD" "$venv/bin/python" -m pip install -q -e '.[doctor-libs,slurm]'
 {
   echo "export ROCMKIT_DOCTOR_LIBS_PYTHON=$venv/bin/python"
   # Provisioned: the library tests must run, not skip.
