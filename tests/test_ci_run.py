@@ -99,3 +99,15 @@ def test_a_step_failing_beside_another_stops_ci_after_both(tmp_path):
     r, work = _ci(tmp_path / "gates", FAIL_gate="6")  # both gates fail: CI stops with their exit code, after both
     assert r.returncode == 6 and (work / "order").read_text().count("end gate") == 2
     assert "pytest" not in (work / "order").read_text()
+
+
+def test_ci_cpu_counts_the_machines_cpu_over_a_test_run_alone():
+    """benchmarks/ci_cpu.py: a test run alone, its wall and the machine's busy CPU meanwhile (every core's, so the
+    engines' own processes count), and a failing test said as one."""
+    ci_cpu = scriptmodule.load("benchmarks/ci_cpu.py")
+    busy, idle = ci_cpu.busy_idle()
+    assert busy > 0 and idle >= 0
+    row = ci_cpu.measure("tests/test_ci_run.py::test_pytest_failing_is_in_the_table_and_is_cis_exit_code")
+    assert row["passed"] and row["wall_s"] > 0 and row["cpu_s"] > 0, row
+    assert 0 < row["cores_busy"] <= (os.cpu_count() or 1) + 0.5 and 0 <= row["idle_share"] <= 1
+    assert not ci_cpu.measure("tests/test_ci_run.py::no_such_test")["passed"]
