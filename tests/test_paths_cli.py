@@ -85,3 +85,25 @@ def test_lock_of_a_builtin_stack_where_no_lock_can_be_written_is_exit_2_naming_t
     assert r.exit_code == 2, r.output
     assert f"error: {folder}/verl-cpu.lock.json: " in r.output, r.output
     assert "run `rocmkit lock verl-cpu` in a folder you can write to" in r.output
+
+
+def test_version_names_the_build_and_needs_no_installed_metadata(monkeypatch):
+    """`rocmkit --version` says the build identity a doctor document carries (the version is 0.1.0 at every commit),
+    and from a source tree that pip never installed (`PYTHONPATH=checkout python -m rocmkit`) it says so: click's
+    own version option raised "'rocmkit' is not installed" there, a traceback (seen on a GPU machine, 2026-12-07)."""
+    from click.testing import CliRunner
+
+    from rocmkit import buildid
+    from rocmkit.cli import cli
+
+    ident = buildid.identity()
+    out = CliRunner().invoke(cli, ["--version"])
+    assert out.exit_code == 0 and out.output.startswith(f"rocmkit, version {buildid.describe(ident)}"), out.output
+    buildid.identity.cache_clear()
+    monkeypatch.setattr(buildid, "_dist_info", lambda: None)
+    try:
+        out = CliRunner().invoke(cli, ["--version"])
+        assert out.exit_code == 0 and out.exception is None, out.output
+        assert out.output == f"rocmkit, version 0.0.0+source (build {ident['build'].removeprefix('py-sha256:')})\n"
+    finally:
+        buildid.identity.cache_clear()

@@ -98,8 +98,23 @@ def _given_path(argv: list[str], exc: OSError) -> tuple[str | None, str] | None:
     return found
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """rocmkit's version and build identity (rocmkit/buildid.py), the one a doctor document carries: the version
+    alone is the same at every commit. Read from the package itself, so a source tree run with `python -m rocmkit`
+    says so instead of click's "'rocmkit' is not installed" traceback."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .. import buildid
+
+    ident = buildid.identity()
+    source = f", from {ident['source']}" if ident.get("source") else ""
+    click.echo(f"rocmkit, version {buildid.describe(ident)}{source}")
+    ctx.exit()
+
+
 @click.group(cls=RocmkitGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="rocmkit", prog_name="rocmkit")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and build and exit.")
 @click.option("--debug", is_flag=True, envvar="ROCMKIT_DEBUG", help="Show tracebacks for errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
