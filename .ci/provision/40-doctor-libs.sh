@@ -13,8 +13,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # .ci/run runs this beside 50-cpu-stacks.sh, whose `rocmkit venv` runs install this checkout editable too: the same
 # lock as theirs (flock on the checkout folder, rocmkit/image/venv.py's checkout_lock), so the two never build there
-# at once.
-flock "$PWD" "$venv/bin/python" -m pip install -q -e '.[doctor-libs,slurm]'
+# at once; with its deadline (600 s), after which a holder that stopped is named instead of waited for.
+rc=0
+flock -w 600 -E 75 "$PWD" "$venv/bin/python" -m pip install -q -e '.[doctor-libs,slurm]' || rc=$?
+[ "$rc" != 75 ] || { echo "40-doctor-libs.sh: another editable install of $PWD held its lock for 600 s" >&2; exit 1; }
+[ "$rc" = 0 ] || exit "$rc"
 {
   echo "export ROCMKIT_DOCTOR_LIBS_PYTHON=$venv/bin/python"
   # Provisioned: the library tests must run, not skip.

@@ -171,9 +171,10 @@ def _first_step_line(per_step: list[dict]) -> list[str]:
     filled; SGLang's JIT, 88 of its 110 s on an H100) is in the phase totals above, and a reader comparing steps
     should not take it for the pace. Said only where the throughput figures leave it out (steady)."""
     times = [r.get("timing_s/step") for r in per_step]
-    if None in times or len(steady(times)) == len(times):
+    rest = steady(times)
+    if None in times or len(rest) == len(times):
         return []
-    rest = sorted(steady(times))
+    rest = sorted(rest)
     median = statistics.median(rest)
     if median <= 0 or times[0] < FIRST_STEP_SLOW * median:
         return []
